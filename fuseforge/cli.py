@@ -1,0 +1,73 @@
+"""The `fuseforge` command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from .config import OptimizeConfig
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Compile a PyTorch model file into fused CUDA kernels, verify them and explain them.")
+console = Console(stderr=True)
+
+
+@app.callback()
+def main() -> None:
+    """fuseforge: fused CUDA kernels for PyTorch models, verified against float64 and benchmarked."""
+
+
+@app.command()
+def optimize(
+    model: Annotated[Path, typer.Argument(
+        help="A model file: class Model(nn.Module), get_inputs(), get_init_inputs().")],
+    out: Annotated[Path | None, typer.Option(
+        "-o", "--out", help="Output folder (default: out/<model name>).")] = None,
+    no_gpu: Annotated[bool, typer.Option(
+        "--no-gpu", help="Stop after the CPU-side checks (no build, verify, bench).")] = False,
+    seeds: Annotated[int, typer.Option(
+        help="Fresh seeds for GPU verification (each with two input distributions).")] = 3,
+    trials: Annotated[int, typer.Option(help="Timed calls per variant in the benchmark.")] = 50,
+    no_compile: Annotated[bool, typer.Option(
+        "--no-compile", help="Do not time torch.compile as a baseline.")] = False,
+) -> None:
+    """Write OUT/model_new.py (a standalone ModelNew with fused CUDA kernels) and OUT/report.md.
+
+    Stages: load, capture, rewrite, partition, codegen, emit, verify, bench, report; each writes a
+    numbered artefact into OUT. model_new.py is written only after it passed verification on the GPU.
+    Exit code 0: a verified ModelNew was written (with --no-gpu: the CPU-side checks passed).
+    """
+    from .pipeline import STAGES, StageFailed
+    from .pipeline import optimize as run_pipeline
+
+    out = out or Path("out") / model.stem
+    config = OptimizeConfig(model_path=model.resolve(), out_dir=out, gpu=not no_gpu, seeds=seeds,
+                            trials=trials, compile_baseline=not no_compile)
+    names = [name for name, _ in STAGES]
+    with console.status("starting") as status:
+        def on_stage(name: str) -> None:
+            status.update(f"[bold]{name}[/] (stage {names.index(name) + 1}/{len(names)}) {model.name}")
+            console.log(f"{name} …")
+
+        try:
+            run = run_pipeline(config, on_stage)
+        except StageFailed as exc:
+            console.print(f"[red]fuseforge: {model.name}: {exc}[/]")
+            report = out / "report.md"
+            if report.exists():
+                console.print(f"report (of the failed run): {report}")
+            raise typer.Exit(1) from None
+    if run.verified:
+        console.print(f"[green]verified[/]: {out / 'model_new.py'}")
+    else:
+        console.print("[yellow]GPU steps not run (--no-gpu); CPU-side checks passed[/]: "
+                      f"candidate at {out / '40_model_new.py'}")
+    console.print(f"report: {out / 'report.md'}")
+    print(out / "report.md")
+
+
+if __name__ == "__main__":
+    app()

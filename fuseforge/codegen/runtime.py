@@ -1,0 +1,145 @@
+"""Fixed C++ text shared by every generated extension: operand descriptors, loads, launch helpers.
+
+`TYPES` is included by both translation units (kernels and torch binding), so it uses no CUDA or torch
+header. `KERNEL_RUNTIME` goes into the kernel unit; `BINDING_RUNTIME` into the torch binding.
+"""
+
+TYPES = r"""
+#include <cstdint>
+// How a kernel sees its iteration space and its operands (shared by kernels and binding).
+constexpr int FF_MAX_RANK = 8;
+struct FFShape {
+    int rank;                    // dims after size-1 dims were dropped and mergeable dims merged
+    int64_t size[FF_MAX_RANK];
+};
+struct FFOperand {
+    const float* ptr;
+    int mode;                    // FF_DENSE: offset == index; FF_SCALAR: one value; FF_STRIDED: by strides
+    int64_t stride[FF_MAX_RANK]; // element strides over FFShape's dims (0 where broadcast)
+};
+enum FFMode { FF_DENSE = 0, FF_SCALAR = 1, FF_STRIDED = 2 };
+"""
+
+KERNEL_RUNTIME = r"""
+// Offset of element `i` of the iteration space within an operand.
+template <typename index_t>
+__device__ __forceinline__ int64_t ff_offset(const FFShape& shape, const FFOperand& op, index_t i) {
+    if (op.mode == FF_DENSE) return (int64_t)i;
+    if (op.mode == FF_SCALAR) return 0;
+    int64_t offset = 0;
+#pragma unroll
+    for (int d = FF_MAX_RANK - 1; d >= 0; --d) {
+        if (d < shape.rank) {
+            const index_t size = (index_t)shape.size[d];
+            offset += (int64_t)(i % size) * op.stride[d];
+            i /= size;
+        }
+    }
+    return offset;
+}
+
+template <typename index_t>
+__device__ __forceinline__ float ff_load(const FFShape& shape, const FFOperand& op, index_t i) {
+    return __ldg(op.ptr + ff_offset(shape, op, i));
+}
+
+// Four consecutive elements starting at `i` (a multiple of 4): one 16-byte load when dense.
+template <typename index_t>
+__device__ __forceinline__ void ff_load4(const FFShape& shape, const FFOperand& op, index_t i, float v[4]) {
+    if (op.mode == FF_DENSE) {
+        const float4 q = __ldg(reinterpret_cast<const float4*>(op.ptr + i));
+        v[0] = q.x; v[1] = q.y; v[2] = q.z; v[3] = q.w;
+    } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) v[j] = ff_load(shape, op, (index_t)(i + j));
+    }
+}
+
+__device__ __forceinline__ void ff_store4(float* out, int64_t i, const float v[4]) {
+    *reinterpret_cast<float4*>(out + i) = make_float4(v[0], v[1], v[2], v[3]);
+}
+
+// Enough blocks to fill every multiprocessor several times; the kernels loop over the rest.
+inline int ff_blocks(int64_t work, int threads) {
+    static int sm_count[64] = {0};
+    int device = 0;
+    cudaGetDevice(&device);
+    if (device < 64 && sm_count[device] == 0)
+        cudaDeviceGetAttribute(&sm_count[device], cudaDevAttrMultiProcessorCount, device);
+    const int64_t cap = (int64_t)(device < 64 && sm_count[device] > 0 ? sm_count[device] : 132) * 8;
+    const int64_t wanted = (work + threads - 1) / threads;
+    return (int)(wanted < 1 ? 1 : (wanted < cap ? wanted : cap));
+}
+
+const char* ff_error_string(int code) { return cudaGetErrorString((cudaError_t)code); }
+"""
+
+BINDING_RUNTIME = r"""
+// The iteration space of a call: broadcast shape of the inputs, with dims merged where possible.
+struct FFCall {
+    FFShape shape;
+    std::vector<FFOperand> operands;
+    std::vector<int64_t> out_sizes;  // broadcast shape, as torch sees it
+    int64_t numel;
+    bool vectorizable;               // 16-byte loads and stores are safe
+};
+
+const char* ff_error_string(int code);
+
+static FFCall ff_prepare(const char* kernel, const std::vector<torch::Tensor>& inputs) {
+    FFCall call;
+    std::vector<int64_t> sizes;
+    for (size_t k = 0; k < inputs.size(); ++k) {
+        const auto& t = inputs[k];
+        TORCH_CHECK(t.is_cuda(), kernel, ": inputs must be CUDA tensors");
+        TORCH_CHECK(t.scalar_type() == torch::kFloat, kernel, ": inputs must be float32, got ", t.scalar_type());
+        TORCH_CHECK(t.device() == inputs[0].device(), kernel, ": inputs must be on one device");
+        sizes = k == 0 ? t.sizes().vec() : at::infer_size(sizes, t.sizes());
+    }
+    call.out_sizes = sizes;
+    call.numel = 1;
+    for (auto s : sizes) call.numel *= s;
+    // Expanded strides of every operand; dims of size 1 carry no information and are dropped.
+    std::vector<std::vector<int64_t>> strides;
+    for (const auto& t : inputs) strides.push_back(t.expand(sizes).strides().vec());
+    std::vector<int64_t> dims;
+    std::vector<std::vector<int64_t>> dim_strides(inputs.size());
+    for (size_t d = 0; d < sizes.size(); ++d) {
+        if (sizes[d] == 1) continue;
+        bool merge = !dims.empty();
+        for (size_t k = 0; merge && k < inputs.size(); ++k)
+            merge = dim_strides[k].back() == strides[k][d] * sizes[d];
+        if (merge) {
+            dims.back() *= sizes[d];
+            for (size_t k = 0; k < inputs.size(); ++k) dim_strides[k].back() = strides[k][d];
+        } else {
+            dims.push_back(sizes[d]);
+            for (size_t k = 0; k < inputs.size(); ++k) dim_strides[k].push_back(strides[k][d]);
+        }
+    }
+    TORCH_CHECK((int)dims.size() <= FF_MAX_RANK, kernel, ": more than ", FF_MAX_RANK, " non-mergeable dims");
+    call.shape.rank = (int)dims.size();
+    for (size_t d = 0; d < dims.size(); ++d) call.shape.size[d] = dims[d];
+    call.vectorizable = call.numel % 4 == 0;
+    for (size_t k = 0; k < inputs.size(); ++k) {
+        FFOperand op;
+        op.ptr = inputs[k].data_ptr<float>();
+        bool dense = true, scalar = true;
+        int64_t expected = 1;
+        for (int d = call.shape.rank - 1; d >= 0; --d) {
+            op.stride[d] = dim_strides[k][d];
+            dense = dense && op.stride[d] == expected;
+            scalar = scalar && op.stride[d] == 0;
+            expected *= dims[d];
+        }
+        op.mode = scalar ? FF_SCALAR : (dense ? FF_DENSE : FF_STRIDED);
+        if (op.mode == FF_DENSE && reinterpret_cast<uintptr_t>(op.ptr) % 16 != 0) call.vectorizable = false;
+        call.operands.push_back(op);
+    }
+    return call;
+}
+
+static void ff_check(const char* kernel, int code) {
+    TORCH_CHECK(code == 0, kernel, ": CUDA error: ", ff_error_string(code));
+}
+"""

@@ -1,0 +1,19 @@
+"""The one typed configuration of a fuseforge run; every default lives here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class OptimizeConfig:
+    model_path: Path
+    out_dir: Path
+    gpu: bool = True  # False: stop after the CPU-side checks
+    seeds: int = 3  # fresh seeds for verification (each with two input distributions)
+    trials: int = 50  # timed calls per variant
+    warmup: int = 5
+    tolerance_factor: float = 2.0  # candidate error vs fp64 may be this many times eager fp32's
+    compile_baseline: bool = True  # also time torch.compile (default mode)
+    gpu_timeout_s: int = 1800  # build + verify + bench, in a child process

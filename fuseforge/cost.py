@@ -1,0 +1,148 @@
+"""A roofline cost model: the expected time and activation memory of eager PyTorch and of the plan.
+
+Each op (eager) or step (plan) costs max(FLOPs / compute rate, bytes moved / memory bandwidth) plus a
+launch overhead. Eager moves every op's inputs and output through device memory; a generated kernel
+reads its external inputs once and writes only its outputs: the saving of fusion is the intermediate
+traffic and launches it removes. Memory is the peak of live intermediate tensors (parameters and
+inputs are the same on both sides). The ceilings are those measured on an H100 (DESIGN/ENVIRONMENT).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+
+import torch
+from torch import fx
+
+from .capture import Captured
+from .partition import KernelStep, Plan
+
+SGEMM_FLOPS = 51.3e12  # cuBLAS fp32 GEMM, measured on an H100
+CONV_FLOPS = 100e12  # cuDNN convolutions (TF32 by default in PyTorch): a rough effective rate
+BANDWIDTH = 2.98e12  # device copy, bytes read + written per second
+LAUNCH_S = 3e-6  # per kernel launch, as seen from a stream of small ops
+
+VIEW_OPS = {"aten.view.default", "aten.reshape.default", "aten.permute.default", "aten.transpose.int",
+            "aten.t.default", "aten.expand.default", "aten.unsqueeze.default", "aten.squeeze.dim",
+            "aten.squeeze.dims", "aten.flatten.using_ints", "aten.alias.default", "aten.sym_size.int"}
+
+
+def _hint(size) -> int:
+    if isinstance(size, int):
+        return size
+    hint = getattr(size.node, "hint", None)  # the example size the export traced with
+    if hint is None:
+        hint = size.node.shape_env.size_hint(size.node.expr)
+    return int(hint)
+
+
+def numel(node: fx.Node) -> int:
+    val = node.meta.get("val")
+    if isinstance(val, torch.Tensor):
+        return math.prod(_hint(s) for s in val.shape)
+    return 0
+
+
+def nbytes(node: fx.Node) -> int:
+    val = node.meta.get("val")
+    return numel(node) * val.element_size() if isinstance(val, torch.Tensor) else 0
+
+
+def _is_free(node: fx.Node) -> bool:
+    return node.target is operator.getitem or str(node.target) in VIEW_OPS
+
+
+def flops(node: fx.Node) -> tuple[float, float]:
+    """(FLOPs, rate) of one op: GEMMs and convolutions by their formulas, anything else 1 per output."""
+    key = str(node.target)
+    ins = [a for a in node.all_input_nodes if isinstance(a.meta.get("val"), torch.Tensor)]
+    if key in ("aten.linear.default", "aten.matmul.default", "aten.mm.default", "aten.bmm.default",
+               "aten.addmm.default") and len(ins) >= 2:
+        a = ins[1] if key == "aten.addmm.default" else ins[0]
+        k = _hint(a.meta["val"].shape[-1])
+        return 2.0 * numel(node) * k, SGEMM_FLOPS
+    if key.startswith("aten.conv") and len(ins) >= 2:
+        w = ins[1].meta["val"]
+        per_out = math.prod(_hint(s) for s in w.shape[2:]) * _hint(w.shape[1 if "transpose" not in key else 0])
+        return 2.0 * numel(node) * per_out, CONV_FLOPS
+    return float(numel(node)), SGEMM_FLOPS
+
+
+def _time(fl: float, rate: float, moved: int) -> float:
+    return max(fl / rate, moved / BANDWIDTH) + LAUNCH_S
+
+
+@dataclass
+class CostEstimate:
+    eager_s: float
+    plan_s: float
+    eager_bytes_moved: int
+    plan_bytes_moved: int
+    eager_launches: int
+    plan_launches: int
+    eager_peak_activation_bytes: int
+    plan_peak_activation_bytes: int
+    total_flops: float
+
+    @property
+    def speedup(self) -> float:
+        return self.eager_s / self.plan_s if self.plan_s else 1.0
+
+    @property
+    def memory_saving(self) -> float:
+        e = self.eager_peak_activation_bytes
+        return 1.0 - self.plan_peak_activation_bytes / e if e else 0.0
+
+
+def _peak(units: list[tuple[list[str], list[str]]], sizes: dict[str, int]) -> int:
+    """Peak live bytes when each unit allocates its outputs and frees values after their last use."""
+    last = {}
+    for i, (reads, _) in enumerate(units):
+        for r in reads:
+            last[r] = i
+    live, peak = {}, 0
+    for i, (reads, writes) in enumerate(units):
+        for w in writes:
+            live[w] = sizes.get(w, 0)
+        peak = max(peak, sum(live.values()))
+        for r in reads:
+            if last.get(r) == i:
+                live.pop(r, None)
+    return peak
+
+
+def estimate(captured: Captured, plan: Plan) -> CostEstimate:
+    by_name = {n.name: n for n in captured.graph.nodes}
+    outputs = {o for o in captured.user_outputs if o}
+    sizes = {n: 0 if _is_free(by_name[n]) else nbytes(by_name[n]) for n in by_name}
+    ops = [n for n in captured.graph.nodes if n.op == "call_function"]
+    eager_s, eager_moved, launches, total_flops = 0.0, 0, 0, 0.0
+    for n in ops:
+        if _is_free(n):
+            continue
+        moved = sum(nbytes(a) for a in n.all_input_nodes) + nbytes(n)
+        fl, rate = flops(n)
+        eager_s, eager_moved, launches, total_flops = (eager_s + _time(fl, rate, moved), eager_moved + moved,
+                                                       launches + 1, total_flops + fl)
+    plan_s, plan_moved, plan_launches = 0.0, 0, 0
+    units = []
+    for step in plan.steps:
+        if isinstance(step, KernelStep):
+            g = step.group
+            moved = sum(nbytes(by_name[i]) for i in g.inputs) + sum(nbytes(by_name[o]) for o in g.outputs)
+            fl = float(numel(by_name[g.outputs[0]]) * len(g.nodes))
+            plan_s, plan_moved, plan_launches = plan_s + _time(fl, SGEMM_FLOPS, moved), plan_moved + moved, plan_launches + 1
+            units.append((list(g.inputs), list(g.outputs)))
+        else:
+            n = by_name[step.node]
+            units.append(([a.name for a in n.all_input_nodes], [n.name]))
+            if not _is_free(n):
+                moved = sum(nbytes(a) for a in n.all_input_nodes) + nbytes(n)
+                fl, rate = flops(n)
+                plan_s, plan_moved, plan_launches = plan_s + _time(fl, rate, moved), plan_moved + moved, plan_launches + 1
+    eager_units = [([a.name for a in n.all_input_nodes], [n.name]) for n in ops]
+    keep = [(list(outputs), [])]  # outputs stay alive to the end on both sides
+    return CostEstimate(eager_s, plan_s, eager_moved, plan_moved, launches, plan_launches,
+                        _peak(eager_units + keep, sizes), _peak(units + keep, sizes), total_flops)

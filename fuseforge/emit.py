@@ -1,0 +1,228 @@
+"""Stage `emit`: one standalone `model_new.py` in the seed requests' format.
+
+The file holds the original model file verbatim (so `Model`, `get_inputs` and `get_init_inputs` are
+unchanged), the generated CUDA and binding sources, and `class ModelNew(Model)`: it inherits
+`__init__`, hence the same signature, parameters, buffers, creation order and seeded initialisation,
+and overrides `forward` with the partitioned program. Kernels are built with `load_inline` at the first
+forward, so the module can be imported and constructed on a machine without a GPU.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+
+import torch
+from torch import fx
+
+from .capture import Captured
+from .codegen import Extension
+from .codegen.writer import Writer
+from .partition import KernelStep, Plan
+from .pointwise import op_key
+
+
+class EmitError(Exception):
+    """The program cannot be written as Python (an op or argument kind emit does not know)."""
+
+
+@dataclass(frozen=True)
+class EmitContext:
+    captured: Captured
+    plan: Plan
+    extension: Extension
+    model_file: str
+    source: str
+    init_args: list
+    output_is_tuple: bool
+
+
+def _state_access(fqn: str, is_parameter: bool) -> str:
+    """`self.gemm.weight`, or `self.get_buffer('layers.0.running_mean')` where a part is no identifier."""
+    if all(part.isidentifier() for part in fqn.split(".")):
+        return "self." + fqn
+    return f"self.{'get_parameter' if is_parameter else 'get_buffer'}({fqn!r})"
+
+
+def _state_expr(ctx: EmitContext, placeholder: str) -> str:
+    is_parameter = placeholder in ctx.captured.parameter_placeholders
+    return _state_access(ctx.captured.state_names[placeholder], is_parameter)
+
+
+def _arg(value, device_expr: str) -> str:
+    if isinstance(value, fx.Node):
+        return value.name
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(_arg(v, device_expr) for v in value)
+        return f"[{inner}]"
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else f"float({str(value)!r})"
+    if value is None or isinstance(value, (bool, int, str)):
+        return repr(value)
+    if isinstance(value, torch.dtype):
+        return str(value)
+    if isinstance(value, torch.device):
+        return device_expr
+    if isinstance(value, (torch.memory_format, torch.layout)):
+        return str(value)
+    raise EmitError(f"cannot write argument {value!r} of type {type(value).__name__}")
+
+
+def _call(node: fx.Node, device_expr: str) -> str:
+    if node.target is operator.getitem:
+        return f"{node.args[0].name}[{node.args[1]!r}]"
+    if isinstance(node.target, torch._ops.OpOverload):
+        fn = f"torch.ops.{op_key(node)}"
+    elif getattr(operator, getattr(node.target, "__name__", ""), None) is node.target:
+        fn = f"operator.{node.target.__name__}"
+    else:
+        raise EmitError(f"cannot write a call of {node.target!r}")
+    args = [_arg(a, device_expr) for a in node.args] + [f"{k}={_arg(v, device_expr)}" for k, v in node.kwargs.items()]
+    return f"{fn}({', '.join(args)})"
+
+
+def _forward(ctx: EmitContext) -> str:
+    c = ctx.captured
+    by_name = {n.name: n for n in c.graph.nodes}
+    w = Writer()
+    w.line(f"def forward(self, {', '.join(c.user_inputs)}):")
+    with w.indent():
+        if c.mode_dependent:
+            w.line(f"if self.training != {c.training!r}:  # only the {'train' if c.training else 'eval'}"
+                   "-mode graph was compiled")
+            w.line(f"    return super().forward({', '.join(c.user_inputs)})")
+        for name in c.state_names:
+            if by_name[name].users:
+                w.line(f"{name} = {_state_expr(ctx, name)}")
+        if not ctx.extension.empty:
+            w.line("kernels = _kernels()")
+            w.line("stream = torch.cuda.current_stream().cuda_stream")
+        device_expr = f"{c.user_inputs[0]}.device"
+        for step in ctx.plan.steps:
+            if isinstance(step, KernelStep):
+                g = step.group
+                w.line(f"# {' -> '.join(op_key(by_name[n]).split('.')[1] for n in g.nodes)}: one kernel")
+                w.line(f"{', '.join(g.outputs)}{',' if len(g.outputs) > 1 else ''} = "
+                       f"kernels.{g.name}({', '.join([*g.inputs, 'stream'])})")
+            else:
+                w.line(f"{step.node} = {_call(by_name[step.node], device_expr)}")
+        for fqn, value in c.buffer_mutations.items():
+            w.line(f"{_state_access(fqn, is_parameter=False)}.copy_({value})  # buffer update")
+        if any(o is None for o in c.user_outputs):
+            raise EmitError("the model returns a constant; not supported yet")
+        outs = ", ".join(c.user_outputs)
+        w.line(f"return ({outs},)" if ctx.output_is_tuple and len(c.user_outputs) == 1 else
+               f"return {outs}" if not ctx.output_is_tuple else f"return ({outs})")
+    return w.text()
+
+
+def _module_text(ctx: EmitContext) -> str:
+    ext = ctx.extension
+    w = Writer()
+    w.line(f'"""ModelNew for {ctx.model_file}, generated by fuseforge.')
+    w.line("")
+    w.line("The original model file follows verbatim; ModelNew inherits its __init__ (same signature, parameters,")
+    w.line("buffers and initialisation) and replaces forward with fused CUDA kernels built by load_inline at the")
+    w.line(f"first call. Compiled for get_init_inputs() = {ctx.init_args!r}.")
+    w.line("Run this file to check ModelNew against Model on the GPU and time both.")
+    w.line('"""')
+    w.line("")
+    w.line("import functools")
+    w.line("import inspect")
+    w.line("import operator  # noqa: F401  (used by symbolic size arithmetic, when present)")
+    w.line("")
+    w.line("import torch")
+    w.line("from torch.utils.cpp_extension import load_inline")
+    w.line("")
+    w.line(f"# ---------------------------------------------------------------- original model: {ctx.model_file}")
+    w.lines(ctx.source.rstrip())
+    w.line("")
+    w.line("")
+    w.line("# ---------------------------------------------------------------- generated kernels")
+    if ext.empty:
+        w.line("# No op of this model is computed by a generated kernel (see the report).")
+    else:
+        w.line(f"CUDA_SOURCE = r\"\"\"\n{ext.cuda}\"\"\"")
+        w.line("")
+        w.line(f"BINDING_SOURCE = r\"\"\"\n{ext.binding}\"\"\"")
+        w.line("")
+        w.line("")
+        w.lines(_LOADER.format(name=ext.name, functions=list(ext.functions)))
+    w.line("")
+    w.line("")
+    w.line(f"_COMPILED_FOR_INIT_ARGS = {ctx.init_args!r}")
+    w.line("")
+    w.line("")
+    w.lines(_CLASS_HEAD)
+    w.line("")
+    with w.indent():
+        w.lines(_forward(ctx))
+    w.line("")
+    w.line("")
+    w.line("ModelNew.__init__.__signature__ = inspect.signature(Model.__init__)")
+    w.line("")
+    w.line("")
+    w.lines(_MAIN)
+    return w.text()
+
+
+def emit(ctx: EmitContext) -> str:
+    """The text of `model_new.py`; it is valid Python (checked by compiling it)."""
+    text = _module_text(ctx)
+    compile(text, "model_new.py", "exec")
+    return text
+
+
+_LOADER = '''@functools.cache
+def _kernels():
+    """Build (once, cached on disk by torch) and load the extension with the fused kernels."""
+    return load_inline(
+        name="{name}",
+        cpp_sources=[BINDING_SOURCE],
+        cuda_sources=[CUDA_SOURCE],
+        functions={functions!r},
+        extra_cflags=["-O3"],
+        extra_cuda_cflags=["-O3"],
+        no_implicit_headers=True,
+    )'''
+
+_CLASS_HEAD = '''class ModelNew(Model):
+    """Model with its forward compiled by fuseforge; parameters and buffers are Model's own."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        bound = inspect.signature(Model.__init__).bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        given = list(bound.arguments.values())[1 : 1 + len(_COMPILED_FOR_INIT_ARGS)]
+        if repr(given) != repr(list(_COMPILED_FOR_INIT_ARGS)):
+            raise ValueError(
+                f"ModelNew was compiled for init args {_COMPILED_FOR_INIT_ARGS!r}, got {given!r}: "
+                "constants of the model are built into its kernels; run fuseforge again for these args."
+            )
+'''
+
+_MAIN = '''if __name__ == "__main__":
+    # Self-check on the GPU: same weights, same inputs, ModelNew against Model; then time both.
+    torch.manual_seed(0)
+    reference = Model(*get_init_inputs()).cuda()
+    candidate = ModelNew(*get_init_inputs()).cuda()
+    candidate.load_state_dict(reference.state_dict())
+    inputs = [x.cuda() for x in get_inputs()]
+    with torch.no_grad():
+        expected, got = reference(*inputs), candidate(*inputs)
+        expected = expected if isinstance(expected, (tuple, list)) else (expected,)
+        got = got if isinstance(got, (tuple, list)) else (got,)
+        for i, (e, g) in enumerate(zip(expected, got)):
+            err = ((g.double() - e.double()).norm() / e.double().norm().clamp_min(1e-30)).item()
+            print(f"output {i}: shape {tuple(g.shape)}, relative error vs Model {err:.2e}")
+        for name, module in (("Model", reference), ("ModelNew", candidate)):
+            times = []
+            for _ in range(25):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                module(*inputs)
+                end.record()
+                torch.cuda.synchronize()
+                times.append(start.elapsed_time(end))
+            print(f"{name:9s} median {sorted(times)[len(times) // 2]:.3f} ms")'''

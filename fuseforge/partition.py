@@ -1,0 +1,260 @@
+"""Stage `partition`: decide which ops become one generated kernel and which stay torch calls.
+
+v0 rule: anchors (matmul, linear, conv, reductions, norms, views: every op that is not in the pointwise
+table) stay torch calls. Every maximal set of pointwise ops between anchors that can run as one
+elementwise loop becomes a kernel: chains, multi-input chains, broadcasts of vectors and scalars,
+anchor epilogues. A kernel's outputs share one iteration shape; every op inside it broadcasts to it.
+Whenever two neighbours end up apart, the reason is recorded (`WhyNotFused`).
+
+The planner emits plain dataclasses; codegen only prints them.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+
+import torch
+from torch import fx
+
+from . import pointwise
+from .pointwise import NotSpellable
+
+KERNEL_DTYPES = (torch.float32, torch.bool)
+
+
+@dataclass(frozen=True)
+class KernelGroup:
+    """Pointwise ops computed by one generated kernel."""
+
+    name: str
+    nodes: tuple[str, ...]  # in topological order
+    inputs: tuple[str, ...]  # external tensors read (float32), in first-use order
+    outputs: tuple[str, ...]  # tensors written, all of shape `shape`
+    shape: tuple  # iteration shape (may hold symbolic sizes) as captured
+
+
+@dataclass(frozen=True)
+class TorchStep:
+    node: str
+
+
+@dataclass(frozen=True)
+class KernelStep:
+    group: KernelGroup
+
+
+@dataclass(frozen=True)
+class WhyNotFused:
+    producer: str
+    consumer: str
+    reason: str
+
+
+@dataclass
+class Plan:
+    steps: list[TorchStep | KernelStep]
+    groups: list[KernelGroup]
+    not_fused: list[WhyNotFused] = field(default_factory=list)
+
+
+def _tensor_meta(node: fx.Node):
+    val = node.meta.get("val")
+    return val if isinstance(val, torch.Tensor) else None
+
+
+def _unwrap_getitem(node: fx.Node) -> fx.Node:
+    """The op that produced a tuple element, for messages."""
+    return node.args[0] if node.target is operator.getitem else node
+
+
+def fusible_reason(node: fx.Node) -> str | None:
+    """None if the node can live in a generated kernel, else why not."""
+    if node.op != "call_function":
+        return f"{node.name} is a graph {node.op}"
+    if not pointwise.is_pointwise(node):
+        return f"{pointwise.op_key(node)} is not pointwise (stays a torch call)"
+    meta = _tensor_meta(node)
+    if meta is None or meta.dtype not in KERNEL_DTYPES:
+        return f"{node.name} has dtype {getattr(meta, 'dtype', None)}; kernels compute float32"
+    for arg in node.all_input_nodes:
+        arg_meta = _tensor_meta(arg)
+        if arg_meta is None or arg_meta.dtype not in KERNEL_DTYPES:
+            return f"input {arg.name} of {node.name} has dtype {getattr(arg_meta, 'dtype', None)}"
+    try:
+        pointwise.spell(node, lambda n: n.name)
+    except NotSpellable as exc:
+        return f"{node.name}: {exc}"
+    return None
+
+
+class _Reach:
+    """Descendant sets of every node, for the convexity test."""
+
+    def __init__(self, graph: fx.Graph):
+        self.below: dict[str, set[str]] = {}
+        for node in reversed(list(graph.nodes)):
+            below = set()
+            for user in node.users:
+                below.add(user.name)
+                below |= self.below[user.name]
+            self.below[node.name] = below
+
+    def convex(self, group: set[str]) -> bool:
+        """No path leaves the group and comes back."""
+        outside_below = set()
+        for g in group:
+            outside_below |= self.below[g] - group
+        return not any(self.below[m] & group for m in outside_below)
+
+
+def _outputs(group: set[str], by_name: dict[str, fx.Node]) -> list[str]:
+    return [n for n in group if any(u.name not in group for u in by_name[n].users)]
+
+
+def _shape_of(name: str, by_name) -> tuple:
+    """The node's shape; symbolic sizes as their names ('s0')."""
+    return tuple(s if isinstance(s, int) else str(s) for s in _tensor_meta(by_name[name]).shape)
+
+
+def _acceptable(group: set[str], by_name, reach: _Reach) -> str | None:
+    if not reach.convex(group):
+        return "fusing would create a cycle through an op outside the kernel"
+    outs = _outputs(group, by_name)
+    shapes = {_shape_of(o, by_name) for o in outs}
+    if len(shapes) > 1:
+        return f"outputs would have different shapes {sorted(map(list, shapes), key=str)}"
+    if any(_tensor_meta(by_name[o]).dtype != torch.float32 for o in outs):
+        return "a kernel output would not be float32"
+    return None
+
+
+def _group_nodes(graph: fx.Graph, not_fused: list[WhyNotFused]) -> list[list[str]]:
+    by_name = {n.name: n for n in graph.nodes}
+    reach = _Reach(graph)
+    group_of: dict[str, int] = {}
+    groups: dict[int, set[str]] = {}
+    for node in graph.nodes:
+        if node.op != "call_function":
+            continue
+        reason = fusible_reason(node)
+        if reason is not None:
+            for arg in node.all_input_nodes:
+                if arg.name in group_of:
+                    not_fused.append(WhyNotFused(arg.name, node.name, reason))
+            continue
+        gid = len(groups)
+        groups[gid] = {node.name}
+        group_of[node.name] = gid
+        for arg in node.all_input_nodes:
+            other = group_of.get(arg.name)
+            if other is None:
+                if arg.op == "call_function":
+                    producer = _unwrap_getitem(arg)
+                    not_fused.append(WhyNotFused(producer.name, node.name, fusible_reason(producer) or "?"))
+                continue
+            if other == group_of[node.name]:
+                continue
+            merged = groups[other] | groups[group_of[node.name]]
+            why = _acceptable(merged, by_name, reach)
+            if why is not None:
+                not_fused.append(WhyNotFused(arg.name, node.name, why))
+                continue
+            old = group_of[node.name]
+            for n in groups.pop(old):
+                group_of[n] = other
+            groups[other] = merged
+    order = {n.name: i for i, n in enumerate(graph.nodes)}
+    return [sorted(g, key=order.__getitem__) for g in groups.values()]
+
+
+def _kernel_name(nodes: list[str], by_name, taken: set[str]) -> str:
+    ops = []
+    for n in nodes:
+        op = str(by_name[n].target).split(".")[1]
+        if not ops or ops[-1] != op:
+            ops.append(op)
+    base = "fused_" + "_".join(ops[:6]) + ("_etc" if len(ops) > 6 else "")
+    name, i = base, 2
+    while name in taken:
+        name, i = f"{base}_{i}", i + 1
+    taken.add(name)
+    return name
+
+
+def _make_group(nodes: list[str], by_name, taken: set[str]) -> KernelGroup:
+    members = set(nodes)
+    inputs: list[str] = []
+    for n in nodes:
+        for arg in by_name[n].all_input_nodes:
+            if arg.name not in members and arg.name not in inputs:
+                inputs.append(arg.name)
+    outputs = [n for n in nodes if any(u.name not in members for u in by_name[n].users)]
+    shape = _shape_of(outputs[0], by_name)
+    return KernelGroup(_kernel_name(nodes, by_name, taken), tuple(nodes), tuple(inputs), tuple(outputs), shape)
+
+
+def _schedule(graph: fx.Graph, groups: list[KernelGroup]) -> list[TorchStep | KernelStep]:
+    """Topological order of torch calls and kernels, as close to the original order as possible."""
+    by_name = {n.name: n for n in graph.nodes}
+    owner = {n: g for g in groups for n in g.nodes}
+    units: dict[str, TorchStep | KernelStep] = {}
+    for node in graph.nodes:
+        if node.op != "call_function":
+            continue
+        units.setdefault(owner[node.name].name if node.name in owner else node.name,
+                         KernelStep(owner[node.name]) if node.name in owner else TorchStep(node.name))
+
+    def unit_of(name: str) -> str | None:
+        if name in owner:
+            return owner[name].name
+        return name if name in units else None
+
+    deps = {u: set() for u in units}
+    for key, unit in units.items():
+        members = unit.group.nodes if isinstance(unit, KernelStep) else (unit.node,)
+        for m in members:
+            for arg in by_name[m].all_input_nodes:
+                dep = unit_of(arg.name)
+                if dep is not None and dep != key:
+                    deps[key].add(dep)
+    first = {}
+    for i, node in enumerate(graph.nodes):
+        u = unit_of(node.name)
+        if u is not None:
+            first.setdefault(u, i)
+    done: list[str] = []
+    pending = sorted(units, key=first.__getitem__)
+    while pending:
+        ready = next(u for u in pending if deps[u] <= set(done))
+        done.append(ready)
+        pending.remove(ready)
+    return [units[u] for u in done]
+
+
+def partition(graph: fx.Graph) -> Plan:
+    not_fused: list[WhyNotFused] = []
+    by_name = {n.name: n for n in graph.nodes}
+    taken: set[str] = set()
+    groups = [_make_group(nodes, by_name, taken) for nodes in _group_nodes(graph, not_fused)]
+    return Plan(_schedule(graph, groups), groups, not_fused)
+
+
+def format_plan(plan: Plan) -> str:
+    """The `20_partition.txt` artefact."""
+    lines = ["# steps, in execution order"]
+    for step in plan.steps:
+        if isinstance(step, KernelStep):
+            g = step.group
+            lines.append(f"kernel {g.name}: {' -> '.join(g.nodes)}")
+            lines.append(f"    reads {', '.join(g.inputs)}; writes {', '.join(g.outputs)}; "
+                         f"iteration shape {list(g.shape)}")
+        else:
+            lines.append(f"torch  {step.node}")
+    lines.append("")
+    lines.append("# why neighbours were not fused")
+    for w in plan.not_fused:
+        lines.append(f"{w.producer} -> {w.consumer}: {w.reason}")
+    if not plan.not_fused:
+        lines.append("(every pair of neighbouring ops was fused)")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,244 @@
+"""The pointwise op table: each ATen op that a generated kernel can compute, spelled in CUDA C++.
+
+One entry per ATen overload. A spelling receives the op's arguments bound to their schema names
+(tensors as C++ expressions of type `float` or `bool`, scalars as Python values) and returns one C++
+expression, or raises `NotSpellable` for argument values it does not cover. The helpers it calls
+(`ff_sigmoid`, `ff_gelu_erf`, ...) are defined once in `PRELUDE`, as `__host__ __device__` functions,
+so the same spelling also compiles for the CPU (the op-table tests run it there against torch).
+
+Formulas follow PyTorch's own definitions (exact erf GELU versus the tanh approximation, softplus's
+threshold, NaN propagation of relu, clamp, minimum and maximum), in precise fp32 math: no fast-math.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import fx
+
+from .cpp_literals import cpp_float
+
+
+class NotSpellable(Exception):
+    """The op is in the table, but not with these argument values."""
+
+
+@dataclass(frozen=True)
+class Spelling:
+    fn: Callable[[dict], str]
+    result: str = "float"  # C++ type of the result: "float" or "bool"
+
+
+PRELUDE = r"""
+// Pointwise helpers shared by every generated kernel: PyTorch's formulas in precise fp32.
+#define FF_HD __host__ __device__ __forceinline__
+FF_HD float ff_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+FF_HD float ff_silu(float x) { return x / (1.0f + expf(-x)); }
+FF_HD float ff_relu(float x) { return x < 0.0f ? 0.0f : x; }  // keeps NaN, like torch.relu
+FF_HD float ff_clamp(float x, float lo, float hi) { return x != x ? x : fminf(fmaxf(x, lo), hi); }
+FF_HD float ff_clamp_min(float x, float lo) { return x != x ? x : fmaxf(x, lo); }
+FF_HD float ff_clamp_max(float x, float hi) { return x != x ? x : fminf(x, hi); }
+FF_HD float ff_minimum(float a, float b) { return (a != a || b != b) ? a + b : fminf(a, b); }
+FF_HD float ff_maximum(float a, float b) { return (a != a || b != b) ? a + b : fmaxf(a, b); }
+FF_HD float ff_rsqrt(float x) { return 1.0f / sqrtf(x); }
+FF_HD float ff_gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f)); }
+FF_HD float ff_gelu_tanh(float x) {
+    const float inner = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+    return 0.5f * x * (1.0f + tanhf(inner));
+}
+FF_HD float ff_softplus(float x, float beta, float threshold) {
+    return x * beta > threshold ? x : log1pf(expf(x * beta)) / beta;
+}
+FF_HD float ff_mish(float x) { return x * tanhf(ff_softplus(x, 1.0f, 20.0f)); }
+FF_HD float ff_hardsigmoid(float x) { return fminf(fmaxf(x + 3.0f, 0.0f), 6.0f) / 6.0f; }
+FF_HD float ff_hardswish(float x) { return x * fminf(fmaxf(x + 3.0f, 0.0f), 6.0f) / 6.0f; }
+FF_HD float ff_elu(float x, float alpha, float scale, float input_scale) {
+    return x > 0.0f ? scale * x : scale * alpha * expm1f(x * input_scale);
+}
+FF_HD float ff_sign(float x) { return x != x ? x : (float)((x > 0.0f) - (x < 0.0f)); }
+"""
+
+
+def _f(x) -> str:
+    if isinstance(x, str):  # already a C++ expression (a tensor operand)
+        return x
+    if x is None:
+        raise NotSpellable("None where a number is needed")
+    return cpp_float(float(x))
+
+
+def _pow_scalar(base: str, exponent) -> str:
+    if not isinstance(exponent, (int, float)) or isinstance(exponent, bool):
+        raise NotSpellable(f"exponent {exponent!r}")
+    exact = {1.0: "{b}", 2.0: "({b} * {b})", 3.0: "({b} * {b} * {b})", 0.5: "sqrtf({b})",
+             -1.0: "(1.0f / {b})", -0.5: "ff_rsqrt({b})", 0.0: "1.0f"}
+    if float(exponent) in exact:
+        return exact[float(exponent)].format(b=base)
+    return f"powf({base}, {_f(exponent)})"
+
+
+def _clamp(a: dict) -> str:
+    lo, hi = a["min"], a["max"]
+    if lo is not None and hi is not None:
+        return f"ff_clamp({a['self']}, {_f(lo)}, {_f(hi)})"
+    if lo is not None:
+        return f"ff_clamp_min({a['self']}, {_f(lo)})"
+    if hi is not None:
+        return f"ff_clamp_max({a['self']}, {_f(hi)})"
+    return a["self"]
+
+
+def _gelu(a: dict) -> str:
+    approx = a.get("approximate", "none")
+    if approx == "none":
+        return f"ff_gelu_erf({a['self']})"
+    if approx == "tanh":
+        return f"ff_gelu_tanh({a['self']})"
+    raise NotSpellable(f"gelu approximate={approx!r}")
+
+
+def _div(a: dict) -> str:
+    mode = a.get("rounding_mode")
+    q = f"({a['self']} / {_f(a['other'])})"
+    return {None: q, "trunc": f"truncf{q}", "floor": f"floorf{q}"}.get(mode) or _raise(f"rounding_mode {mode!r}")
+
+
+def _raise(msg: str) -> str:
+    raise NotSpellable(msg)
+
+
+def _scaled(x: str, alpha) -> str:
+    return x if alpha == 1 else f"{_f(alpha)} * {x}"
+
+
+def _unary(fmt: str) -> Spelling:
+    return Spelling(lambda a: fmt.format(x=a["self"]))
+
+
+def _compare(op: str) -> Spelling:
+    return Spelling(lambda a: f"({a['self']} {op} {_f(a['other'])})", result="bool")
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+TABLE: dict[str, Spelling] = {
+    # arithmetic
+    "aten.add.Tensor": Spelling(lambda a: f"({_f(a['self'])} + {_scaled(_f(a['other']), a['alpha'])})"),
+    "aten.add.Scalar": Spelling(lambda a: f"({a['self']} + {_scaled(_f(a['other']), a['alpha'])})"),
+    "aten.sub.Tensor": Spelling(lambda a: f"({_f(a['self'])} - {_scaled(_f(a['other']), a['alpha'])})"),
+    "aten.sub.Scalar": Spelling(lambda a: f"({a['self']} - {_scaled(_f(a['other']), a['alpha'])})"),
+    "aten.rsub.Scalar": Spelling(lambda a: f"({_f(a['other'])} - {_scaled(a['self'], a['alpha'])})"),
+    "aten.rsub.Tensor": Spelling(lambda a: f"({_f(a['other'])} - {_scaled(a['self'], a['alpha'])})"),
+    "aten.mul.Tensor": Spelling(lambda a: f"({_f(a['self'])} * {_f(a['other'])})"),
+    "aten.mul.Scalar": Spelling(lambda a: f"({a['self']} * {_f(a['other'])})"),
+    "aten.div.Tensor": Spelling(_div),
+    "aten.div.Scalar": Spelling(_div),
+    "aten.div.Tensor_mode": Spelling(_div),
+    "aten.neg.default": _unary("(-{x})"),
+    "aten.reciprocal.default": _unary("(1.0f / {x})"),
+    "aten.square.default": _unary("({x} * {x})"),
+    "aten.pow.Tensor_Scalar": Spelling(lambda a: _pow_scalar(a["self"], a["exponent"])),
+    "aten.pow.Tensor_Tensor": Spelling(lambda a: f"powf({a['self']}, {a['exponent']})"),
+    "aten.pow.Scalar": Spelling(lambda a: f"powf({_f(a['self'])}, {a['exponent']})"),
+    "aten.minimum.default": Spelling(lambda a: f"ff_minimum({a['self']}, {a['other']})"),
+    "aten.maximum.default": Spelling(lambda a: f"ff_maximum({a['self']}, {a['other']})"),
+    "aten.where.self": Spelling(lambda a: f"({a['condition']} ? {a['self']} : {a['other']})"),
+    "aten.clone.default": _unary("{x}"),
+    # elementary functions
+    "aten.exp.default": _unary("expf({x})"),
+    "aten.exp2.default": _unary("exp2f({x})"),
+    "aten.expm1.default": _unary("expm1f({x})"),
+    "aten.log.default": _unary("logf({x})"),
+    "aten.log2.default": _unary("log2f({x})"),
+    "aten.log10.default": _unary("log10f({x})"),
+    "aten.log1p.default": _unary("log1pf({x})"),
+    "aten.sqrt.default": _unary("sqrtf({x})"),
+    "aten.rsqrt.default": _unary("ff_rsqrt({x})"),
+    "aten.abs.default": _unary("fabsf({x})"),
+    "aten.sign.default": _unary("ff_sign({x})"),
+    "aten.sin.default": _unary("sinf({x})"),
+    "aten.cos.default": _unary("cosf({x})"),
+    "aten.erf.default": _unary("erff({x})"),
+    "aten.floor.default": _unary("floorf({x})"),
+    "aten.ceil.default": _unary("ceilf({x})"),
+    "aten.round.default": _unary("rintf({x})"),
+    "aten.trunc.default": _unary("truncf({x})"),
+    # activations
+    "aten.sigmoid.default": _unary("ff_sigmoid({x})"),
+    "aten.tanh.default": _unary("tanhf({x})"),
+    "aten.relu.default": _unary("ff_relu({x})"),
+    "aten.relu6.default": _unary("ff_clamp({x}, 0.0f, 6.0f)"),
+    "aten.silu.default": _unary("ff_silu({x})"),
+    "aten.mish.default": _unary("ff_mish({x})"),
+    "aten.hardswish.default": _unary("ff_hardswish({x})"),
+    "aten.hardsigmoid.default": _unary("ff_hardsigmoid({x})"),
+    "aten.gelu.default": Spelling(_gelu),
+    "aten.softplus.default": Spelling(
+        lambda a: f"ff_softplus({a['self']}, {_f(a['beta'])}, {_f(a['threshold'])})"),
+    "aten.leaky_relu.default": Spelling(
+        lambda a: f"({a['self']} > 0.0f ? {a['self']} : {a['self']} * {_f(a['negative_slope'])})"),
+    "aten.hardtanh.default": Spelling(lambda a: f"ff_clamp({a['self']}, {_f(a['min_val'])}, {_f(a['max_val'])})"),
+    "aten.clamp.default": Spelling(_clamp),
+    "aten.clamp_min.default": Spelling(lambda a: f"ff_clamp_min({a['self']}, {_f(a['min'])})"),
+    "aten.clamp_max.default": Spelling(lambda a: f"ff_clamp_max({a['self']}, {_f(a['max'])})"),
+    "aten.elu.default": Spelling(
+        lambda a: f"ff_elu({a['self']}, {_f(a['alpha'])}, {_f(a['scale'])}, {_f(a['input_scale'])})"),
+    "aten.selu.default": _unary(f"ff_elu({{x}}, {cpp_float(_SELU_ALPHA)}, {cpp_float(_SELU_SCALE)}, 1.0f)"),
+    "aten.threshold.default": Spelling(
+        lambda a: f"({a['self']} > {_f(a['threshold'])} ? {a['self']} : {_f(a['value'])})"),
+    # comparisons (bool results, used by where)
+    "aten.gt.Tensor": _compare(">"), "aten.gt.Scalar": _compare(">"),
+    "aten.lt.Tensor": _compare("<"), "aten.lt.Scalar": _compare("<"),
+    "aten.ge.Tensor": _compare(">="), "aten.ge.Scalar": _compare(">="),
+    "aten.le.Tensor": _compare("<="), "aten.le.Scalar": _compare("<="),
+    "aten.eq.Tensor": _compare("=="), "aten.eq.Scalar": _compare("=="),
+    "aten.ne.Tensor": _compare("!="), "aten.ne.Scalar": _compare("!="),
+}
+
+assert math.isclose(_SELU_SCALE * _SELU_ALPHA, 1.7580993408473766)
+
+
+def op_key(node: fx.Node) -> str:
+    return str(node.target)
+
+
+def bind_arguments(node: fx.Node, operand: Callable[[fx.Node], str]) -> dict:
+    """The node's arguments by schema name, defaults filled in, tensors replaced by `operand(node)`."""
+    schema = node.target._schema
+    bound = {}
+    for i, arg in enumerate(schema.arguments):
+        if i < len(node.args):
+            value = node.args[i]
+        elif arg.name in node.kwargs:
+            value = node.kwargs[arg.name]
+        elif arg.has_default_value():
+            value = arg.default_value
+        else:
+            raise NotSpellable(f"missing argument {arg.name}")
+        bound[arg.name] = operand(value) if isinstance(value, fx.Node) else value
+    return bound
+
+
+def spell(node: fx.Node, operand: Callable[[fx.Node], str]) -> str:
+    """The C++ expression computing `node` from its operands' expressions."""
+    entry = TABLE.get(op_key(node))
+    if entry is None:
+        raise NotSpellable(f"{op_key(node)} is not in the pointwise table")
+    return entry.fn(bind_arguments(node, operand))
+
+
+def result_type(node: fx.Node) -> str:
+    return TABLE[op_key(node)].result
+
+
+def is_pointwise(node: fx.Node) -> bool:
+    return node.op == "call_function" and op_key(node) in TABLE
+
+
+def value_dtype(node: fx.Node) -> torch.dtype | None:
+    val = node.meta.get("val")
+    return val.dtype if isinstance(val, torch.Tensor) else None

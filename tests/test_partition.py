@@ -1,0 +1,121 @@
+"""Partition v0: pointwise chains between anchors become one kernel each; the reasons are recorded."""
+
+import types
+
+import torch
+from torch import nn
+
+from fuseforge.capture import capture
+from fuseforge.load import LoadedModel
+from fuseforge.partition import KernelStep, TorchStep, partition
+
+
+def _captured(model: nn.Module, *inputs):
+    loaded = LoadedModel(path=types.SimpleNamespace(name="t.py", stem="t"), source="", module=None,
+                         model=model, init_args=[], inputs=list(inputs), outputs=[], output_is_tuple=False)
+    return capture(loaded)
+
+
+def _kernels(plan):
+    return [[n.split("_")[0] for n in g.nodes] for g in plan.groups]
+
+
+class LinearEpilogue(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 16)
+
+    def forward(self, x):
+        y = self.fc(x)
+        return torch.sigmoid(y) * 2.0 + y
+
+
+def test_an_anchor_epilogue_with_a_residual_becomes_one_kernel_reading_the_anchor_output():
+    plan = partition(_captured(LinearEpilogue(), torch.randn(4, 8)).graph)
+    assert _kernels(plan) == [["sigmoid", "mul", "add"]]
+    (group,) = plan.groups
+    assert group.inputs == ("linear",)
+    assert [type(s) for s in plan.steps] == [TorchStep, KernelStep]
+    assert any(w.producer == "linear" and "not pointwise" in w.reason for w in plan.not_fused)
+
+
+class TwoInputs(nn.Module):
+    def forward(self, x, y):
+        z = torch.nn.functional.gelu(x * 1.5 + y)
+        return torch.clamp(z, -0.5, 2.0) + x
+
+
+def test_a_multi_input_chain_with_scalars_is_one_kernel_with_both_inputs():
+    plan = partition(_captured(TwoInputs(), torch.randn(4, 8), torch.randn(4, 8)).graph)
+    assert len(plan.groups) == 1
+    assert set(plan.groups[0].inputs) == {"x", "y"}
+    assert len(plan.groups[0].nodes) == 5
+
+
+class RmsNorm(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(8))
+
+    def forward(self, x):
+        rms = torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + 1e-6)
+        return x + x * rms * self.weight
+
+
+def test_a_reduction_splits_the_chain_and_a_row_statistic_is_broadcast_inside_the_kernel():
+    plan = partition(_captured(RmsNorm(), torch.randn(4, 8)).graph)
+    assert _kernels(plan) == [["pow"], ["add", "rsqrt", "mul", "mul", "add"]]
+    second = plan.groups[1]
+    assert set(second.inputs) == {"mean", "x", "p"} or set(second.inputs) == {"mean", "x", "p_weight"}
+    assert list(second.shape)[1:] == [8]
+
+
+class SharedIntermediate(nn.Module):
+    def forward(self, x):
+        a = torch.tanh(x)
+        s = a.sum(dim=1, keepdim=True)  # uses `a` outside the chain
+        return a * 2.0, s
+
+
+def test_a_value_also_needed_by_an_anchor_is_written_as_a_kernel_output():
+    plan = partition(_captured(SharedIntermediate(), torch.randn(4, 8)).graph)
+    (group,) = plan.groups
+    assert set(group.outputs) == {group.nodes[0], group.nodes[-1]}
+
+
+class DifferentShapes(nn.Module):
+    def forward(self, x):
+        m = x.mean(dim=1, keepdim=True)
+        e = torch.exp(m)  # [N, 1], needed as an output of its own
+        return e, x * e
+
+
+def test_outputs_of_different_shapes_are_never_one_kernel_and_the_reason_says_so():
+    plan = partition(_captured(DifferentShapes(), torch.randn(4, 8)).graph)
+    assert len(plan.groups) == 2
+    assert any("different shapes" in w.reason for w in plan.not_fused)
+
+
+class NonConvex(nn.Module):
+    def forward(self, x):
+        a = torch.relu(x)
+        b = a.softmax(dim=1)  # anchor between two pointwise ops that both depend on `a`
+        return a + b
+
+
+def test_two_pointwise_ops_around_an_anchor_are_not_fused_into_a_cycle():
+    plan = partition(_captured(NonConvex(), torch.randn(4, 8)).graph)
+    order = [s.group.name if isinstance(s, KernelStep) else s.node for s in plan.steps]
+    assert len(plan.groups) == 2
+    assert order.index("softmax") < order.index(plan.groups[1].name)
+    assert any("cycle" in w.reason for w in plan.not_fused)
+
+
+class IntegerOps(nn.Module):
+    def forward(self, x):
+        return x.argmax(dim=1) + 1
+
+
+def test_ops_on_integer_tensors_stay_torch_calls():
+    plan = partition(_captured(IntegerOps(), torch.randn(4, 8)).graph)
+    assert plan.groups == []

@@ -1,0 +1,76 @@
+"""Every problem model goes through the CPU stages: plan checked in float64, CUDA compiled, interface kept."""
+
+import inspect
+import shutil
+import subprocess
+
+import pytest
+import torch
+from conftest import ALL_MODELS
+
+from fuseforge.config import OptimizeConfig
+from fuseforge.load import import_model_file
+from fuseforge.pipeline import optimize
+
+NVCC = shutil.which("nvcc")
+IDS = [p.stem for p in ALL_MODELS]
+
+
+@pytest.fixture(scope="module", params=ALL_MODELS, ids=IDS)
+def cpu_run(request, tmp_path_factory):
+    out = tmp_path_factory.mktemp(request.param.stem)
+    return optimize(OptimizeConfig(model_path=request.param, out_dir=out, gpu=False))
+
+
+def test_the_plan_matches_the_model_in_float64_on_the_cpu(cpu_run):
+    assert cpu_run.cpu_check.passed, cpu_run.cpu_check.detail
+    assert cpu_run.cpu_check.max_rel_error <= 1e-9
+
+
+def test_every_stage_wrote_its_artefact(cpu_run):
+    out = cpu_run.config.out_dir
+    for name in ("00_captured.txt", "10_rewritten.txt", "20_partition.txt", "30_kernels/kernels.cu",
+                 "30_kernels/binding.cpp", "40_model_new.py", "report.md"):
+        assert (out / name).exists(), name
+    assert not (out / "model_new.py").exists(), "an unverified module must not be emitted as the result"
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+def test_the_generated_kernels_compile_for_hopper_without_spills(cpu_run, tmp_path):
+    source = cpu_run.config.out_dir / "30_kernels" / "kernels.cu"
+    result = subprocess.run(
+        [NVCC, "-cubin", "-O3", "-gencode=arch=compute_90a,code=sm_90a", "-Werror", "all-warnings",
+         "-Xptxas", "-v,-warn-spills,-warn-lmem-usage", "-o", str(tmp_path / "k.cubin"), str(source)],
+        capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for line in result.stderr.splitlines():
+        if "spill" in line:
+            assert "0 bytes spill stores, 0 bytes spill loads" in line, line
+
+
+def test_model_new_keeps_the_signature_and_the_seeded_state_dict(cpu_run):
+    original = cpu_run.loaded.module
+    emitted = import_model_file(cpu_run.config.out_dir / "40_model_new.py")
+    assert inspect.signature(emitted.ModelNew.__init__) == inspect.signature(original.Model.__init__)
+    init = original.get_init_inputs()
+    torch.manual_seed(123)
+    reference = original.Model(*init)
+    torch.manual_seed(123)
+    candidate = emitted.ModelNew(*init)
+    ref_state, new_state = reference.state_dict(), candidate.state_dict()
+    assert list(new_state) == list(ref_state)
+    for key in ref_state:
+        assert torch.equal(new_state[key], ref_state[key]), key
+    candidate.load_state_dict(reference.state_dict(), strict=True)
+    assert [n for n, _ in candidate.named_parameters()] == [n for n, _ in reference.named_parameters()]
+
+
+def test_model_new_refuses_init_args_it_was_not_compiled_for(cpu_run):
+    emitted = import_model_file(cpu_run.config.out_dir / "40_model_new.py")
+    init = list(cpu_run.loaded.init_args)
+    scalar_positions = [i for i, a in enumerate(init) if isinstance(a, float)]
+    if not scalar_positions:
+        pytest.skip("no float init arg to change")
+    init[scalar_positions[0]] += 0.5
+    with pytest.raises(ValueError, match="compiled for init args"):
+        emitted.ModelNew(*init)
