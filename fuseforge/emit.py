@@ -82,6 +82,52 @@ def _call(node: fx.Node, device_expr: str) -> str:
     return f"{fn}({', '.join(args)})"
 
 
+_BN_FUNCTIONAL = "aten._native_batch_norm_legit_functional.default"
+
+
+def in_place_batch_norms(c: Captured) -> dict[str, set[str]]:
+    """Train-mode BatchNorms whose new running statistics only update their own buffers.
+
+    The functional graph computes new running statistics and copies them into the buffers; PyTorch's
+    `batch_norm` does the same in place (through cuDNN, as eager does), so it is emitted instead:
+    node name -> the buffer fqns it updates itself.
+    """
+    found = {}
+    source_of = {value: fqn for fqn, value in c.buffer_mutations.items()}
+    for node in c.graph.nodes:
+        if node.op != "call_function" or str(node.target) != _BN_FUNCTIONAL:
+            continue
+        stats = {3: node.args[3], 4: node.args[4]}
+        if not all(isinstance(a, fx.Node) and a.name in c.state_names and len(a.users) == 1
+                   for a in stats.values()):
+            continue  # the old statistics are read elsewhere: keep the functional form
+        users = {u.args[1]: u for u in node.users if u.target is operator.getitem}
+        if len(users) != len(node.users):
+            continue
+        updates = set()
+        for index, buffer in stats.items():
+            user = users.get(index)
+            if user is not None and (len(user.users) != 1 or source_of.get(user.name) != c.state_names[buffer.name]):
+                break
+            if user is not None:
+                updates.add(c.state_names[buffer.name])
+        else:
+            found[node.name] = updates
+    return found
+
+
+def _emit_torch_step(node: fx.Node, bn: dict[str, set[str]], device_expr: str) -> str | None:
+    """One line for a torch step, or None when an in-place BatchNorm made it unnecessary."""
+    if node.name in bn:
+        x, w, b, mean, var, training, momentum, eps = node.args[:8]
+        return (f"{node.name} = torch.ops.aten.batch_norm.default({x.name}, {_arg(w, device_expr)}, "
+                f"{_arg(b, device_expr)}, {mean.name}, {var.name}, {training!r}, {momentum!r}, {eps!r}, True)"
+                "  # updates the running statistics in place")
+    if node.target is operator.getitem and node.args[0].name in bn:
+        return f"{node.name} = {node.args[0].name}" if node.args[1] == 0 else None
+    return f"{node.name} = {_call(node, device_expr)}"
+
+
 def _forward(ctx: EmitContext) -> str:
     c = ctx.captured
     by_name = {n.name: n for n in c.graph.nodes}
@@ -99,6 +145,7 @@ def _forward(ctx: EmitContext) -> str:
             w.line("kernels = _kernels()")
             w.line("stream = torch.cuda.current_stream().cuda_stream")
         device_expr = f"{c.user_inputs[0]}.device"
+        bn = in_place_batch_norms(c)
         for step in ctx.plan.steps:
             if isinstance(step, KernelStep):
                 g = step.group
@@ -106,8 +153,13 @@ def _forward(ctx: EmitContext) -> str:
                 w.line(f"{', '.join(g.outputs)}{',' if len(g.outputs) > 1 else ''} = "
                        f"kernels.{g.name}({', '.join([*g.inputs, 'stream'])})")
             else:
-                w.line(f"{step.node} = {_call(by_name[step.node], device_expr)}")
+                line = _emit_torch_step(by_name[step.node], bn, device_expr)
+                if line:
+                    w.line(line)
+        updated_in_place = set().union(*bn.values()) if bn else set()
         for fqn, value in c.buffer_mutations.items():
+            if fqn in updated_in_place:
+                continue
             w.line(f"{_state_access(fqn, is_parameter=False)}.copy_({value})  # buffer update")
         if any(o is None for o in c.user_outputs):
             raise EmitError("the model returns a constant; not supported yet")

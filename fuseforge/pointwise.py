@@ -53,12 +53,22 @@ FF_HD float ff_softplus(float x, float beta, float threshold) {
     return x * beta > threshold ? x : log1pf(expf(x * beta)) / beta;
 }
 FF_HD float ff_mish(float x) { return x * tanhf(ff_softplus(x, 1.0f, 20.0f)); }
-FF_HD float ff_hardsigmoid(float x) { return fminf(fmaxf(x + 3.0f, 0.0f), 6.0f) / 6.0f; }
-FF_HD float ff_hardswish(float x) { return x * fminf(fmaxf(x + 3.0f, 0.0f), 6.0f) / 6.0f; }
+FF_HD float ff_hardsigmoid(float x) { return ff_clamp(x + 3.0f, 0.0f, 6.0f) / 6.0f; }
+FF_HD float ff_hardswish(float x) { return x * ff_clamp(x + 3.0f, 0.0f, 6.0f) / 6.0f; }
 FF_HD float ff_elu(float x, float alpha, float scale, float input_scale) {
     return x > 0.0f ? scale * x : scale * alpha * expm1f(x * input_scale);
 }
-FF_HD float ff_sign(float x) { return x != x ? x : (float)((x > 0.0f) - (x < 0.0f)); }
+FF_HD float ff_sign(float x) { return (float)((x > 0.0f) - (x < 0.0f)); }  // NaN -> 0, like torch.sign
+FF_HD float ff_div_floor(float a, float b) {  // torch's div_floor_floating: Python's a // b
+    if (b == 0.0f) return a / b;
+    const float mod = fmodf(a, b);
+    float div = (a - mod) / b;
+    if (mod != 0.0f && (b < 0.0f) != (mod < 0.0f)) div -= 1.0f;
+    if (div == 0.0f) return copysignf(0.0f, a / b);
+    float floordiv = floorf(div);
+    if (div - floordiv > 0.5f) floordiv += 1.0f;
+    return floordiv;
+}
 """
 
 
@@ -103,7 +113,8 @@ def _gelu(a: dict) -> str:
 def _div(a: dict) -> str:
     mode = a.get("rounding_mode")
     q = f"({a['self']} / {_f(a['other'])})"
-    return {None: q, "trunc": f"truncf{q}", "floor": f"floorf{q}"}.get(mode) or _raise(f"rounding_mode {mode!r}")
+    floor = f"ff_div_floor({a['self']}, {_f(a['other'])})"
+    return {None: q, "trunc": f"truncf{q}", "floor": floor}.get(mode) or _raise(f"rounding_mode {mode!r}")
 
 
 def _raise(msg: str) -> str:
@@ -188,8 +199,8 @@ TABLE: dict[str, Spelling] = {
     "aten.elu.default": Spelling(
         lambda a: f"ff_elu({a['self']}, {_f(a['alpha'])}, {_f(a['scale'])}, {_f(a['input_scale'])})"),
     "aten.selu.default": _unary(f"ff_elu({{x}}, {cpp_float(_SELU_ALPHA)}, {cpp_float(_SELU_SCALE)}, 1.0f)"),
-    "aten.threshold.default": Spelling(
-        lambda a: f"({a['self']} > {_f(a['threshold'])} ? {a['self']} : {_f(a['value'])})"),
+    "aten.threshold.default": Spelling(  # NaN stays NaN, like torch
+        lambda a: f"({a['self']} <= {_f(a['threshold'])} ? {_f(a['value'])} : {a['self']})"),
     # comparisons (bool results, used by where)
     "aten.gt.Tensor": _compare(">"), "aten.gt.Scalar": _compare(">"),
     "aten.lt.Tensor": _compare("<"), "aten.lt.Scalar": _compare("<"),

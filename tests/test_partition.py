@@ -119,3 +119,4 @@ class IntegerOps(nn.Module):
 def test_ops_on_integer_tensors_stay_torch_calls():
     plan = partition(_captured(IntegerOps(), torch.randn(4, 8)).graph)
     assert plan.groups == []
+

@@ -1,0 +1,189 @@
+"""Stage `bench`: time eager, torch.compile and the candidate in one process, on the same inputs.
+
+Procedure (under `torch.no_grad()`, models built under seed 0 with identical weights, inputs of seed 0 /
+"file"; every variant gets its own copy of the inputs):
+
+- variants: "eager" (Model in fp32), "compile" (`torch.compile` of a copy of Model, default mode; skipped
+  with compile=False or on the CPU; if compiling raises, the error is recorded and the rest goes on),
+  "candidate" (ModelNew).
+- warm-up: `warmup` calls of each (at least one, so compilation and lazy builds are not timed).
+- `trials` rounds; round r runs the variants in the order rotated by r. Before each timed call the L2 is
+  flushed by zeroing a 256 MiB buffer; the call is timed with CUDA events recorded around it, then a
+  device synchronize. On the CPU (used by tests) there is no flush and time.perf_counter times the call.
+- peak memory (CUDA only), one extra call per variant: synchronize, reset the peak statistics, note
+  `memory_allocated()`, call, synchronize; `peak_bytes` is max_memory_allocated() minus that base (what
+  the forward itself allocated at its peak), `peak_abs_bytes` the absolute peak.
+
+60_bench.json:
+    schema       "fuseforge.bench/1"
+    model, candidate, device, environment (torch, python, cuda, gpu, capability, precision flags)
+    settings     {trials, warmup, l2_flush_bytes, seed, distribution, timer: "cuda_events"|"perf_counter"}
+    variants     {eager|compile|candidate: {status: "ok"|"skipped"|"error", reason, median_ms, p10_ms,
+                  p90_ms, min_ms, mean_ms, trials, peak_bytes, peak_abs_bytes}}
+    speedup      {vs_eager: median(eager)/median(candidate), vs_compile: median(compile)/median(candidate)
+                  or null}
+    error        null, or one line if eager or the candidate failed while being benched
+    wall_s       seconds spent benching
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from fuseforge.evaluate import harness
+from fuseforge.evaluate.harness import CandidateFailed, EvalError, Programs, ReferenceFailed
+
+SCHEMA = "fuseforge.bench/1"
+L2_FLUSH_BYTES = 256 * 2**20
+VARIANTS = ("eager", "compile", "candidate")
+
+# Taken at import time, before any candidate can replace them.
+_Event = torch.cuda.Event
+_cuda_synchronize = torch.cuda.synchronize
+_perf_counter = time.perf_counter
+
+
+@dataclass
+class BenchSettings:
+    device: torch.device
+    trials: int = 50
+    warmup: int = 5
+    compile: bool = True
+
+
+class _Timer:
+    """Times one call: CUDA events around it after an L2 flush, or perf_counter on the CPU."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.flush_bytes = L2_FLUSH_BYTES if self.cuda else 0
+        self.flush_buf = torch.empty(self.flush_bytes // 4, dtype=torch.float32, device=device)
+
+    def time_ms(self, fn) -> float:
+        if not self.cuda:
+            start = _perf_counter()
+            fn()
+            return (_perf_counter() - start) * 1e3
+        self.flush_buf.zero_()
+        start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+        start.record()
+        out = fn()
+        end.record()
+        _cuda_synchronize()
+        del out
+        return start.elapsed_time(end)
+
+
+def _variants(progs: Programs, settings: BenchSettings) -> tuple[dict, dict]:
+    """The callables to time, and a status record for every variant (skipped ones included)."""
+    dev = settings.device
+    ref, cand = harness.build_pair(progs, 0)
+    inputs = harness.draw_inputs(progs, 0, "file")
+    records = {name: {"status": "ok", "reason": None} for name in VARIANTS}
+    models = {"eager": copy.deepcopy(ref).to(dev)}
+    if not settings.compile or dev.type != "cuda":
+        why = "--no-compile" if not settings.compile else "not on cuda"
+        records["compile"] = {"status": "skipped", "reason": why}
+    else:
+        models["compile"] = torch.compile(copy.deepcopy(ref).to(dev))
+    models["candidate"] = harness.guard(CandidateFailed, "ModelNew.to(device)", lambda: cand.to(dev))
+    calls = {}
+    for name, model in models.items():
+        args = harness.to_device(inputs, dev)
+        calls[name] = lambda model=model, args=args: model(*args)
+    return calls, records
+
+
+def _warm_up(calls: dict, records: dict, settings: BenchSettings) -> None:
+    """Call each variant `warmup` times (at least once); a failing compile is recorded and dropped."""
+    failures = {"eager": ReferenceFailed, "candidate": CandidateFailed}
+    for name in list(calls):
+        try:
+            for _ in range(max(1, settings.warmup)):
+                calls[name]()
+            harness.synchronize(settings.device)
+        except Exception as exc:
+            if name != "compile":
+                raise failures[name](f"{name} raised {harness.one_line(exc)} while benched") from exc
+            traceback.print_exception(exc, file=sys.stderr)
+            records["compile"] = {"status": "error", "reason": harness.one_line(exc)}
+            del calls["compile"]
+
+
+def _time_rounds(calls: dict, timer: _Timer, trials: int) -> dict[str, list[float]]:
+    names = list(calls)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(trials):
+        k = r % len(names)
+        for name in names[k:] + names[:k]:
+            samples[name].append(timer.time_ms(calls[name]))
+    return samples
+
+
+def _peak_memory(fn, device: torch.device) -> tuple[int | None, int | None]:
+    """(bytes the call allocated at its peak beyond what was allocated before, absolute peak)."""
+    if device.type != "cuda":
+        return None, None
+    _cuda_synchronize()
+    torch.cuda.reset_peak_memory_stats(device)
+    base = torch.cuda.memory_allocated(device)
+    out = fn()
+    _cuda_synchronize()
+    peak = torch.cuda.max_memory_allocated(device)
+    del out
+    return peak - base, peak
+
+
+def _stats(samples: list[float]) -> dict:
+    a = np.asarray(samples, dtype=np.float64)
+    p10, median, p90 = np.percentile(a, [10, 50, 90])
+    return {"median_ms": float(median), "p10_ms": float(p10), "p90_ms": float(p90),
+            "min_ms": float(a.min()), "mean_ms": float(a.mean()), "trials": len(samples)}
+
+
+def _speedup(records: dict, baseline: str) -> float | None:
+    base, cand = records[baseline].get("median_ms"), records["candidate"].get("median_ms")
+    return base / cand if base and cand else None
+
+
+def run_bench(progs: Programs, settings: BenchSettings) -> dict:
+    """Time the variants; returns {'settings', 'variants', 'speedup'}. Eager/candidate failures raise."""
+    timer = _Timer(settings.device)
+    progs.precision.restore()
+    with torch.no_grad():
+        calls, records = _variants(progs, settings)
+        _warm_up(calls, records, settings)
+        samples = _time_rounds(calls, timer, settings.trials)
+        for name, fn in calls.items():
+            peak, peak_abs = _peak_memory(fn, settings.device)
+            records[name].update(_stats(samples[name]), peak_bytes=peak, peak_abs_bytes=peak_abs)
+    return {
+        "settings": {"trials": settings.trials, "warmup": settings.warmup, "seed": 0, "distribution": "file",
+                     "l2_flush_bytes": timer.flush_bytes,
+                     "timer": "cuda_events" if timer.cuda else "perf_counter"},
+        "variants": records,
+        "speedup": {"vs_eager": _speedup(records, "eager"), "vs_compile": _speedup(records, "compile")},
+    }
+
+
+def bench_programs(progs: Programs, settings: BenchSettings) -> dict:
+    """Bench already-verified programs; never raises. Returns the 60_bench.json record."""
+    record = {"schema": SCHEMA, "model": str(progs.model_path), "candidate": str(progs.candidate_path),
+              "device": str(settings.device), "environment": None, "settings": None, "variants": None,
+              "speedup": None, "error": None, "wall_s": None}
+    start = time.perf_counter()
+    try:
+        record["environment"] = harness.environment(settings.device)
+        record.update(run_bench(progs, settings))
+    except (Exception, SystemExit) as exc:
+        traceback.print_exception(exc, file=sys.stderr)
+        record["error"] = str(exc) if isinstance(exc, EvalError) else f"bench failed: {harness.one_line(exc)}"
+    record["wall_s"] = round(time.perf_counter() - start, 3)
+    return record

@@ -1,0 +1,168 @@
+"""The correctness rule of fuseforge.evaluate.numerics, on hand-made tensors."""
+
+import math
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fuseforge.evaluate.numerics import FLOOR_ABS, FLOOR_REL, compare, rms
+
+
+def _truth_and_eager(n=1000, noise=1e-6, seed=0):
+    """A float64 truth of RMS ~1 and an 'eager' fp32 copy off by `noise` RMS."""
+    g = torch.Generator().manual_seed(seed)
+    truth = torch.randn(n, dtype=torch.float64, generator=g)
+    eager = (truth + noise * torch.randn(n, dtype=torch.float64, generator=g)).float()
+    return truth, eager
+
+
+def _bound(truth, eager, factor=2.0):
+    ref_err = rms(eager.double() - truth)
+    return factor * ref_err + FLOOR_REL * rms(truth) + FLOOR_ABS
+
+
+def _off_by(truth, err):
+    """truth + a constant offset of `err`, in fp32 (RMS error ~err)."""
+    return (truth + err).float()
+
+
+def test_a_candidate_equal_to_eager_passes():
+    truth, eager = _truth_and_eager()
+    check = compare("out", eager.clone(), eager, truth)
+    assert check.passed and check.reason is None
+    assert check.cand_err == check.ref_err
+
+
+def test_a_candidate_twice_as_wrong_as_eager_plus_floor_fails():
+    truth, eager = _truth_and_eager()
+    cand = _off_by(truth, 1.05 * _bound(truth, eager))
+    check = compare("out", cand, eager, truth)
+    assert not check.passed
+    assert check.cand_err > check.bound
+    assert "error vs fp64" in check.reason and check.reason.startswith("out:")
+
+
+def test_a_candidate_just_inside_the_bound_passes():
+    truth, eager = _truth_and_eager()
+    cand = _off_by(truth, 0.9 * _bound(truth, eager))
+    assert compare("out", cand, eager, truth).passed
+
+
+def test_the_tolerance_factor_widens_the_bound():
+    truth, eager = _truth_and_eager()
+    cand = _off_by(truth, 3.0 * rms(eager.double() - truth))
+    assert not compare("out", cand, eager, truth, factor=2.0).passed
+    assert compare("out", cand, eager, truth, factor=4.0).passed
+
+
+def test_a_nan_where_truth_is_finite_fails_even_if_eager_is_far_off():
+    truth, eager = _truth_and_eager(noise=10.0)
+    cand = truth.float().clone()
+    cand[3] = float("nan")
+    check = compare("out", cand, eager, truth)
+    assert not check.passed
+    assert check.nan_where_truth_finite == 1
+    assert "NaN" in check.reason
+
+
+def test_the_floor_lets_a_near_zero_output_differ_by_a_rounding():
+    truth = torch.zeros(100, dtype=torch.float64)
+    eager = torch.zeros(100)
+    assert compare("out", torch.full((100,), 1e-13), eager, truth).passed
+    assert not compare("out", torch.full((100,), 1e-9), eager, truth).passed
+
+
+def test_the_floor_scales_with_the_output_so_exact_eager_does_not_fail_a_reordered_sum():
+    truth = torch.full((100,), 1e6, dtype=torch.float64)
+    eager = truth.float()  # exact: ref_err is 0
+    one_ulp = torch.nextafter(eager, torch.tensor(math.inf))  # 1 ulp of 1e6 is 0.0625 = 6e-8 relative
+    assert compare("out", one_ulp, eager, truth).passed
+    assert not compare("out", eager + 1.0, eager, truth).passed
+
+
+def test_a_more_accurate_candidate_passes_although_allclose_with_eager_fails():
+    truth, eager = _truth_and_eager(noise=1e-3)
+    check = compare("out", truth.float(), eager, truth)
+    assert check.passed
+    assert check.allclose is False
+
+
+def test_allclose_is_recorded_true_for_a_candidate_close_to_eager():
+    truth, eager = _truth_and_eager()
+    assert compare("out", eager.clone(), eager, truth).allclose is True
+
+
+def test_a_shape_mismatch_fails_before_any_arithmetic():
+    truth, eager = _truth_and_eager()
+    check = compare("out", eager.reshape(10, 100), eager, truth)
+    assert not check.passed and "shape" in check.reason and check.cand_err is None
+
+
+def test_a_dtype_mismatch_fails_even_when_values_are_more_accurate():
+    truth, eager = _truth_and_eager()
+    check = compare("out", truth.clone(), eager, truth)
+    assert not check.passed and "dtype" in check.reason
+
+
+def test_integer_tensors_must_equal_eager_exactly():
+    eager = torch.tensor(7)
+    truth = torch.tensor(7)
+    assert compare("buffer n", torch.tensor(7), eager, truth).passed
+    check = compare("buffer n", torch.tensor(6), eager, truth)
+    assert not check.passed and check.exact and "differ" in check.reason
+
+
+def test_inf_and_nan_where_truth_is_not_finite_pass_when_they_match_eager():
+    truth, eager = _truth_and_eager(n=10)
+    truth[0], truth[1] = math.inf, math.nan
+    eager[0], eager[1] = math.inf, math.nan
+    cand = eager.clone()
+    check = compare("out", cand, eager, truth)
+    assert check.passed, check.reason
+    assert check.non_regular == 2
+    assert math.isfinite(check.cand_err)
+
+
+def test_a_finite_value_where_truth_and_eager_are_inf_fails():
+    truth, eager = _truth_and_eager(n=10)
+    truth[0] = eager[0] = math.inf
+    cand = eager.clone()
+    cand[0] = 0.0
+    check = compare("out", cand, eager, truth)
+    assert not check.passed and "inf/NaN" in check.reason
+
+
+def test_the_largest_error_is_located_by_its_index():
+    truth = torch.zeros(4, 5, dtype=torch.float64)
+    eager = torch.zeros(4, 5)
+    cand = torch.zeros(4, 5)
+    cand[2, 3] = -0.5
+    check = compare("out", cand, eager, truth)
+    assert check.max_abs_index == [2, 3]
+    assert check.max_abs_err == 0.5 and check.cand_at_max == -0.5 and check.truth_at_max == 0.0
+
+
+def test_relative_errors_are_errors_over_the_rms_of_truth():
+    truth = torch.full((8,), 2.0, dtype=torch.float64)
+    eager = torch.full((8,), 2.0) + 0.002
+    check = compare("out", eager.clone(), eager, truth)
+    assert math.isclose(check.truth_rms, 2.0)
+    assert math.isclose(check.ref_rel_err, check.ref_err / 2.0)
+    assert math.isclose(check.cand_rel_err, 1e-3, rel_tol=1e-3)
+
+
+def test_the_json_form_writes_non_finite_numbers_as_strings():
+    truth, eager = _truth_and_eager(n=10)
+    cand = eager.clone()
+    cand[:] = math.inf
+    record = compare("out", cand, eager, truth).to_json()
+    assert record["cand_err"] == "inf" and record["passed"] is False
+
+
+@settings(max_examples=50, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), noise=st.floats(0.0, 1e-2), scale=st.floats(1e-6, 1e6))
+def test_truth_rounded_to_fp32_always_passes_because_no_fp32_tensor_is_closer(seed, noise, scale):
+    truth, eager = _truth_and_eager(n=64, noise=noise, seed=seed)
+    truth, eager = truth * scale, (eager.double() * scale).float()
+    assert compare("out", truth.float(), eager, truth).passed
