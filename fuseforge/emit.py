@@ -128,6 +128,17 @@ def _emit_torch_step(node: fx.Node, bn: dict[str, set[str]], device_expr: str) -
     return f"{node.name} = {_call(node, device_expr)}"
 
 
+def _release_after(plan: Plan, by_name: dict[str, fx.Node], keep: set) -> list[list[str]]:
+    """For each step, the intermediate values it reads for the last time (to `del` right after it)."""
+    reads = []
+    for step in plan.steps:
+        names = step.group.inputs if isinstance(step, KernelStep) else \
+            [a.name for a in by_name[step.node].all_input_nodes]
+        reads.append([n for n in names if by_name[n].op == "call_function" and n not in keep])
+    last = {name: i for i, names in enumerate(reads) for name in names}
+    return [sorted({n for n in names if last[n] == i}) for i, names in enumerate(reads)]
+
+
 def _forward(ctx: EmitContext) -> str:
     c = ctx.captured
     by_name = {n.name: n for n in c.graph.nodes}
@@ -146,7 +157,8 @@ def _forward(ctx: EmitContext) -> str:
             w.line("stream = torch.cuda.current_stream().cuda_stream")
         device_expr = f"{c.user_inputs[0]}.device"
         bn = in_place_batch_norms(c)
-        for step in ctx.plan.steps:
+        release = _release_after(ctx.plan, by_name, keep=set(c.user_outputs) | set(c.buffer_mutations.values()))
+        for i, step in enumerate(ctx.plan.steps):
             if isinstance(step, KernelStep):
                 g = step.group
                 w.line(f"# {' -> '.join(op_key(by_name[n]).split('.')[1] for n in g.nodes)}: one kernel")
@@ -156,6 +168,8 @@ def _forward(ctx: EmitContext) -> str:
                 line = _emit_torch_step(by_name[step.node], bn, device_expr)
                 if line:
                     w.line(line)
+            if release[i]:
+                w.line(f"del {', '.join(release[i])}  # last use: free the memory now, as eager would")
         updated_in_place = set().union(*bn.values()) if bn else set()
         for fqn, value in c.buffer_mutations.items():
             if fqn in updated_in_place:
