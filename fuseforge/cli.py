@@ -36,16 +36,24 @@ def optimize(
 ) -> None:
     """Write OUT/model_new.py (a standalone ModelNew with fused CUDA kernels) and OUT/report.md.
 
-    Stages: load, capture, rewrite, partition, codegen, emit, verify, bench, report; each writes a
-    numbered artefact into OUT. model_new.py is written only after it passed verification on the GPU.
-    Exit code 0: a verified ModelNew was written (with --no-gpu: the CPU-side checks passed).
+    Stages: load, capture, rewrite, partition, codegen, emit, verify, bench, report. Each writes a numbered
+    artefact into OUT; model_new.py is written only after it passed verification on the GPU.
+
+    Exit code 0: a verified ModelNew was written (without a GPU, or with --no-gpu: the CPU-side checks
+    passed and the GPU stages are reported as not run).
     """
+    import torch
+
     from .pipeline import STAGES, StageFailed
     from .pipeline import optimize as run_pipeline
 
     out = out or Path("out") / model.stem
-    config = OptimizeConfig(model_path=model.resolve(), out_dir=out, gpu=not no_gpu, seeds=seeds,
-                            trials=trials, compile_baseline=not no_compile)
+    gpu, skip_reason = not no_gpu, "--no-gpu"
+    if gpu and not torch.cuda.is_available():
+        gpu, skip_reason = False, "no CUDA GPU on this machine"
+        console.print("[yellow]no CUDA GPU on this machine: running the CPU-side stages only (as --no-gpu)[/]")
+    config = OptimizeConfig(model_path=model.resolve(), out_dir=out, gpu=gpu, gpu_skip_reason=skip_reason,
+                            seeds=seeds, trials=trials, compile_baseline=not no_compile)
     names = [name for name, _ in STAGES]
     with console.status("starting") as status:
         def on_stage(name: str) -> None:
@@ -63,7 +71,7 @@ def optimize(
     if run.verified:
         console.print(f"[green]verified[/]: {out / 'model_new.py'}")
     else:
-        console.print("[yellow]GPU steps not run (--no-gpu); CPU-side checks passed[/]: "
+        console.print(f"[yellow]GPU steps not run ({config.gpu_skip_reason}); CPU-side checks passed[/]: "
                       f"candidate at {out / '40_model_new.py'}")
     console.print(f"report: {out / 'report.md'}")
     print(out / "report.md")

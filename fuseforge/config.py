@@ -11,6 +11,7 @@ class OptimizeConfig:
     model_path: Path
     out_dir: Path
     gpu: bool = True  # False: stop after the CPU-side checks
+    gpu_skip_reason: str = "--no-gpu"  # why the GPU stages did not run, for the report
     seeds: int = 3  # fresh seeds for verification (each with two input distributions)
     trials: int = 50  # timed calls per variant
     warmup: int = 5

@@ -7,13 +7,14 @@ model, with its reasoning); measured results next to the prediction; limits of t
 
 from __future__ import annotations
 
+import operator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from torch import fx
 
-from .cost import BANDWIDTH, LAUNCH_S, SGEMM_FLOPS, nbytes
-from .partition import KernelStep
+from .cost import BANDWIDTH, LAUNCH_S, SGEMM_FLOPS, VIEW_OPS, nbytes
+from .partition import KernelStep, fusible_reason
 from .pointwise import op_key
 from .report_measured import measured_section, summary_rows
 
@@ -73,32 +74,45 @@ def _algorithmic(run: Run) -> list[str]:
     return lines + [""]
 
 
+_FRIENDLY = {
+    "aten._native_batch_norm_legit_functional.default":
+        "batch_norm, train mode (cuDNN, as eager; running statistics updated in place)",
+    "aten._native_batch_norm_legit_no_training.default": "batch_norm, eval mode",
+}
+
+
 def _unchanged(run: Run) -> list[str]:
     by_name = {n.name: n for n in run.captured.graph.nodes}
     lines = ["## Operators left unchanged, and why", ""]
-    torch_steps = [s.node for s in run.plan.steps if not isinstance(s, KernelStep)]
+    torch_steps = [by_name[s.node] for s in run.plan.steps if not isinstance(s, KernelStep)]
+    working = [n for n in torch_steps if not _moves_no_data(n)]
+    free = [n for n in torch_steps if _moves_no_data(n)]
     if not torch_steps:
         return lines + ["None: every op runs in a generated kernel.", ""]
-    for name in torch_steps:
-        node = by_name[name]
-        lines.append(f"- `{_op(node)}` ({name}): {_why_torch(node)}")
+    for node in working:
+        name = _FRIENDLY.get(op_key(node), f"`{_op(node)}`")
+        lines.append(f"- {name} ({node.name}): {_why_torch(node)}")
+    if free:
+        lines.append(f"- views, tuple accesses and size queries ({', '.join(n.name for n in free)}): "
+                     "no data is moved.")
     if run.plan.not_fused:
         lines += ["", "Neighbours that were not fused:"]
         lines += [f"- {w.producer} → {w.consumer}: {w.reason}" for w in run.plan.not_fused]
     return lines + [""]
 
 
+def _moves_no_data(node: fx.Node) -> bool:
+    return node.target is operator.getitem or str(node.target) in VIEW_OPS
+
+
 def _why_torch(node: fx.Node) -> str:
-    key = op_key(node) if hasattr(node.target, "_schema") else ""
+    key = op_key(node)
     if any(k in key for k in ("linear", "matmul", "mm", "conv")):
         return ("GEMM/convolution anchor: cuBLAS/cuDNN already run it near the fp32 rate; our own "
                 "fp32-class GEMM engine with fused epilogues is a later stage of fuseforge.")
     if any(k in key for k in ("norm", "softmax", "logsumexp", "sum", "mean", "amax", "min", "max", "pool")):
         return "reduction or normalisation anchor: kept as PyTorch's kernel in this version (not yet fused)."
-    if key.endswith("sym_size.int") or any(k in key for k in ("view", "permute", "transpose", "reshape")) \
-            or not key:
-        return "a view, tuple access or size query: no data is moved."
-    return "not in the pointwise table, so it stays the torch call eager PyTorch makes."
+    return (fusible_reason(node) or "kept as a torch call") + "."
 
 
 def _kernels_how(run: Run) -> list[str]:

@@ -29,19 +29,21 @@ def _worst(verify: dict) -> str:
     if not w:
         return "—"
     return (f"{w.get('cand_rel_err', float('nan')):.2e} (eager fp32: {w.get('ref_rel_err', float('nan')):.2e}; "
-            f"bound used {w.get('ratio', float('nan')):.0%})")
+            f"{w.get('ratio', float('nan')):.0%} of the allowed error)")
 
 
 def summary_rows(run: Run) -> list[str]:
     if run.verify is None:
-        gpu = "not run (--no-gpu)" if not run.config.gpu else "did not complete"
+        gpu = f"not run ({run.config.gpu_skip_reason})" if not run.config.gpu else "did not complete"
         cpu = run.cpu_check
         cpu_text = (f"passed (plan vs model in float64, max relative error {cpu.max_rel_error:.1e})"
                     if cpu and cpu.passed else "failed" if cpu else "not reached")
         return ["| | |", "|---|---|", f"| CPU-side check | {cpu_text} |", f"| GPU verification and benchmark | {gpu} |",
                 f"| expected speedup vs eager (cost model) | {_x(run.cost.speedup if run.cost else None)} |"]
+    result = "`model_new.py` (verified)" if run.verified else "none: `40_model_new.py` failed verification"
     rows = ["| | |", "|---|---|", f"| verdict | **{run.verify.get('verdict')}**"
             + (f": {run.verify.get('reason')}" if run.verify.get("reason") else "") + " |",
+            f"| result | {result} |",
             f"| worst relative error vs fp64 | {_worst(run.verify)} |",
             f"| allclose(atol=rtol=1e-4) vs eager (compatibility) | {run.verify.get('allclose')} |"]
     if run.bench:
@@ -71,7 +73,7 @@ def _verify_table(verify: dict) -> list[str]:
 def measured_section(run: Run) -> list[str]:
     lines = ["## Measured on the GPU", ""]
     if run.verify is None:
-        return lines + ["Not measured: " + ("the run was made with `--no-gpu`." if not run.config.gpu
+        return lines + ["Not measured: " + (f"GPU stages not run ({run.config.gpu_skip_reason})." if not run.config.gpu
                                             else "the GPU evaluation did not complete (see 50_evaluate.log)."), ""]
     env = run.verify.get("environment", {})
     lines += [f"Device: {env.get('gpu', '?')}, torch {env.get('torch', '?')}, CUDA {env.get('cuda', '?')}.", "",
