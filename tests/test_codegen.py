@@ -1,0 +1,67 @@
+"""Codegen: the binding unit compiles against torch's headers; multi-output kernels are spelled."""
+
+import shutil
+import subprocess
+import sysconfig
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.cpp_extension import include_paths
+
+from fuseforge.codegen import generate
+from fuseforge.partition import partition
+from test_partition import _captured
+
+GXX = shutil.which("g++")
+NVCC = shutil.which("nvcc")
+
+
+class TwoOutputsAndABias(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(8))
+
+    def forward(self, x):
+        a = torch.tanh(x + self.bias)
+        return a * 2.0, a.sum(dim=1)
+
+
+@pytest.fixture(scope="module")
+def extension():
+    captured = _captured(TwoOutputsAndABias(), torch.randn(4, 8))
+    return generate(partition(captured.graph), captured.graph, "two_outputs.py")
+
+
+def test_a_kernel_with_two_outputs_returns_both_from_its_binding(extension):
+    (kernel,) = extension.kernels
+    assert "std::vector<torch::Tensor>" in kernel.binding
+    assert kernel.binding.count("torch::empty(") == 2
+
+
+def test_the_extension_name_changes_when_the_source_changes(extension):
+    captured = _captured(TwoOutputsAndABias(), torch.randn(4, 8))
+    plan = partition(captured.graph)
+    assert generate(plan, captured.graph, "two_outputs.py").name == extension.name
+    assert generate(plan, captured.graph, "other.py").name != extension.name
+
+
+@pytest.mark.skipif(GXX is None, reason="g++ is not installed")
+def test_the_binding_unit_compiles_against_torch_headers(extension, tmp_path):
+    source = tmp_path / "binding.cpp"
+    source.write_text(extension.binding)
+    includes = [f"-I{p}" for p in include_paths()] + [f"-I{sysconfig.get_paths()['include']}"]
+    result = subprocess.run([GXX, "-std=c++20", "-fsyntax-only", "-Wall", *includes, str(source)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+@pytest.mark.parametrize("std", ["c++17", "c++20"])
+def test_the_kernel_unit_compiles_as_cpp17_and_cpp20(extension, tmp_path, std):
+    source = tmp_path / "kernels.cu"
+    source.write_text(extension.cuda)
+    result = subprocess.run([NVCC, f"-std={std}", "-cubin", "-gencode=arch=compute_90a,code=sm_90a",
+                             "-Werror", "all-warnings", "-o", str(tmp_path / "k.cubin"), str(source)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
