@@ -20,7 +20,7 @@ from .capture import Captured, capture, format_captured
 from .codegen import Extension, generate
 from .config import OptimizeConfig
 from .cost import CostEstimate, estimate
-from .cpu_check import CpuCheck, check_on_cpu
+from .cpu_check import CpuCheck, check_emitted_on_cpu, check_on_cpu
 from .emit import EmitContext, emit
 from .load import LoadedModel, load_model_file
 from .partition import Plan, format_plan, partition
@@ -100,6 +100,12 @@ def stage_verify(run: Run) -> None:
     if not run.cpu_check.passed:
         raise StageFailed("CPU check failed: the plan differs from the model in float64: "
                           + "; ".join(run.cpu_check.detail))
+    emitted = check_emitted_on_cpu(run.loaded, run.captured, run.plan, run.artefact("40_model_new.py"))
+    if not emitted.passed:
+        raise StageFailed("CPU check failed: the emitted forward differs from the model in float64: "
+                          + "; ".join(emitted.detail))
+    run.cpu_check.detail.extend(emitted.detail)
+    run.cpu_check.max_rel_error = max(run.cpu_check.max_rel_error, emitted.max_rel_error)
     if not run.config.gpu:
         return
     c = run.config

@@ -6,12 +6,12 @@ import sysconfig
 
 import pytest
 import torch
+from test_partition import _captured
 from torch import nn
 from torch.utils.cpp_extension import include_paths
 
 from fuseforge.codegen import generate
 from fuseforge.partition import partition
-from test_partition import _captured
 
 GXX = shutil.which("g++")
 NVCC = shutil.which("nvcc")
