@@ -77,5 +77,10 @@ def optimize(
     print(out / "report.md")
 
 
+from .suite.cli import register as register_suite  # noqa: E402  (commands defined in their own package)
+
+register_suite(app)
+
+
 if __name__ == "__main__":
     app()

@@ -1,0 +1,77 @@
+"""Where a job ran: host, Python, torch, fuseforge commit, and the GPU (name, driver) it was pinned to.
+
+GPUs are read with `nvidia-smi`, so the suite process itself never initialises CUDA (it would take memory
+on every GPU being timed). The ids the suite pins are the entries of CUDA_VISIBLE_DEVICES when that is
+set, else the indices nvidia-smi lists. Everything here is best effort: a missing tool gives None.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import os
+import platform
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+
+
+def _output(cmd: list[str], cwd: Path | None = None) -> str | None:
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=20, cwd=cwd)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def visible_gpu_ids() -> list[str]:
+    """The GPU ids one worker each may be pinned to (CUDA_VISIBLE_DEVICES values)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [v.strip() for v in visible.split(",") if v.strip() and not v.strip().startswith("-")]
+    listed = _output(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"])
+    return listed.split() if listed else []
+
+
+def gpu_info(gpu_id: str | None) -> dict:
+    """{'name', 'driver'} of one GPU (by index or UUID), or {} without nvidia-smi or without a GPU."""
+    if gpu_id is None:
+        return {}
+    line = _output(["nvidia-smi", "-i", str(gpu_id), "--query-gpu=name,driver_version", "--format=csv,noheader"])
+    if not line:
+        return {}
+    name, _, driver = line.splitlines()[0].rpartition(",")
+    return {"name": name.strip(), "driver": driver.strip()}
+
+
+@functools.cache
+def torch_version() -> str | None:
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+@functools.cache
+def commit() -> str | None:
+    """The fuseforge checkout's commit, with "+dirty" when its files differ from it."""
+    sha = _output(["git", "rev-parse", "--short=12", "HEAD"], cwd=PACKAGE_DIR)
+    if sha is None:
+        return None
+    dirty = _output(["git", "status", "--porcelain", "--untracked-files=no", "--", "."], cwd=PACKAGE_DIR)
+    return sha + ("+dirty" if dirty else "")
+
+
+def host_environment() -> dict:
+    return {"host": socket.gethostname(), "platform": platform.platform(), "python": sys.version.split()[0],
+            "torch": torch_version(), "commit": commit()}
+
+
+def job_environment(gpu_id: str | None) -> dict:
+    """The environment of one job before it runs: the host's, and the GPU it is pinned to (if any)."""
+    info = gpu_info(gpu_id)
+    return {**host_environment(), "cuda_visible_devices": gpu_id if gpu_id is not None else "",
+            "gpu": info.get("name"), "driver": info.get("driver")}

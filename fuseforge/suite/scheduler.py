@@ -1,0 +1,231 @@
+"""Run a suite: plan the jobs, skip what is done, run the rest, store each outcome as soon as it is known.
+
+Local scheduling (one host):
+    builds   a pool of `jobs` threads runs every job's build phase on the CPU (only when GPUs are used);
+             each built job is queued for the GPU workers in the order the builds finish
+    workers  one thread per GPU id runs the queued jobs' run phase, pinned with CUDA_VISIBLE_DEVICES=<id>;
+             without GPUs, `jobs` threads run the run phase with --no-gpu semantics and there is no build
+Threads only wait on subprocesses, so the suite process stays light. By default the build pool leaves one
+core per GPU worker free, so compiling does not starve the process being timed of its CPU.
+With `--ray ADDRESS` the same jobs go to a Ray cluster instead (ray_backend.py).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import threading
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+
+from rich.console import Console
+
+from .db import Store
+from .environment import gpu_info, host_environment, torch_version, visible_gpu_ids
+from .execute import Outcome, build_phase, kill_live, run_phase
+from .jobs import Job, SuiteConfig, plan
+from .progress import Tracker
+
+
+@dataclass
+class Planned:
+    job: Job
+    attempt: int
+    row: int | None = None  # the jobs row, once the job started
+
+
+@dataclass
+class Context:
+    config: SuiteConfig
+    store: Store
+    run_id: int
+    tracker: Tracker
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def start(self, p: Planned, worker: str, phase: str) -> None:
+        if p.row is None:
+            p.row = self.store.start_job(self.run_id, p.job, p.attempt, worker)
+        self.tracker.started(p.job, phase)
+
+    def finish(self, p: Planned, outcome: Outcome) -> None:
+        self.store.finish_job(p.row, p.job, outcome)
+        self.tracker.finished(p.job, outcome)
+
+
+@dataclass
+class SuiteResult:
+    run_id: int
+    planned: int
+    skipped: int
+    outcomes: dict[str, str] = field(default_factory=dict)  # job name -> verdict in this run
+    failed: int = 0  # jobs of this run without a verdict (crashed, killed by a signal, timed out)
+
+    @property
+    def exit_code(self) -> int:
+        """0 when every job of this run reached a verdict (correct or not); 1 when one failed to."""
+        return 1 if self.failed else 0
+
+
+def check_available() -> bool:
+    """Does `fuseforge check` exist (a command registered on the CLI app)?"""
+    from fuseforge.cli import app
+
+    return any((c.name or getattr(c.callback, "__name__", "")) == "check" for c in app.registered_commands)
+
+
+def gpu_ids_for(config: SuiteConfig, console: Console) -> list[str]:
+    """The GPU ids to pin workers to; under Ray only their number counts (default: the cluster's GPUs)."""
+    if config.ray:
+        from .ray_backend import cluster_gpus
+
+        return [str(i) for i in range(cluster_gpus() if config.gpus is None else config.gpus)]
+    ids = visible_gpu_ids()
+    wanted = len(ids) if config.gpus is None else config.gpus
+    if wanted > len(ids):
+        console.print(f"[yellow]--gpus {wanted}, but {len(ids)} GPU(s) visible: using ids 0..{wanted - 1}[/]")
+        ids = [str(i) for i in range(wanted)]
+    return ids[:wanted]
+
+
+def run_suite(config: SuiteConfig, console: Console | None = None) -> SuiteResult:
+    console = console or Console(stderr=True)
+    if config.ray:
+        from .ray_backend import connect
+
+        ray_started = connect(config.ray)
+    try:
+        return _run_suite(config, console)
+    finally:
+        if config.ray and ray_started:
+            import ray
+
+            ray.shutdown()
+
+
+def _run_suite(config: SuiteConfig, console: Console) -> SuiteResult:
+    gpu_ids = gpu_ids_for(config, console)
+    jobs = plan(config, len(gpu_ids))
+    store = Store(config.db)
+    try:
+        recovered = store.recover_interrupted()
+        env = {**host_environment(), "gpus": [{"id": g, **({} if config.ray else gpu_info(g))} for g in gpu_ids],
+               "ray": config.ray}
+        run_id = store.start_run({k: str(v) if v is not None else None for k, v in asdict(config).items()}, env)
+        todo, skipped = [], 0
+        for job in jobs:
+            done, failures, attempts = store.history(job.key)
+            if done or failures >= config.max_attempts:
+                skipped += 1
+            else:
+                todo.append(Planned(job, attempts + 1))
+        result = SuiteResult(run_id, len(jobs), skipped)
+        console.print(f"suite run {run_id}: {len(jobs)} {config.kind} jobs, {skipped} already done (or out of "
+                      f"attempts), {len(todo)} to run on {len(gpu_ids)} GPU(s)"
+                      + (f"; {recovered} interrupted job(s) of killed runs will be retried" if recovered else ""))
+        if config.kind == "check" and config.run_command is None and not check_available():
+            _record_unavailable(store, run_id, todo, result)
+            todo = []
+        tracker = Tracker(len(todo), console)
+        ctx = Context(config, store, run_id, tracker)
+        with tracker:
+            if config.ray:
+                from .ray_backend import run_on_ray
+
+                run_on_ray(todo, ctx, gpus=len(gpu_ids))
+            else:
+                run_local(todo, ctx, gpu_ids)
+        result.outcomes.update(tracker.verdicts)
+        result.failed = tracker.failed
+        store.finish_run(run_id)
+    finally:
+        store.close()
+    return result
+
+
+def _record_unavailable(store: Store, run_id: int, todo: list[Planned], result: SuiteResult) -> None:
+    reason = "`fuseforge check` does not exist yet: not run (a later run of the suite will run it)"
+    for p in todo:
+        row = store.start_job(run_id, p.job, p.attempt, "-", status="unavailable")
+        store.finish_job(row, p.job, Outcome("unavailable", "unavailable", reason, phase="run"))
+        result.outcomes[p.job.name] = "unavailable"
+
+
+def run_local(todo: list[Planned], ctx: Context, gpu_ids: list[str]) -> None:
+    """Build pool + one worker per GPU (or `jobs` CPU workers without GPUs); see the module docstring."""
+    ready: queue.Queue = queue.Queue()
+    cores = os.cpu_count() or 1
+    n_jobs = ctx.config.jobs or (max(1, cores - len(gpu_ids)) if gpu_ids else cores)
+    slots: list[str | None] = list(gpu_ids) if gpu_ids else [None] * n_jobs
+    builds = ThreadPoolExecutor(n_jobs, thread_name_prefix="build")
+    for p in todo:
+        if gpu_ids:
+            builds.submit(_build, p, ctx, ready, n_jobs)
+        else:
+            ready.put((p, None))
+    workers = [threading.Thread(target=_worker, args=(slot, ctx, ready), daemon=True) for slot in slots]
+    previous = _stop_on_sigterm()
+    try:
+        for w in workers:
+            w.start()
+        builds.shutdown(wait=True)
+        for _ in workers:
+            ready.put(None)
+        for w in workers:
+            w.join()
+    except KeyboardInterrupt:
+        ctx.stop.set()
+        builds.shutdown(wait=False, cancel_futures=True)
+        kill_live()
+        for _ in workers:
+            ready.put(None)
+        ctx.store.interrupt_running(ctx.run_id)
+        raise
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _stop_on_sigterm():
+    """SIGTERM stops the suite like Ctrl-C (its jobs' process groups are killed); returns the old handler."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, handler)
+
+
+def guarded(phase, *args) -> Outcome:
+    try:
+        return phase(*args)
+    except Exception as exc:  # a bug of the suite must cost one job, not the run
+        traceback.print_exc()
+        return Outcome("failed", "error", reason=f"suite error: {type(exc).__name__}: {exc}")
+
+
+def _build(p: Planned, ctx: Context, ready: queue.Queue, parallel: int) -> None:
+    if ctx.stop.is_set():
+        return
+    ctx.start(p, "cpu", "build")
+    outcome = guarded(build_phase, p.job, ctx.config.build_timeout_s, parallel)
+    if ctx.stop.is_set():
+        return
+    if outcome.status == "built":
+        ready.put((p, outcome))
+    else:
+        ctx.finish(p, outcome)
+
+
+def _worker(gpu_id: str | None, ctx: Context, ready: queue.Queue) -> None:
+    gpu_name = gpu_info(gpu_id).get("name")
+    while (item := ready.get()) is not None and not ctx.stop.is_set():
+        p, built = item
+        ctx.start(p, "cpu" if gpu_id is None else f"gpu{gpu_id}", "run")
+        cached = gpu_id is not None and (gpu_name, torch_version()) in ctx.store.cached(p.job.model_hash)
+        outcome = guarded(run_phase, p.job, gpu_id, ctx.config.run_timeout_s, cached, built)
+        outcome.worker = "cpu" if gpu_id is None else f"gpu{gpu_id}"
+        if not ctx.stop.is_set():
+            ctx.finish(p, outcome)

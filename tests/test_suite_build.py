@@ -1,0 +1,69 @@
+"""The suite's default commands on real (tiny) model files, without a GPU: build phase, roofline floor."""
+
+import io
+import json
+
+import torch
+from rich.console import Console
+
+from fuseforge.capture import capture
+from fuseforge.load import load_model_file
+from fuseforge.suite import build
+from fuseforge.suite.db import Store
+from fuseforge.suite.jobs import SuiteConfig
+from fuseforge.suite.scheduler import run_suite
+
+TINY = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, n_in, n_out):
+        super().__init__()
+        self.linear = nn.Linear(n_in, n_out)
+
+    def forward(self, x):
+        return torch.relu(self.linear(x))
+
+
+def get_inputs():
+    return [torch.randn(16, 64)]
+
+
+def get_init_inputs():
+    return [64, 32]
+"""
+
+
+def test_the_roofline_floor_counts_gemm_flops_and_reads_every_input_and_parameter_once(tmp_path):
+    (tmp_path / "tiny.py").write_text(TINY)
+    roof = build.roofline(capture(load_model_file(tmp_path / "tiny.py")))
+    assert roof["flops"] == 2 * 16 * 32 * 64 + 16 * 32  # the GEMM, then one per relu output
+    assert roof["min_bytes"] == 4 * (16 * 64 + 32 * 64 + 32 + 16 * 32)  # x, weight, bias in; output out
+    c = roof["ceilings"]
+    assert roof["floor_ms"] == max(roof["flops"] / c["sgemm_flops"], roof["min_bytes"] / c["bandwidth"]) * 1e3
+
+
+def test_a_candidate_that_is_not_valid_python_does_not_build_and_one_without_kernels_does(tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.version, "cuda", "13.0")  # as on a GPU machine: the build is attempted
+    prose = tmp_path / "prose.py"
+    prose.write_text("Here is the optimized code:\nclass ModelNew(nn.Module):\n")
+    assert build._build_extension(prose) == build.BUILD_FAILED_EXIT
+    plain = tmp_path / "plain.py"
+    plain.write_text("class ModelNew:\n    pass\n")
+    assert build._build_extension(plain) == 0
+
+
+def test_the_default_commands_run_a_real_model_through_the_cpu_stages_when_no_gpu_answers(tmp_path):
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "tiny.py").write_text(TINY)
+    config = SuiteConfig(models=tmp_path / "models", db=tmp_path / "r.sqlite", gpus=1, jobs=1)
+    result = run_suite(config, Console(file=io.StringIO()))
+    [row] = Store(config.db).rows()
+    assert (row["status"], row["verdict"], result.exit_code) == ("done", "cpu_only", 0), row["reason"]
+    assert "saw no GPU" in row["reason"]  # CPU torch: optimize fell back to its CPU stages
+    out = tmp_path / "r_out"
+    [job_dir] = [p.parent for p in out.rglob("suite_build.log")]
+    assert (job_dir / "40_model_new.py").exists() and (job_dir / "report.md").exists()
+    assert "CPU build: no CUDA extension to prebuild" in (job_dir / "suite_build.log").read_text()
+    assert json.loads((job_dir / "suite_roofline.json").read_text())["flops"] == row["flops"] > 0
