@@ -24,6 +24,9 @@ CONV_FLOPS = 100e12  # cuDNN convolutions (TF32 by default in PyTorch): a rough 
 BANDWIDTH = 2.98e12  # device copy, bytes read + written per second
 LAUNCH_S = 3e-6  # per kernel launch, as seen from a stream of small ops
 
+READS_ONLY_METADATA = {"aten.new_ones.default", "aten.new_zeros.default", "aten.new_empty.default",
+                       "aten.new_full.default", "aten.zeros_like.default", "aten.ones_like.default",
+                       "aten.empty_like.default", "aten.full_like.default"}
 VIEW_OPS = {"aten.view.default", "aten.reshape.default", "aten.permute.default", "aten.transpose.int",
             "aten.t.default", "aten.expand.default", "aten.unsqueeze.default", "aten.squeeze.dim",
             "aten.squeeze.dims", "aten.flatten.using_ints", "aten.alias.default", "aten.sym_size.int"}
@@ -113,19 +116,46 @@ def _peak(units: list[tuple[list[str], list[str]]], sizes: dict[str, int]) -> in
     return peak
 
 
-def estimate(captured: Captured, plan: Plan) -> CostEstimate:
+@dataclass(frozen=True)
+class EagerCost:
+    """What eager PyTorch does for the captured graph (taken before any rewrite)."""
+
+    seconds: float
+    bytes_moved: int
+    launches: int
+    peak_activation_bytes: int
+    flops: float
+
+
+def _op_cost(n: fx.Node) -> tuple[float, float, int]:
+    """(seconds, FLOPs, bytes moved) of one op; factory ops like new_ones read no data of their input."""
+    reads = [] if str(n.target) in READS_ONLY_METADATA else n.all_input_nodes
+    moved = sum(nbytes(a) for a in reads) + nbytes(n)
+    fl, rate = flops(n)
+    return _time(fl, rate, moved), fl, moved
+
+
+def _sizes(by_name: dict[str, fx.Node]) -> dict[str, int]:
+    return {n: 0 if _is_free(by_name[n]) else nbytes(by_name[n]) for n in by_name}
+
+
+def eager_cost(captured: Captured) -> EagerCost:
+    """Cost eager's op sequence; call it on the graph as captured, before the rewrite stage changes it."""
     by_name = {n.name: n for n in captured.graph.nodes}
-    outputs = {o for o in captured.user_outputs if o}
-    sizes = {n: 0 if _is_free(by_name[n]) else nbytes(by_name[n]) for n in by_name}
     ops = [n for n in captured.graph.nodes if n.op == "call_function"]
-    eager_s, eager_moved, launches, total_flops = 0.0, 0, 0, 0.0
+    seconds, moved, launches, total_flops = 0.0, 0, 0, 0.0
     for n in ops:
-        if _is_free(n):
-            continue
-        moved = sum(nbytes(a) for a in n.all_input_nodes) + nbytes(n)
-        fl, rate = flops(n)
-        eager_s, eager_moved, launches, total_flops = (eager_s + _time(fl, rate, moved), eager_moved + moved,
-                                                       launches + 1, total_flops + fl)
+        if not _is_free(n):
+            t, fl, m = _op_cost(n)
+            seconds, moved, launches, total_flops = seconds + t, moved + m, launches + 1, total_flops + fl
+    units = [([a.name for a in n.all_input_nodes], [n.name]) for n in ops]
+    keep = [([o for o in captured.user_outputs if o], [])]  # outputs stay alive to the end
+    return EagerCost(seconds, moved, launches, _peak(units + keep, _sizes(by_name)), total_flops)
+
+
+def estimate(eager: EagerCost, captured: Captured, plan: Plan) -> CostEstimate:
+    """Cost the plan (over the rewritten graph) and set it next to eager's cost."""
+    by_name = {n.name: n for n in captured.graph.nodes}
     plan_s, plan_moved, plan_launches = 0.0, 0, 0
     units = []
     for step in plan.steps:
@@ -139,10 +169,8 @@ def estimate(captured: Captured, plan: Plan) -> CostEstimate:
             n = by_name[step.node]
             units.append(([a.name for a in n.all_input_nodes], [n.name]))
             if not _is_free(n):
-                moved = sum(nbytes(a) for a in n.all_input_nodes) + nbytes(n)
-                fl, rate = flops(n)
-                plan_s, plan_moved, plan_launches = plan_s + _time(fl, rate, moved), plan_moved + moved, plan_launches + 1
-    eager_units = [([a.name for a in n.all_input_nodes], [n.name]) for n in ops]
-    keep = [(list(outputs), [])]  # outputs stay alive to the end on both sides
-    return CostEstimate(eager_s, plan_s, eager_moved, plan_moved, launches, plan_launches,
-                        _peak(eager_units + keep, sizes), _peak(units + keep, sizes), total_flops)
+                t, _, m = _op_cost(n)
+                plan_s, plan_moved, plan_launches = plan_s + t, plan_moved + m, plan_launches + 1
+    keep = [([o for o in captured.user_outputs if o], [])]
+    return CostEstimate(eager.seconds, plan_s, eager.bytes_moved, plan_moved, eager.launches, plan_launches,
+                        eager.peak_activation_bytes, _peak(units + keep, _sizes(by_name)), eager.flops)

@@ -19,7 +19,7 @@ from pathlib import Path
 from .capture import Captured, capture, format_captured
 from .codegen import Extension, generate
 from .config import OptimizeConfig
-from .cost import CostEstimate, estimate
+from .cost import CostEstimate, EagerCost, eager_cost, estimate
 from .cpu_check import CpuCheck, check_emitted_on_cpu, check_on_cpu
 from .emit import EmitContext, emit
 from .load import LoadedModel, load_model_file
@@ -36,6 +36,7 @@ class Run:
     rewrites: RewriteLog | None = None
     plan: Plan | None = None
     extension: Extension | None = None
+    eager_cost: EagerCost | None = None  # taken before the rewrite
     cost: CostEstimate | None = None
     cpu_check: CpuCheck | None = None
     verify: dict | None = None  # 50_verify.json
@@ -60,18 +61,19 @@ def stage_load(run: Run) -> None:
 
 def stage_capture(run: Run) -> None:
     run.captured = capture(run.loaded)
+    run.eager_cost = eager_cost(run.captured)
     run.artefact("00_captured.txt").write_text(format_captured(run.captured))
 
 
 def stage_rewrite(run: Run) -> None:
-    run.rewrites = rewrite(run.captured.graph)
+    run.rewrites = rewrite(run.captured.graph, run.captured)
     run.artefact("10_rewritten.txt").write_text(format_rewrite(run.rewrites, format_captured(run.captured)))
 
 
 def stage_partition(run: Run) -> None:
     run.plan = partition(run.captured.graph)
     run.artefact("20_partition.txt").write_text(format_plan(run.plan))
-    run.cost = estimate(run.captured, run.plan)
+    run.cost = estimate(run.eager_cost, run.captured, run.plan)
 
 
 def stage_codegen(run: Run) -> None:

@@ -1,0 +1,107 @@
+"""Family `linear maps` (convolutions): a global average pool of a convolution is a small linear map.
+
+mean_{i,j} conv(x, W, b)[n, o, i, j] = b_o + Σ_{c,p,q} W[o, c, p, q] · S[n, c, p, q] / (Ho·Wo), where
+S[n, c, p, q] is the sum of the input pixels that kernel tap (p, q) reads over all output positions.
+With stride 1 and dilation 1 that set is a rectangle of the input, clipped exactly at the zero-padded
+borders: S = A · x · Bᵀ per (n, c), with A[p, r] = 1 where row r is read by tap p (a band matrix,
+built in the graph with `new_ones`, `tril`, `triu`). The convolution (the largest cost) disappears.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .engine import Builder, Guard, guard, is_state, rule, value
+from .guards import hint, hint_numel, reduced_axes, sole_use, state
+from .pattern import Match, Op
+
+aten = torch.ops.aten
+FAMILY = "linear maps"
+
+
+def _conv() -> Op:
+    return Op("aten.conv2d.default", bind="conv", input="x", weight="w", bias="b", stride="stride",
+              padding="padding", dilation="dilation", groups="groups")
+
+
+def _pair(v) -> tuple[int, int]:
+    v = list(v) if isinstance(v, (list, tuple)) else [v]
+    return (v[0], v[0]) if len(v) == 1 else (v[0], v[1])
+
+
+@guard("the convolution is 2-D on a batch, with stride 1, dilation 1 and one group")
+def plain_conv(m: Match) -> bool:
+    x, w = value(m["x"]), value(m["w"])
+    return (x is not None and x.dim() == 4 and x.is_floating_point() and w is not None and w.dim() == 4
+            and _pair(m["stride"]) == (1, 1) and _pair(m["dilation"]) == (1, 1) and m["groups"] == 1
+            and all(isinstance(s, int) for s in x.shape[1:]))
+
+
+bias_is_state = Guard("`b` is absent, or a parameter or buffer", lambda m: m["b"] is None or is_state(m["b"], m.ctx))
+
+
+def _costs(m: Match) -> tuple[float, float]:
+    x, w, y = value(m["x"]).shape, value(m["w"]).shape, value(m["conv"]).shape
+    n, c, h, wd = hint(x[0]), *x[1:]
+    o, _, kh, kw = w
+    before = 2.0 * hint_numel(y) * c * kh * kw
+    after = 2.0 * n * c * kw * h * (wd + kh) + 2.0 * n * o * c * kh * kw
+    return before, after
+
+
+cheaper = Guard("the window sums and the small product cost less than the convolution",
+                lambda m: _costs(m)[1] < _costs(m)[0])
+
+
+def _window_matrix(build: Builder, like, taps: int, size: int, out: int, pad: int):
+    """M[p, r] = 1 where input index r is read by tap p at some output index (stride 1, dilation 1)."""
+    ones = build(aten.new_ones.default, like, [taps, size], pin_memory=False)  # as export spells it
+    return build(aten.triu.default, build(aten.tril.default, ones, out - 1 - pad), -pad)
+
+
+def _pooled(m: Match, build: Builder):
+    """[N, O]: the mean of the convolution over its output positions."""
+    x, w = m["x"], m["w"]
+    _, _, h, wd = value(x).shape
+    _, _, kh, kw = value(w).shape
+    ho, wo = value(m["conv"]).shape[2:]
+    ph, pw = _pair(m["padding"])
+    rows = _window_matrix(build, x, kh, h, ho, ph)  # [kh, H]
+    cols = rows if (kw, wd, wo, pw) == (kh, h, ho, ph) else _window_matrix(build, x, kw, wd, wo, pw)  # [kw, W]
+    # the contiguous axis first: x·colsᵀ is one plain GEMM over x, without a transposed copy of it
+    column_sums = build(aten.matmul.default, x, build(aten.permute.default, cols, [1, 0]))  # [N, C, H, kw]
+    sums = build(aten.matmul.default, rows, column_sums)  # [N, C, kh, kw]
+    o, c = value(w).shape[:2]
+    reshape = aten.view.default if value(w).is_contiguous() else aten.reshape.default
+    weight = build(aten.div.Tensor, build(reshape, w, [o, c * kh * kw]), ho * wo)  # [O, C·kh·kw]
+    batch = value(x).shape[0]
+    batch = batch if isinstance(batch, int) else build(aten.sym_size.int, x, 0)
+    return build(aten.linear.default, build(aten.view.default, sums, [batch, c * kh * kw]), weight, m["b"])
+
+
+def _unsqueezed(build: Builder, y):
+    return build(aten.unsqueeze.default, build(aten.unsqueeze.default, y, -1), -1)
+
+
+GUARDS = (sole_use("conv"), plain_conv, state("w"), bias_is_state, cheaper)
+
+
+@rule(FAMILY, Op("aten.adaptive_avg_pool2d.default", self=_conv(), output_size="size"),
+      Guard("the pool's output is 1×1", lambda m: list(m["size"]) == [1, 1]), *GUARDS)
+def global_average_pool_of_conv(m: Match, build: Builder):
+    """avgpool_1×1(conv(x, W, b))_o = b_o + Σ_{c,p,q} W[o,c,p,q]·S[c,p,q]/(Ho·Wo), S = window sums of x
+
+    S[c, p, q] sums the input pixels that tap (p, q) reads, exact at the zero-padded borders.
+    """
+    return _unsqueezed(build, _pooled(m, build))
+
+
+@rule(FAMILY, Op("aten.mean.dim", self=_conv(), dim="dims", keepdim="keepdim"),
+      Guard("the mean is over both spatial axes", lambda m: reduced_axes(m) == [2, 3]), *GUARDS)
+def spatial_mean_of_conv(m: Match, build: Builder):
+    """mean_{i,j} conv(x, W, b)_o = b_o + Σ_{c,p,q} W[o,c,p,q]·S[c,p,q]/(Ho·Wo), S = window sums of x
+
+    The same identity as the global average pool, written as a mean over the spatial axes.
+    """
+    y = _pooled(m, build)
+    return _unsqueezed(build, y) if m["keepdim"] else y

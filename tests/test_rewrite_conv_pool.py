@@ -1,0 +1,96 @@
+"""Rewrite family `linear maps`, convolutions: a global average pool of a convolution is a small linear map."""
+
+import functools
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_rewrite_support import assert_does_not_fire, assert_float64_equal, assert_rewrites_to, rewritten
+from torch import nn
+
+from fuseforge.rewrite.conv_pool import global_average_pool_of_conv
+
+X = torch.randn(3, 4, 6, 7)  # non-square, so rows and columns need their own window matrices
+
+
+class PooledConv(nn.Module):
+    def __init__(self, k=3, padding=1, how="pool", stride=1, groups=1, expected=False):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 6, k, padding=padding, stride=stride, groups=groups)
+        self.how, self.expected = how, expected
+
+    def forward(self, x):
+        if self.expected:
+            return self.window_sums_times_weight(x)
+        y = self.conv(x)
+        if self.how == "pool":
+            return F.adaptive_avg_pool2d(y, 1)
+        return y.mean((2, 3)) if self.how == "mean" else y.mean((-1, -2), keepdim=True)
+
+    def window_sums_times_weight(self, x):  # the Expected side for k=3, padding=1, a 6×7 input
+        rows = torch.triu(torch.tril(x.new_ones([3, 6]), 6 - 1 - 1), -1)
+        cols = torch.triu(torch.tril(x.new_ones([3, 7]), 7 - 1 - 1), -1)
+        sums = torch.matmul(rows, torch.matmul(x, cols.permute(1, 0)))  # [N, C, 3, 3]
+        weight = self.conv.weight.view(6, 36) / (6 * 7)
+        y = F.linear(sums.view(x.shape[0], 36), weight, self.conv.bias)
+        return y.unsqueeze(-1).unsqueeze(-1)
+
+
+def test_a_global_average_pool_of_a_padded_convolution_becomes_window_sums_and_a_small_product():
+    assert_rewrites_to(PooledConv(), PooledConv(expected=True), X, rules=["global_average_pool_of_conv"])
+
+
+def test_a_spatial_mean_of_a_convolution_is_the_same_identity():
+    c, log = rewritten(PooledConv(how="mean"), X)
+    assert [f.rule for f in log.firings] == ["spatial_mean_of_conv"]
+    assert not any("conv" in str(n.target) for n in c.graph.nodes if n.op == "call_function")
+    assert log.firings[0].flops_removed > 0
+
+
+class SharedConv(PooledConv):
+    def forward(self, x):
+        y = self.conv(x)
+        return F.adaptive_avg_pool2d(y, 1), y
+
+
+@pytest.mark.parametrize("model, at, because", [
+    (PooledConv(stride=2), "adaptive_avg_pool2d",
+     "the convolution is 2-D on a batch, with stride 1, dilation 1 and one group"),
+    (PooledConv(groups=2), "adaptive_avg_pool2d",
+     "the convolution is 2-D on a batch, with stride 1, dilation 1 and one group"),
+    (SharedConv(), "adaptive_avg_pool2d", "`conv` has no other use"),
+], ids=["stride-2", "groups-2", "shared-conv-output"])
+def test_a_pooled_convolution_stays_when_the_identity_is_not_built_for_it(model, at, because):
+    assert_does_not_fire(model, X, rule=global_average_pool_of_conv, at=at, because=because)
+
+
+class PoolTo2(PooledConv):
+    def forward(self, x):
+        return F.adaptive_avg_pool2d(self.conv(x), 2)
+
+
+def test_a_pool_to_more_than_one_pixel_is_not_a_global_average():
+    assert_does_not_fire(PoolTo2(), X, rule=global_average_pool_of_conv, at="adaptive_avg_pool2d",
+                         because="the pool's output is 1×1")
+
+
+CONFIGS = [(3, 1, "pool"), ((3, 5), (0, 2), "pool"), (1, 0, "mean"), (3, 2, "keepdim"), (5, 1, "pool")]
+
+
+@functools.cache
+def _rewritten(i: int):
+    k, padding, how = CONFIGS[i]
+    model = PooledConv(k, padding, how)
+    c, log = rewritten(model, X)
+    assert log.firings, "the rule should have fired"
+    return model, c
+
+
+@settings(max_examples=15, deadline=None)
+@given(i=st.integers(0, len(CONFIGS) - 1), seed=st.integers(0, 2**31 - 1), batch=st.integers(1, 4),
+       scale=st.sampled_from([1e-3, 1.0, 1e3]))
+def test_window_sums_give_the_pooled_convolution_exactly_in_float64_at_every_border(i, seed, batch, scale):
+    model, c = _rewritten(i)
+    assert_float64_equal(model, c, [X], seed, batch, scale)
