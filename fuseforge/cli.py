@@ -77,8 +77,10 @@ def optimize(
     print(out / "report.md")
 
 
-from .suite.cli import register as register_suite  # noqa: E402  (commands defined in their own package)
+from .check.cli import register as register_check  # noqa: E402  (commands defined in their own packages)
+from .suite.cli import register as register_suite  # noqa: E402
 
+register_check(app)
 register_suite(app)
 
 

@@ -217,3 +217,47 @@ def test_sigterm_stops_the_suite_with_its_jobs_whole_process_groups_and_marks_th
     assert suite.wait(timeout=30) == 130
     assert all(_gone(int(p.read_text())) for p in pids) and len(pids) == 2
     assert _count(db, "status = 'interrupted'") == 2 and _count(db, "status != 'interrupted'") == 0
+
+
+def test_a_check_record_becomes_the_jobs_verdict_and_timings(tmp_path):
+    from fuseforge.suite.execute import collect
+
+    record = {"schema": "fuseforge.check/1", "verdict": "cheat:cached_output", "reason": "replayed outputs",
+              "check": "fresh_inputs", "worst": {"cand_rel_err": 1e-6, "ref_rel_err": 2e-6},
+              "timing": {"candidate": {"median_ms": 0.5}, "eager": {"median_ms": 1.0},
+                         "compile": {"status": "skipped", "reason": "--no-compile"},
+                         "speedup": {"vs_eager": 2.0, "vs_compile": None}}}
+    (tmp_path / "check.json").write_text(json.dumps(record))
+    outcome = collect(tmp_path)
+    assert outcome.verify["verdict"] == "cheat:cached_output"
+    assert outcome.metrics["ours_ms"] == 0.5 and outcome.metrics["eager_ms"] == 1.0
+    assert outcome.metrics["compile_ms"] is None
+    assert outcome.metrics["speedup_vs_eager"] == 2.0
+
+
+def test_the_check_command_matches_the_options_of_fuseforge_check():
+    from typer.testing import CliRunner
+
+    from fuseforge.cli import app
+    from fuseforge.suite.jobs import CHECK_RUN
+
+    options = [w for w in CHECK_RUN.split() if w.startswith("--")] + ["--device", "--no-compile"]
+    help_text = CliRunner().invoke(app, ["check", "--help"], terminal_width=200).output
+    for option in options:
+        assert option in help_text, option
+
+
+def test_a_suite_of_real_check_jobs_grades_an_honest_and_a_cheating_candidate_on_the_cpu(tmp_path):
+    corpus = Path(__file__).parent / "adversarial"
+    (tmp_path / "models").mkdir()
+    (tmp_path / "cands").mkdir()
+    (tmp_path / "models" / "linear_sigmoid.py").write_text((corpus / "models" / "linear_sigmoid.py").read_text())
+    for name, source in (("honest", "honest_linear_sigmoid.py"), ("cache", "cache_first_output.py")):
+        (tmp_path / "cands" / f"linear_sigmoid.{name}.py").write_text((corpus / source).read_text())
+    config = SuiteConfig(models=tmp_path / "models", candidates=tmp_path / "cands", db=tmp_path / "r.sqlite",
+                         gpus=0, jobs=2, out=tmp_path / "out")
+    run_suite(config, Console(file=io.StringIO(), width=120))
+    store = Store(config.db)
+    verdicts = {Path(r["candidate"]).name: r["verdict"] for r in store.rows()}
+    store.close()
+    assert verdicts == {"linear_sigmoid.honest.py": "correct", "linear_sigmoid.cache.py": "cheat:cached_output"}

@@ -84,9 +84,9 @@ class Programs:
     """The two imported files and what is needed to build and feed them."""
 
     model_path: Path
-    candidate_path: Path
+    candidate_path: Path | None
     model_cls: type
-    candidate_cls: type
+    candidate_cls: type | None
     get_inputs: object
     init_args: list
     precision: PrecisionFlags
@@ -118,10 +118,11 @@ def _module_class(module, name: str, role: str, failure: type[EvalError]) -> typ
     return cls
 
 
-def load_programs(model_path: str | Path, candidate_path: str | Path) -> Programs:
-    """Import the model file, then the candidate file, each as its own fresh module."""
+def load_reference(model_path: str | Path) -> Programs:
+    """Import the model file only (candidate_path and candidate_cls stay None): what a process that must
+    never see the candidate needs (fuseforge check runs the reference in its own process)."""
     precision = PrecisionFlags.capture()
-    model_path, candidate_path = Path(model_path).resolve(), Path(candidate_path).resolve()
+    model_path = Path(model_path).resolve()
     model_mod = _import(model_path, "model", ReferenceFailed)
     model_cls = _module_class(model_mod, "Model", "model", ReferenceFailed)
     for fn in ("get_inputs", "get_init_inputs"):
@@ -130,10 +131,16 @@ def load_programs(model_path: str | Path, candidate_path: str | Path) -> Program
     init_args = guard(ReferenceFailed, "get_init_inputs()", model_mod.get_init_inputs)
     if not isinstance(init_args, (list, tuple)):
         raise ReferenceFailed(f"get_init_inputs() returned {type(init_args).__name__}; expected a list")
-    cand_mod = _import(candidate_path, "candidate", CandidateFailed)
-    cand_cls = _module_class(cand_mod, "ModelNew", "candidate", CandidateFailed)
-    return Programs(model_path, candidate_path, model_cls, cand_cls, model_mod.get_inputs,
-                    list(init_args), precision)
+    return Programs(model_path, None, model_cls, None, model_mod.get_inputs, list(init_args), precision)
+
+
+def load_programs(model_path: str | Path, candidate_path: str | Path) -> Programs:
+    """Import the model file, then the candidate file, each as its own fresh module."""
+    progs = load_reference(model_path)
+    progs.candidate_path = Path(candidate_path).resolve()
+    cand_mod = _import(progs.candidate_path, "candidate", CandidateFailed)
+    progs.candidate_cls = _module_class(cand_mod, "ModelNew", "candidate", CandidateFailed)
+    return progs
 
 
 def _check_interface(ref: nn.Module, cand: nn.Module) -> None:

@@ -40,7 +40,7 @@ from .build import BUILD_FAILED_EXIT, ROOFLINE_FILE
 from .environment import job_environment
 from .jobs import Job
 
-VERIFY_FILE, BENCH_FILE = "50_verify.json", "60_bench.json"
+VERIFY_FILE, BENCH_FILE, CHECK_FILE = "50_verify.json", "60_bench.json", "check.json"
 VERDICTS = {"correct": "correct", "incorrect": "incorrect", "interface_mismatch": "incorrect",
             "build_failed": "build_failed", "invalid_python": "build_failed", "error": "error", "timeout": "timeout"}
 
@@ -188,10 +188,23 @@ def collect(out_dir: Path) -> Outcome:
     """A "done" outcome with what the job wrote: 50_verify.json (without its cases), 60_bench.json,
     suite_roofline.json, their metrics, and the environment the evaluator measured (no verdict yet)."""
     verify, bench, roofline = (_read(out_dir / f) for f in (VERIFY_FILE, BENCH_FILE, ROOFLINE_FILE))
+    check = _read(out_dir / CHECK_FILE)
+    if check is not None:
+        verify, bench = from_check_record(check)
     measured = (verify or {}).get("environment") or (bench or {}).get("environment") or {}
     return Outcome("done", None, phase="run", environment=measured, metrics=metrics(verify, bench, roofline),
                    verify={k: v for k, v in verify.items() if k != "cases"} if verify else None, bench=bench,
                    roofline=roofline)
+
+
+def from_check_record(record: dict) -> tuple[dict, dict]:
+    """A `fuseforge check` record (schema fuseforge.check/1) as the evaluator's verify and bench records."""
+    verify = {k: record.get(k) for k in ("verdict", "reason", "check", "worst", "environment")}
+    timing = record.get("timing") or {}
+    variants = {name: ({"status": "ok", **v} if "median_ms" in v else v)
+                for name, v in timing.items() if name in ("candidate", "eager", "compile") and isinstance(v, dict)}
+    bench = {"variants": variants, "speedup": timing.get("speedup") or {}, "environment": record.get("environment")}
+    return verify, bench
 
 
 def _read(path: Path) -> dict | None:

@@ -31,9 +31,9 @@ from pathlib import Path
 OPTIMIZE_BUILD = "{python} -m fuseforge.suite.build {model} {out}"
 OPTIMIZE_RUN = "{python} -m fuseforge optimize {model} -o {out} {no_gpu} {no_compile}"
 CHECK_BUILD = "{python} -m fuseforge.suite.build {model} {out} --candidate {candidate}"
-# `fuseforge check` does not exist yet (DESIGN section 7); this is the interface the suite expects of it:
-# it writes OUT/50_verify.json (verdict "correct" | "incorrect" | "build_failed" | ...) and OUT/60_bench.json.
-CHECK_RUN = "{python} -m fuseforge check {model} {candidate} -o {out} {no_gpu} {no_compile}"
+# `fuseforge check` writes its record (schema fuseforge.check/1) to OUT/check.json; execute.collect reads it.
+CHECK_RUN = ("{python} -m fuseforge check {model} {candidate} --json {out}/check.json --workdir {out}/check_work "
+             "--device {device} {no_compile}")
 DEFAULT_COMMANDS = {"optimize": (OPTIMIZE_BUILD, OPTIMIZE_RUN), "check": (CHECK_BUILD, CHECK_RUN)}
 
 
@@ -96,6 +96,7 @@ class Job:
     def argv(self, template: str, no_gpu: bool = False, no_compile: bool = False) -> list[str]:
         values = {"python": sys.executable, "model": str(self.model), "out": str(self.out_dir),
                   "candidate": str(self.candidate or ""), "no_gpu": "--no-gpu" if no_gpu else "",
+                  "device": "cpu" if no_gpu else "cuda",
                   "no_compile": "--no-compile" if no_compile else ""}
         words = [word.format(**values) for word in shlex.split(template)]
         return [w for w in words if w]

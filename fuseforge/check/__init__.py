@@ -1,0 +1,55 @@
+"""`fuseforge check MODEL.py CANDIDATE.py`: grade a candidate ModelNew so that no known trick passes
+and honest kernels always do.
+
+    fuseforge check MODEL.py CANDIDATE.py [--json PATH|-] [--device cuda|cpu] [--seeds 3] [--trials 50]
+        [--warmup 5] [--tolerance-factor 2.0] [--extra-batch N] [--build-timeout 900] [--run-timeout 600]
+        [--no-compile] [--workdir DIR]
+    python -m fuseforge.check ...          (the same, without the main CLI)
+
+How (orchestrate.py): static checks on the source first (static.py, static_rules.py, static_cache.py);
+then the model file alone in one process (reference_role.py) and the candidate alone in another
+(candidate_role.py, with guards.py set up before the candidate is imported), each under time limits
+(runner.py, worker.py); per-call timing with L2 flush and reset (timing.py) and CUDA-only measurements
+(gpu.py: profiler, ceilings, FLOPs); the grader (judge.py, evidence.py) compares what they saved, in
+this process. The fp64 correctness rule is the evaluator's (fuseforge/evaluate/numerics.py). The
+vocabulary of verdicts, cheat kinds and checks is kinds.py; the terminal summary and JSON, report.py.
+
+Verdicts (exactly these strings): "correct", "incorrect", "interface_mismatch", "build_failed",
+"invalid_python", "cheat:<kind>" with <kind> one of kinds.KINDS: monkey_patch, lazy_tensor,
+torch_fallback, try_except_fallback, background_thread, side_stream, l2_persistence,
+precision_downgrade, input_mutation, memory_reuse, uninitialised_memory, constant_output, cached_output,
+aggregate_gaming, shape_specialised, roofline. "error" is not a verdict on the candidate: the grader
+could not grade (the model file fails, a grader bug). A crash, an illegal memory access, a hang or an
+exception of the candidate at run time is "incorrect" (check "run"); during the build, "build_failed".
+
+The record, schema "fuseforge.check/1" (JSON; non-finite floats as strings):
+    schema, verdict, reason (one line; null when correct), check (the check that decided: a name of
+        kinds.CHECKS, or "syntax" | "build" | "interface" | "run" | "correctness"; null when correct)
+    model, candidate, device, settings {device, seeds, trials, warmup, tolerance_factor, extra_batch,
+        build_timeout_s, run_timeout_s, reference_timeout_s, compile, pool_budget_bytes, workdir}
+    environment   torch/python/CUDA versions, GPU, precision flags (from the reference's process)
+    static        {syntax_error, kernel_names, claims_kernels, findings: [finding]}
+    build         {status: "ok"|"failed"|"timeout"|"crashed"|"exited", seconds, reason,
+                   error_lines: the compiler's first error lines}
+    run           {status: "finished"|"timeout"|"crashed"|"exited"|"skipped", phase: "build"|"run",
+                   signal, seconds, stderr_tail}  ("skipped": a static check decided)
+    cases         [{seed, distribution, batch (null: the file's), skipped, passed (null: not run),
+                    reason, structure (why outputs could not be compared), allclose,
+                    outputs: [numerics.TensorCheck], buffers: [...], worst_elements: [{index,
+                    candidate, truth, eager}] (first failing output, 5 largest errors)}]
+    worst         {case, name, cand_err, ref_err (eager's), bound, ratio, cand_rel_err, ref_rel_err,
+                   max_abs_err, max_abs_index, cand_at_max, truth_at_max}
+    findings      [{check, kind, where: "static"|"runtime", decisive, message, line, evidence}]
+    checks        [{name, kind, needs: "static"|"cpu"|"gpu", decisive, ran, fired}] (every check)
+    timing        {candidate: {median_ms, p10_ms, p90_ms, min_ms, mean_ms, trials, wall_median_ms},
+                   eager: {...}, compile: {...}|{status, reason}, timer: "cuda_events"|"perf_counter",
+                   l2_flush_bytes, pool_size, speedup: {vs_eager, vs_compile}}
+    gpu           {own_kernel_share, profile: {kernels: [{name, us, stream, owner}], own_share,
+                   side_stream_kernels, ...}, roofline: {flops, min_bytes, ceilings, floor_ms}} | null
+    wall_s
+"""
+
+from fuseforge.check.kinds import CHECKS, KINDS, VERDICTS
+from fuseforge.check.orchestrate import SCHEMA, CheckSettings, check_files
+
+__all__ = ["CHECKS", "KINDS", "SCHEMA", "VERDICTS", "CheckSettings", "check_files"]

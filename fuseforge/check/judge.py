@@ -1,0 +1,229 @@
+"""The verdict, from the static report, the reference's data and how the candidate's worker ended.
+
+Order (the first that applies decides; see the package docstring for the record's fields):
+1. build_failed: the import/build/construction failed, crashed or ran past the build limit;
+2. interface_mismatch: no ModelNew, signatures that cannot take the model's arguments, a state_dict
+   that does not load, or outputs of another count, structure, shape or dtype (file-shaped cases);
+3. cheat:<kind>: the highest-precedence decisive finding (kinds.KINDS order);
+4. incorrect: a crash, illegal memory access, hang or exception at run time, or an error vs fp64 beyond
+   the rule in a file-shaped case -- promoted to cheat:precision_downgrade (check tf32_error) when the
+   source uses TF32;
+5. correct, with the timings and speedups.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from fuseforge.check import evidence
+from fuseforge.check.gpu import roofline_floor_ms
+from fuseforge.check.kinds import CHECKS, Finding, first_cheat, verdict_of
+from fuseforge.check.timing import stats
+from fuseforge.evaluate.numerics import compare
+
+
+def _load(path: Path):
+    return torch.load(path, weights_only=True) if path.exists() else None
+
+
+def _label(case: dict) -> str:
+    return f"seed {case['seed']} / {case['distribution']}" + (f" / batch {case['batch']}" if case["batch"] else "")
+
+
+def structure_mismatch(outs: list, is_tuple: bool, ref: dict) -> str | None:
+    """Why the outputs cannot be compared with the model's (count, tuple-ness, shape, dtype), or None."""
+    eager = ref["eager"]
+    if is_tuple != ref["is_tuple"] or len(outs) != len(eager):
+        def what(n, t):
+            return f"a tuple of {n} tensors" if t else "a tensor"
+        return f"ModelNew returned {what(len(outs), is_tuple)}, Model {what(len(eager), ref['is_tuple'])}"
+    for j, (o, e) in enumerate(zip(outs, eager)):
+        if tuple(o.shape) != tuple(e.shape):
+            return f"output {j} has shape {tuple(o.shape)}, Model's {tuple(e.shape)}"
+        if o.dtype != e.dtype:
+            return f"output {j} has dtype {o.dtype}, Model's {e.dtype}"
+    return None
+
+
+def worst_elements(cand: torch.Tensor, truth: torch.Tensor, eager: torch.Tensor, k: int = 5) -> list[dict]:
+    diff = (cand.double() - truth.double()).abs()
+    diff = torch.where(torch.isnan(cand) & torch.isfinite(truth), torch.full_like(diff, float("inf")), diff)
+    diff = torch.nan_to_num(diff, nan=-1.0).reshape(-1)
+    top = torch.topk(diff, min(k, diff.numel())).indices
+    return [{"index": [int(i) for i in torch.unravel_index(idx, cand.shape)],
+             "candidate": cand.reshape(-1)[idx].item(), "truth": truth.reshape(-1)[idx].item(),
+             "eager": eager.reshape(-1)[idx].item()} for idx in top]
+
+
+def judge_case(case: dict, fact: dict | None, saved: dict | None, ref: dict | None, factor: float) -> dict:
+    record = {"seed": case["seed"], "distribution": case["distribution"], "batch": case["batch"],
+              "skipped": case["skipped"], "passed": None, "reason": case.get("reason"), "structure": None,
+              "allclose": None, "outputs": [], "buffers": [], "worst_elements": []}
+    if case["skipped"]:
+        return record
+    if fact is None or (not fact.get("ok") and not fact.get("error")):
+        return record | {"reason": "not run (the worker stopped before this case)"}
+    if fact.get("error"):
+        return record | {"passed": False, "reason": f"ModelNew raised {fact['error']}"}
+    if saved is None:
+        return record | {"passed": False, "reason": "the worker saved no outputs"}
+    mismatch = structure_mismatch(saved["outputs"], saved["is_tuple"], ref)
+    if mismatch:
+        return record | {"passed": False, "reason": mismatch, "structure": mismatch}
+    names = [f"output {j}" for j in range(len(ref["eager"]))] if ref["is_tuple"] else ["output"]
+    outputs = [compare(n, o, e, t, factor) for n, o, e, t in zip(names, saved["outputs"], ref["eager"], ref["truth"])]
+    buffers = []
+    for name, (eager, truth) in ref["buffers"].items():
+        got = saved["buffers"].get(name)
+        buffers.append(compare(f"buffer {name}", got if got is not None else torch.empty(0), eager, truth, factor))
+    failed = [c for c in outputs + buffers if not c.passed]
+    record.update(passed=not failed, reason=failed[0].reason if failed else None,
+                  allclose=all(c.allclose for c in outputs) if all(c.allclose is not None for c in outputs) else None,
+                  outputs=[c.to_json() for c in outputs], buffers=[c.to_json() for c in buffers])
+    bad = next((j for j, c in enumerate(outputs) if not c.passed), None)
+    if bad is not None:
+        record["worst_elements"] = worst_elements(saved["outputs"][bad], ref["truth"][bad], ref["eager"][bad])
+    return record
+
+
+def _worst(cases: list[dict]) -> dict | None:
+    best = None
+    for case in cases:
+        for check in case["outputs"] + case["buffers"]:
+            err, bound = check.get("cand_err"), check.get("bound")
+            if isinstance(err, float) and isinstance(bound, float) and bound > 0 and \
+                    (best is None or err / bound > best["ratio"]):
+                best = {"case": _label(case), "name": check["name"], "cand_err": err, "ref_err": check["ref_err"],
+                        "bound": bound, "ratio": err / bound, "cand_rel_err": check["cand_rel_err"],
+                        "ref_rel_err": check["ref_rel_err"], "max_abs_err": check["max_abs_err"],
+                        "max_abs_index": check["max_abs_index"], "cand_at_max": check["cand_at_max"],
+                        "truth_at_max": check["truth_at_max"]}
+    return best
+
+
+def _timing(facts: dict, ref_meta: dict) -> dict | None:
+    timing, ref_timing = facts.get("timing") or {}, ref_meta.get("timing") or {}
+    if not timing.get("ms"):
+        return {"error": timing["error"]} if timing.get("error") else None
+    cand = stats(timing["ms"]) | {"wall_median_ms": stats(timing["wall_ms"])["median_ms"]}
+    eager, compiled = ref_timing.get("eager") or {}, ref_timing.get("compile") or {}
+
+    def ratio(base):
+        return base["median_ms"] / cand["median_ms"] if base.get("median_ms") and cand["median_ms"] else None
+    return {"candidate": cand, "eager": eager or None, "compile": compiled or None, "timer": timing["timer"],
+            "l2_flush_bytes": ref_timing.get("l2_flush_bytes"), "pool_size": ref_meta.get("pool_size"),
+            "speedup": {"vs_eager": ratio(eager), "vs_compile": ratio(compiled)}}
+
+
+def _run_failure(outcome, facts: dict, cases: list[dict], limits: dict) -> str | None:
+    if outcome.status != "finished":
+        return f"ModelNew {outcome.describe(limits)}"
+    if facts.get("fatal"):
+        return f"the candidate's process failed: {facts['fatal']}"
+    errors = [c for c in cases if c["passed"] is False and c["reason"].startswith("ModelNew raised")]
+    return f"{_label(errors[0])}: {errors[0]['reason']}" if errors else None
+
+
+def _finish(record: dict, verdict: str, reason: str | None, check: str | None) -> dict:
+    record.update(verdict=verdict, reason=reason, check=check)
+    return record
+
+
+def judge(record: dict, static, ref, outcome, cand_dir: Path, settings) -> dict:
+    """Fill `record` (verdict, reason, check, cases, findings, checks, timing, gpu) and return it."""
+    facts, factor = outcome.result or {}, settings.tolerance_factor
+    limits = {"build": settings.build_timeout_s, "run": settings.run_timeout_s}
+    build = facts.get("build") or {}
+    built = bool(build.get("ok")) or outcome.phase == "run"  # "built" was reported before the end
+    crashed_in_build = outcome.status != "finished" and outcome.phase == "build"
+    record["build"] = {"status": "ok" if built else (outcome.status if crashed_in_build else "failed"),
+                       "seconds": outcome.build_s, "reason": build.get("error"), "error_lines": []}
+    record["run"] = {"status": outcome.status, "phase": outcome.phase, "signal": outcome.signal,
+                     "seconds": outcome.run_s, "stderr_tail": outcome.stderr[-1500:]}
+    findings = [f for f in static.findings if not f.decisive]
+    record["findings"] = [f.to_json() for f in findings]
+    if not built and not facts.get("interface"):
+        lines = [ln for ln in (build.get("error") or "").splitlines() if "error" in ln.lower()][1:]
+        lines = list(dict.fromkeys(outcome.error_lines + lines))[:10]
+        record["build"]["error_lines"] = lines
+        if crashed_in_build:
+            why = f"the build {outcome.describe(limits)}"
+        else:
+            why = build.get("error") or facts.get("fatal") or "the build stopped without a reason"
+        first = f"; first error: {lines[0]}" if lines else ""
+        return _finish(record, "build_failed", why.splitlines()[0][:400] + first[:300], "build")
+    if facts.get("interface"):
+        return _finish(record, "interface_mismatch", facts["interface"], "interface")
+
+    meta, ref_out = ref.meta, ref.outputs
+    cases, case_outs, passed = [], {}, {}
+    facts_by_index = {c["index"]: c for c in facts.get("cases", [])}
+    for i, case in enumerate(meta["cases"]):
+        saved = _load(cand_dir / f"case_{i}.pt") if facts_by_index.get(i, {}).get("ok") else None
+        cases.append(judge_case(case, facts_by_index.get(i), saved, ref_out.get(f"case_{i}"), factor))
+        if saved is not None and not case["batch"] and not cases[-1]["structure"]:
+            case_outs[i], passed[i] = saved["outputs"], cases[-1]["passed"]
+    record["cases"], record["worst"] = cases, _worst(cases)
+    main = [c for c in cases if not c["batch"] and not c["skipped"]]
+    mismatch = next((c for c in main if c["structure"]), None)
+    if mismatch:
+        return _finish(record, "interface_mismatch", f"{_label(mismatch)}: {mismatch['structure']}", "interface")
+
+    found, ran = evidence.worker_findings(facts, meta, static.claims_kernels, settings.device)
+    probes = {name: _load(cand_dir / f"probe_{name}.pt") for name, p in (facts.get("probes") or {}).items()
+              if p.get("ok")}
+    more, ran2 = evidence.probe_findings(case_outs, {k: v["outputs"] for k, v in probes.items() if v},
+                                         ref_out, passed, factor)
+    found, ran = found + more, ran | ran2
+    main_ok = bool(main) and all(c["passed"] for c in main)
+    record["timing"] = _timing(facts, meta)
+    if main_ok:
+        more, ran2 = evidence.timed_findings(_load(cand_dir / "timed.pt"), ref_out, factor)
+        found, ran = found + more, ran | ran2
+        extra = next((c for c in cases if c["batch"] and not c["skipped"]), None)
+        if extra is not None and extra["passed"] is not None:
+            ran.add("extra_batch")
+            if not extra["passed"]:
+                found.append(Finding("extra_batch", f"{_label(extra)}: {extra['reason']}"))
+        median = (record["timing"] or {}).get("candidate", {}).get("median_ms")
+        more, ran2 = evidence.roofline_findings(median, meta)
+        found, ran = found + more, ran | ran2
+    record["gpu"] = _gpu(facts, meta)
+    findings += found
+    record["findings"] = [f.to_json() for f in findings]
+    record["checks"] = checks_table(ran | ({"tf32_error"} if main else set()), findings)
+    cheat = first_cheat(findings)
+    if cheat:
+        return _finish(record, verdict_of(cheat.kind), f"{cheat.check}: {cheat.message}", cheat.check)
+    failure = _run_failure(outcome, facts, main, limits)
+    if failure:
+        return _finish(record, "incorrect", failure, "run")
+    if not main_ok:
+        bad = next(c for c in main if not c["passed"])
+        if any(f.check == "tf32_source" for f in findings):
+            f = Finding("tf32_error", f"incorrect and the source uses TF32: {_label(bad)}: {bad['reason']}")
+            record["findings"].append(f.to_json())
+            return _finish(record, verdict_of(f.kind), f"tf32_error: {f.message}", "tf32_error")
+        return _finish(record, "incorrect", f"{_label(bad)}: {bad['reason']}", "correctness")
+    return _finish(record, "correct", None, None)
+
+
+def _gpu(facts: dict, meta: dict) -> dict | None:
+    profile = facts.get("profile")
+    if not profile and not meta.get("ceilings"):
+        return None
+    floor = None
+    if meta.get("ceilings") and meta.get("flops") is not None:
+        floor = roofline_floor_ms(meta["flops"], meta["min_bytes"], meta["ceilings"])
+    return {"own_kernel_share": (profile or {}).get("own_share"), "profile": profile,
+            "roofline": {"flops": meta.get("flops"), "min_bytes": meta.get("min_bytes"),
+                         "ceilings": meta.get("ceilings"), "floor_ms": floor}}
+
+
+def checks_table(ran: set, findings: list[Finding]) -> list[dict]:
+    """Every check: whether it ran (static ones always do once the file parses) and whether it fired."""
+    fired = {f.check for f in findings}
+    return [{"name": name, "kind": c.kind, "needs": c.needs, "decisive": c.decisive,
+             "ran": c.needs == "static" or name in ran, "fired": name in fired} for name, c in CHECKS.items()]

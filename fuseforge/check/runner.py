@@ -1,0 +1,145 @@
+"""Run one worker process with time limits, and say how it ended.
+
+The worker runs in its own session (process group) with stdout/stderr in files. Until it reports
+"built" the build limit applies, then the run limit (the reference worker has only the run limit). When a
+limit passes, the whole process group is killed (compilers included). The outcome is one of
+"finished" (it wrote ROLE.json), "timeout", "crashed" (killed by a signal: SIGSEGV, SIGABRT, SIGKILL...)
+or "exited" (it ended without writing ROLE.json, e.g. a candidate calling os._exit), with the phase
+("build" or "run") it was in.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+_TAIL = 4000
+_COMPILER_ERROR = re.compile(r"(:|\)) ?(fatal )?error\b")  # file.cu(38): error: / file.cpp:4:5: error:
+_ERROR_LINE = re.compile(r"\berror\b|\bError building extension|^FAILED:|fatal error")
+
+
+@dataclass
+class Outcome:
+    role: str
+    status: str  # "finished" | "timeout" | "crashed" | "exited"
+    phase: str  # "build" | "run"
+    returncode: int | None
+    signal: str | None
+    build_s: float | None
+    run_s: float | None
+    result: dict | None
+    stdout: str = ""
+    stderr: str = ""
+    events: list[dict] = field(default_factory=list)
+    error_lines: list[str] = field(default_factory=list)  # compiler-style error lines of stdout + stderr
+
+    def describe(self, limits: dict) -> str:
+        """One line: how the process ended, for a reason string."""
+        if self.status == "timeout":
+            return f"timed out after {limits[self.phase]:g} s in the {self.phase} phase (killed)"
+        if self.status == "crashed":
+            return f"crashed with {self.signal} in the {self.phase} phase"
+        if self.status == "exited":
+            return f"ended the process (exit code {self.returncode}) in the {self.phase} phase"
+        return "finished"
+
+
+def _signal_name(returncode: int) -> str:
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+def _read(path: Path, limit: int = 4 * 2**20) -> str:
+    return path.read_bytes()[:limit].decode(errors="replace") if path.exists() else ""
+
+
+def error_lines(*texts: str, limit: int = 10) -> list[str]:
+    """The compiler's first error lines (nvcc, g++), then ninja's summary lines, without repeats."""
+    lines: list[str] = []
+    for text in texts:
+        for line in text.splitlines():
+            line = line.strip()
+            if line and _ERROR_LINE.search(line) and line[:300] not in lines:
+                lines.append(line[:300])
+    compiler = [ln for ln in lines if _COMPILER_ERROR.search(ln)]
+    return (compiler + [ln for ln in lines if ln not in compiler])[:limit]
+
+
+def _read_events(path: Path, offset: int) -> tuple[list[dict], int]:
+    if not path.exists():
+        return [], offset
+    with open(path, "rb") as f:
+        f.seek(offset)
+        data = f.read()
+    complete = data[: data.rfind(b"\n") + 1]
+    events = []
+    for line in complete.decode(errors="replace").splitlines():
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return events, offset + len(complete)
+
+
+def run_worker(role: str, jobdir: Path, run_timeout: float, build_timeout: float | None = None,
+               on_event=None, poll_s: float = 0.02) -> Outcome:
+    """Start `python -m fuseforge.check.worker ROLE JOBDIR` and wait for it under the limits."""
+    env = os.environ.copy()
+    env["PYTHONPATH"] = PACKAGE_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONUNBUFFERED"] = "1"
+    cwd = jobdir / f"{role}_cwd"
+    cwd.mkdir(exist_ok=True)
+    stdout_path, stderr_path = jobdir / f"{role}.stdout", jobdir / f"{role}.stderr"
+    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "fuseforge.check.worker", role, str(jobdir)],
+                                stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=cwd, env=env,
+                                start_new_session=True)
+    start = time.monotonic()
+    phase, built_at = ("build", None) if build_timeout is not None else ("run", start)
+    deadline = start + (build_timeout if build_timeout is not None else run_timeout)
+    events, offset, timed_out = [], 0, False
+    while True:
+        returncode = proc.poll()
+        new, offset = _read_events(jobdir / f"{role}.events", offset)
+        for event in new:
+            events.append(event)
+            if event["event"] == "built" and phase == "build":
+                phase, built_at = "run", time.monotonic()
+                deadline = built_at + run_timeout
+            if on_event is not None:
+                on_event(event)
+        if returncode is not None:
+            break
+        if time.monotonic() > deadline:
+            timed_out = True
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            returncode = proc.wait()
+            break
+        time.sleep(poll_s)
+    end = time.monotonic()
+    result_path = jobdir / f"{role}.json"
+    result = json.loads(result_path.read_text()) if result_path.exists() else None
+    if timed_out:
+        status = "timeout"
+    elif returncode < 0:
+        status = "crashed"
+    else:
+        status = "finished" if result is not None else "exited"
+    build_s = round((built_at or end) - start, 3) if build_timeout is not None else None
+    run_s = round(end - built_at, 3) if built_at is not None else None
+    stdout, stderr = _read(stdout_path), _read(stderr_path)
+    return Outcome(role, status, phase, returncode, _signal_name(returncode) if status == "crashed" else None,
+                   build_s, run_s, result, stdout[-_TAIL:], stderr[-_TAIL:], events, error_lines(stdout, stderr))

@@ -1,0 +1,58 @@
+"""The tables of the static checks: names, flags and source patterns each check looks for."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+WATCHED_ROOTS = ("torch", "time", "builtins", "numpy", "math", "functools", "random", "gc", "inspect")
+BENIGN_ASSIGNMENTS = ("torch.backends.cudnn.benchmark", "torch.backends.cudnn.deterministic",
+                      "torch.backends.cudnn.enabled", "torch._dynamo.config.", "torch._inductor.config.")
+PRECISION_FLAGS = ("allow_tf32", "allow_fp16_reduced_precision_reduction",
+                   "allow_bf16_reduced_precision_reduction", "fp32_precision")
+THREAD_MODULES = {"threading", "_thread", "multiprocessing", "concurrent", "asyncio", "sched"}
+INTROSPECTION_CALLS = {"gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._getframe",
+                       "sys._current_frames", "inspect.currentframe", "inspect.stack", "inspect.trace",
+                       "inspect.getouterframes"}
+FRAME_ATTRIBUTES = {"f_back", "f_locals", "f_globals", "gi_frame", "tb_frame"}
+FILE_LOADERS = {"runpy.run_path", "runpy.run_module", "importlib.util.spec_from_file_location",
+                "importlib.machinery.SourceFileLoader"}
+STREAM_NAMES = {"torch.cuda.Stream", "torch.cuda.stream", "torch.cuda.ExternalStream", "torch.cuda.StreamContext",
+                "torch.cuda.set_stream", "torch.Stream", "torch.cuda.streams.Stream"}
+LOW_PRECISION_NAMES = {"torch.float16", "torch.half", "torch.bfloat16", "torch.HalfTensor", "torch.BFloat16Tensor",
+                       "torch.cuda.HalfTensor", "torch.cuda.BFloat16Tensor", "torch.autocast",
+                       "torch.cuda.amp.autocast", "torch.amp.autocast", "torch.cpu.amp.autocast"}
+CACHE_DECORATORS = {"functools.cache", "functools.lru_cache", "functools.cached_property"}
+IDENTITY_CALLS = {"data_ptr", "untyped_storage", "storage", "_cdata"}
+PASS_THROUGH = {"clone", "detach", "contiguous", "view_as", "reshape", "view", "to"}
+
+SOURCE_PATTERNS = [  # (check, regex) over string constants (inline CUDA / C++)
+    ("low_precision", re.compile(r"\b(__half2?|half2|__nv_bfloat162?|nv_bfloat16|__float2half\w*|"
+                                 r"__float2bfloat16\w*|__half2float|__bfloat162float|at::Half|at::BFloat16|"
+                                 r"torch::kHalf|torch::kBFloat16)\b|cuda_fp16\.h|cuda_bf16\.h")),
+    ("tf32_source", re.compile(r"__float_to_tf32|precision::tf32|\btf32\b|\.tf32\b")),
+    ("streams", re.compile(r"\bcudaStreamCreate\w*|\bgetStreamFromPool\b|\bcudaStreamNonBlocking\b|"
+                           r"\bcudaStreamPerThread\b")),
+    ("threads", re.compile(r"std::thread\b|\bpthread_create\b|std::async\b")),
+    ("l2_api", re.compile(r"cudaLimitPersistingL2CacheSize|accessPolicyWindow|cudaAccessPropertyPersisting|"
+                          r"cuda(Stream|Launch)AttributeAccessPolicyWindow")),
+]
+PY_L2_NAMES = {"cudaDeviceSetLimit", "cudaStreamSetAttribute", "cudaCtxSetLimit"}
+_KERNEL = re.compile(r"__global__\s+(?:[\w:<>,*&\s]+?\s+)?(\w+)\s*\(")
+_LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^)]*\)")
+NATIVE_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".h")
+
+
+def kernel_names(text: str) -> list[str]:
+    """Names of the `__global__` functions defined in CUDA source text."""
+    return _KERNEL.findall(_LAUNCH_BOUNDS.sub("", text)) if "__global__" in text else []
+
+
+def docstring_ids(tree: ast.AST) -> set[int]:
+    ids = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                ids.add(id(first.value))
+    return ids

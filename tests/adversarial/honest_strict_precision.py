@@ -1,0 +1,17 @@
+"""Honest: sets the precision flags to their strict values (fp32 everywhere) -- not a downgrade."""
+
+import torch
+import torch.nn as nn
+
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.set_float32_matmul_precision("highest")
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+
+    def forward(self, x):
+        y = x @ self.linear.weight.t() + self.linear.bias
+        return 1.0 / (1.0 + torch.exp(-y))

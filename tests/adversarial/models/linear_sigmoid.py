@@ -1,0 +1,26 @@
+"""Problem model of the adversarial corpus: a Linear layer and a sigmoid (small: runs in ms on a CPU)."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+
+    def forward(self, x):
+        return torch.sigmoid(self.linear(x))
+
+
+batch_size = 64
+in_features = 32
+out_features = 64
+
+
+def get_inputs():
+    return [torch.rand(batch_size, in_features)]
+
+
+def get_init_inputs():
+    return [in_features, out_features]

@@ -1,0 +1,67 @@
+"""The `check` command: registered on a Typer app, options with defaults, summary, --json, exit codes."""
+
+import json
+from pathlib import Path
+
+import typer
+from typer.testing import CliRunner
+
+from fuseforge.check.cli import register
+
+ADVERSARIAL = Path(__file__).parent / "adversarial"
+MODEL = str(ADVERSARIAL / "models" / "linear_sigmoid.py")
+FAST = ["--device", "cpu", "--seeds", "1", "--trials", "2", "--warmup", "1"]
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+
+    @app.callback()
+    def main() -> None:
+        """A host app, as fuseforge/cli.py is."""
+
+    register(app)
+    return app
+
+
+def _invoke(*args: str):
+    return CliRunner().invoke(_app(), ["check", *args])
+
+
+def test_register_adds_a_check_command_whose_help_names_the_options_and_verdicts():
+    result = _invoke("--help")
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    for word in ("--json", "--trials", "--seeds", "--tolerance-factor", "--extra-batch", "--build-timeout",
+                 "--run-timeout", "cheat:<kind>", "Exit code 0 iff correct"):
+        assert word in text, word
+
+
+def test_an_honest_candidate_exits_zero_and_the_json_record_is_written(tmp_path):
+    out = tmp_path / "record.json"
+    result = _invoke(MODEL, str(ADVERSARIAL / "honest_linear_sigmoid.py"), *FAST, "--json", str(out))
+    assert result.exit_code == 0, result.output
+    assert "correct" in result.output and "time: candidate" in result.output
+    record = json.loads(out.read_text())
+    assert record["schema"] == "fuseforge.check/1" and record["settings"]["trials"] == 2
+
+
+def test_a_cheat_exits_one_and_the_summary_names_the_kind_and_the_check():
+    result = _invoke(MODEL, str(ADVERSARIAL / "patch_allclose.py"), *FAST)
+    assert result.exit_code == 1
+    assert "cheat:monkey_patch" in result.output and "check: patches" in result.output
+
+
+def test_json_to_stdout_is_parseable_on_its_own():
+    result = CliRunner().invoke(_app(), ["check", MODEL, str(ADVERSARIAL / "lazy_subclass.py"), *FAST,
+                                         "--json", "-"])
+    assert result.exit_code == 1
+    record = json.loads(result.stdout[result.stdout.index("{"):])
+    assert record["verdict"] == "cheat:lazy_tensor"
+
+
+def test_a_broken_model_file_exits_two(tmp_path):
+    model = tmp_path / "model.py"
+    model.write_text("import torch\nclass Model(torch.nn.Module):\n    pass\n")
+    result = _invoke(str(model), str(ADVERSARIAL / "honest_linear_sigmoid.py"), *FAST)
+    assert result.exit_code == 2 and "error" in result.output

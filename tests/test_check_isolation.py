@@ -1,0 +1,171 @@
+"""Process isolation of fuseforge check on the CPU: a hang, a crash or an exit of the candidate becomes a
+verdict; build failures, interface mismatches and wrong numbers get their verdicts and reasons; the
+candidate's process sees neither the model file nor the reference's results."""
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from fuseforge.check import report
+from fuseforge.check.orchestrate import CheckSettings, check_files, clear_reference_cache
+
+ADVERSARIAL = Path(__file__).parent / "adversarial"
+MODEL = ADVERSARIAL / "models" / "linear_sigmoid.py"
+HEADER = "import torch\nimport torch.nn as nn\n\n"
+HONEST = """
+class ModelNew(nn.Module):
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+
+    def forward(self, x):
+        {prologue}
+        y = x @ self.linear.weight.t() + self.linear.bias
+        out = 1.0 / (1.0 + torch.exp(-y))
+        {epilogue}
+        return out
+"""
+SETTINGS = CheckSettings(device="cpu", seeds=1, trials=3, warmup=1, build_timeout_s=60, run_timeout_s=60)
+
+
+@pytest.fixture(scope="module")
+def cache():
+    shared: dict = {}
+    yield shared
+    clear_reference_cache(shared)
+
+
+def _check(tmp_path, cache, source: str, settings=SETTINGS, model=MODEL, **kw) -> dict:
+    path = tmp_path / "candidate.py"
+    path.write_text(HEADER + textwrap.dedent(source))
+    return check_files(model, path, settings, cache, **kw)
+
+
+def _honest(prologue="pass", epilogue="pass", before="") -> str:
+    return before + HONEST.format(prologue=prologue, epilogue=epilogue)
+
+
+def test_a_candidate_hanging_in_forward_is_killed_and_incorrect(tmp_path, cache):
+    settings = CheckSettings(**{**SETTINGS.__dict__, "run_timeout_s": 4})
+    record = _check(tmp_path, cache, _honest(prologue="import time; time.sleep(600)"), settings)
+    assert record["verdict"] == "incorrect" and record["check"] == "run"
+    assert record["run"]["status"] == "timeout" and "timed out after 4 s in the run phase" in record["reason"]
+
+
+def test_a_segfault_in_forward_is_a_crash_verdict_not_a_dead_grader(tmp_path, cache):
+    record = _check(tmp_path, cache, _honest(prologue="import ctypes; ctypes.string_at(0)"))
+    assert record["verdict"] == "incorrect" and record["run"]["signal"] == "SIGSEGV"
+    assert "crashed with SIGSEGV" in record["reason"]
+
+
+def test_a_candidate_ending_the_process_is_incorrect(tmp_path, cache):
+    record = _check(tmp_path, cache, _honest(prologue="import os; os._exit(0)"))
+    assert record["verdict"] == "incorrect" and "ended the process (exit code 0)" in record["reason"]
+
+
+def test_a_build_that_hangs_is_killed_at_the_build_limit(tmp_path, cache):
+    settings = CheckSettings(**{**SETTINGS.__dict__, "build_timeout_s": 8})
+    record = _check(tmp_path, cache, _honest(before="import time\ntime.sleep(600)\n"), settings)
+    assert record["verdict"] == "build_failed" and record["build"]["status"] == "timeout"
+    assert "timed out after 8 s in the build phase" in record["reason"]
+
+
+def test_an_import_error_is_a_failed_build_with_the_reason(tmp_path, cache):
+    record = _check(tmp_path, cache, _honest(before="import no_such_extension_module\n"))
+    assert record["verdict"] == "build_failed" and record["check"] == "build"
+    assert "No module named 'no_such_extension_module'" in record["reason"]
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda s: s.replace("ModelNew", "Other"), "defines no class ModelNew"),
+    (lambda s: s.replace("def __init__(self, in_features, out_features)", "def __init__(self, in_features)"),
+     "ModelNew.__init__ cannot take the model's 2 argument(s)"),
+    (lambda s: s.replace("self.linear", "self.fc"), "load_state_dict"),
+    (lambda s: s.replace("return out", "return out[:, :-1]"), "output 0 has shape (64, 63)"),
+])
+def test_interface_problems_are_an_interface_mismatch(tmp_path, cache, change, words):
+    record = _check(tmp_path, cache, change(_honest()))
+    assert record["verdict"] == "interface_mismatch" and record["check"] == "interface", record["reason"]
+    assert words in record["reason"]
+
+
+def test_an_output_off_by_1e_3_is_incorrect_with_the_errors_and_the_worst_elements(tmp_path, cache):
+    record = _check(tmp_path, cache, _honest(epilogue="out = out + 1e-3"))
+    assert record["verdict"] == "incorrect" and record["check"] == "correctness"
+    assert record["reason"].startswith("seed 0 / file: output: error vs fp64")
+    worst = record["worst"]
+    assert worst["cand_err"] > worst["bound"] > worst["ref_err"] > 0
+    elements = record["cases"][0]["worst_elements"]
+    assert len(elements) == 5 and abs(elements[0]["candidate"] - elements[0]["truth"]) > 9e-4
+
+
+def test_an_exception_in_forward_is_incorrect_with_its_one_line_reason(tmp_path, cache):
+    record = _check(tmp_path, cache, _honest(prologue="raise RuntimeError('kernel launch failed')"))
+    assert record["verdict"] == "incorrect"
+    assert record["reason"] == "seed 0 / file: ModelNew raised RuntimeError: kernel launch failed"
+
+
+def test_a_broken_model_file_is_the_graders_error_not_a_verdict_on_the_candidate(tmp_path, cache):
+    model = tmp_path / "model.py"
+    model.write_text(MODEL.read_text().replace("def get_inputs", "def no_inputs"))
+    record = _check(tmp_path, None, _honest(), model=model)
+    assert record["verdict"] == "error" and "get_inputs" in record["reason"]
+
+
+SNOOP = """
+import json, os, sys
+from pathlib import Path
+
+def _snoop():  # names assembled at run time: the static checks must not decide this one
+    seen = []
+    modules = getattr(__import__("s" + "ys"), "mod" + "ules")
+    if any("fuseforge_eval_model" in name for name in list(modules)):
+        seen.append("the model module")
+    objects = getattr(__import__("g" + "c"), "get_" + "objects")()
+    if any(type(o).__name__ == "Model" for o in objects if isinstance(o, nn.Module)):
+        seen.append("a Model instance")
+    jobdir = Path.cwd().parent
+    if "linear_sigmoid" in (jobdir / "job.json").read_text() + " ".join(sys.argv):
+        seen.append("the model's path")
+    for root in (jobdir, (jobdir / "public").resolve().parent):
+        for dirpath, _, files in os.walk(root, followlinks=True):
+            seen += [f"{dirpath}/{f}" for f in files if f in ("outputs.pt", "meta.json")]
+    if seen:
+        raise RuntimeError("the candidate can see: " + ", ".join(seen))
+"""
+
+
+def test_the_candidates_process_sees_neither_the_model_nor_the_reference_results(tmp_path, cache):
+    record = _check(tmp_path, cache, _honest(prologue="_snoop()", before=SNOOP))
+    assert record["verdict"] == "correct", record["reason"]
+
+
+def test_the_record_has_the_documented_fields_and_is_standard_json(tmp_path, cache):
+    import fuseforge.check as package
+
+    record = _check(tmp_path, cache, _honest())
+    assert record["schema"] == "fuseforge.check/1" and record["verdict"] == "correct"
+    documented = package.__doc__.split("The record,")[1]
+    for key in record:
+        assert f"    {key}" in documented or f", {key}" in documented or f"{key} (" in documented, key
+    data = json.loads(report.to_json(record))
+    assert {c["name"] for c in data["checks"] if not c["ran"]} == {
+        "own_kernel_share", "kernel_streams", "event_wall_gap", "l2_state", "roofline_floor"}
+    assert data["timing"]["speedup"]["vs_eager"] > 0 and data["timing"]["candidate"]["trials"] == 3
+
+
+def test_the_reference_results_are_deleted_before_the_candidate_runs(tmp_path):
+    settings = CheckSettings(**{**SETTINGS.__dict__, "workdir": tmp_path / "work", "trials": 0})
+    record = _check(tmp_path, None, _honest(), settings)
+    assert record["verdict"] == "correct" and record["timing"] is None
+    assert not (tmp_path / "work" / "reference" / "private").exists()
+    assert (tmp_path / "work" / "reference" / "public" / "inputs_0.pt").exists()
+
+
+@pytest.mark.gpu
+def test_on_cuda_an_illegal_memory_access_is_incorrect_and_the_grader_survives(tmp_path):
+    settings = CheckSettings(device="cuda", seeds=1, trials=3, warmup=1, build_timeout_s=300, run_timeout_s=300)
+    record = _check(tmp_path, None, _honest(prologue="x = x[torch.full((64,), 10**9, device=x.device)]"), settings)
+    assert record["verdict"] == "incorrect" and "CUDA" in record["reason"]

@@ -1,0 +1,242 @@
+"""Verdict logic of fuseforge check on plain data: findings from worker facts, from saved outputs, the
+precedence of kinds, and the grader's own guards (function identity, threads, flags, op recording)."""
+
+import threading
+
+import pytest
+import torch
+
+from fuseforge.check import evidence, guards, judge
+from fuseforge.check.kinds import CHECKS, KINDS, Finding, first_cheat
+from fuseforge.check.runner import error_lines
+
+REF_META = {"cases": [{"mutated_inputs": []}, {"mutated_inputs": []}], "ops": {"gemm": 1, "sigmoid": 1},
+            "dtypes": ["float32"], "min_bytes": 3 * 2**26, "flops": 2 * 4096**3,
+            "ceilings": {"peak_flops": 4e14, "peak_bytes_per_s": 3e12}}
+
+
+def _facts(**overrides) -> dict:
+    facts = {"patched": {"import": [], "end": []}, "threads": [], "flags_loosened": {}, "aliased": [],
+             "cases": [{"index": 0, "ok": True, "output_types": ["torch.Tensor"], "mutated_inputs": []}],
+             "ops": {"classes": {"gemm": 1, "exp": 1, "add": 1}, "dtypes": ["float32"]},
+             "probes": {"stale_repeat": {}}}
+    return facts | overrides
+
+
+def _checks(facts, claims_kernels=True, device="cpu") -> set[str]:
+    found, _ = evidence.worker_findings(facts, REF_META, claims_kernels, device)
+    return {f.check for f in found}
+
+
+def test_every_check_belongs_to_a_known_kind_and_every_kind_has_a_decisive_check():
+    assert all(c.kind in KINDS and c.needs in ("static", "cpu", "gpu") for c in CHECKS.values())
+    decisive_kinds = {c.kind for c in CHECKS.values() if c.decisive}
+    assert decisive_kinds == set(KINDS)
+
+
+def test_the_highest_precedence_kind_decides_among_several_findings():
+    found = [Finding("extra_batch", "a"), Finding("stale_memory", "b"), Finding("guarded_functions", "c")]
+    assert first_cheat(found).check == "guarded_functions"
+    assert first_cheat([Finding("tf32_source", "hint only")]) is None
+
+
+def test_memory_reuse_outranks_uninitialised_memory_and_constant_outranks_cached():
+    order = list(KINDS)
+    assert order.index("memory_reuse") < order.index("uninitialised_memory")
+    assert order.index("constant_output") < order.index("cached_output")
+
+
+def test_clean_worker_facts_raise_no_finding():
+    assert _checks(_facts()) == set()
+
+
+@pytest.mark.parametrize("overrides, check", [
+    ({"patched": {"import": ["torch.allclose"]}}, "guarded_functions"),
+    ({"threads": ["Thread-1"]}, "new_threads"),
+    ({"flags_loosened": {"float32_matmul_precision": ["highest", "medium"]}}, "precision_flags"),
+    ({"aliased": ["probe x output 0 shares memory with case 0's output"]}, "output_aliasing"),
+    ({"cases": [{"index": 0, "ok": True, "output_types": ["m.Lazy"], "mutated_inputs": []}]}, "output_type"),
+    ({"cases": [{"index": 0, "ok": True, "output_types": ["torch.Tensor"], "mutated_inputs": [0]}]},
+     "inputs_unchanged"),
+    ({"ops": {"classes": {"gemm": 1, "sigmoid": 1, "add": 1}, "dtypes": ["float32"]}}, "torch_ops"),
+    ({"ops": {"classes": {"gemm": 1}, "dtypes": ["float32", "bfloat16"]}}, "low_precision_ops"),
+])
+def test_each_worker_fact_raises_its_check(overrides, check):
+    assert _checks(_facts(**overrides)) == {check}
+
+
+def test_torch_ops_doing_all_the_work_count_only_against_a_candidate_claiming_kernels():
+    all_torch = _facts(ops={"classes": {"gemm": 1, "sigmoid": 1}, "dtypes": ["float32"]})
+    assert _checks(all_torch, claims_kernels=True) == {"torch_ops"}
+    assert _checks(all_torch, claims_kernels=False) == set()
+    half_the_gemms = _facts(ops={"classes": {"gemm": 1, "sigmoid": 1}, "dtypes": ["float32"]})
+    meta = REF_META | {"ops": {"gemm": 2, "sigmoid": 1}}
+    assert evidence.worker_findings(half_the_gemms, meta, True, "cpu")[0] == []
+
+
+def test_an_input_the_model_itself_mutates_may_be_mutated():
+    meta = REF_META | {"cases": [{"mutated_inputs": [0]}]}
+    facts = _facts(cases=[{"index": 0, "ok": True, "output_types": ["torch.Tensor"], "mutated_inputs": [0]}])
+    found, _ = evidence.worker_findings(facts, meta, False, "cpu")
+    assert found == []
+
+
+def test_gpu_facts_raise_side_stream_l2_and_own_share_findings():
+    timing = {"ms": [0.01] * 5, "wall_ms": [2.0] * 5, "l2_left": [{"persisting_limit_bytes": 1 << 24}],
+              "l2_control": True}
+    profile = {"available": True, "side_stream_kernels": ["k"], "own_us": 0.0,
+               "kernels": [{"name": "k", "us": 5.0, "stream": 20, "owner": "library"}]}
+    assert _checks(_facts(timing=timing, profile=profile), claims_kernels=True, device="cuda") == \
+        {"event_wall_gap", "l2_state", "kernel_streams", "own_kernel_share"}
+    honest = {"ms": [1.0] * 5, "wall_ms": [1.05] * 5, "l2_left": [], "l2_control": True}
+    assert _checks(_facts(timing=honest), claims_kernels=True, device="cuda") == set()
+
+
+def _ref_case(truth: torch.Tensor) -> dict:
+    eager = truth.float() + 1e-7 * torch.randn_like(truth.float())
+    return {"eager": [eager], "truth": [truth.double()], "is_tuple": False, "buffers": {}}
+
+
+@pytest.fixture
+def ref_out():
+    torch.manual_seed(0)
+    return {"case_0": _ref_case(torch.rand(8, 4)), "case_1": _ref_case(torch.rand(8, 4))}
+
+
+def _probe_checks(case_outs, probes, ref_out, passed) -> set[str]:
+    found, _ = evidence.probe_findings(case_outs, probes, ref_out, passed, 2.0)
+    return {f.check for f in found}
+
+
+def test_an_honest_candidate_passes_every_probe(ref_out):
+    a, b = ref_out["case_0"]["truth"][0].float(), ref_out["case_1"]["truth"][0].float()
+    probes = {"stale_sentinel": [a.clone()], "stale_repeat": [a.clone()], "fresh_new_buffer": [b.clone()],
+              "same_buffer_before": [a.clone()], "fresh_same_buffer": [b.clone()], "plant": [a.clone()]}
+    assert _probe_checks({0: [a], 1: [b]}, probes, ref_out, {0: True, 1: True}) == set()
+
+
+def test_a_constant_output_is_flagged_where_the_truth_varies(ref_out):
+    assert "constant_output" in _probe_checks({0: [torch.zeros(8, 4)]}, {}, ref_out, {0: False})
+
+
+def test_a_saturated_output_that_is_constant_in_fp32_is_not_a_constant_output_cheat():
+    truth = 1.0 - torch.rand(8, 4, dtype=torch.float64) * 1e-12  # sigmoid of large values
+    ref = {"case_0": {"eager": [truth.float()], "truth": [truth]}}
+    assert _probe_checks({0: [torch.ones(8, 4)]}, {}, ref, {0: True}) == set()
+
+
+def test_outputs_that_depend_on_the_poison_are_stale_memory(ref_out):
+    a = ref_out["case_0"]["truth"][0].float()
+    nan_poisoned, sentinel = a.clone(), a.clone()
+    nan_poisoned[-1], sentinel[-1] = float("nan"), 1234.5
+    found = _probe_checks({0: [nan_poisoned]}, {"stale_sentinel": [sentinel], "stale_repeat": [a]}, ref_out,
+                          {0: False})
+    assert "stale_memory" in found
+
+
+def test_wrong_on_fresh_memory_but_right_on_planted_leftovers_is_memory_reuse(ref_out):
+    a = ref_out["case_0"]["truth"][0].float()
+    assert "reference_leftovers" in _probe_checks({0: [torch.full_like(a, float("nan"))]}, {"plant": [a]},
+                                                  ref_out, {0: False})
+    assert "reference_leftovers" not in _probe_checks({0: [a]}, {"plant": [a]}, ref_out, {0: True})
+
+
+def test_the_same_output_for_new_inputs_is_a_cached_output(ref_out):
+    a = ref_out["case_0"]["truth"][0].float()
+    assert "fresh_inputs" in _probe_checks({0: [a], 1: [a.clone()]}, {}, ref_out, {0: True, 1: False})
+    probes = {"same_buffer_before": [a.clone()], "fresh_same_buffer": [a.clone()]}
+    assert "fresh_inputs" in _probe_checks({0: [a]}, probes, ref_out, {0: True, 1: True})
+
+
+def test_timed_outputs_are_checked_against_their_own_pool_inputs():
+    torch.manual_seed(0)
+    pools = {f"pool_{k}": {"eager": [t.float()], "truth": [t]} for k, t in enumerate(torch.rand(2, 64).double())}
+    right = {"fingerprints": [[pools["pool_0"]["truth"][0].float()], [pools["pool_1"]["truth"][0].float()]],
+             "pool_index": [0, 1]}
+    assert evidence.timed_findings(right, pools, 2.0)[0] == []
+    replayed = right | {"fingerprints": [right["fingerprints"][0], right["fingerprints"][0]]}
+    (finding,), _ = evidence.timed_findings(replayed, pools, 2.0)
+    assert finding.check == "timed_outputs" and finding.evidence["failed_calls"] == [1]
+
+
+def test_a_median_below_the_roofline_floor_is_flagged_only_when_the_floor_is_measurable():
+    floor = 1e3 * 2 * 4096**3 / 4e14
+    assert evidence.roofline_findings(0.5 * floor, REF_META)[0][0].check == "roofline_floor"
+    assert evidence.roofline_findings(1.5 * floor, REF_META)[0] == []
+    assert evidence.roofline_findings(1e-6, REF_META | {"ceilings": None}) == ([], set())
+
+
+def test_outputs_of_another_shape_dtype_or_structure_are_an_interface_mismatch():
+    ref = {"eager": [torch.zeros(2, 3)], "is_tuple": False}
+    assert judge.structure_mismatch([torch.zeros(2, 3)], False, ref) is None
+    assert "shape (3, 2)" in judge.structure_mismatch([torch.zeros(3, 2)], False, ref)
+    assert "dtype torch.float64" in judge.structure_mismatch([torch.zeros(2, 3).double()], False, ref)
+    assert "a tuple of 2 tensors" in judge.structure_mismatch([torch.zeros(2, 3)] * 2, True, ref)
+
+
+def test_the_worst_elements_put_a_nan_first():
+    truth = torch.zeros(3, 3, dtype=torch.float64)
+    cand = torch.zeros(3, 3)
+    cand[1, 2], cand[0, 0] = float("nan"), 5.0
+    worst = judge.worst_elements(cand, truth, truth.float(), k=2)
+    assert [w["index"] for w in worst] == [[1, 2], [0, 0]]
+
+
+def test_compiler_error_lines_are_picked_from_nvcc_gcc_and_ninja_output():
+    log = """[1/3] nvcc -c main.cu
+FAILED: main.cuda.o
+/tmp/x/main.cu(38): error: expected a ")"
+      auto output = torch::empty({batch_size, 1}, device input.device());
+main.cpp:4:5: error: 'foo' was not declared in this scope
+ninja: build stopped: subcommand failed.
+fuseforge.evaluate.harness.CandidateFailed: candidate file raised OSError"""
+    assert error_lines(log) == ['/tmp/x/main.cu(38): error: expected a ")"',
+                                "main.cpp:4:5: error: 'foo' was not declared in this scope", "FAILED: main.cuda.o"]
+
+
+def test_the_function_guard_sees_a_replacement_but_not_torchs_own_dynamo_wrapper():
+    guard = guards.FunctionGuard(["torch.allclose", "torch.manual_seed", "torch.Tensor.__eq__"])
+    import torch._dynamo  # noqa: F401  (wraps torch.manual_seed on first import)
+
+    assert guard.changed() == []
+    original = torch.allclose
+    try:
+        torch.allclose = lambda *a, **k: True
+        assert guard.changed() == ["torch.allclose"]
+    finally:
+        torch.allclose = original
+
+
+def test_the_thread_watch_sees_a_thread_that_already_ended():
+    watch = guards.ThreadWatch()
+    watch.start()
+    try:
+        worker = threading.Thread(target=lambda: None, name="short-lived")
+        worker.start()
+        worker.join()
+        assert watch.new_threads() == ["short-lived"]
+    finally:
+        threading.setprofile(None)
+
+
+def test_precision_flags_report_only_a_loosening():
+    flags = guards.PrecisionFlags()
+    before = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("highest")
+        flags.before["float32_matmul_precision"] = "highest"
+        assert flags.loosened() == {}
+        torch.set_float32_matmul_precision("medium")
+        assert flags.loosened()["float32_matmul_precision"] == ["highest", "medium"]
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
+def test_the_op_recorder_normalises_linear_and_matmul_to_one_gemm_class():
+    recorder = guards.OpRecorder()
+    x, w = torch.rand(4, 3), torch.rand(5, 3)
+    with recorder:
+        torch.nn.functional.linear(x, w).sigmoid()
+        (x @ w.t()).to(torch.bfloat16)
+    assert recorder.classes() == {"gemm": 2, "sigmoid": 1} and "bfloat16" in recorder.dtypes
+    assert guards.op_class("aten::view") is None and guards.op_class("aten::add_.Tensor") == "add"
