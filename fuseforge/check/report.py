@@ -3,27 +3,17 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 from fuseforge.check.kinds import KINDS
+from fuseforge.records import json_safe
 
 _COLOUR = {"correct": "green", "incorrect": "red", "interface_mismatch": "red", "build_failed": "red",
            "invalid_python": "red", "error": "yellow"}
 
 
-def _json_safe(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    return value
-
-
 def to_json(record: dict) -> str:
-    return json.dumps(_json_safe(record), indent=2, allow_nan=False, default=str) + "\n"
+    return json.dumps(json_safe(record), indent=2, allow_nan=False, default=str) + "\n"
 
 
 def write_json(path: Path, record: dict) -> None:

@@ -11,28 +11,19 @@ The process ends with os._exit, so that threads a candidate left running cannot 
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 import time
 import traceback
 from pathlib import Path
 
-
-def _json_safe(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    return value
+from fuseforge.records import json_safe
 
 
 def write_json(path: Path, data: dict) -> None:
     """Write atomically (a reader never sees half a file)."""
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(_json_safe(data), indent=1, default=str))
+    tmp.write_text(json.dumps(json_safe(data), indent=1, default=str))
     os.replace(tmp, path)
 
 
@@ -46,7 +37,7 @@ class WorkerIO:
         self._events = open(jobdir / f"{role}.events", "a", buffering=1)
 
     def event(self, event: str, /, **data) -> None:
-        self._events.write(json.dumps({"event": event, "t": time.time(), **_json_safe(data)}) + "\n")
+        self._events.write(json.dumps({"event": event, "t": time.time(), **json_safe(data)}) + "\n")
         self._events.flush()
 
     def write_json(self, path: Path, data: dict) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import torch
 from fuseforge.evaluate.bench import BenchSettings, bench_programs
 from fuseforge.evaluate.numerics import FACTOR
 from fuseforge.evaluate.verify import VerifySettings, verify_files
+from fuseforge.records import json_safe
 
 VERIFY_FILE = "50_verify.json"
 BENCH_FILE = "60_bench.json"
@@ -54,18 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _json_safe(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    return value
-
-
 def write_json(path: Path, record: dict) -> None:
-    path.write_text(json.dumps(_json_safe(record), indent=2, allow_nan=False) + "\n")
+    path.write_text(json.dumps(json_safe(record), indent=2, allow_nan=False) + "\n")
 
 
 def _fmt(x, spec: str = ".2e") -> str:
