@@ -1,0 +1,403 @@
+// gemm_3xtf32.cu -- fp32-class GEMM on tensor cores with 3xTF32 (issue #5), first version:
+// mma.sync m16n8k8 TF32 + a 3-stage cp.async shared-memory pipeline. Only CUDA headers.
+//
+// Math. Each fp32 operand value x is split into two TF32 values (10 explicit mantissa bits each):
+//     big   = cvt.rna.tf32.f32(x)            (round to nearest, ties away from zero)
+//     small = cvt.rna.tf32.f32(x - big)      (x - big is exact in fp32)
+// so big + small reproduces x to ~2^-22 relative. The product is accumulated in fp32 as
+//     C += a_small*b_big + a_big*b_small + a_big*b_big     (small terms first; small*small dropped).
+// The split is done when fragments are read out of shared memory, so shared memory holds plain fp32.
+//
+// Layouts (all row-major, leading dimensions in elements):
+//   TN: C[M,N] = A[M,K] . B[N,K]^T   (x @ W.T, W as nn.Linear stores it)   B tile in smem as [n][k]
+//   NN: C[M,N] = A[M,K] . B[K,N]                                          B tile in smem as [k][n]
+//   Batched: blockIdx.z picks the batch; A, B, C (and the epilogue's residual) advance by their strides.
+//
+// Tiling. Block tile BM x BN x BK = 128 x 128 x 32, 256 threads = 8 warps arranged 2 (m) x 4 (n);
+// each warp owns a 64 x 32 sub-tile = 4 (m16) x 4 (n8) mma tiles = 64 fp32 accumulators per thread.
+// Shared memory per stage: A [128][32+4] floats, B [128][32+4] (TN) or [32][128+8] (NN); the padding
+// makes every fragment read below bank-conflict free and keeps each smem row 16-byte aligned.
+// 3 stages = 108 KB of dynamic shared memory (launcher raises the limit with cudaFuncSetAttribute).
+// __launch_bounds__(256, 1): ptxas needs ~128-190 registers (64 accumulators + split fragments), so one
+// block (8 warps) per SM; with (256, 2) the 128-register cap spilled. Spare smem allows 4-5 stages.
+//
+// Fragment layouts of mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 (PTX ISA, "Matrix Fragments
+// for mma.m16n8k8", .tf32). lane = threadIdx.x % 32, g = lane >> 2 (groupID), t = lane & 3
+// (threadID_in_group):
+//   A (16 x 8, row-major, 4 x .b32 per thread):
+//       a0 = A[g    ][t    ]   a1 = A[g + 8][t    ]   a2 = A[g    ][t + 4]   a3 = A[g + 8][t + 4]
+//   B (8 x 8, "col" i.e. indexed [k][n], 2 x .b32 per thread):
+//       b0 = B[k = t    ][n = g]                      b1 = B[k = t + 4][n = g]
+//   C/D (16 x 8, 4 x .f32 per thread):
+//       c0 = C[g][2t]   c1 = C[g][2t + 1]   c2 = C[g + 8][2t]   c3 = C[g + 8][2t + 1]
+// Bank check (32 banks x 4 B): A smem stride 36 -> word g*36 + t -> bank (4g + t) % 32, 32 distinct;
+// TN B the same; NN B stride 136 -> word t*136 + g -> bank (8t + g) % 32, 32 distinct.
+//
+// Ragged shapes. Every cp.async is bounds-checked: out-of-range rows copy 0 source bytes, a chunk that
+// straddles the K (or N) edge copies only its valid bytes, and cp.async zero-fills the rest of the
+// destination. Zeros contribute nothing to the dot products, so no masking is needed in the main loop.
+// The 16-byte path (kVec = 4) needs 16-byte aligned A/B base pointers and lda, ldb multiples of 4;
+// otherwise the launcher falls back to 4-byte copies (kVec = 1). Stores check row < M and col < N.
+//
+// Epilogue hook: a functor template parameter, called per output element as
+//     float epi(float acc, int batch, int row, int col)
+// with Identity, Bias, and BiasSigmoidScaleResidual (C = sigmoid(acc + bias[col]) * scale + R[row,col])
+// as examples.
+//
+// UNVERIFIED ON A GPU: this file compiles for sm_90a (tests/test_dev_kernels_compile.py); correctness
+// and speed are checked by dev/kernels/bench_gemm.py in a GPU session.
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+namespace gemm3x {
+
+constexpr int kBM = 128;
+constexpr int kBN = 128;
+constexpr int kBK = 32;
+#ifndef GEMM3X_STAGES
+#define GEMM3X_STAGES 3  // tuning knob: bench_gemm.py --stages N rebuilds with -DGEMM3X_STAGES=N
+#endif
+constexpr int kStages = GEMM3X_STAGES;
+constexpr int kThreads = 256;
+constexpr int kWarpsM = 2;
+constexpr int kWarpsN = 4;
+constexpr int kWarpM = kBM / kWarpsM;  // 64
+constexpr int kWarpN = kBN / kWarpsN;  // 32
+constexpr int kMmaM = kWarpM / 16;     // 4 m16 tiles per warp
+constexpr int kMmaN = kWarpN / 8;      // 4 n8 tiles per warp
+constexpr int kLdsK = kBK + 4;         // smem row stride of [row][k] tiles (A, TN B)
+constexpr int kLdsN = kBN + 8;         // smem row stride of the [k][n] tile (NN B)
+
+static_assert(kWarpsM * kWarpsN * 32 == kThreads, "8 warps");
+static_assert(kBK % 8 == 0, "BK is a multiple of the mma k (8)");
+static_assert(kStages >= 2, "at least double buffering");
+
+// ---------------------------------------------------------------------------------------------------
+// Epilogues
+// ---------------------------------------------------------------------------------------------------
+struct Identity {
+  __device__ __forceinline__ float operator()(float acc, int, int, int) const { return acc; }
+};
+
+struct Bias {
+  const float* bias;  // [N]
+  __device__ __forceinline__ float operator()(float acc, int, int, int col) const {
+    return acc + bias[col];
+  }
+};
+
+struct BiasSigmoidScaleResidual {
+  const float* bias;      // [N]
+  float scale;
+  const float* residual;  // [batch][M][ldr], batch stride stride_r
+  int ldr;
+  long long stride_r;
+  __device__ __forceinline__ float operator()(float acc, int batch, int row, int col) const {
+    const float z = acc + bias[col];
+    const float s = 1.0f / (1.0f + expf(-z));
+    return s * scale + residual[batch * stride_r + static_cast<long long>(row) * ldr + col];
+  }
+};
+
+// ---------------------------------------------------------------------------------------------------
+// PTX wrappers
+// ---------------------------------------------------------------------------------------------------
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Copies src_bytes (0..cp-size) from global and zero-fills the rest of the cp-size destination bytes.
+template <int kVec>
+__device__ __forceinline__ void cp_async(uint32_t dst, const float* src, int src_bytes) {
+  if constexpr (kVec == 4) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes));
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes));
+  }
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+}
+
+// x -> (big, small) with big + small ~= x, both TF32 bit patterns in .b32 registers.
+__device__ __forceinline__ void split_tf32(float x, uint32_t& big, uint32_t& small) {
+  big = to_tf32(x);
+  small = to_tf32(x - __uint_as_float(big));
+}
+
+__device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Global -> shared tile copy. The tile is kRows x kCols floats, kCols contiguous in both global
+// memory (leading dimension ld) and shared memory (row stride kLds). (row0, col0) is the tile origin
+// in global memory; rows >= row_end and columns >= col_end are zero-filled.
+// ---------------------------------------------------------------------------------------------------
+template <int kRows, int kCols, int kLds, int kVec>
+__device__ __forceinline__ void load_tile(float* smem, const float* gmem, int ld, int row0, int col0,
+                                          int row_end, int col_end) {
+  constexpr int kChunksPerRow = kCols / kVec;
+  constexpr int kChunks = kRows * kChunksPerRow;
+  static_assert(kChunks % kThreads == 0, "whole chunks per thread");
+#pragma unroll
+  for (int i = 0; i < kChunks / kThreads; ++i) {
+    const int chunk = i * kThreads + static_cast<int>(threadIdx.x);
+    const int r = chunk / kChunksPerRow;
+    const int c = (chunk % kChunksPerRow) * kVec;
+    const int grow = row0 + r;
+    const int gcol = col0 + c;
+    int valid = col_end - gcol;
+    valid = valid < 0 ? 0 : (valid > kVec ? kVec : valid);
+    if (grow >= row_end) valid = 0;
+    // A chunk with no valid bytes still gets a legal address (the tile base) to read 0 bytes from.
+    const float* src = valid > 0 ? gmem + static_cast<long long>(grow) * ld + gcol : gmem;
+    cp_async<kVec>(smem_addr(smem + r * kLds + c), src, valid * 4);
+  }
+}
+
+template <bool kBKMajor>
+struct Smem {
+  static constexpr int kA = kBM * kLdsK;                       // floats per stage
+  static constexpr int kB = kBKMajor ? kBN * kLdsK : kBK * kLdsN;
+  static constexpr int kStage = kA + kB;
+  static constexpr int kBytes = kStages * kStage * static_cast<int>(sizeof(float));
+};
+
+// ---------------------------------------------------------------------------------------------------
+// The kernel. kBKMajor: B is [N][K] (TN, as nn.Linear's weight); otherwise B is [K][N] (NN).
+// ---------------------------------------------------------------------------------------------------
+template <bool kBKMajor, int kVec, class Epilogue>
+__global__ void __launch_bounds__(kThreads, 1)
+    gemm3x_tf32_kernel(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+                       int M, int N, int K, int lda, int ldb, int ldc, long long stride_a,
+                       long long stride_b, long long stride_c, Epilogue epi) {
+  using S = Smem<kBKMajor>;
+  extern __shared__ __align__(16) float smem[];
+
+  const int batch = static_cast<int>(blockIdx.z);
+  A += batch * stride_a;
+  B += batch * stride_b;
+  C += batch * stride_c;
+
+  // m varies fastest across blocks: consecutive blocks share one B (weight) tile through L2.
+  const int m0 = static_cast<int>(blockIdx.x) * kBM;
+  const int n0 = static_cast<int>(blockIdx.y) * kBN;
+
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int g = lane >> 2;  // groupID
+  const int t = lane & 3;   // threadID_in_group
+  const int wm = (warp % kWarpsM) * kWarpM;
+  const int wn = (warp / kWarpsM) * kWarpN;
+
+  float acc[kMmaM][kMmaN][4];
+#pragma unroll
+  for (int mi = 0; mi < kMmaM; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < kMmaN; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.0f;
+
+  const int k_tiles = (K + kBK - 1) / kBK;
+
+  auto load_stage = [&](int stage, int kt) {
+    float* sa = smem + stage * S::kStage;
+    float* sb = sa + S::kA;
+    const int k0 = kt * kBK;
+    load_tile<kBM, kBK, kLdsK, kVec>(sa, A, lda, m0, k0, M, K);
+    if constexpr (kBKMajor) {
+      load_tile<kBN, kBK, kLdsK, kVec>(sb, B, ldb, n0, k0, N, K);
+    } else {
+      load_tile<kBK, kBN, kLdsN, kVec>(sb, B, ldb, k0, n0, K, N);
+    }
+  };
+
+  // Prologue: stages 0 .. kStages-2 in flight. One commit per stage, empty or not, so that
+  // wait_group<kStages-2> below always means "the stage about to be read has landed".
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < k_tiles) load_stage(s, s);
+    cp_async_commit();
+  }
+
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    cp_async_wait<kStages - 2>();
+    // Makes stage kt visible to all threads, and guarantees every warp finished reading stage
+    // (kt - 1) % kStages, which the load below overwrites.
+    __syncthreads();
+    {
+      const int next = kt + kStages - 1;
+      if (next < k_tiles) load_stage(next % kStages, next);
+      cp_async_commit();
+    }
+
+    const float* sa = smem + (kt % kStages) * S::kStage;
+    const float* sb = sa + S::kA;
+
+#pragma unroll
+    for (int kk = 0; kk < kBK; kk += 8) {
+      // B fragments for the warp's 4 n8 tiles, split into big/small.
+      uint32_t b_big[kMmaN][2];
+      uint32_t b_small[kMmaN][2];
+#pragma unroll
+      for (int ni = 0; ni < kMmaN; ++ni) {
+        const int n = wn + ni * 8 + g;
+        float b0;
+        float b1;
+        if constexpr (kBKMajor) {
+          b0 = sb[n * kLdsK + kk + t];
+          b1 = sb[n * kLdsK + kk + t + 4];
+        } else {
+          b0 = sb[(kk + t) * kLdsN + n];
+          b1 = sb[(kk + t + 4) * kLdsN + n];
+        }
+        split_tf32(b0, b_big[ni][0], b_small[ni][0]);
+        split_tf32(b1, b_big[ni][1], b_small[ni][1]);
+      }
+      // One m16 tile of A at a time keeps the live fragment registers low (8 for A, 16 for B).
+#pragma unroll
+      for (int mi = 0; mi < kMmaM; ++mi) {
+        const float* pa = sa + (wm + mi * 16 + g) * kLdsK + kk + t;
+        const float a[4] = {pa[0], pa[8 * kLdsK], pa[4], pa[8 * kLdsK + 4]};
+        uint32_t a_big[4];
+        uint32_t a_small[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) split_tf32(a[e], a_big[e], a_small[e]);
+#pragma unroll
+        for (int ni = 0; ni < kMmaN; ++ni) {
+          mma_tf32(acc[mi][ni], a_small, b_big[ni]);
+          mma_tf32(acc[mi][ni], a_big, b_small[ni]);
+          mma_tf32(acc[mi][ni], a_big, b_big[ni]);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+  // Epilogue straight from the accumulators (C fragment layout above), bounds-checked.
+#pragma unroll
+  for (int mi = 0; mi < kMmaM; ++mi) {
+#pragma unroll
+    for (int ni = 0; ni < kMmaN; ++ni) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int row = m0 + wm + mi * 16 + g + (e >> 1) * 8;
+        const int col = n0 + wn + ni * 8 + 2 * t + (e & 1);
+        if (row < M && col < N) {
+          C[static_cast<long long>(row) * ldc + col] = epi(acc[mi][ni][e], batch, row, col);
+        }
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Host side
+// ---------------------------------------------------------------------------------------------------
+template <bool kBKMajor, int kVec, class Epilogue>
+cudaError_t launch_variant(const float* A, const float* B, float* C, int M, int N, int K, int lda, int ldb,
+                           int ldc, int batch, long long stride_a, long long stride_b, long long stride_c,
+                           Epilogue epi, cudaStream_t stream) {
+  auto kernel = gemm3x_tf32_kernel<kBKMajor, kVec, Epilogue>;
+  const int bytes = Smem<kBKMajor>::kBytes;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (err != cudaSuccess) return err;
+  const dim3 grid((M + kBM - 1) / kBM, (N + kBN - 1) / kBN, batch);
+  kernel<<<grid, kThreads, bytes, stream>>>(A, B, C, M, N, K, lda, ldb, ldc, stride_a, stride_b, stride_c,
+                                            epi);
+  return cudaGetLastError();
+}
+
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+template <bool kBKMajor, class Epilogue>
+cudaError_t launch(const float* A, const float* B, float* C, int M, int N, int K, int lda, int ldb, int ldc,
+                   int batch, long long stride_a, long long stride_b, long long stride_c, Epilogue epi,
+                   void* stream) {
+  if (M < 0 || N < 0 || K < 0 || batch < 0) return cudaErrorInvalidValue;
+  if (M == 0 || N == 0 || batch == 0) return cudaSuccess;
+  if (batch > 65535) return cudaErrorInvalidValue;
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  // The 16-byte path needs every row start (and every batch start) of A and B 16-byte aligned.
+  const bool vec = aligned16(A) && aligned16(B) && lda % 4 == 0 && ldb % 4 == 0 &&
+                   (batch == 1 || (stride_a % 4 == 0 && stride_b % 4 == 0));
+  if (vec) {
+    return launch_variant<kBKMajor, 4>(A, B, C, M, N, K, lda, ldb, ldc, batch, stride_a, stride_b, stride_c,
+                                       epi, s);
+  }
+  return launch_variant<kBKMajor, 1>(A, B, C, M, N, K, lda, ldb, ldc, batch, stride_a, stride_b, stride_c,
+                                     epi, s);
+}
+
+template <bool kBKMajor>
+cudaError_t launch_bias(const float* A, const float* B, float* C, int M, int N, int K, int lda, int ldb,
+                        int ldc, int batch, long long stride_a, long long stride_b, long long stride_c,
+                        const float* bias, void* stream) {
+  if (bias != nullptr) {
+    return launch<kBKMajor>(A, B, C, M, N, K, lda, ldb, ldc, batch, stride_a, stride_b, stride_c,
+                            Bias{bias}, stream);
+  }
+  return launch<kBKMajor>(A, B, C, M, N, K, lda, ldb, ldc, batch, stride_a, stride_b, stride_c, Identity{},
+                          stream);
+}
+
+}  // namespace gemm3x
+
+// ---------------------------------------------------------------------------------------------------
+// C-callable launchers. Row-major, leading dimensions in elements; bias may be NULL; stream is a
+// cudaStream_t (NULL = legacy default stream). Each returns the cudaError_t of the launch.
+// ---------------------------------------------------------------------------------------------------
+
+// C[M,N] = A[M,K] . B[N,K]^T (+ bias[N])
+extern "C" int gemm3x_tn(const float* A, const float* B, float* C, int M, int N, int K, int lda, int ldb,
+                         int ldc, const float* bias, void* stream) {
+  return static_cast<int>(gemm3x::launch_bias<true>(A, B, C, M, N, K, lda, ldb, ldc, 1, 0, 0, 0, bias, stream));
+}
+
+// C[M,N] = A[M,K] . B[K,N] (+ bias[N])
+extern "C" int gemm3x_nn(const float* A, const float* B, float* C, int M, int N, int K, int lda, int ldb,
+                         int ldc, const float* bias, void* stream) {
+  return static_cast<int>(gemm3x::launch_bias<false>(A, B, C, M, N, K, lda, ldb, ldc, 1, 0, 0, 0, bias, stream));
+}
+
+// Strided-batched: for b < batch, C_b = A_b . B_b^T (+ bias), X_b = X + b * stride_x.
+extern "C" int gemm3x_tn_batched(const float* A, const float* B, float* C, int M, int N, int K, int lda,
+                                 int ldb, int ldc, int batch, long long stride_a, long long stride_b,
+                                 long long stride_c, const float* bias, void* stream) {
+  return static_cast<int>(gemm3x::launch_bias<true>(A, B, C, M, N, K, lda, ldb, ldc, batch, stride_a,
+                                                    stride_b, stride_c, bias, stream));
+}
+
+// Strided-batched: for b < batch, C_b = A_b . B_b (+ bias), X_b = X + b * stride_x.
+extern "C" int gemm3x_nn_batched(const float* A, const float* B, float* C, int M, int N, int K, int lda,
+                                 int ldb, int ldc, int batch, long long stride_a, long long stride_b,
+                                 long long stride_c, const float* bias, void* stream) {
+  return static_cast<int>(gemm3x::launch_bias<false>(A, B, C, M, N, K, lda, ldb, ldc, batch, stride_a,
+                                                     stride_b, stride_c, bias, stream));
+}
+
+// Epilogue example: C = sigmoid(A . B^T + bias[N]) * scale + R[M,N] (R row-major, leading dim ldr).
+extern "C" int gemm3x_tn_bias_sigmoid_scale_residual(const float* A, const float* B, float* C, int M, int N,
+                                                     int K, int lda, int ldb, int ldc, const float* bias,
+                                                     float scale, const float* residual, int ldr,
+                                                     void* stream) {
+  const gemm3x::BiasSigmoidScaleResidual epi{bias, scale, residual, ldr, 0};
+  return static_cast<int>(gemm3x::launch<true>(A, B, C, M, N, K, lda, ldb, ldc, 1, 0, 0, 0, epi, stream));
+}
