@@ -97,7 +97,11 @@ def _unchanged(run: Run) -> list[str]:
         return lines + ["None: every op runs in a generated kernel.", ""]
     for node in working:
         name = _FRIENDLY.get(op_key(node), f"`{_op(node)}`")
-        lines.append(f"- {name} ({node.name}): {_why_torch(node)}")
+        why = _why_torch(node)
+        if node.all_input_nodes and all(a.name in run.captured.state_names for a in node.all_input_nodes):
+            why = ("derives a weight from the parameters for a rewrite above; recomputed in every forward, "
+                   "so it follows training and load_state_dict.")
+        lines.append(f"- {name} ({node.name}): {why}")
     if free:
         lines.append(f"- views, tuple accesses and size queries ({', '.join(n.name for n in free)}): "
                      "no data is moved.")
