@@ -84,33 +84,51 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return (diff.norm() / b.nan_to_num(0.0).norm().clamp_min(1e-30)).item() if diff.numel() else 0.0
 
 
-def check_on_cpu(loaded: LoadedModel, captured: Captured, plan: Plan, tolerance: float = 1e-9) -> CpuCheck:
-    """Plan in float64 against the original model in float64 (same weights, same inputs, same mode).
+@dataclass
+class Float64Reference:
+    """The original model run once in float64 on the CPU: what both CPU checks compare against.
 
-    With a symbolic batch size the check runs on a batch of 2, which keeps it fast on a CPU.
+    With a symbolic batch size the run uses a batch of 2, which keeps it fast on a CPU.
     """
+
+    state: dict[str, torch.Tensor]  # state_dict before the forward
+    inputs: list
+    outputs: list[torch.Tensor]
+    buffers: dict[str, torch.Tensor]  # buffers after the forward (train-mode updates included)
+
+
+def float64_reference(loaded: LoadedModel, captured: Captured) -> Float64Reference:
     model = copy.deepcopy(loaded.model).double()
     inputs = [x[:2] if captured.dynamic_batch else x for x in loaded.inputs]
     inputs = [x.double() if x.is_floating_point() else x for x in inputs]
-    state = {k: v.detach().clone() for k, v in model.state_dict(keep_vars=True).items()}
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     with torch.no_grad():
-        outputs, buffers = run_plan(captured, plan, state, inputs)
-        expected = model(*inputs)
-    expected = list(expected) if isinstance(expected, (tuple, list)) else [expected]
+        out = model(*inputs)
+    outputs = list(out) if isinstance(out, (tuple, list)) else [out]
+    return Float64Reference(state, inputs, outputs, {k: v.clone() for k, v in model.named_buffers()})
+
+
+def _compare(what: str, outputs: list, buffers: dict, ref: Float64Reference, tolerance: float) -> CpuCheck:
     detail, worst = [], 0.0
-    for i, (got, want) in enumerate(zip(outputs, expected)):
+    if len(outputs) != len(ref.outputs):
+        detail.append(f"{what} returns {len(outputs)} outputs, the model {len(ref.outputs)}")
+        worst = float("inf")
+    for i, (got, want) in enumerate(zip(outputs, ref.outputs)):
         err = _rel(got, want)
         worst = max(worst, err)
-        detail.append(f"output {i}: shape {list(want.shape)}, relative error {err:.1e}")
-    if len(outputs) != len(expected):
-        detail.append(f"plan returns {len(outputs)} outputs, the model {len(expected)}")
-        worst = float("inf")
-    reference_buffers = dict(model.named_buffers())
+        detail.append(f"{what} output {i}: shape {list(want.shape)}, relative error {err:.1e}")
     for fqn, value in buffers.items():
-        err = _rel(value, reference_buffers[fqn])
+        err = _rel(value, ref.buffers[fqn])
         worst = max(worst, err)
-        detail.append(f"buffer {fqn}: relative error {err:.1e}")
+        detail.append(f"{what} buffer {fqn}: relative error {err:.1e}")
     return CpuCheck(worst <= tolerance, worst, detail)
+
+
+def check_on_cpu(captured: Captured, plan: Plan, ref: Float64Reference, tolerance: float = 1e-9) -> CpuCheck:
+    """The plan in float64 (kernels by their reference implementations) against the original model."""
+    with torch.no_grad():
+        outputs, buffers = run_plan(captured, plan, dict(ref.state), ref.inputs)
+    return _compare("plan", outputs, buffers, ref, tolerance)
 
 
 class _ReferenceKernels:
@@ -138,7 +156,7 @@ class _NoStream:
 
 
 def check_emitted_on_cpu(loaded: LoadedModel, captured: Captured, plan: Plan, module_path,
-                         tolerance: float = 1e-9) -> CpuCheck:
+                         ref: Float64Reference, tolerance: float = 1e-9) -> CpuCheck:
     """Run the emitted ModelNew.forward in float64 on the CPU, its kernels replaced by their references.
 
     This checks the Python that emit wrote (step order, freed values, in-place BatchNorm, buffer
@@ -149,29 +167,14 @@ def check_emitted_on_cpu(loaded: LoadedModel, captured: Captured, plan: Plan, mo
     emitted = import_model_file(module_path)
     by_name = {n.name: n for n in captured.graph.nodes}
     emitted._kernels = lambda: _ReferenceKernels(plan, by_name)
-    torch.manual_seed(0)
-    reference = copy.deepcopy(loaded.model).double()
     candidate = emitted.ModelNew(*loaded.init_args).double()
-    candidate.load_state_dict(reference.state_dict())
-    inputs = [x[:2] if captured.dynamic_batch else x for x in loaded.inputs]
-    inputs = [x.double() if x.is_floating_point() else x for x in inputs]
+    candidate.load_state_dict(ref.state)
     real_stream = torch.cuda.current_stream
-    torch.cuda.current_stream = lambda *a, **k: _NoStream()
+    torch.cuda.current_stream = lambda *a, **k: _NoStream()  # the forward asks for a stream to pass on
     try:
         with torch.no_grad():
-            got, want = candidate(*inputs), reference(*inputs)
+            got = candidate(*ref.inputs)
     finally:
         torch.cuda.current_stream = real_stream
-    got = list(got) if isinstance(got, (tuple, list)) else [got]
-    want = list(want) if isinstance(want, (tuple, list)) else [want]
-    detail, worst = [], 0.0 if len(got) == len(want) else float("inf")
-    for i, (g, w) in enumerate(zip(got, want)):
-        err = _rel(g, w)
-        worst = max(worst, err)
-        detail.append(f"emitted output {i}: relative error {err:.1e}")
-    new_buffers = dict(candidate.named_buffers())
-    for fqn, value in reference.named_buffers():
-        err = _rel(new_buffers[fqn], value)
-        worst = max(worst, err)
-        detail.append(f"emitted buffer {fqn}: relative error {err:.1e}")
-    return CpuCheck(worst <= tolerance, worst, detail)
+    outputs = list(got) if isinstance(got, (tuple, list)) else [got]
+    return _compare("emitted", outputs, dict(candidate.named_buffers()), ref, tolerance)

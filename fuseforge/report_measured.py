@@ -36,7 +36,7 @@ def summary_rows(run: Run) -> list[str]:
     if run.verify is None:
         gpu = f"not run ({run.config.gpu_skip_reason})" if not run.config.gpu else "did not complete"
         cpu = run.cpu_check
-        cpu_text = (f"passed (plan vs model in float64, max relative error {cpu.max_rel_error:.1e})"
+        cpu_text = (f"passed (plan and emitted forward vs the model in float64, max relative error {cpu.max_rel_error:.1e})"
                     if cpu and cpu.passed else "failed" if cpu else "not reached")
         return ["| | |", "|---|---|", f"| CPU-side check | {cpu_text} |", f"| GPU verification and benchmark | {gpu} |",
                 f"| expected speedup vs eager (cost model) | {_x(run.cost.speedup if run.cost else None)} |"]

@@ -5,6 +5,9 @@
 First every model goes through the CPU stages and its extension is built, in parallel on the CPU cores;
 then `fuseforge optimize` runs model by model on the GPU (finding the builds cached), each in its own
 process so that one failure costs only that model.
+
+This is the runner the committed H100 results came from. `fuseforge suite` does the same with a database,
+resume and several GPUs; once the suite has run on a GPU, it replaces this script.
 """
 
 from __future__ import annotations

@@ -69,13 +69,14 @@ def test_the_emitted_forward_matches_the_model_on_the_cpu_with_reference_kernels
 
 
 def test_an_emitted_forward_that_forgets_a_buffer_update_fails_the_cpu_check(tmp_path):
-    from fuseforge.cpu_check import check_emitted_on_cpu
+    from fuseforge.cpu_check import check_emitted_on_cpu, float64_reference
 
     run = _cpu_run(tmp_path)
     path = run.config.out_dir / "40_model_new.py"
     text = path.read_text()
     assert "num_batches_tracked.copy_(" in text
     path.write_text("\n".join(line for line in text.splitlines() if "num_batches_tracked.copy_(" not in line))
-    broken = check_emitted_on_cpu(run.loaded, run.captured, run.plan, path)
+    reference = float64_reference(run.loaded, run.captured)
+    broken = check_emitted_on_cpu(run.loaded, run.captured, run.plan, path, reference)
     assert not broken.passed
     assert any("num_batches_tracked" in d and "0.0e+00" not in d for d in broken.detail)

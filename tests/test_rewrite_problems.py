@@ -8,7 +8,7 @@ import torch
 from conftest import ALL_MODELS
 
 from fuseforge.capture import capture
-from fuseforge.cpu_check import check_on_cpu
+from fuseforge.cpu_check import check_on_cpu, float64_reference
 from fuseforge.load import LoadedModel, import_model_file
 from fuseforge.partition import partition
 from fuseforge.rewrite import rewrite
@@ -45,5 +45,5 @@ def test_a_problem_model_changes_only_where_an_identity_applies_and_stays_exact_
     assert [f.rule for f in log.firings] == CHANGED[path.stem]
     assert _ops(c.graph) != before
     assert sum(f.flops_removed for f in log.firings) > 0
-    check = check_on_cpu(loaded, c, partition(c.graph))
+    check = check_on_cpu(c, partition(c.graph), float64_reference(loaded, c))
     assert check.passed, check.detail
