@@ -15,9 +15,10 @@ import io
 import json
 import math
 
+from ..cost import BANDWIDTH, CONV_FLOPS, SGEMM_FLOPS
 from .report import FAST_P, job_table, totals_table, verdict_of
 
-DEFAULT_CEILINGS = {"sgemm_flops": 51.3e12, "conv_flops": 100e12, "bandwidth": 2.98e12}  # fuseforge/cost.py
+DEFAULT_CEILINGS = {"sgemm_flops": SGEMM_FLOPS, "conv_flops": CONV_FLOPS, "bandwidth": BANDWIDTH}
 
 
 def _png(fig) -> bytes:
