@@ -3,6 +3,7 @@ candidate runnable on the CPU gets its intended verdict with its check firing, a
 
 import ast
 import json
+import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 from fuseforge.check.kinds import CHECKS, KINDS
 from fuseforge.check.orchestrate import CheckSettings, check_files, clear_reference_cache
+from fuseforge.records import json_safe
 
 ROOT = Path(__file__).parent / "adversarial"
 CORPUS = json.loads((ROOT / "corpus.json").read_text())
@@ -77,7 +79,8 @@ def cpu_records():
 
 def _assert_intended(entry: dict, record: dict) -> None:
     fired = {f["check"] for f in record["findings"] if f["decisive"]}
-    assert record["verdict"] == entry["verdict"], (record["reason"], fired)
+    timing = (record.get("timing") or {}).get("candidate")
+    assert record["verdict"] == entry["verdict"], (record["reason"], fired, timing, record.get("gpu"))
     if entry["role"] == "adversarial":
         assert entry["check"] in fired, (record["check"], fired)
     else:
@@ -91,7 +94,10 @@ def test_on_the_cpu_each_candidate_gets_its_intended_verdict(entry, cpu_records)
 
 @pytest.fixture(scope="module")
 def cuda_records():
-    return _run_corpus(ENTRIES, "cuda")
+    records = _run_corpus(ENTRIES, "cuda")
+    if os.environ.get("FUSEFORGE_CORPUS_RECORDS"):  # keep the GPU run's records (bench/results)
+        Path(os.environ["FUSEFORGE_CORPUS_RECORDS"]).write_text(json.dumps(json_safe(records), indent=1) + "\n")
+    return records
 
 
 @pytest.mark.gpu

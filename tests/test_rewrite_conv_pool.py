@@ -32,9 +32,11 @@ class PooledConv(nn.Module):
     def window_sums_times_weight(self, x):  # the Expected side for k=3, padding=1, a 6×7 input
         rows = torch.triu(torch.tril(x.new_ones([3, 6]), 6 - 1 - 1), -1)
         cols = torch.triu(torch.tril(x.new_ones([3, 7]), 7 - 1 - 1), -1)
-        sums = torch.matmul(rows, torch.matmul(x, cols.permute(1, 0)))  # [N, C, 3, 3]
-        weight = self.conv.weight.view(6, 36) / (6 * 7)
-        y = F.linear(sums.view(x.shape[0], 36), weight, self.conv.bias)
+        column_sums = x.view(-1, 7).mm(cols.permute(1, 0))  # [N·C·6, 3]
+        by_tap = column_sums.view(-1, 4, 6, 3).permute(0, 1, 3, 2).contiguous()  # [N, C, 3 (kw), 6]
+        sums = by_tap.view(-1, 6).mm(rows.permute(1, 0))  # [N·C·3 (kw), 3 (kh)]
+        weight = self.conv.weight.permute(0, 1, 3, 2).contiguous().view(6, 36) / (6 * 7)
+        y = F.linear(sums.view(-1, 36), weight, self.conv.bias)
         return y.unsqueeze(-1).unsqueeze(-1)
 
 

@@ -3,6 +3,7 @@
 import io
 import json
 
+import pytest
 import torch
 from rich.console import Console
 
@@ -54,6 +55,7 @@ def test_a_candidate_that_is_not_valid_python_does_not_build_and_one_without_ker
     assert build._build_extension(plain) == 0
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine where no GPU answers (the CI machine)")
 def test_the_default_commands_run_a_real_model_through_the_cpu_stages_when_no_gpu_answers(tmp_path):
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "tiny.py").write_text(TINY)

@@ -59,6 +59,13 @@ def _window_matrix(build: Builder, like, taps: int, size: int, out: int, pad: in
     return build(aten.triu.default, build(aten.tril.default, ones, out - 1 - pad), -pad)
 
 
+def _viewed(build: Builder, t, shape: list[int]):
+    """t.view(shape), through a contiguous copy when t's strides do not allow a view (as export spells it)."""
+    if not value(t).is_contiguous():
+        t = build(aten.clone.default, t, memory_format=torch.contiguous_format)
+    return build(aten.view.default, t, shape)
+
+
 def _pooled(m: Match, build: Builder):
     """[N, O]: the mean of the convolution over its output positions."""
     x, w = m["x"], m["w"]
@@ -68,15 +75,18 @@ def _pooled(m: Match, build: Builder):
     ph, pw = _pair(m["padding"])
     rows = _window_matrix(build, x, kh, h, ho, ph)  # [kh, H]
     cols = rows if (kw, wd, wo, pw) == (kh, h, ho, ph) else _window_matrix(build, x, kw, wd, wo, pw)  # [kw, W]
-    # the contiguous axis first: x·colsᵀ is one plain GEMM over x, without a transposed copy of it
-    column_sums = build(aten.matmul.default, x, build(aten.permute.default, cols, [1, 0]))  # [N, C, H, kw]
-    sums = build(aten.matmul.default, rows, column_sums)  # [N, C, kh, kw]
     o, c = value(w).shape[:2]
-    reshape = aten.view.default if value(w).is_contiguous() else aten.reshape.default
-    weight = build(aten.div.Tensor, build(reshape, w, [o, c * kh * kw]), ho * wo)  # [O, C·kh·kw]
-    batch = value(x).shape[0]
-    batch = batch if isinstance(batch, int) else build(aten.sym_size.int, x, 0)
-    return build(aten.linear.default, build(aten.view.default, sums, [batch, c * kh * kw]), weight, m["b"])
+    # Plain 2-D products only (aten.matmul is not an op of the captured graphs), the contiguous axis first:
+    # x·colsᵀ is one GEMM over x without a transposed copy of it; the second product runs on the small
+    # [N, C, kw, H] tensor of column sums, so the weight is read with its two tap axes swapped.
+    rows_t = build(aten.permute.default, rows, [1, 0])  # [H, kh]
+    cols_t = rows_t if cols is rows else build(aten.permute.default, cols, [1, 0])  # [W, kw]
+    column_sums = build(aten.mm.default, _viewed(build, x, [-1, wd]), cols_t)  # [N·C·H, kw]
+    by_tap = build(aten.permute.default, build(aten.view.default, column_sums, [-1, c, h, kw]), [0, 1, 3, 2])
+    sums = build(aten.mm.default, _viewed(build, by_tap, [-1, h]), rows_t)  # by_tap: [N, C, kw, H]; sums [N·C·kw, kh]
+    swapped = build(aten.permute.default, w, [0, 1, 3, 2])  # [O, C, kw, kh]
+    weight = build(aten.div.Tensor, _viewed(build, swapped, [o, c * kw * kh]), ho * wo)
+    return build(aten.linear.default, build(aten.view.default, sums, [-1, c * kw * kh]), weight, m["b"])
 
 
 def _unsqueezed(build: Builder, y):
