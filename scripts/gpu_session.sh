@@ -10,7 +10,9 @@ mkdir -p out/suite "${OUT:=/tmp/out}"
 
 snapshot() {  # a consistent copy of the database, and the jobs' artefacts without their builds
     $PY -c "import sqlite3,sys; s=sqlite3.connect(sys.argv[1]); d=sqlite3.connect(sys.argv[2]); s.backup(d)" "$DB" "$OUT/results.sqlite"
-    tar czf "$OUT/jobs.tgz" --exclude=torch_extensions -C out/suite results_out
+    (cd out/suite && find results_out -path '*torch_extensions*' -prune -o -type f -size -2M \
+        \( -name '*.json' -o -name '*.md' -o -name '*.txt' -o -name '*.log' -o -name '*.py' \) -print \
+        | tar czf "$OUT/jobs.tgz" -T -)
 }
 
 case "$1" in
