@@ -2,8 +2,9 @@
 # Steps of a GPU session's runs (bench/GPU_RUNS.md): `bash scripts/gpu_session.sh STEP` on the GPU machine,
 # from the repository root, after `bash scripts/device_env.sh`. Results under out/suite (kept between
 # commands on a warm machine) and copied to $OUT.
+# The copy on the GPU machine has no usable .git: pass the commit it is, FUSEFORGE_COMMIT=$(git rev-parse --short HEAD).
 set -uo pipefail
-export PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1 FUSEFORGE_COMMIT="${FUSEFORGE_COMMIT:-unknown}"
 PY=.venv/bin/python
 DB=out/suite/results.sqlite
 mkdir -p out/suite "${OUT:=/tmp/out}"

@@ -99,3 +99,16 @@ def test_baselines_are_kept_per_model_gpu_and_torch_and_fill_a_compile_time_the_
     store.finish_job(row, job, untimed)
     filled = next(r for r in store.rows() if r["id"] == row)
     assert (filled["compile_ms"], filled["speedup_vs_compile"], filled["compile_cached"]) == (1.5, 3.0, 1)
+
+
+def test_the_commit_is_read_from_git_unless_fuseforge_commit_names_it(monkeypatch):
+    from fuseforge.suite import environment
+
+    environment.commit.cache_clear()
+    monkeypatch.delenv("FUSEFORGE_COMMIT", raising=False)
+    from_git = environment.commit()
+    assert from_git is None or len(from_git.removesuffix("+dirty")) == 12
+    environment.commit.cache_clear()
+    monkeypatch.setenv("FUSEFORGE_COMMIT", "1482e1c")
+    assert environment.commit() == "1482e1c"
+    environment.commit.cache_clear()

@@ -55,7 +55,9 @@ def speedup_png(rows: list[dict]) -> bytes:
     values = [v for v in eager + comp if v == v] or [1.0]
     low, high = min(min(values), 1.0) / 1.25, max(max(values), 1.0) * 1.25
     ax.set_xlim(low, high)
-    ticks = [t for t in (1 / 8, 1 / 4, 1 / 2, 0.75, 1, 1.25, 1.5, 2, 3, 4, 8, 16, 32) if low <= t <= high]
+    # ticks close to 1 only when the axis is narrow enough for their labels not to overlap
+    near_one = (0.75, 1.25, 1.5) if high / low < 8 else ()
+    ticks = sorted(t for t in (1 / 8, 1 / 4, 1 / 2, 1, 2, 4, 8, 16, 32, 64, *near_one) if low <= t <= high)
     ax.set_xticks(ticks, [f"{t:g}x" for t in ticks])
     ax.minorticks_off()
     for y, r in enumerate(untimed):

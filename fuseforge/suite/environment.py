@@ -57,7 +57,12 @@ def torch_version() -> str | None:
 
 @functools.cache
 def commit() -> str | None:
-    """The fuseforge checkout's commit, with "+dirty" when its files differ from it."""
+    """The fuseforge checkout's commit, with "+dirty" when its files differ from it.
+
+    FUSEFORGE_COMMIT, when set, is taken instead: for copies of a checkout whose .git is missing or stale.
+    """
+    if os.environ.get("FUSEFORGE_COMMIT"):
+        return os.environ["FUSEFORGE_COMMIT"]
     sha = _output(["git", "rev-parse", "--short=12", "HEAD"], cwd=PACKAGE_DIR)
     if sha is None:
         return None
