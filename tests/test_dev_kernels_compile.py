@@ -48,7 +48,10 @@ def cubin(tmp_path_factory):
 def test_the_3xtf32_gemm_compiles_for_sm90a_with_no_spills_and_no_local_memory(cubin):
     _, log = cubin
     kernels = re.findall(r"Compiling entry function '(\w+)'", log)
-    assert len(kernels) >= 4 and all("gemm3x_tf32_kernel" in k for k in kernels), log
+    assert all("gemm3x_tf32_kernel" in k or "gemm3x_wgmma_kernel" in k for k in kernels), log
+    assert sum("gemm3x_tf32_kernel" in k for k in kernels) >= 4, log  # variant 0, mma.sync
+    assert sum("gemm3x_wgmma_kernel" in k for k in kernels) >= 4, log  # variant 1, wgmma
+    assert "wgmma" not in log.lower().replace("gemm3x_wgmma_kernel", ""), log  # e.g. no serialization notes
     spills = [(int(s), int(ld)) for s, ld in re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)]
     frames = [int(f) for f in re.findall(r"(\d+) bytes stack frame", log)]
     assert len(spills) == len(kernels) and all(s == (0, 0) for s in spills), log
@@ -65,14 +68,21 @@ def test_the_kernel_sass_is_tensor_core_hmma_without_local_loads_or_stores(cubin
     sass = subprocess.run(["cuobjdump", "-sass", str(path)], capture_output=True, text=True, timeout=60).stdout
     assert "HMMA" in sass
     assert not re.search(r"\b(LDL|STL)\b", sass)
-    # Per-k-tile accumulation: in every kernel, 1 mma in 12 (the first of each (m16, n8) tile of a
+    assert "HGMMA.64x128x8.F32.TF32" in sass
+    # Per-k-tile accumulation: in every kernel, 1 mma in 12 (the first of each accumulator tile in a
     # k-tile: 4 k-steps x 3 products) reads the zero register as its accumulator, and the others chain.
-    for name, body in re.findall(r"Function : (\S+)\n(.*?)(?=\n\s*Function : |\Z)", sass, re.S):
-        hmma = re.findall(r"HMMA\.1688\.F32\.TF32 (R\d+), [^;]*?, (R\d+|RZ) ;", body)
-        if not hmma:
+    functions = re.findall(r"Function : (\S+)\n(.*?)(?=\n\s*Function : |\Z)", sass, re.S)
+    assert sum("gemm3x_wgmma_kernel" in name for name, _ in functions) >= 4
+    for name, body in functions:
+        if "gemm3x_wgmma_kernel" in name:
+            mmas = re.findall(r"HGMMA\.64x128x8\.F32\.TF32 R\d+, gdesc\[UR\d+\], (R\d+|RZ)\b", body)
+            assert len(mmas) == 12, (name, len(mmas))  # one k-tile per loop trip: 4 k8 x 3 products
+        else:
+            mmas = re.findall(r"HMMA\.1688\.F32\.TF32 R\d+, [^;]*?, (R\d+|RZ) ;", body)
+        if not mmas:
             continue
-        fresh = sum(c == "RZ" for _, c in hmma)
-        assert fresh * 12 == len(hmma), (name, fresh, len(hmma))
+        fresh = sum(c == "RZ" for c in mmas)
+        assert fresh * 12 == len(mmas), (name, fresh, len(mmas))
 
 
 @needs_nvcc
@@ -88,6 +98,11 @@ def test_the_kernel_ptx_issues_tf32_mma_sync_zero_filling_cp_async_and_rna_split
     assert re.search(r"add\.s32\s+%r\d+, %r\d+, 4096;", ptx)
     assert re.search(r"and\.b32\s+%r\d+, %r\d+, -8192;", ptx)
     assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
+    # Variant 1: TF32 warpgroup MMA from shared-memory descriptors, with the async-proxy fence after the
+    # split pass's ordinary stores.
+    assert "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32" in ptx
+    assert "fence.proxy.async.shared::cta" in ptx
+    assert "wgmma.wait_group.sync.aligned 0" in ptx
     assert re.search(r"cp\.async\.cg\.shared\.global \[%r\d+\], \[%rd\d+\], 16, %r\d+;", ptx)
     assert re.search(r"cp\.async\.ca\.shared\.global \[%r\d+\], \[%rd\d+\], 4, %r\d+;", ptx)
 
@@ -106,6 +121,21 @@ def test_the_bench_builds_a_library_exporting_the_c_launchers(tmp_path):
     assert lib.gemm3x_tn(None, None, None, 0, 8, 8, 8, 8, 8, None, None) == 0
     assert lib.gemm3x_nn(None, None, None, -1, 8, 8, 8, 8, 8, None, None) == 1
     assert isinstance(lib.gemm3x_tn_bias_sigmoid_scale_residual, ctypes._CFuncPtr)
+    assert lib.gemm3x_set_variant(1) == 0 and lib.gemm3x_set_variant(7) == -1 and lib.gemm3x_set_variant(0) == 1
+
+
+def test_the_wgmma_split_layout_is_the_128_byte_swizzle_and_fills_each_tile_exactly_once():
+    # sw128(r, k) of the .cu: byte offset of the 4 TF32 values (r, k..k+3) in a [128][32] K-major tile.
+    def sw128(r, k):
+        return r * 128 + (((k >> 2) ^ (r & 7)) << 4)
+
+    offsets = [sw128(r, k) for r in range(128) for k in range(0, 32, 4)]
+    assert sorted(offsets) == list(range(0, 128 * 128, 16))  # every 16-byte chunk written once
+    # The hardware's 128-byte swizzle: address bits [4:6] ^= bits [7:9] inside 1024-byte atoms.
+    for r in range(128):
+        for k in range(0, 32, 4):
+            linear = r * 128 + (k // 4) * 16
+            assert sw128(r, k) == linear ^ (((linear >> 7) & 7) << 4)
 
 
 # --------------------------------------------------------------------------------------------------
