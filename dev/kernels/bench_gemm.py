@@ -1,7 +1,12 @@
 """Correctness and timing sweep for dev/kernels/gemm_3xtf32.cu (issue #5), for a GPU session.
 
-    python3 dev/kernels/bench_gemm.py --out $OUT/gemm.json          # full sweep
+    python3 dev/kernels/bench_gemm.py --out $OUT/gemm.json          # full sweep, both kernels
+    python3 dev/kernels/bench_gemm.py --variant mma --out $OUT/m.json # one kernel, in this process
     python3 dev/kernels/bench_gemm.py --build-only                  # nvcc only (works without a GPU)
+
+Kernel variants (gemm3x_set_variant): "mma" = mma.sync m16n8k8 (variant 0), "wgmma" = sm_90a warpgroup MMA
+(variant 1). --variant both (the default) runs each variant in its own subprocess (so that a fault or hang
+in one cannot take the other's results with it) and prints one table with both.
 
 Builds the .cu into a shared library with nvcc (ctypes, no torch extension), then for each case:
 poisons C with NaN, runs ours, cuBLAS SGEMM (TF32 off) and cuBLAS TF32, compares each with a float64
@@ -62,8 +67,10 @@ CASES = [
 ]
 
 
-def build(build_dir: Path, stages: int) -> tuple[Path, str]:
+def build(build_dir: Path, stages: int, reuse: bool = False) -> tuple[Path, str]:
     lib = build_dir / f"libgemm3x_s{stages}.so"
+    if reuse and lib.exists():
+        return lib, f"(reused {lib})"
     nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
     cmd = [nvcc, "-shared", "-Xcompiler", "-fPIC", *NVCC_FLAGS, f"-DGEMM3X_STAGES={stages}",
            "-o", str(lib), str(SOURCE)]
@@ -88,8 +95,12 @@ def sass_summary(lib_path: Path, out_dir: Path | None) -> dict:
             "LDGSTS": sum(w.startswith("LDGSTS") for w in words)}
 
 
+VARIANTS = {"mma": 0, "wgmma": 1}
+
+
 def load(lib_path: Path) -> ctypes.CDLL:
     lib = ctypes.CDLL(str(lib_path))
+    lib.gemm3x_set_variant.argtypes, lib.gemm3x_set_variant.restype = [ctypes.c_int], ctypes.c_int
     p, i, ll, f = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong, ctypes.c_float
     plain = [p, p, p, i, i, i, i, i, i, p, p]
     batched = [p, p, p, i, i, i, i, i, i, i, ll, ll, ll, p, p]
@@ -228,22 +239,89 @@ def print_table(rows: list[dict]) -> None:
     print(f"(TFLOP/s; ceiling for 3xTF32 ~{CEILING_TFLOPS:.0f}; target >= 110 on the headline case)")
 
 
+def print_combined_table(by_variant: dict[str, dict]) -> None:
+    """One line per case: both kernels' TFLOP/s and errors, cuBLAS from the mma run (or the other one)."""
+    names = []
+    for res in by_variant.values():
+        for r in res.get("rows", []):
+            if r["case"]["name"] not in names:
+                names.append(r["case"]["name"])
+    head = (f"{'case':<62} {'mma':>6} {'wgmma':>6} {'sgemm':>6} {'tf32':>6}   "
+            f"{'err mma':>8} {'err wgmma':>9} {'err sgemm':>9}  ok(mma/wgmma)")
+    print(head)
+    print("-" * len(head))
+    for name in names:
+        cells, errs, oks, base = [], [], [], None
+        for v in VARIANTS:
+            row = next((r for r in by_variant.get(v, {}).get("rows", []) if r["case"]["name"] == name), None)
+            if row is None or "error" in row:
+                cells.append(f"{'-':>6}")
+                errs.append("-" if row is None else row["error"][:20])
+                oks.append("-" if row is None else "NO")
+                continue
+            base = base or row
+            cells.append(f"{row['tflops']['ours']:6.1f}")
+            errs.append(f"{row['rel_err_vs_fp64']['ours']:.2e}")
+            oks.append("yes" if row["ok"] else "NO")
+        t = base["tflops"] if base else {"sgemm": float("nan"), "tf32": float("nan")}
+        e = base["rel_err_vs_fp64"]["sgemm"] if base else float("nan")
+        print(f"{name[:62]:<62} {cells[0]} {cells[1]} {t['sgemm']:6.1f} {t['tf32']:6.1f}   "
+              f"{errs[0]:>8} {errs[1]:>9} {e:9.2e}  {'/'.join(oks)}")
+    for v, res in by_variant.items():
+        if "failed" in res:
+            print(f"variant {v}: {res['failed']}")
+    print(f"(TFLOP/s; ceiling for 3xTF32 ~{CEILING_TFLOPS:.0f}; target >= 110 on the headline case)")
+
+
+def run_both(args, build_dir: Path) -> int:
+    """Each variant in a subprocess (a fault in the unverified wgmma path must not lose the mma results)."""
+    by_variant, rc = {}, 0
+    for v in VARIANTS:
+        out = build_dir / f"result_{v}.json"
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--variant", v, "--stages", str(args.stages),
+               "--reps", str(args.reps), "--warmup", str(args.warmup), "--only", args.only,
+               "--build-dir", str(build_dir), "--reuse-build", "--out", str(out)]
+        print(f"== variant {v}: {' '.join(cmd)}", flush=True)
+        try:
+            proc = subprocess.run(cmd, timeout=args.variant_timeout)
+            code = proc.returncode
+        except subprocess.TimeoutExpired:
+            code = "timeout"
+        if out.exists():
+            by_variant[v] = json.loads(out.read_text())
+        if code != 0:
+            rc = 1
+            by_variant.setdefault(v, {})["failed"] = f"exit status {code}"
+    print_combined_table(by_variant)
+    if args.out:
+        args.out.write_text(json.dumps({"variants": by_variant}, indent=2))
+        print(f"wrote {args.out}")
+    return rc
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="JSON results path")
-    parser.add_argument("--stages", type=int, default=3, help="cp.async pipeline depth (-DGEMM3X_STAGES)")
+    parser.add_argument("--stages", type=int, default=3, help="cp.async pipeline depth of the mma kernel (-DGEMM3X_STAGES; wgmma: fixed 3)")
     parser.add_argument("--reps", type=int, default=25, help="timed runs per measurement (median; >= 20)")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--only", default="", help="run only cases whose name contains this text")
     parser.add_argument("--build-dir", type=Path, default=None)
     parser.add_argument("--build-only", action="store_true", help="compile (prints ptxas -v) and stop")
+    parser.add_argument("--variant", choices=[*VARIANTS, "both"], default="both",
+                        help="kernel: mma (mma.sync), wgmma (sm_90a), both (one subprocess each)")
+    parser.add_argument("--reuse-build", action="store_true", help="use the library in --build-dir if present")
+    parser.add_argument("--variant-timeout", type=int, default=900, help="seconds per variant subprocess")
     args = parser.parse_args()
 
     build_dir = args.build_dir or Path(tempfile.mkdtemp(prefix="gemm3x_"))
     build_dir.mkdir(parents=True, exist_ok=True)
-    lib_path, ptxas_log = build(build_dir, args.stages)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
+    if args.variant == "both" and not args.build_only:
+        print(build(build_dir, args.stages)[1].strip())  # once, here; the subprocesses reuse the library
+        return run_both(args, build_dir)
+    lib_path, ptxas_log = build(build_dir, args.stages, reuse=args.reuse_build)
     print(ptxas_log.strip())
     if args.build_only:
         print(f"built {lib_path}")
@@ -254,6 +332,9 @@ def main() -> int:
     if not torch.cuda.is_available():
         sys.exit("needs a CUDA GPU (use --build-only to just compile)")
     lib = load(lib_path)
+    if lib.gemm3x_set_variant(VARIANTS[args.variant]) < 0:
+        sys.exit(f"library refused variant {args.variant}")
+    print(f"variant: {args.variant}")
     sass = sass_summary(lib_path, args.out.parent if args.out else None)
     print(f"SASS: {sass}")
     props = torch.cuda.get_device_properties(0)
@@ -265,7 +346,8 @@ def main() -> int:
             rows.append(run_case(torch, lib, case, flush, args))
             print(f"done: {case.name}", flush=True)
     print_table(rows)
-    result = {"device": props.name, "torch": torch.__version__, "stages": args.stages, "reps": args.reps,
+    result = {"device": props.name, "torch": torch.__version__, "variant": args.variant, "stages": args.stages,
+              "reps": args.reps,
               "ceiling_tflops": CEILING_TFLOPS, "nvcc_flags": NVCC_FLAGS, "ptxas": ptxas_log, "sass": sass, "rows": rows}
     if args.out:
         args.out.write_text(json.dumps(result, indent=2))

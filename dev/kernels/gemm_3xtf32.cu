@@ -1,25 +1,40 @@
-// gemm_3xtf32.cu -- fp32-class GEMM on tensor cores with 3xTF32 (issue #5), first version:
-// mma.sync m16n8k8 TF32 + a 3-stage cp.async shared-memory pipeline. Only CUDA headers.
+// gemm_3xtf32.cu -- fp32-class GEMM on tensor cores with 3xTF32 (issue #5). Only CUDA headers.
+// Two kernels behind the same launchers, chosen by gemm3x_set_variant: 0 (default) mma.sync m16n8k8 TF32
+// with a cp.async shared-memory pipeline; 1 (sm_90a, unverified) wgmma, described above its kernel.
 //
 // Math. Each fp32 operand value x is split into two TF32 values (10 explicit mantissa bits each):
-//     big   = cvt.rna.tf32.f32(x)            (round to nearest, ties away from zero)
-//     small = cvt.rna.tf32.f32(x - big)      (x - big is exact in fp32)
-// so big + small reproduces x to ~2^-22 relative. The product is accumulated in fp32 as
-//     C += a_small*b_big + a_big*b_small + a_big*b_big     (small terms first; small*small dropped).
-// The split is done when fragments are read out of shared memory, so shared memory holds plain fp32.
+//     big   = rna_tf32(x)            (round to nearest, ties away from zero: (bits + 0x1000) & 0xffffe000)
+//     small = rna_tf32(x - big)      (x - big is exact in fp32)
+// so big + small reproduces x to 2^-22 relative, and both have their low 13 bits clear (exact TF32
+// values: nothing depends on what the tensor core does with those bits). ptxas lowers cvt.rna.tf32.f32 on sm_90 to the same add-and-mask (plus an
+// Inf/NaN select), so this is the same function in 2 instructions instead of 4. Products
+//     a_small*b_big + a_big*b_small + a_big*b_big           (small*small dropped)
+// are accumulated on the tensor core in fp32 -- but per k-tile only:
+//
+// Accumulation. The tensor core's fp32 accumulation is not IEEE round-to-nearest. The first H100 run
+// (one accumulator chained through all K/8 * 3 mmas) had errors vs fp64 growing linearly in K: 3.1e-7 at
+// K=33, 7.0e-6 at K=999, 2.9e-5 at K=4096, 5.7e-5 at K=8192 (cuBLAS SGEMM 1.6e-6). A model in which each
+// mma adds its 8 exact products to the accumulator after aligning all 9 terms to the largest and
+// truncating 2 bits below fp32's 24, then rounds the sum toward zero, reproduces those numbers within a
+// few percent (tests/test_dev_kernels_compile.py): the rounding toward zero shrinks the running sum a
+// little at every step. So each k-tile (BK = 32: 4 k-steps x 3 mmas) goes into a fresh accumulator
+// (the first mma reads zeros) that is then added into the running sum with an ordinary fp32 add (round to
+// nearest). The model gives 3.9e-7 at K=8192 for that; this costs 64 FADDs per thread per k-tile.
 //
 // Layouts (all row-major, leading dimensions in elements):
 //   TN: C[M,N] = A[M,K] . B[N,K]^T   (x @ W.T, W as nn.Linear stores it)   B tile in smem as [n][k]
 //   NN: C[M,N] = A[M,K] . B[K,N]                                          B tile in smem as [k][n]
 //   Batched: blockIdx.z picks the batch; A, B, C (and the epilogue's residual) advance by their strides.
 //
-// Tiling. Block tile BM x BN x BK = 128 x 128 x 32, 256 threads = 8 warps arranged 2 (m) x 4 (n);
+// Tiling (variant 0). Block tile BM x BN x BK = 128 x 128 x 32, 256 threads = 8 warps arranged 2 (m) x 4 (n);
 // each warp owns a 64 x 32 sub-tile = 4 (m16) x 4 (n8) mma tiles = 64 fp32 accumulators per thread.
 // Shared memory per stage: A [128][32+4] floats, B [128][32+4] (TN) or [32][128+8] (NN); the padding
 // makes every fragment read below bank-conflict free and keeps each smem row 16-byte aligned.
 // 3 stages = 108 KB of dynamic shared memory (launcher raises the limit with cudaFuncSetAttribute).
-// __launch_bounds__(256, 1): ptxas needs ~128-190 registers (64 accumulators + split fragments), so one
-// block (8 warps) per SM; with (256, 2) the 128-register cap spilled. Spare smem allows 4-5 stages.
+// __launch_bounds__(256, 1): ptxas needs ~220-253 registers (64 accumulators, 64 for the k-tile's fresh
+// accumulator, split fragments), so one block (8 warps) per SM. Spare smem allows 4-5 stages.
+// Fragments of A (and of B in TN) are read with ldmatrix.x4 (fp32 as pairs of b16; see ldsm_x4); NN's B
+// ([k][n] in smem) is read with scalar loads, since ldmatrix cannot transpose 32-bit elements.
 //
 // Fragment layouts of mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 (PTX ISA, "Matrix Fragments
 // for mma.m16n8k8", .tf32). lane = threadIdx.x % 32, g = lane >> 2 (groupID), t = lane & 3
@@ -44,8 +59,9 @@
 // with Identity, Bias, and BiasSigmoidScaleResidual (C = sigmoid(acc + bias[col]) * scale + R[row,col])
 // as examples.
 //
-// UNVERIFIED ON A GPU: this file compiles for sm_90a (tests/test_dev_kernels_compile.py); correctness
-// and speed are checked by dev/kernels/bench_gemm.py in a GPU session.
+// UNVERIFIED ON A GPU since the per-tile accumulation change; the wgmma variant never ran. This file
+// compiles for sm_90a (tests/test_dev_kernels_compile.py); correctness and speed are checked by
+// dev/kernels/bench_gemm.py in a GPU session.
 
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -126,16 +142,30 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 }
 
+// fp32 -> TF32 with round-to-nearest, ties away from zero, done in integer arithmetic: add half of the
+// dropped 13 bits to the magnitude, then clear them. This is bit-for-bit what ptxas emits for
+// cvt.rna.tf32.f32 on sm_90 (VIADD +0x1000, LOP3 & 0xffffe000, plus an FSETP/SEL that leaves Inf/NaN
+// alone; the integer form maps Inf to Inf and NaN to NaN anyway), in 2 instructions instead of 4.
+// The low 13 bits of the result are zero, so x - big below is exact and small is itself a TF32 value
+// (the tensor core never has to drop bits of either operand).
 __device__ __forceinline__ uint32_t to_tf32(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-  return r;
+  return (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
 }
 
-// x -> (big, small) with big + small ~= x, both TF32 bit patterns in .b32 registers.
+// x -> (big, small) with big + small = x to 2^-22 relative, both TF32 bit patterns in .b32 registers.
 __device__ __forceinline__ void split_tf32(float x, uint32_t& big, uint32_t& small) {
   big = to_tf32(x);
   small = to_tf32(x - __uint_as_float(big));
+}
+
+// ldmatrix of four 8x8 b16 matrices = four 8-row x 4-column fp32 blocks. Lanes 8i..8i+7 give the
+// row addresses (16 contiguous bytes each) of block i; lane l receives row l/4, column l%4 of each
+// block in r[i], which is exactly the TF32 A fragment a_i (and B fragment b0/b1) layout of m16n8k8.
+__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr)
+               : "memory");
 }
 
 __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
@@ -251,43 +281,70 @@ __global__ void __launch_bounds__(kThreads, 1)
     const float* sa = smem + (kt % kStages) * S::kStage;
     const float* sb = sa + S::kA;
 
+    // This k-tile's products go into a fresh accumulator (the first mma of each tile reads zeros),
+    // which is then added into acc with an ordinary fp32 add (round to nearest). The tensor core's own
+    // fp32 accumulation rounds toward zero (see the header): chaining all K/8 * 3 mmas into one
+    // accumulator shrank every result by ~K * 7e-9 relative (5.7e-5 at K = 8192 on the H100).
+    float tile[kMmaM][kMmaN][4];
+#pragma unroll
+    for (int mi = 0; mi < kMmaM; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < kMmaN; ++ni)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) tile[mi][ni][e] = 0.0f;
+
 #pragma unroll
     for (int kk = 0; kk < kBK; kk += 8) {
       // B fragments for the warp's 4 n8 tiles, split into big/small.
       uint32_t b_big[kMmaN][2];
       uint32_t b_small[kMmaN][2];
 #pragma unroll
-      for (int ni = 0; ni < kMmaN; ++ni) {
-        const int n = wn + ni * 8 + g;
-        float b0;
-        float b1;
+      for (int ni = 0; ni < kMmaN; ni += 2) {
+        uint32_t raw[2][2];
         if constexpr (kBKMajor) {
-          b0 = sb[n * kLdsK + kk + t];
-          b1 = sb[n * kLdsK + kk + t + 4];
+          // Blocks: (ni, k 0-3), (ni, k 4-7), (ni+1, k 0-3), (ni+1, k 4-7).
+          const int n = wn + ni * 8 + (lane & 7) + (lane >> 4) * 8;
+          ldsm_x4(smem_addr(sb + n * kLdsK + kk + ((lane >> 3) & 1) * 4), raw[0][0], raw[0][1], raw[1][0],
+                  raw[1][1]);
         } else {
-          b0 = sb[(kk + t) * kLdsN + n];
-          b1 = sb[(kk + t + 4) * kLdsN + n];
+#pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            const int n = wn + (ni + j) * 8 + g;
+            raw[j][0] = __float_as_uint(sb[(kk + t) * kLdsN + n]);
+            raw[j][1] = __float_as_uint(sb[(kk + t + 4) * kLdsN + n]);
+          }
         }
-        split_tf32(b0, b_big[ni][0], b_small[ni][0]);
-        split_tf32(b1, b_big[ni][1], b_small[ni][1]);
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          split_tf32(__uint_as_float(raw[j][0]), b_big[ni + j][0], b_small[ni + j][0]);
+          split_tf32(__uint_as_float(raw[j][1]), b_big[ni + j][1], b_small[ni + j][1]);
+        }
       }
       // One m16 tile of A at a time keeps the live fragment registers low (8 for A, 16 for B).
 #pragma unroll
       for (int mi = 0; mi < kMmaM; ++mi) {
-        const float* pa = sa + (wm + mi * 16 + g) * kLdsK + kk + t;
-        const float a[4] = {pa[0], pa[8 * kLdsK], pa[4], pa[8 * kLdsK + 4]};
+        // Blocks: (rows 0-7, k 0-3), (rows 8-15, k 0-3), (rows 0-7, k 4-7), (rows 8-15, k 4-7).
+        const int row = wm + mi * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+        uint32_t a[4];
+        ldsm_x4(smem_addr(sa + row * kLdsK + kk + (lane >> 4) * 4), a[0], a[1], a[2], a[3]);
         uint32_t a_big[4];
         uint32_t a_small[4];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) split_tf32(a[e], a_big[e], a_small[e]);
+        for (int e = 0; e < 4; ++e) split_tf32(__uint_as_float(a[e]), a_big[e], a_small[e]);
 #pragma unroll
         for (int ni = 0; ni < kMmaN; ++ni) {
-          mma_tf32(acc[mi][ni], a_small, b_big[ni]);
-          mma_tf32(acc[mi][ni], a_big, b_small[ni]);
-          mma_tf32(acc[mi][ni], a_big, b_big[ni]);
+          mma_tf32(tile[mi][ni], a_small, b_big[ni]);
+          mma_tf32(tile[mi][ni], a_big, b_small[ni]);
+          mma_tf32(tile[mi][ni], a_big, b_big[ni]);
         }
       }
     }
+#pragma unroll
+    for (int mi = 0; mi < kMmaM; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < kMmaN; ++ni)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[mi][ni][e] += tile[mi][ni][e];
   }
   cp_async_wait<0>();
 
@@ -309,14 +366,249 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // ---------------------------------------------------------------------------------------------------
+// Variant 1 (sm_90a): warpgroup MMA (wgmma) -- UNVERIFIED ON A GPU, selected with gemm3x_set_variant(1).
+//
+// Block tile 128 x 128 x 32, 256 threads = 2 warpgroups; warpgroup w computes rows 64w .. 64w+63 with
+// wgmma.mma_async.m64n128k8.f32.tf32.tf32 (both operands from shared memory; TF32 wgmma needs both
+// K-major). Per k-tile:
+//   1. cp.async brings the fp32 tiles into unpadded staging buffers (kWgStages deep; same bounds-checked
+//      zero-filling loader as variant 0; A [128][32], TN B [128][32], NN B [32][128]).
+//   2. All 256 threads split the staged tile once (not once per warp as in variant 0) into four TF32
+//      tiles A_big, A_small, B_big, B_small, each [128 rows][32 k] K-major in the 128-byte-swizzle layout
+//      (row r at r*128 bytes, 16-byte chunk c stored at chunk c ^ (r % 8); 1024-byte aligned atoms of 8
+//      rows). NN's B is transposed to [n][k] on the way. Split buffers are double-buffered, so the split
+//      of tile kt+1 runs while the wgmmas of tile kt are in flight.
+//   3. Each warpgroup issues 4 k8-steps x 3 wgmmas (a_small.b_big, a_big.b_small, a_big.b_big) into a
+//      fresh accumulator (the first with scale-d = 0), waits, and adds it into the running fp32
+//      accumulator with round-to-nearest adds (the same per-tile flush as variant 0).
+// Descriptors (PTX ISA "Matrix Descriptor Format"): bits 0-13 start address >> 4, 16-29 leading byte
+// offset >> 4 (unused for swizzled K-major; 1), 32-45 stride byte offset >> 4 (1024: between 8-row
+// groups), 62-63 layout (1 = 128-byte swizzle). The k8 step inside the 128-byte row advances the start
+// address by 32 bytes (as CUTLASS / DeepGEMM do for K-major SW128).
+// Accumulator fragment (m64nN, f32): warp q of the warpgroup owns rows 16q .. 16q+15; d[4j + e] is
+// (row 16q + g + 8*(e>>1), col 8j + 2t + (e&1)) for j < N/8, i.e. m16n8's C layout repeated along n.
+// Shared memory: 3 x 32 KB staging + 2 x 64 KB split buffers + 1 KB alignment slack = 225 KB.
+// ---------------------------------------------------------------------------------------------------
+constexpr int kWgStages = 3;
+constexpr int kWgStageFloats = (kBM + kBN) * kBK;        // unpadded A + B
+constexpr int kWgTileBytes = 128 * kBK * 4;              // one [128][32] TF32 tile = 16 KB
+constexpr int kWgSplitBytes = 4 * kWgTileBytes;          // A_big, A_small, B_big, B_small
+constexpr int kWgSmemBytes = kWgStages * kWgStageFloats * 4 + 2 * kWgSplitBytes + 1024;
+static_assert(kBK * 4 == 128, "one k-tile row is exactly one 128-byte swizzle row");
+static_assert(kBM == 128 && kBN == 128, "the split pass and wgmma shapes assume 128 x 128");
+
+__device__ __forceinline__ uint64_t wg_desc(uint32_t addr) {
+  return static_cast<uint64_t>((addr & 0x3FFFFu) >> 4) | (static_cast<uint64_t>(1) << 16) |
+         (static_cast<uint64_t>(1024 >> 4) << 32) | (static_cast<uint64_t>(1) << 62);
+}
+
+// Byte offset of TF32 element (r, k) in a [128][32] K-major 128-byte-swizzled tile, k a multiple of 4.
+__device__ __forceinline__ uint32_t sw128(int r, int k) {
+  return static_cast<uint32_t>(r * 128 + ((((k >> 2) ^ (r & 7))) << 4));
+}
+
+__device__ __forceinline__ void st_shared_v4(uint32_t addr, uint32_t x, uint32_t y, uint32_t z, uint32_t w) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(x), "r"(y), "r"(z), "r"(w)
+               : "memory");
+}
+
+__device__ __forceinline__ void split4_store(uint32_t big_addr, uint32_t small_addr, float x0, float x1,
+                                             float x2, float x3) {
+  uint32_t b0, b1, b2, b3, s0, s1, s2, s3;
+  split_tf32(x0, b0, s0);
+  split_tf32(x1, b1, s1);
+  split_tf32(x2, b2, s2);
+  split_tf32(x3, b3, s3);
+  st_shared_v4(big_addr, b0, b1, b2, b3);
+  st_shared_v4(small_addr, s0, s1, s2, s3);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// d[64] += A(desc) . B(desc)^T over k8; scale_d = 0 ignores the old d (fresh accumulator).
+__device__ __forceinline__ void wgmma_m64n128k8(float (&d)[64], uint64_t da, uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "%64, %65, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
+        "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+        "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
+        "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
+        "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]),
+        "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]),
+        "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db), "r"(scale_d)
+      : "memory");
+}
+
+template <bool kBKMajor, int kVec, class Epilogue>
+__global__ void __launch_bounds__(kThreads, 1)
+    gemm3x_wgmma_kernel(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+                        int M, int N, int K, int lda, int ldb, int ldc, long long stride_a,
+                        long long stride_b, long long stride_c, Epilogue epi) {
+  extern __shared__ __align__(1024) unsigned char wg_smem_raw[];
+  // Split buffers first, on a 1024-byte boundary (swizzle atoms); staging after them.
+  const uint32_t raw_addr = smem_addr(wg_smem_raw);
+  const uint32_t pad = (1024u - (raw_addr & 1023u)) & 1023u;
+  unsigned char* base = wg_smem_raw + pad;
+  const uint32_t split_addr = raw_addr + pad;                            // 2 x [A_big, A_small, B_big, B_small]
+  float* staging = reinterpret_cast<float*>(base + 2 * kWgSplitBytes);   // kWgStages x [A | B]
+
+  const int batch = static_cast<int>(blockIdx.z);
+  A += batch * stride_a;
+  B += batch * stride_b;
+  C += batch * stride_c;
+  const int m0 = static_cast<int>(blockIdx.x) * kBM;
+  const int n0 = static_cast<int>(blockIdx.y) * kBN;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int wg = tid / 128;
+  const int k_tiles = (K + kBK - 1) / kBK;
+
+  auto load_stage = [&](int kt) {
+    float* sa = staging + (kt % kWgStages) * kWgStageFloats;
+    float* sb = sa + kBM * kBK;
+    const int k0 = kt * kBK;
+    load_tile<kBM, kBK, kBK, kVec>(sa, A, lda, m0, k0, M, K);
+    if constexpr (kBKMajor) {
+      load_tile<kBN, kBK, kBK, kVec>(sb, B, ldb, n0, k0, N, K);
+    } else {
+      load_tile<kBK, kBN, kBN, kVec>(sb, B, ldb, k0, n0, K, N);
+    }
+  };
+
+  // Staged fp32 tile kt -> split buffer kt % 2 (16 A values and 16 B values per thread).
+  auto split_stage = [&](int kt) {
+    const float* sa = staging + (kt % kWgStages) * kWgStageFloats;
+    const float* sb = sa + kBM * kBK;
+    const uint32_t buf = split_addr + (kt & 1) * kWgSplitBytes;
+#pragma unroll
+    for (int i = 0; i < (kBM * kBK / 4) / kThreads; ++i) {  // A: 1024 chunks of 4 k
+      const int c = i * kThreads + tid;
+      const int r = c >> 3;
+      const int k = (c & 7) * 4;
+      const float4 v = *reinterpret_cast<const float4*>(sa + r * kBK + k);
+      split4_store(buf + sw128(r, k), buf + kWgTileBytes + sw128(r, k), v.x, v.y, v.z, v.w);
+    }
+#pragma unroll
+    for (int i = 0; i < (kBN * kBK / 4) / kThreads; ++i) {  // B: 1024 chunks of 4 k
+      const int c = i * kThreads + tid;
+      int n;
+      int k;
+      float4 v;
+      if constexpr (kBKMajor) {
+        n = c >> 3;
+        k = (c & 7) * 4;
+        v = *reinterpret_cast<const float4*>(sb + n * kBK + k);
+      } else {  // [k][n] staging: consecutive threads take consecutive n (conflict-free column reads)
+        n = c & (kBN - 1);
+        k = (c >> 7) * 4;
+        v = make_float4(sb[k * kBN + n], sb[(k + 1) * kBN + n], sb[(k + 2) * kBN + n], sb[(k + 3) * kBN + n]);
+      }
+      split4_store(buf + 2 * kWgTileBytes + sw128(n, k), buf + 3 * kWgTileBytes + sw128(n, k), v.x, v.y, v.z,
+                   v.w);
+    }
+    fence_proxy_async();  // generic-proxy stores -> visible to wgmma (async proxy) after the barrier
+  };
+
+  float acc[64];
+  float tile[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) tile[i] = 0.0f;
+
+  // Prologue: tiles 0 .. kWgStages-2 in flight; tile 0 split.
+#pragma unroll
+  for (int s = 0; s < kWgStages - 1; ++s) {
+    if (s < k_tiles) load_stage(s);
+    cp_async_commit();
+  }
+  cp_async_wait<kWgStages - 2>();
+  __syncthreads();
+  if (k_tiles > 0) split_stage(0);
+  __syncthreads();
+
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    // 1. This tile's 12 wgmmas, asynchronous.
+    {
+      const uint32_t buf = split_addr + (kt & 1) * kWgSplitBytes;
+      const uint32_t a_big = buf + wg * 64 * 128;
+      const uint32_t a_small = a_big + kWgTileBytes;
+      const uint32_t b_big = buf + 2 * kWgTileBytes;
+      const uint32_t b_small = buf + 3 * kWgTileBytes;
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBK / 8; ++kk) {
+        const uint32_t off = kk * 32;
+        wgmma_m64n128k8(tile, wg_desc(a_small + off), wg_desc(b_big + off), kk == 0 ? 0 : 1);
+        wgmma_m64n128k8(tile, wg_desc(a_big + off), wg_desc(b_small + off), 1);
+        wgmma_m64n128k8(tile, wg_desc(a_big + off), wg_desc(b_big + off), 1);
+      }
+      wgmma_commit();
+    }
+    // 2. Meanwhile: tile kt+1 has landed (all groups but the newest may be pending = none with 3
+    //    stages, see the committed count), refill the staging slot of tile kt-1, split tile kt+1.
+    if (kt + 1 < k_tiles) {
+      cp_async_wait<kWgStages - 3>();
+      __syncthreads();  // tile kt+1 visible to every thread
+      if (kt + kWgStages - 1 < k_tiles) load_stage(kt + kWgStages - 1);
+      cp_async_commit();
+      split_stage(kt + 1);  // buffer (kt+1)%2 was last read by tile kt-1's wgmmas, finished before
+                            // the barrier that ended iteration kt-1
+    }
+    // 3. Flush this tile's products into the running sum (round to nearest).
+    wgmma_wait0();
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] += tile[i];
+    __syncthreads();  // split kt+1 visible to both warpgroups; both done reading buffer kt%2
+  }
+  cp_async_wait<0>();
+
+  // Epilogue from the accumulator fragment, bounds-checked.
+  const int lane = tid & 31;
+  const int row_base = m0 + wg * 64 + ((tid & 127) >> 5) * 16 + (lane >> 2);
+  const int col_base = n0 + 2 * (lane & 3);
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = row_base + (e >> 1) * 8;
+      const int col = col_base + j * 8 + (e & 1);
+      if (row < M && col < N) {
+        C[static_cast<long long>(row) * ldc + col] = epi(acc[4 * j + e], batch, row, col);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
 // Host side
 // ---------------------------------------------------------------------------------------------------
+// 0: mma.sync (default), 1: wgmma (sm_90a). Process-wide; set by gemm3x_set_variant (lab use).
+inline int& variant() {
+  static int v = 0;
+  return v;
+}
+
 template <bool kBKMajor, int kVec, class Epilogue>
 cudaError_t launch_variant(const float* A, const float* B, float* C, int M, int N, int K, int lda, int ldb,
                            int ldc, int batch, long long stride_a, long long stride_b, long long stride_c,
                            Epilogue epi, cudaStream_t stream) {
-  auto kernel = gemm3x_tf32_kernel<kBKMajor, kVec, Epilogue>;
-  const int bytes = Smem<kBKMajor>::kBytes;
+  const bool wgmma = variant() == 1;
+  auto kernel = wgmma ? gemm3x_wgmma_kernel<kBKMajor, kVec, Epilogue> : gemm3x_tf32_kernel<kBKMajor, kVec, Epilogue>;
+  const int bytes = wgmma ? kWgSmemBytes : Smem<kBKMajor>::kBytes;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   if (err != cudaSuccess) return err;
   const dim3 grid((M + kBM - 1) / kBM, (N + kBN - 1) / kBN, batch);
@@ -364,6 +656,15 @@ cudaError_t launch_bias(const float* A, const float* B, float* C, int M, int N, 
 // C-callable launchers. Row-major, leading dimensions in elements; bias may be NULL; stream is a
 // cudaStream_t (NULL = legacy default stream). Each returns the cudaError_t of the launch.
 // ---------------------------------------------------------------------------------------------------
+
+// Selects the kernel of every later launch: 0 = mma.sync (default), 1 = wgmma (sm_90a, unverified).
+// Returns the previous variant, or -1 (and changes nothing) for an unknown one.
+extern "C" int gemm3x_set_variant(int v) {
+  if (v != 0 && v != 1) return -1;
+  const int old = gemm3x::variant();
+  gemm3x::variant() = v;
+  return old;
+}
 
 // C[M,N] = A[M,K] . B[N,K]^T (+ bias[N])
 extern "C" int gemm3x_tn(const float* A, const float* B, float* C, int M, int N, int K, int lda, int ldb,
