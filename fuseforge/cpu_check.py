@@ -3,7 +3,10 @@
 Each torch step runs its ATen op; each planned kernel runs its *reference implementation*: the group's
 ops evaluated with torch, reading only the kernel's declared inputs and keeping only its declared
 outputs. So a kernel that forgot an input, an output used later, a wrong step order or a lost buffer
-update shows up here, without a GPU. The generated C++ itself is checked by the op-table tests.
+update shows up here, without a GPU. A row kernel's reference also checks each input against the class
+the kernel reads it as (full, per column, per row, scalar), and computes the reduction itself by the
+kernel's formulas (`rowwise.reference`: max and sum of exponentials, mean and biased variance, ...)
+rather than by the ATen op. The generated C++ itself is checked by the op-table tests.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import fx
 
+from . import rowwise
 from .capture import Captured
 from .load import LoadedModel
 from .partition import KernelGroup, KernelStep, Plan
@@ -47,11 +51,32 @@ def _run_node(node: fx.Node, env: dict[str, object]):
     return node.target(*args, **kwargs)
 
 
+def _check_row_operands(group: KernelGroup, inputs: dict[str, object]) -> None:
+    """What the row kernel's binding checks: each input fits the class it is read as."""
+    full = [inputs[i] for i, c in group.row.operands if c == "full"]
+    if not full:
+        raise ValueError(f"{group.name}: no full-shape input")
+    sizes = full[0].shape
+    cols, rows = sizes[-1], full[0].numel() // max(1, sizes[-1])
+    expected = {"full": None, "col": cols, "row": rows, "scalar": 1}
+    for name, cls in group.row.operands:
+        t = inputs[name]
+        ok = t.shape == sizes if cls == "full" else t.numel() == expected[cls]
+        if not ok:
+            raise ValueError(f"{group.name}: input {name} of shape {list(t.shape)} is not {cls} for rows {list(sizes)}")
+
+
 def run_kernel_reference(group: KernelGroup, by_name: dict[str, fx.Node], inputs: dict[str, object]) -> dict:
     """The kernel's reference implementation: its ops with torch, on its declared inputs only."""
     local = dict(inputs)
+    if group.row:
+        _check_row_operands(group, inputs)
     for name in group.nodes:
-        local[name] = _run_node(by_name[name], local)
+        if group.row and name == group.row.anchor:
+            red = group.row.reduction
+            local[name] = rowwise.reference(red, local[red.data], {p: local[p] for p in red.params if p})
+        else:
+            local[name] = _run_node(by_name[name], local)
     return {o: local[o] for o in group.outputs}
 
 

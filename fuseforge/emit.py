@@ -161,7 +161,8 @@ def _forward(ctx: EmitContext) -> str:
         for i, step in enumerate(ctx.plan.steps):
             if isinstance(step, KernelStep):
                 g = step.group
-                w.line(f"# {' -> '.join(op_key(by_name[n]).split('.')[1] for n in g.nodes)}: one kernel")
+                what = f"one row kernel ({g.row.reduction.op} over the last axis)" if g.row else "one kernel"
+                w.line(f"# {' -> '.join(op_key(by_name[n]).split('.')[1] for n in g.nodes)}: {what}")
                 w.line(f"{', '.join(g.outputs)}{',' if len(g.outputs) > 1 else ''} = "
                        f"kernels.{g.name}({', '.join([*g.inputs, 'stream'])})")
             else:

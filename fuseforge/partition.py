@@ -1,9 +1,13 @@
 """Stage `partition`: decide which ops become one generated kernel and which stay torch calls.
 
-v0 rule: anchors (matmul, linear, conv, reductions, norms, views: every op that is not in the pointwise
-table) stay torch calls. Every maximal set of pointwise ops between anchors that can run as one
-elementwise loop becomes a kernel: chains, multi-input chains, broadcasts of vectors and scalars,
-anchor epilogues. A kernel's outputs share one iteration shape; every op inside it broadcasts to it.
+Two kinds of kernel:
+- pointwise: every maximal set of pointwise ops between anchors that can run as one elementwise loop
+  (chains, multi-input chains, broadcasts of vectors and scalars, anchor epilogues). Its outputs share
+  one iteration shape; every op inside it broadcasts to it.
+- row: a reduction or normalisation over the last axis (softmax, log_softmax, logsumexp, layer_norm,
+  mean, sum, amax, amin) together with the pointwise groups around it that have the row shape or one
+  value per row (`partition_rows`): prologue -> row statistics -> epilogue, one launch.
+Other anchors (matmul, linear, conv, other reductions and norms, views) stay torch calls.
 Whenever two neighbours end up apart, the reason is recorded (`WhyNotFused`).
 
 The planner emits plain dataclasses; codegen only prints them.
@@ -17,7 +21,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import fx
 
-from . import pointwise
+from . import pointwise, rowwise
+from .partition_rows import RowSpec, form_row_groups, row_op_reason
 from .pointwise import NotSpellable
 
 KERNEL_DTYPES = (torch.float32, torch.bool)
@@ -25,13 +30,18 @@ KERNEL_DTYPES = (torch.float32, torch.bool)
 
 @dataclass(frozen=True)
 class KernelGroup:
-    """Pointwise ops computed by one generated kernel."""
+    """Ops computed by one generated kernel: pointwise ops, or (with `row`) a row reduction and its neighbours."""
 
     name: str
     nodes: tuple[str, ...]  # in topological order
     inputs: tuple[str, ...]  # external tensors read (float32), in first-use order
-    outputs: tuple[str, ...]  # tensors written, all of shape `shape`
-    shape: tuple  # iteration shape (may hold symbolic sizes) as captured
+    outputs: tuple[str, ...]  # tensors written: of shape `shape` (row kernels: or one value per row)
+    shape: tuple  # iteration shape (row kernels: the row shape) as captured; may hold symbolic sizes
+    row: RowSpec | None = None  # set for a row kernel
+
+    @property
+    def kind(self) -> str:
+        return "row" if self.row is not None else "pointwise"
 
 
 @dataclass(frozen=True)
@@ -73,6 +83,8 @@ def fusible_reason(node: fx.Node) -> str | None:
     if node.op != "call_function":
         return f"{node.name} is a graph {node.op}"
     if not pointwise.is_pointwise(node):
+        if rowwise.is_row_op(node) and row_op_reason(node):
+            return f"{pointwise.op_key(node)} is not pointwise, nor a row kernel: {row_op_reason(node)}"
         return f"{pointwise.op_key(node)} is not pointwise (stays a torch call)"
     meta = _tensor_meta(node)
     if meta is None or meta.dtype not in KERNEL_DTYPES:
@@ -134,6 +146,7 @@ def _group_nodes(graph: fx.Graph, not_fused: list[WhyNotFused]) -> list[list[str
     reach = _Reach(graph)
     group_of: dict[str, int] = {}
     groups: dict[int, set[str]] = {}
+    next_id = 0
     for node in graph.nodes:
         if node.op != "call_function":
             continue
@@ -143,7 +156,8 @@ def _group_nodes(graph: fx.Graph, not_fused: list[WhyNotFused]) -> list[list[str
                 if arg.name in group_of:
                     not_fused.append(WhyNotFused(arg.name, node.name, reason))
             continue
-        gid = len(groups)
+        gid = next_id  # not len(groups): merged groups are popped, so a length can name a live group
+        next_id += 1
         groups[gid] = {node.name}
         group_of[node.name] = gid
         for arg in node.all_input_nodes:
@@ -182,7 +196,7 @@ def _kernel_name(nodes: list[str], by_name, taken: set[str]) -> str:
     return name
 
 
-def _make_group(nodes: list[str], by_name, taken: set[str]) -> KernelGroup:
+def _make_group(nodes: list[str], by_name, taken: set[str], row: RowSpec | None = None) -> KernelGroup:
     members = set(nodes)
     inputs: list[str] = []
     for n in nodes:
@@ -190,8 +204,12 @@ def _make_group(nodes: list[str], by_name, taken: set[str]) -> KernelGroup:
             if arg.name not in members and arg.name not in inputs:
                 inputs.append(arg.name)
     outputs = [n for n in nodes if any(u.name not in members for u in by_name[n].users)]
-    shape = _shape_of(outputs[0], by_name)
-    return KernelGroup(_kernel_name(nodes, by_name, taken), tuple(nodes), tuple(inputs), tuple(outputs), shape)
+    shape = row.full_shape if row else _shape_of(outputs[0], by_name)
+    if row:  # operand classes in the order of the inputs
+        row = RowSpec(row.anchor, row.reduction, tuple((i, row.operand_class(i)) for i in inputs),
+                      row.row_nodes, row.full_shape)
+    return KernelGroup(_kernel_name(nodes, by_name, taken), tuple(nodes), tuple(inputs), tuple(outputs), shape,
+                       row)
 
 
 def _schedule(graph: fx.Graph, groups: list[KernelGroup]) -> list[TorchStep | KernelStep]:
@@ -235,8 +253,14 @@ def _schedule(graph: fx.Graph, groups: list[KernelGroup]) -> list[TorchStep | Ke
 def partition(graph: fx.Graph) -> Plan:
     not_fused: list[WhyNotFused] = []
     by_name = {n.name: n for n in graph.nodes}
+    order = {n.name: i for i, n in enumerate(graph.nodes)}
     taken: set[str] = set()
-    groups = [_make_group(nodes, by_name, taken) for nodes in _group_nodes(graph, not_fused)]
+    pointwise_groups = _group_nodes(graph, not_fused)
+    pointwise_groups, row_groups = form_row_groups(graph, pointwise_groups, not_fused, _Reach(graph), WhyNotFused)
+    units = [(nodes, None) for nodes in pointwise_groups]
+    units += [(sorted(members, key=order.__getitem__), spec) for members, spec in row_groups]
+    units.sort(key=lambda unit: order[unit[0][0]])
+    groups = [_make_group(nodes, by_name, taken, spec) for nodes, spec in units]
     return Plan(_schedule(graph, groups), groups, not_fused)
 
 
@@ -247,8 +271,15 @@ def format_plan(plan: Plan) -> str:
         if isinstance(step, KernelStep):
             g = step.group
             lines.append(f"kernel {g.name}: {' -> '.join(g.nodes)}")
-            lines.append(f"    reads {', '.join(g.inputs)}; writes {', '.join(g.outputs)}; "
-                         f"iteration shape {list(g.shape)}")
+            if g.row:
+                r = g.row
+                per_row = f"; one value per row: {', '.join(r.row_nodes)}" if r.row_nodes else ""
+                lines.append(f"    row kernel: {r.reduction.op} of {r.reduction.data} over the last axis of "
+                             f"{list(g.shape)}{per_row}")
+                lines.append(f"    reads {', '.join(f'{i} ({c})' for i, c in r.operands)}; writes {', '.join(g.outputs)}")
+            else:
+                lines.append(f"    reads {', '.join(g.inputs)}; writes {', '.join(g.outputs)}; "
+                             f"iteration shape {list(g.shape)}")
         else:
             lines.append(f"torch  {step.node}")
     lines.append("")

@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING
 
 from torch import fx
 
+from . import rowwise
 from .cost import BANDWIDTH, LAUNCH_S, SGEMM_FLOPS, VIEW_OPS, nbytes
 from .partition import KernelStep, fusible_reason
+from .partition_rows import row_op_reason
 from .pointwise import op_key
 from .report_measured import measured_section, summary_rows
 
@@ -41,8 +43,10 @@ def _replaced(run: Run) -> list[str]:
         return lines + ["None: no op of this model is pointwise, so no generated kernel was needed "
                         "(every op stays the torch call that eager PyTorch makes; see below).", ""]
     for g in run.plan.groups:
-        lines.append(f"- {_ops_of(run, g.nodes)} (graph values {', '.join(g.nodes)}) → generated kernel "
-                     f"`{g.name}`: pointwise ops are memory-bound, so the win is to read "
+        what = (f"a {g.row.reduction.op} over the last axis with the pointwise ops around it is memory-bound, "
+                "so the win is to read " if g.row else "pointwise ops are memory-bound, so the win is to read ")
+        lines.append(f"- {_ops_of(run, g.nodes)} (graph values {', '.join(g.nodes)}) → generated "
+                     f"{'row ' if g.row else ''}kernel `{g.name}`: {what}"
                      f"{', '.join(g.inputs)} once and write {', '.join(g.outputs)} once instead of a round trip "
                      "through device memory and a launch per op.")
     return lines + [""]
@@ -54,7 +58,7 @@ def _fusions(run: Run) -> list[str]:
     fused = [g for g in run.plan.groups if len(g.nodes) > 1]
     if not fused:
         lines.append("No kernel holds more than one op: every pointwise op here sits alone between anchors "
-                     "(GEMMs, convolutions, reductions, norms), which v0 leaves as torch calls.")
+                     "(GEMMs, convolutions, reductions and norms that are no row kernel), which stay torch calls.")
     for g in fused:
         saved = sum(nbytes(by_name[n]) for n in g.nodes if n not in g.outputs)
         lines.append(f"- `{g.name}` fuses {len(g.nodes)} ops ({_ops_of(run, g.nodes)}): "
@@ -121,7 +125,9 @@ def _why_torch(node: fx.Node) -> str:
         return ("GEMM/convolution anchor: cuBLAS/cuDNN already run it near the fp32 rate; our own "
                 "fp32-class GEMM engine with fused epilogues is a later stage of fuseforge.")
     if any(k in key for k in ("norm", "softmax", "logsumexp", "sum", "mean", "amax", "min", "max", "pool")):
-        return "reduction or normalisation anchor: kept as PyTorch's kernel in this version (not yet fused)."
+        return ("reduction or normalisation anchor: kept as PyTorch's kernel; row kernels cover softmax, "
+                "log_softmax, logsumexp, layer_norm, mean, sum, amax and amin over the last axis only"
+                + (f" ({row_op_reason(node)})." if rowwise.is_row_op(node) and row_op_reason(node) else "."))
     return (fusible_reason(node) or "kept as a torch call") + "."
 
 
@@ -140,11 +146,26 @@ def _kernels_how(run: Run) -> list[str]:
         "per multiprocessor. The binding (`30_kernels/binding.cpp`) checks dtypes and devices, allocates "
         "the outputs and launches on the caller's current CUDA stream; every launch is checked.",
         "",
-        "Calls in `ModelNew.forward` (`model_new.py`):", "",
     ]
+    if any(g.row for g in run.plan.groups):
+        lines += [
+            "Row kernels (reductions and normalisations over the last axis, with their prologue and "
+            "epilogue; design and numerics from `dev/kernels/rowwise.cu`) have a different structure: a "
+            "generated `Op` struct spells the prologue (the value reduced), the per-row values and the "
+            "epilogue; fixed templates run one warp per row (rows up to 1024 values, 8 rows per 256-thread "
+            "block), one 512-thread block per row (up to 16384), or two passes over longer rows, with each "
+            "element's inputs cached in registers between the reduction and the epilogue, 16-byte loads and "
+            "stores when the row length is a multiple of 4 and every full-shape pointer is aligned. "
+            "Statistics: online max and sum of exponentials (softmax, log_softmax, logsumexp), Welford with "
+            "Chan's merge (layer_norm), fp32 sums (sum, mean), merged by warp shuffles and shared memory; "
+            "precise expf/logf/sqrtf. Not yet run on a GPU in this pipeline (the lab kernels were).",
+            "",
+        ]
+    lines += ["Calls in `ModelNew.forward` (`model_new.py`):", ""]
     for g in run.plan.groups:
-        lines.append(f"- `{', '.join(g.outputs)} = kernels.{g.name}({', '.join([*g.inputs, 'stream'])})` — "
-                     f"iteration shape {list(g.shape)}")
+        shape = (f"rows of {list(g.shape)}, {g.row.reduction.op} of {g.row.reduction.data}; reads "
+                 + ", ".join(f"{i} ({c})" for i, c in g.row.operands)) if g.row else f"iteration shape {list(g.shape)}"
+        lines.append(f"- `{', '.join(g.outputs)} = kernels.{g.name}({', '.join([*g.inputs, 'stream'])})` — {shape}")
     return lines + [""]
 
 
@@ -183,7 +204,8 @@ def _limits(run: Run) -> list[str]:
 def render(run: Run) -> str:
     name = run.loaded.path.name
     parts = [f"# fuseforge report: {name}", "", *summary_rows(run), "",
-             "fuseforge captured the model as an ATen graph, fused its pointwise ops into generated CUDA kernels, "
+             "fuseforge captured the model as an ATen graph, fused its pointwise ops, and its reductions and "
+             "normalisations over the last axis together with their pointwise neighbours, into generated CUDA kernels, "
              "kept everything else as the torch calls eager PyTorch makes, and checked the result against a "
              "float64 run of the original model. Artefacts of each stage are next to this file "
              "(`00_captured.txt` … `60_bench.json`).", ""]

@@ -13,9 +13,12 @@ from dataclasses import dataclass
 
 from torch import fx
 
-from ..partition import Plan
+from ..partition import KernelGroup, Plan
 from ..pointwise import PRELUDE
+from ..rowwise import ROW_STATS
 from .pointwise_kernel import KernelSource, kernel_source
+from .row_kernel import row_kernel_source
+from .row_runtime import ROW_BINDING_RUNTIME, ROW_KERNEL_RUNTIME
 from .runtime import BINDING_RUNTIME, KERNEL_RUNTIME, TYPES
 
 
@@ -37,19 +40,26 @@ def _banner(model_name: str, what: str) -> str:
             "// Generated from the captured graph; the comments name the graph values each kernel computes.\n")
 
 
+def _source(group: KernelGroup, by_name) -> KernelSource:
+    return row_kernel_source(group, by_name) if group.row else kernel_source(group, by_name)
+
+
 def generate(plan: Plan, graph: fx.Graph, model_name: str) -> Extension:
     by_name = {n.name: n for n in graph.nodes}
-    kernels = tuple(kernel_source(g, by_name) for g in plan.groups)
+    kernels = tuple(_source(g, by_name) for g in plan.groups)
+    rows = any(g.row for g in plan.groups)
     cuda = "\n".join([
         _banner(model_name, "CUDA kernels"),
         "#include <cuda_runtime.h>\n#include <cstdint>\n#include <math.h>",
         TYPES, PRELUDE, KERNEL_RUNTIME,
+        *([ROW_STATS, ROW_KERNEL_RUNTIME] if rows else []),
         *[k.cuda for k in kernels],
     ])
     binding = "\n".join([
         _banner(model_name, "torch binding"),
         "#include <torch/extension.h>\n#include <vector>",
         TYPES, BINDING_RUNTIME,
+        *([ROW_BINDING_RUNTIME] if rows else []),
         *[k.launcher_decl for k in kernels],
         "",
         *[k.binding for k in kernels],

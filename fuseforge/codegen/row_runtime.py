@@ -1,0 +1,312 @@
+"""Fixed C++ of the row kernels: the row paths and their launch (kernel unit), operand checks (binding unit).
+
+Adapted from dev/kernels/rowwise.cu (all its cases, odd sizes included, verified against float64 on an
+H100). There the prologue and epilogue were hand-written functors over one input; here each row kernel
+is a generated `Op` struct (codegen/row_kernel.py) that the templates below call:
+
+    using Stats;                 // the statistics struct (rowwise.ROW_STATS)
+    kFull, kOut, kEps            // full-shape inputs (cached per element), full-shape outputs, LayerNorm eps
+    const float* full[kFull];    // the full-shape inputs, [rows, cols] contiguous
+    float* out[kOut];            // the full-shape outputs, [rows, cols] contiguous
+    float reduced(in, row, col)  // prologue: the value the statistics accumulate, from the element's inputs
+    Row row_values(st, row, cols, write)  // per-row values once the statistics are final; thread 0
+                                 //   of the row writes the per-row outputs (write == true)
+    void element(in, st, r, row, col, o)  // epilogue: the full-shape outputs of one element
+
+Paths (chosen from cols; NPT values per thread cached in registers): warp (cols <= 32 * kBig: one warp
+per row, 8 rows per 256-thread block, shuffles only), block (cols <= 512 * kBig: one 512-thread block
+per row, shuffles then shared memory), two-pass (longer rows, or more than 4 full-shape inputs: the
+statistics from a first read, the outputs from a second). kBig is 32 values per thread with one
+full-shape input, 16 with two, 8 with three or four: the cache stays at <= 32 floats per thread.
+Loads and stores are float4 when cols % 4 == 0 and every full-shape pointer is 16-byte aligned, scalar
+otherwise. Each element's inputs are cached (not the reduced value), so the epilogue can read any of
+them; the prologue is recomputed from them in the epilogue where it is needed (registers, no traffic).
+"""
+
+ROW_KERNEL_RUNTIME = r"""
+// ---- Row kernels: prologue -> statistics over the last axis -> epilogue, one launch per call.
+// Adapted from dev/kernels/rowwise.cu; see fuseforge/codegen/row_runtime.py for the Op interface.
+constexpr int kFFRowWarpRows = 8;     // warp path: 256 threads, one row per warp
+constexpr int kFFRowThreads = 512;    // block and two-pass paths: one row per block
+
+template <class Stats>
+__device__ __forceinline__ Stats ff_row_warp_reduce(Stats st) {
+#pragma unroll
+    for (int mask = 16; mask > 0; mask >>= 1) st.merge(st.shfl_xor(mask));
+    return st;  // every lane holds the total
+}
+
+template <class Stats, int kThreads>
+__device__ __forceinline__ Stats ff_row_block_reduce(Stats st) {
+    constexpr int kWarps = kThreads / 32;
+    __shared__ Stats partial[kWarps];
+    __shared__ Stats total;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    st = ff_row_warp_reduce(st);
+    if (lane == 0) partial[warp] = st;
+    __syncthreads();
+    if (warp == 0) {
+        Stats s;
+        if (lane < kWarps) {
+            s = partial[lane];
+        } else {
+            s.init();
+        }
+        s = ff_row_warp_reduce(s);
+        if (lane == 0) total = s;
+    }
+    __syncthreads();
+    return total;
+}
+
+template <class Op>
+struct FFRowCache {  // values per thread of the cached paths: <= 32 floats of inputs per thread
+    static constexpr int kBig = Op::kFull == 1 ? 32 : (Op::kFull == 2 ? 16 : 8);
+    static constexpr bool kCached = Op::kFull <= 4;
+};
+
+// Store four consecutive outputs of element c.. c+3 (float4) or one (scalar).
+template <class Op>
+__device__ __forceinline__ void ff_row_store4(const Op& op, int64_t at, const float o[4][Op::kOut > 0 ? Op::kOut : 1]) {
+#pragma unroll
+    for (int m = 0; m < Op::kOut; ++m)
+        *reinterpret_cast<float4*>(op.out[m] + at) = make_float4(o[0][m], o[1][m], o[2][m], o[3][m]);
+}
+
+// One row, cached in registers: thread t of kThreads holds the inputs of up to NPT elements.
+// Float4 layout: thread t owns elements 4*(t + k*kThreads) .. +3; scalar layout: t + k*kThreads.
+template <class Op, int kThreads, int NPT, bool kVec, bool kBlock>
+__device__ __forceinline__ void ff_row_cached(const Op& op, int64_t row, int cols, int t) {
+    using Stats = typename Op::Stats;
+    constexpr int F = Op::kFull;
+    const int64_t base = row * (int64_t)cols;
+    float in[NPT][F];
+    Stats st;
+    st.init();
+    if constexpr (kVec) {
+#pragma unroll
+        for (int k = 0; k < NPT / 4; ++k) {
+            const int c = 4 * (t + k * kThreads);
+            if (c < cols) {
+#pragma unroll
+                for (int f = 0; f < F; ++f) {
+                    const float4 q = __ldg(reinterpret_cast<const float4*>(op.full[f] + base + c));
+                    in[4 * k + 0][f] = q.x; in[4 * k + 1][f] = q.y; in[4 * k + 2][f] = q.z; in[4 * k + 3][f] = q.w;
+                }
+#pragma unroll
+                for (int j = 0; j < 4; ++j) st.add(op.reduced(in[4 * k + j], row, c + j));
+            }
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < NPT; ++k) {
+            const int c = t + k * kThreads;
+            if (c < cols) {
+#pragma unroll
+                for (int f = 0; f < F; ++f) in[k][f] = __ldg(op.full[f] + base + c);
+                st.add(op.reduced(in[k], row, c));
+            }
+        }
+    }
+    if constexpr (kBlock) {
+        st = ff_row_block_reduce<Stats, kThreads>(st);
+    } else {
+        st = ff_row_warp_reduce(st);
+    }
+    st.finalize(cols, Op::kEps);
+    if constexpr (Op::kOut == 0) {
+        op.row_values(st, row, cols, t == 0);
+    } else {
+        const typename Op::Row r = op.row_values(st, row, cols, t == 0);
+        if constexpr (kVec) {
+#pragma unroll
+            for (int k = 0; k < NPT / 4; ++k) {
+                const int c = 4 * (t + k * kThreads);
+                if (c < cols) {
+                    float o[4][Op::kOut];
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) op.element(in[4 * k + j], st, r, row, c + j, o[j]);
+                    ff_row_store4(op, base + c, o);
+                }
+            }
+        } else {
+#pragma unroll
+            for (int k = 0; k < NPT; ++k) {
+                const int c = t + k * kThreads;
+                if (c < cols) {
+                    float o[Op::kOut];
+                    op.element(in[k], st, r, row, c, o);
+#pragma unroll
+                    for (int m = 0; m < Op::kOut; ++m) op.out[m][base + c] = o[m];
+                }
+            }
+        }
+    }
+}
+
+// One row of any length, two reads of the inputs (statistics, then outputs).
+template <class Op, int kThreads, bool kVec>
+__device__ __forceinline__ void ff_row_two_pass(const Op& op, int64_t row, int cols, int t) {
+    using Stats = typename Op::Stats;
+    constexpr int F = Op::kFull;
+    const int64_t base = row * (int64_t)cols;
+    Stats st;
+    st.init();
+    if constexpr (kVec) {
+        for (int c = 4 * t; c < cols; c += 4 * kThreads) {
+            float in[4][F];
+#pragma unroll
+            for (int f = 0; f < F; ++f) {
+                const float4 q = __ldg(reinterpret_cast<const float4*>(op.full[f] + base + c));
+                in[0][f] = q.x; in[1][f] = q.y; in[2][f] = q.z; in[3][f] = q.w;
+            }
+#pragma unroll
+            for (int j = 0; j < 4; ++j) st.add(op.reduced(in[j], row, c + j));
+        }
+    } else {
+        for (int c = t; c < cols; c += kThreads) {
+            float in[F];
+#pragma unroll
+            for (int f = 0; f < F; ++f) in[f] = __ldg(op.full[f] + base + c);
+            st.add(op.reduced(in, row, c));
+        }
+    }
+    st = ff_row_block_reduce<Stats, kThreads>(st);
+    st.finalize(cols, Op::kEps);
+    if constexpr (Op::kOut == 0) {
+        op.row_values(st, row, cols, t == 0);
+    } else {
+        const typename Op::Row r = op.row_values(st, row, cols, t == 0);
+        if constexpr (kVec) {
+            for (int c = 4 * t; c < cols; c += 4 * kThreads) {
+                float in[4][F];
+#pragma unroll
+                for (int f = 0; f < F; ++f) {
+                    const float4 q = __ldg(reinterpret_cast<const float4*>(op.full[f] + base + c));
+                    in[0][f] = q.x; in[1][f] = q.y; in[2][f] = q.z; in[3][f] = q.w;
+                }
+                float o[4][Op::kOut];
+#pragma unroll
+                for (int j = 0; j < 4; ++j) op.element(in[j], st, r, row, c + j, o[j]);
+                ff_row_store4(op, base + c, o);
+            }
+        } else {
+            for (int c = t; c < cols; c += kThreads) {
+                float in[F];
+#pragma unroll
+                for (int f = 0; f < F; ++f) in[f] = __ldg(op.full[f] + base + c);
+                float o[Op::kOut];
+                op.element(in, st, r, row, c, o);
+#pragma unroll
+                for (int m = 0; m < Op::kOut; ++m) op.out[m][base + c] = o[m];
+            }
+        }
+    }
+}
+
+// Launch bounds name a minimum of blocks per SM: without one, ptxas chose register targets that spilled a
+// few bytes in some instantiations (NPT 32 around division's slow-path call). 2 x 256 and 1 x 512 threads
+// cap registers at 128 as before.
+template <class Op, int NPT, bool kVec>
+__global__ void __launch_bounds__(32 * kFFRowWarpRows, 2) ff_row_warp_kernel(Op op, int64_t rows, int cols) {
+    const int64_t row = (int64_t)blockIdx.x * kFFRowWarpRows + (threadIdx.x >> 5);
+    if (row >= rows) return;  // the whole warp leaves together, so the shuffles stay full-mask
+    ff_row_cached<Op, 32, NPT, kVec, false>(op, row, cols, threadIdx.x & 31);
+}
+
+template <class Op, int NPT, bool kVec>
+__global__ void __launch_bounds__(kFFRowThreads, 1) ff_row_block_kernel(Op op, int64_t rows, int cols) {
+    ff_row_cached<Op, kFFRowThreads, NPT, kVec, true>(op, blockIdx.x, cols, threadIdx.x);
+}
+
+template <class Op, bool kVec>
+__global__ void __launch_bounds__(kFFRowThreads, 1) ff_row_two_pass_kernel(Op op, int64_t rows, int cols) {
+    ff_row_two_pass<Op, kFFRowThreads, kVec>(op, blockIdx.x, cols, threadIdx.x);
+}
+
+template <class Op, bool kVec>
+void ff_row_launch_variant(const Op& op, int64_t rows, int cols, cudaStream_t s) {
+    constexpr int kBig = FFRowCache<Op>::kBig;
+    if constexpr (FFRowCache<Op>::kCached) {
+        if (cols <= 32 * kBig) {
+            const unsigned grid = (unsigned)((rows + kFFRowWarpRows - 1) / kFFRowWarpRows);
+            if (cols <= 32 * 8) {
+                ff_row_warp_kernel<Op, 8, kVec><<<grid, 32 * kFFRowWarpRows, 0, s>>>(op, rows, cols);
+            } else {
+                ff_row_warp_kernel<Op, kBig, kVec><<<grid, 32 * kFFRowWarpRows, 0, s>>>(op, rows, cols);
+            }
+            return;
+        }
+        if (cols <= kFFRowThreads * 8) {
+            ff_row_block_kernel<Op, 8, kVec><<<(unsigned)rows, kFFRowThreads, 0, s>>>(op, rows, cols);
+            return;
+        }
+        if (cols <= kFFRowThreads * kBig) {
+            ff_row_block_kernel<Op, kBig, kVec><<<(unsigned)rows, kFFRowThreads, 0, s>>>(op, rows, cols);
+            return;
+        }
+    }
+    ff_row_two_pass_kernel<Op, kVec><<<(unsigned)rows, kFFRowThreads, 0, s>>>(op, rows, cols);
+}
+
+// Launch `op` over rows x cols (the binding checked the sizes: rows < 2^31, cols < 2^31).
+template <class Op>
+int ff_row_launch(const Op& op, int64_t rows, int64_t cols, void* stream) {
+    if (rows == 0 || cols == 0) return 0;
+    bool aligned = cols % 4 == 0;
+    for (int f = 0; f < Op::kFull; ++f) aligned = aligned && reinterpret_cast<uintptr_t>(op.full[f]) % 16 == 0;
+    for (int m = 0; m < Op::kOut; ++m) aligned = aligned && reinterpret_cast<uintptr_t>(op.out[m]) % 16 == 0;
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    if (aligned) {
+        ff_row_launch_variant<Op, true>(op, rows, (int)cols, s);
+    } else {
+        ff_row_launch_variant<Op, false>(op, rows, (int)cols, s);
+    }
+    return (int)cudaGetLastError();
+}
+"""
+
+ROW_BINDING_RUNTIME = r"""
+// Row kernels: every operand is made contiguous and checked against its class (full: the row shape,
+// col: one value per column, row: one per row, scalar: one value).
+enum FFRowClass { FF_ROW_FULL = 0, FF_ROW_COL = 1, FF_ROW_ROW = 2, FF_ROW_SCALAR = 3 };
+
+struct FFRows {
+    std::vector<int64_t> sizes;  // the row shape of this call
+    int64_t rows, cols;
+};
+
+static FFRows ff_rows_of(const char* kernel, const torch::Tensor& full) {
+    TORCH_CHECK(full.dim() >= 1, kernel, ": the row input has no axis");
+    FFRows r;
+    r.sizes = full.sizes().vec();
+    r.cols = r.sizes.back();
+    r.rows = 1;
+    for (size_t d = 0; d + 1 < r.sizes.size(); ++d) r.rows *= r.sizes[d];
+    TORCH_CHECK(r.rows < (int64_t(1) << 31) && r.cols < (int64_t(1) << 31), kernel, ": more than 2^31 rows or columns");
+    return r;
+}
+
+static torch::Tensor ff_row_operand(const char* kernel, const char* name, const torch::Tensor& t, const FFRows& r,
+                                    const torch::Tensor& first, int cls) {
+    TORCH_CHECK(t.is_cuda(), kernel, ": ", name, " must be a CUDA tensor");
+    TORCH_CHECK(t.scalar_type() == torch::kFloat, kernel, ": ", name, " must be float32, got ", t.scalar_type());
+    TORCH_CHECK(t.device() == first.device(), kernel, ": inputs must be on one device");
+    if (cls == FF_ROW_FULL) TORCH_CHECK(t.sizes().vec() == r.sizes, kernel, ": ", name, " has sizes ", t.sizes(),
+                                        ", expected ", r.sizes);
+    if (cls == FF_ROW_COL) TORCH_CHECK(t.numel() == r.cols, kernel, ": ", name, " needs one value per column");
+    if (cls == FF_ROW_ROW) TORCH_CHECK(t.numel() == r.rows, kernel, ": ", name, " needs one value per row");
+    if (cls == FF_ROW_SCALAR) TORCH_CHECK(t.numel() == 1, kernel, ": ", name, " must hold one value");
+    return t.contiguous();
+}
+
+static std::vector<int64_t> ff_per_row_sizes(const FFRows& r, bool keepdim) {
+    std::vector<int64_t> sizes = r.sizes;
+    if (keepdim) {
+        sizes.back() = 1;
+    } else {
+        sizes.pop_back();
+    }
+    return sizes;
+}
+"""

@@ -1,0 +1,264 @@
+"""The row-reduction table: reductions and normalisations over the last axis that a row kernel computes.
+
+One entry per ATen overload. `recognise(node)` says which row reduction the node computes over the
+last axis of its first argument, or raises `NotSpellable` saying why it is not one. An entry names
+- the statistics a row kernel accumulates (a C++ struct of `ROW_STATS`, merged across threads),
+- whether the op's value is one per element (softmax, layer_norm) or one per row (logsumexp, mean),
+- the C++ expression of that value from the finalised statistics (`spell`),
+- the float64 torch formula the CPU check runs in its place (`reference`), written like the kernel
+  computes it (max and sum of exponentials, mean and biased variance, ...), not as the ATen op.
+
+Numerics are those of dev/kernels/rowwise.cu, verified on an H100: online softmax (running max and
+sum of exponentials, merged as m = max, s = s1*e^(m1-m) + s2*e^(m2-m)), Welford per thread with Chan's
+merge for LayerNorm, plain fp32 sums for sum/mean; precise expf/logf/sqrtf and division, no fast-math.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import fx
+
+from .cpp_literals import cpp_float
+from .pointwise import NotSpellable, bind_arguments, op_key
+
+
+@dataclass(frozen=True)
+class RowReduction:
+    """What one recognised node computes, over the last axis of `data`."""
+
+    op: str  # softmax, log_softmax, logsumexp, layer_norm, mean, sum, amax, amin
+    stats: str  # the C++ statistics struct (ROW_STATS)
+    per_element: bool  # the value has the input's shape; else one value per row
+    data: str  # the reduced tensor (a graph value of the row shape)
+    params: tuple[str | None, ...] = ()  # per-column parameters: layer_norm's weight and bias
+    eps: float = 0.0
+    keepdim: bool = True  # per-row values: the reduced axis is kept with size 1
+
+
+_STATS = {"softmax": "FFRowSoftmax", "log_softmax": "FFRowSoftmax", "logsumexp": "FFRowSoftmax",
+          "layer_norm": "FFRowWelford", "mean": "FFRowSum", "sum": "FFRowSum", "amax": "FFRowMax",
+          "amin": "FFRowMin"}
+
+# ATen overload -> (row op, the argument that names the reduced axis)
+_OPS = {
+    "aten.softmax.int": ("softmax", "dim"),
+    "aten._softmax.default": ("softmax", "dim"),
+    "aten.log_softmax.int": ("log_softmax", "dim"),
+    "aten._log_softmax.default": ("log_softmax", "dim"),
+    "aten.logsumexp.default": ("logsumexp", "dim"),
+    "aten.layer_norm.default": ("layer_norm", "normalized_shape"),
+    "aten.mean.dim": ("mean", "dim"),
+    "aten.sum.dim_IntList": ("sum", "dim"),
+    "aten.amax.default": ("amax", "dim"),
+    "aten.amin.default": ("amin", "dim"),
+}
+
+
+def is_row_op(node: fx.Node) -> bool:
+    return node.op == "call_function" and op_key(node) in _OPS
+
+
+def _meta(node) -> torch.Tensor | None:
+    val = node.meta.get("val") if isinstance(node, fx.Node) else None
+    return val if isinstance(val, torch.Tensor) else None
+
+
+def _last_axis_only(dims, rank: int) -> bool:
+    dims = [dims] if isinstance(dims, int) else list(dims or [])
+    return len(dims) == 1 and isinstance(dims[0], int) and dims[0] in (-1, rank - 1)
+
+
+def recognise(node: fx.Node) -> RowReduction:
+    """The row reduction `node` computes, or NotSpellable with the reason it is not one."""
+    if not is_row_op(node):
+        raise NotSpellable(f"{op_key(node)} is not a row reduction")
+    op, axis_arg = _OPS[op_key(node)]
+    args = bind_arguments(node, lambda n: n)
+    data = args["input" if op == "layer_norm" else "self"]
+    data_meta, out_meta = _meta(data), _meta(node)
+    if data_meta is None or out_meta is None or data_meta.dtype != torch.float32 \
+            or out_meta.dtype != torch.float32:
+        raise NotSpellable(f"{node.name} does not compute float32 from float32")
+    rank = data_meta.dim()
+    if rank == 0:
+        raise NotSpellable(f"{node.name} reduces a 0-d tensor")
+    if op == "layer_norm":
+        shape = list(args["normalized_shape"])
+        if len(shape) != 1 or shape[0] != data_meta.shape[-1]:
+            raise NotSpellable(f"{node.name} normalises over {shape}, not the last axis alone")
+        params = tuple(p.name if isinstance(p, fx.Node) else None for p in (args["weight"], args["bias"]))
+        return RowReduction(op, _STATS[op], True, data.name, params, float(args["eps"]))
+    if not _last_axis_only(args[axis_arg], rank):
+        raise NotSpellable(f"{node.name} reduces dims {args[axis_arg]}, not the last axis alone")
+    if args.get("dtype") is not None or args.get("half_to_float"):
+        raise NotSpellable(f"{node.name} changes the dtype")
+    per_element = op in ("softmax", "log_softmax")
+    return RowReduction(op, _STATS[op], per_element, data.name, keepdim=per_element or bool(args.get("keepdim")))
+
+
+def spell(red: RowReduction, v: str, params: dict[str, str]) -> str:
+    """The value as C++ from the finalised statistics `ff_st`, the row's element `v` (per-element ops)
+    and the per-column parameters' values; `ff_cols` is the row length."""
+    if red.op == "softmax":
+        return f"(expf({v} - ff_st.m) / ff_st.s)"
+    if red.op == "log_softmax":
+        return f"(({v} - ff_st.m) - logf(ff_st.s))"
+    if red.op == "logsumexp":
+        return "ff_st.logsumexp()"
+    if red.op == "layer_norm":
+        weight, bias = (params.get(p) if p else None for p in red.params)
+        expr = f"({v} - ff_st.mean) * ff_st.rstd"
+        expr = f"({expr} * {weight})" if weight else f"({expr})"
+        return f"({expr} + {bias})" if bias else expr
+    if red.op == "mean":
+        return "(ff_st.sum / (float)ff_cols)"
+    if red.op == "sum":
+        return "ff_st.sum"
+    return "ff_st.m"  # amax, amin
+
+
+def eps_literal(red: RowReduction) -> str:
+    return cpp_float(red.eps)
+
+
+def reference(red: RowReduction, v: torch.Tensor, params: dict[str, torch.Tensor | None]) -> torch.Tensor:
+    """The value in the precision of `v` (float64 on the CPU check), by the kernel's formulas."""
+    if red.op in ("softmax", "log_softmax", "logsumexp"):
+        m = v.amax(dim=-1, keepdim=True)
+        shifted = torch.where(torch.isinf(m), torch.zeros_like(v), v - m) if red.op == "logsumexp" else v - m
+        s = torch.exp(shifted).sum(dim=-1, keepdim=True)
+        if red.op == "softmax":
+            return torch.exp(v - m) / s
+        if red.op == "log_softmax":
+            return (v - m) - torch.log(s)
+        out = torch.where(torch.isinf(m), m, m + torch.log(s))
+    elif red.op == "layer_norm":
+        mean = v.mean(dim=-1, keepdim=True)
+        var = ((v - mean) ** 2).mean(dim=-1, keepdim=True)  # biased, as LayerNorm
+        out = (v - mean) / torch.sqrt(var + red.eps)
+        weight, bias = (params.get(p) if p else None for p in red.params)
+        out = out * weight if weight is not None else out
+        return out + bias if bias is not None else out
+    elif red.op in ("mean", "sum"):
+        out = v.sum(dim=-1, keepdim=True)
+        out = out / v.shape[-1] if red.op == "mean" else out
+    else:
+        out = v.amax(dim=-1, keepdim=True) if red.op == "amax" else v.amin(dim=-1, keepdim=True)
+    return out if red.keepdim else out.squeeze(-1)
+
+
+ROW_STATS = r"""
+// Row statistics: per-thread accumulation (add), an associative merge across threads (merge, by warp
+// shuffles and shared memory), then finalize. Numerics as dev/kernels/rowwise.cu (verified on an H100).
+FF_HD float ff_ldg(const float* p) {  // read-only load: the read-only data cache on the device
+#ifdef __CUDA_ARCH__
+    return __ldg(p);
+#else
+    return *p;
+#endif
+}
+
+// softmax / log_softmax / logsumexp: running max m and s = sum exp(v - m); merging (m1,s1),(m2,s2) gives
+// m = max(m1,m2), s = s1*exp(m1-m) + s2*exp(m2-m) (a side whose m is -inf contributes 0).
+struct FFRowSoftmax {
+    float m, s;
+    FF_HD void init() { m = -INFINITY; s = 0.0f; }
+    FF_HD void add(float v) {
+        if (v > m) {
+            s = s * expf(m - v) + 1.0f;  // m == -inf: expf(-inf) = 0
+            m = v;
+        } else if (v != -INFINITY) {
+            s += expf(v - m);  // NaN v lands here and makes s NaN (PyTorch gives a NaN row too)
+        }
+    }
+    FF_HD void merge(const FFRowSoftmax& o) {
+        const float mm = fmaxf(m, o.m);
+        const float a = m == -INFINITY ? 0.0f : s * expf(m - mm);
+        const float b = o.m == -INFINITY ? 0.0f : o.s * expf(o.m - mm);
+        m = mm;
+        s = a + b;
+    }
+    __device__ FFRowSoftmax shfl_xor(int lane_mask) const {
+        FFRowSoftmax o;
+        o.m = __shfl_xor_sync(0xffffffffu, m, lane_mask);
+        o.s = __shfl_xor_sync(0xffffffffu, s, lane_mask);
+        return o;
+    }
+    FF_HD void finalize(int, float) {}
+    FF_HD float logsumexp() const { return isinf(m) ? m : m + logf(s); }
+};
+
+// layer_norm: Welford per element, Chan's merge; finalize gives rstd = 1/sqrt(M2/cols + eps) (biased
+// variance, eps inside the square root, as PyTorch).
+struct FFRowWelford {
+    float n, mean, m2, rstd;  // n as float: exact up to 2^24 columns
+    FF_HD void init() { n = 0.0f; mean = 0.0f; m2 = 0.0f; rstd = 0.0f; }
+    FF_HD void add(float v) {
+        n += 1.0f;
+        const float d = v - mean;
+        mean += d / n;
+        m2 += d * (v - mean);
+    }
+    FF_HD void merge(const FFRowWelford& o) {
+        const float nn = n + o.n;
+        if (nn == 0.0f) return;
+        const float d = o.mean - mean;
+        const float fb = o.n / nn;
+        mean = mean + d * fb;
+        m2 = m2 + o.m2 + d * d * n * fb;
+        n = nn;
+    }
+    __device__ FFRowWelford shfl_xor(int lane_mask) const {
+        FFRowWelford o;
+        o.n = __shfl_xor_sync(0xffffffffu, n, lane_mask);
+        o.mean = __shfl_xor_sync(0xffffffffu, mean, lane_mask);
+        o.m2 = __shfl_xor_sync(0xffffffffu, m2, lane_mask);
+        o.rstd = 0.0f;
+        return o;
+    }
+    FF_HD void finalize(int cols, float eps) { rstd = 1.0f / sqrtf(m2 / (float)cols + eps); }
+};
+
+// sum / mean: fp32 sum, per thread then tree-merged.
+struct FFRowSum {
+    float sum;
+    FF_HD void init() { sum = 0.0f; }
+    FF_HD void add(float v) { sum += v; }
+    FF_HD void merge(const FFRowSum& o) { sum += o.sum; }
+    __device__ FFRowSum shfl_xor(int lane_mask) const {
+        FFRowSum o;
+        o.sum = __shfl_xor_sync(0xffffffffu, sum, lane_mask);
+        return o;
+    }
+    FF_HD void finalize(int, float) {}
+};
+
+// amax / amin: NaN propagates, like torch.amax.
+struct FFRowMax {
+    float m;
+    FF_HD void init() { m = -INFINITY; }
+    FF_HD void add(float v) { m = ff_maximum(m, v); }
+    FF_HD void merge(const FFRowMax& o) { m = ff_maximum(m, o.m); }
+    __device__ FFRowMax shfl_xor(int lane_mask) const {
+        FFRowMax o;
+        o.m = __shfl_xor_sync(0xffffffffu, m, lane_mask);
+        return o;
+    }
+    FF_HD void finalize(int, float) {}
+};
+
+struct FFRowMin {
+    float m;
+    FF_HD void init() { m = INFINITY; }
+    FF_HD void add(float v) { m = ff_minimum(m, v); }
+    FF_HD void merge(const FFRowMin& o) { m = ff_minimum(m, o.m); }
+    __device__ FFRowMin shfl_xor(int lane_mask) const {
+        FFRowMin o;
+        o.m = __shfl_xor_sync(0xffffffffu, m, lane_mask);
+        return o;
+    }
+    FF_HD void finalize(int, float) {}
+};
+"""

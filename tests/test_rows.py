@@ -1,0 +1,352 @@
+"""Row kernels: a reduction or normalisation over the last axis with its pointwise neighbours, one kernel.
+
+Plan tests on tiny modules (the forms, where it must not fuse and the recorded reason), the float64
+reference of the row kernels, the dev models that need them, nvcc compile checks of the generated code,
+and on a GPU the generated kernels against float64 on odd sizes.
+"""
+
+import re
+import shutil
+import subprocess
+import sysconfig
+
+import pytest
+import torch
+from conftest import PROBLEMS
+from test_partition import _captured
+from torch import nn
+from torch.utils.cpp_extension import include_paths
+
+from fuseforge import rowwise
+from fuseforge.codegen import generate
+from fuseforge.config import OptimizeConfig
+from fuseforge.cpu_check import _run_node, run_kernel_reference
+from fuseforge.partition import KernelStep, TorchStep, partition
+from fuseforge.pipeline import optimize
+
+NVCC = shutil.which("nvcc")
+GXX = shutil.which("g++")
+
+
+def _plan(model, *inputs):
+    captured = _captured(model, *inputs)
+    return captured, partition(captured.graph)
+
+
+def _ops(plan, group):
+    return [n.rstrip("_0123456789") for n in group.nodes]
+
+
+class RmsNorm(nn.Module):
+    def __init__(self, dim=8):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(dim))
+
+    def forward(self, x):
+        rms = torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + 1e-6)
+        return x + x * rms * self.weight
+
+
+class ScaledSoftmax(nn.Module):
+    def __init__(self, dim=8):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(dim))
+
+    def forward(self, x):
+        return torch.softmax(x / 0.7 + self.bias, dim=-1)
+
+
+class LayerNormRelu(nn.Module):
+    def __init__(self, dim=8):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        with torch.no_grad():
+            self.norm.weight.normal_()
+            self.norm.bias.normal_()
+
+    def forward(self, x):
+        return torch.relu(self.norm(x))
+
+
+class LogSumExpRelu(nn.Module):
+    def __init__(self, keepdim=True):
+        super().__init__()
+        self.keepdim = keepdim
+
+    def forward(self, x):
+        return torch.relu(torch.logsumexp(x, dim=1, keepdim=self.keepdim))
+
+
+def test_rmsnorm_written_as_a_mean_of_squares_is_one_row_kernel_with_its_prologue_and_epilogue():
+    _, plan = _plan(RmsNorm(), torch.randn(4, 8))
+    (group,) = plan.groups
+    assert [type(s) for s in plan.steps] == [KernelStep]
+    assert _ops(plan, group) == ["pow", "mean", "add", "rsqrt", "mul", "mul", "add"]
+    assert group.row.reduction.op == "mean" and group.row.reduction.data == "pow_1"
+    assert dict(group.row.operands) == {"x": "full", "p_weight": "col"}
+    assert [n.rstrip("_0123456789") for n in group.row.row_nodes] == ["mean", "add", "rsqrt"]
+    assert plan.not_fused == []
+
+
+def test_a_softmax_after_a_division_and_a_bias_is_one_row_kernel_reading_the_bias_per_column():
+    _, plan = _plan(ScaledSoftmax(), torch.randn(4, 8))
+    (group,) = plan.groups
+    assert _ops(plan, group) == ["div", "add", "softmax"]
+    assert dict(group.row.operands) == {"x": "full", "p_bias": "col"}
+    assert group.row.row_nodes == ()  # softmax has one value per element
+
+
+def test_layer_norm_and_relu_are_one_row_kernel_and_the_gemm_before_them_stays_a_torch_call():
+    class GemmLayerNormRelu(LayerNormRelu):
+        def __init__(self):
+            super().__init__(16)
+            self.fc = nn.Linear(8, 16)
+
+        def forward(self, x):
+            return super().forward(self.fc(x))
+
+    _, plan = _plan(GemmLayerNormRelu(), torch.randn(4, 8))
+    assert [type(s) for s in plan.steps] == [TorchStep, KernelStep]
+    (group,) = plan.groups
+    assert group.row.reduction.op == "layer_norm"
+    assert dict(group.row.operands) == {"linear": "full", "p_norm_weight": "col", "p_norm_bias": "col"}
+    assert [(w.producer, w.consumer) for w in plan.not_fused] == [("linear", "layer_norm")]
+    assert "not pointwise" in plan.not_fused[0].reason
+
+
+@pytest.mark.parametrize("keepdim", [True, False])
+def test_logsumexp_and_relu_write_one_value_per_row_with_or_without_keepdim(keepdim):
+    _, plan = _plan(LogSumExpRelu(keepdim), torch.randn(4, 8))
+    (group,) = plan.groups
+    assert group.row.reduction.keepdim is keepdim
+    assert set(group.row.row_nodes) == {"logsumexp", "relu"}
+    assert group.outputs == ("relu",)
+
+
+def test_a_softmax_over_another_axis_stays_a_torch_call_and_the_reason_names_the_axis():
+    class FirstAxis(nn.Module):
+        def forward(self, x):
+            return torch.softmax(x * 2.0, dim=0)
+
+    _, plan = _plan(FirstAxis(), torch.randn(4, 8))
+    assert all(g.row is None for g in plan.groups)
+    (why,) = [w for w in plan.not_fused if w.consumer == "softmax"]
+    assert "not the last axis" in why.reason
+
+
+def test_an_epilogue_of_a_larger_shape_stays_apart_and_the_reason_says_so():
+    class Broadcasts(nn.Module):
+        def forward(self, x, y):
+            return torch.softmax(x, dim=-1) * y  # y [3, 1, 8]: the product is [3, 4, 8], not the row shape
+
+    _, plan = _plan(Broadcasts(), torch.randn(4, 8), torch.randn(3, 1, 8))
+    row = [g for g in plan.groups if g.row]
+    assert [g.nodes for g in row] == [("softmax",)]
+    (why,) = [w for w in plan.not_fused if w.producer == "softmax"]
+    assert "has shape [3, 4, 8]" in why.reason
+
+
+def test_a_decomposed_softmax_becomes_two_row_kernels_because_a_kernel_holds_one_reduction():
+    class Decomposed(nn.Module):
+        def forward(self, x):
+            e = torch.exp(x - x.amax(dim=-1, keepdim=True))
+            return e / e.sum(dim=-1, keepdim=True)
+
+    _, plan = _plan(Decomposed(), torch.randn(4, 8))
+    assert [g.row.reduction.op for g in plan.groups] == ["amax", "sum"]
+    reasons = [w.reason for w in plan.not_fused if w.consumer.startswith("sum")]
+    assert len(reasons) == 1 and reasons[0].startswith("in the row kernels of amax and of sum")
+    assert reasons[0].endswith("a row kernel holds one reduction")
+
+
+def test_a_row_kernel_takes_in_the_pointwise_producer_of_a_second_full_input():
+    class TwoInputs(nn.Module):
+        def forward(self, x, y):
+            return torch.softmax(x, dim=-1) + torch.sigmoid(y)
+
+    _, plan = _plan(TwoInputs(), torch.randn(4, 8), torch.randn(4, 8))
+    (group,) = plan.groups
+    assert dict(group.row.operands) == {"x": "full", "y": "full"}
+
+
+def test_a_value_read_by_a_torch_call_after_the_reduction_is_written_as_a_kernel_output():
+    class SharesTheSoftmax(nn.Module):
+        def forward(self, x, v):
+            p = torch.softmax(x * 0.5, dim=-1)
+            return p @ v, torch.relu(p)
+
+    _, plan = _plan(SharesTheSoftmax(), torch.randn(4, 8), torch.randn(8, 3))
+    (group,) = plan.groups
+    assert set(group.outputs) == {"softmax", "relu"}
+
+
+# ---------------------------------------------------------------------------------------- references
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax", "logsumexp", "layer_norm", "mean", "sum", "amax", "amin"])
+def test_the_row_reference_formulas_equal_torch_in_float64(op):
+    torch.manual_seed(0)
+    v = torch.randn(5, 7, dtype=torch.float64) * 3
+    v[1] = float("-inf")  # a row of -inf
+    v[2, 3] = float("-inf")
+    w, b = torch.randn(7, dtype=torch.float64), torch.randn(7, dtype=torch.float64)
+    red = rowwise.RowReduction(op, "", op in ("softmax", "log_softmax", "layer_norm"), "v", ("w", "b"), 1e-5)
+    want = {"softmax": lambda: torch.softmax(v, -1), "log_softmax": lambda: torch.log_softmax(v, -1),
+            "logsumexp": lambda: torch.logsumexp(v, -1, keepdim=True),
+            "layer_norm": lambda: torch.nn.functional.layer_norm(v, [7], w, b, 1e-5),
+            "mean": lambda: v.mean(-1, keepdim=True), "sum": lambda: v.sum(-1, keepdim=True),
+            "amax": lambda: v.amax(-1, keepdim=True), "amin": lambda: v.amin(-1, keepdim=True)}[op]()
+    got = rowwise.reference(red, v, {"w": w, "b": b})
+    assert torch.allclose(got, want, rtol=1e-12, atol=1e-12, equal_nan=True)
+
+
+def test_the_row_reference_refuses_an_input_that_does_not_fit_its_class():
+    captured, plan = _plan(ScaledSoftmax(), torch.randn(4, 8))
+    (group,) = plan.groups
+    by_name = {n.name: n for n in captured.graph.nodes}
+    with pytest.raises(ValueError, match="p_bias"):
+        run_kernel_reference(group, by_name, {"x": torch.randn(4, 8), "p_bias": torch.randn(5)})
+
+
+ROW_MODELS = ["rmsnorm_residual", "gemm_softmax_rows", "gemm_layernorm_relu", "matmul_logsumexp_relu",
+              "bmm_scale_softmax_bmm"]
+EXPECTED_STEPS = {
+    "rmsnorm_residual": ["kernel mean"],
+    "gemm_softmax_rows": ["torch", "kernel softmax"],
+    "gemm_layernorm_relu": ["torch", "kernel layer_norm"],
+    "matmul_logsumexp_relu": ["torch", "kernel logsumexp"],
+    "bmm_scale_softmax_bmm": ["torch", "torch", "kernel softmax", "torch"],
+}
+
+
+@pytest.mark.parametrize("name", ROW_MODELS)
+def test_a_dev_row_model_gets_one_row_kernel_and_passes_the_float64_cpu_check(name, tmp_path):
+    run = optimize(OptimizeConfig(model_path=PROBLEMS / "dev" / f"{name}.py", out_dir=tmp_path, gpu=False))
+    steps = [f"kernel {s.group.row.reduction.op}" if isinstance(s, KernelStep) and s.group.row else
+             "kernel" if isinstance(s, KernelStep) else "torch" for s in run.plan.steps]
+    assert steps == EXPECTED_STEPS[name]
+    assert run.cpu_check.passed and run.cpu_check.max_rel_error <= 1e-9, run.cpu_check.detail
+    assert any(d.startswith("emitted output 0") for d in run.cpu_check.detail)
+    assert "row kernel" in (tmp_path / "40_model_new.py").read_text()
+
+
+# ---------------------------------------------------------------------------------------- compile
+
+class EveryForm(nn.Module):
+    """One model with a row kernel of every op and operand class: 1, 2, 3 and 5 full-shape inputs (5: the
+    two-pass path only), per-row outputs only, per-row inputs and scalars, no keepdim, a decomposed softmax."""
+
+    def __init__(self, dim=8):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.weight = nn.Parameter(torch.randn(dim))
+
+    def forward(self, x, y, z, u, t, r, s):
+        a = torch.softmax(x * 0.125, dim=-1)
+        b = torch.log_softmax(x + y, dim=-1)
+        c = torch.relu(self.norm(x - y + z))
+        d = torch.logsumexp(x, dim=-1)
+        e = x.sum(dim=-1, keepdim=True) * r + s
+        f = torch.sigmoid(x.amax(dim=-1)) - x.amin(dim=-1)
+        g = RmsNorm.forward(self, x)
+        h = torch.softmax(x * y + z * r - (u - x) * 2.0 + torch.tanh(t * z) + torch.exp(y), dim=-1) * (x + y + z)
+        ex = torch.exp(x - x.amax(dim=-1, keepdim=True))
+        return a, b, c, d, e, f, g, h, ex / ex.sum(dim=-1, keepdim=True)
+
+
+def _every_form():
+    inputs = (*[torch.randn(4, 8) for _ in range(5)], torch.randn(4, 1), torch.randn(()))
+    captured = _captured(EveryForm(), *inputs)
+    plan = partition(captured.graph)
+    return captured, plan, generate(plan, captured.graph, "every_form.py")
+
+
+def test_every_form_of_the_test_model_is_a_row_kernel():
+    _, plan, ext = _every_form()
+    ops = sorted(g.row.reduction.op for g in plan.groups if g.row)
+    assert ops == sorted(["softmax", "log_softmax", "layer_norm", "logsumexp", "sum", "amax", "amin", "mean",
+                          "softmax", "amax", "sum"])
+    assert max(sum(c == "full" for _, c in g.row.operands) for g in plan.groups if g.row) == 5
+    classes = {c for g in plan.groups if g.row for _, c in g.row.operands}
+    assert classes == {"full", "col", "row", "scalar"}
+    assert ext.cuda.count("(row kernel)") == len(ops)
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+@pytest.mark.parametrize("std", ["c++17", "c++20"])
+def test_the_row_kernels_compile_for_hopper_without_warnings_or_spills(std, tmp_path):
+    _, _, ext = _every_form()
+    source = tmp_path / "kernels.cu"
+    source.write_text(ext.cuda)
+    result = subprocess.run(
+        [NVCC, f"-std={std}", "-cubin", "-O3", "-gencode=arch=compute_90a,code=sm_90a", "-Werror", "all-warnings",
+         "-Xptxas", "-v,-warn-spills,-warn-lmem-usage", "-o", str(tmp_path / "k.cubin"), str(source)],
+        capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    spills = [line for line in result.stderr.splitlines() if "spill" in line]
+    assert spills and all("0 bytes spill stores, 0 bytes spill loads" in line for line in spills)
+    assert all(int(r) <= 128 for r in re.findall(r"Used (\d+) registers", result.stderr))
+
+
+@pytest.mark.skipif(GXX is None, reason="g++ is not installed")
+def test_the_row_kernel_binding_compiles_against_torch_headers(tmp_path):
+    _, _, ext = _every_form()
+    source = tmp_path / "binding.cpp"
+    source.write_text(ext.binding)
+    includes = [f"-I{p}" for p in include_paths()] + [f"-I{sysconfig.get_paths()['include']}"]
+    result = subprocess.run([GXX, "-std=c++20", "-fsyntax-only", "-Wall", *includes, str(source)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+# ---------------------------------------------------------------------------------------- GPU
+
+SIZES = [(1, 1), (257, 1), (257, 3), (3, 255), (64, 1000), (5, 1024), (3, 1025), (3, 4097), (2, 16384),
+         (2, 16385), (2, 20000), (1, 65537), (64, 4096)]
+
+
+def _inputs_for(group, rows, cols, misaligned, device):
+    values = {}
+    for name, cls in group.row.operands:
+        shape = {"full": (rows, cols), "col": (cols,), "row": (rows, 1), "scalar": ()}[cls]
+        n = 1
+        for d in shape:
+            n *= d
+        flat = torch.randn(n + 1, device=device) * 2
+        values[name] = (flat[1:] if misaligned and cls == "full" else flat[:n]).view(shape)
+    return values
+
+
+def _rel(got, want):
+    diff = (got.double().cpu() - want).nan_to_num(0.0)
+    return (diff.norm() / want.nan_to_num(0.0).norm().clamp_min(1e-30)).item()
+
+
+@pytest.mark.gpu
+def test_the_generated_row_kernels_match_float64_on_odd_sizes_like_eager_does():
+    from torch.utils.cpp_extension import load_inline
+
+    captured, plan, ext = _every_form()
+    kernels = load_inline(name=ext.name, cpp_sources=[ext.binding], cuda_sources=[ext.cuda],
+                          functions=list(ext.functions), extra_cflags=["-O3"], extra_cuda_cflags=["-O3"],
+                          no_implicit_headers=True)
+    by_name = {n.name: n for n in captured.graph.nodes}
+    stream = torch.cuda.current_stream().cuda_stream
+    failures = []
+    for group in [g for g in plan.groups if g.row]:
+        for rows, cols in SIZES:
+            for misaligned in (False, True):
+                torch.manual_seed(rows * 7919 + cols)
+                inputs = _inputs_for(group, rows, cols, misaligned, "cuda")
+                got = getattr(kernels, group.name)(*[inputs[i] for i in group.inputs], stream)
+                got = got if isinstance(got, (list, tuple)) else [got]
+                truth = run_kernel_reference(group, by_name, {k: v.double().cpu() for k, v in inputs.items()})
+                eager = dict(inputs)
+                for n in group.nodes:
+                    eager[n] = _run_node(by_name[n], eager)
+                for out, value in zip(group.outputs, got):
+                    want = truth[out]
+                    ours, theirs = _rel(value, want), _rel(eager[out], want)
+                    if tuple(value.shape) != tuple(want.shape) or not ours <= 2 * theirs + 1e-7:
+                        failures.append(f"{group.name} {rows}x{cols} misaligned={misaligned} {out}: "
+                                        f"shape {tuple(value.shape)}, error {ours:.2e} vs eager {theirs:.2e}")
+    assert not failures, "\n".join(failures)
