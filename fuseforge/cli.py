@@ -33,6 +33,9 @@ def optimize(
     trials: Annotated[int, typer.Option(help="Timed calls per variant in the benchmark.")] = 50,
     no_compile: Annotated[bool, typer.Option(
         "--no-compile", help="Do not time torch.compile as a baseline.")] = False,
+    row_kernels: Annotated[bool, typer.Option(
+        "--row-kernels", help="Also fuse softmax, logsumexp, layer norm and sum/mean/max/min over the last axis "
+                              "with their pointwise neighbours (new: not yet measured on a GPU).")] = False,
 ) -> None:
     """Write OUT/model_new.py (a standalone ModelNew with fused CUDA kernels) and OUT/report.md.
 
@@ -53,7 +56,7 @@ def optimize(
         gpu, skip_reason = False, "no CUDA GPU on this machine"
         console.print("[yellow]no CUDA GPU on this machine: running the CPU-side stages only (as --no-gpu)[/]")
     config = OptimizeConfig(model_path=model.resolve(), out_dir=out, gpu=gpu, gpu_skip_reason=skip_reason,
-                            seeds=seeds, trials=trials, compile_baseline=not no_compile)
+                            seeds=seeds, trials=trials, compile_baseline=not no_compile, row_kernels=row_kernels)
     names = [name for name, _ in STAGES]
     with console.status("starting") as status:
         def on_stage(name: str) -> None:

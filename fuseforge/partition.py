@@ -250,13 +250,16 @@ def _schedule(graph: fx.Graph, groups: list[KernelGroup]) -> list[TorchStep | Ke
     return [units[u] for u in done]
 
 
-def partition(graph: fx.Graph) -> Plan:
+def partition(graph: fx.Graph, row_kernels: bool = False) -> Plan:
+    """The plan of GRAPH; with `row_kernels`, last-axis reductions and norms join their neighbours' kernels."""
     not_fused: list[WhyNotFused] = []
     by_name = {n.name: n for n in graph.nodes}
     order = {n.name: i for i, n in enumerate(graph.nodes)}
     taken: set[str] = set()
     pointwise_groups = _group_nodes(graph, not_fused)
-    pointwise_groups, row_groups = form_row_groups(graph, pointwise_groups, not_fused, _Reach(graph), WhyNotFused)
+    row_groups: list = []
+    if row_kernels:
+        pointwise_groups, row_groups = form_row_groups(graph, pointwise_groups, not_fused, _Reach(graph), WhyNotFused)
     units = [(nodes, None) for nodes in pointwise_groups]
     units += [(sorted(members, key=order.__getitem__), spec) for members, spec in row_groups]
     units.sort(key=lambda unit: order[unit[0][0]])

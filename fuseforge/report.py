@@ -101,7 +101,7 @@ def _unchanged(run: Run) -> list[str]:
         return lines + ["None: every op runs in a generated kernel.", ""]
     for node in working:
         name = _FRIENDLY.get(op_key(node), f"`{_op(node)}`")
-        why = _why_torch(node)
+        why = _why_torch(node, run.config.row_kernels)
         if node.all_input_nodes and all(a.name in run.captured.state_names for a in node.all_input_nodes):
             why = ("derives a weight from the parameters for a rewrite above; recomputed in every forward, "
                    "so it follows training and load_state_dict.")
@@ -119,12 +119,15 @@ def _moves_no_data(node: fx.Node) -> bool:
     return node.target is operator.getitem or str(node.target) in VIEW_OPS
 
 
-def _why_torch(node: fx.Node) -> str:
+def _why_torch(node: fx.Node, row_kernels: bool) -> str:
     key = op_key(node)
     if any(k in key for k in ("linear", "matmul", "mm", "conv")):
         return ("GEMM/convolution anchor: cuBLAS/cuDNN already run it near the fp32 rate; our own "
                 "fp32-class GEMM engine with fused epilogues is a later stage of fuseforge.")
     if any(k in key for k in ("norm", "softmax", "logsumexp", "sum", "mean", "amax", "min", "max", "pool")):
+        if not row_kernels:
+            return ("reduction or normalisation anchor: kept as PyTorch's kernel (fused row kernels for the "
+                    "last axis are opt-in, `--row-kernels`, until they are measured on a GPU).")
         return ("reduction or normalisation anchor: kept as PyTorch's kernel; row kernels cover softmax, "
                 "log_softmax, logsumexp, layer_norm, mean, sum, amax and amin over the last axis only"
                 + (f" ({row_op_reason(node)})." if rowwise.is_row_op(node) and row_op_reason(node) else "."))

@@ -30,7 +30,7 @@ GXX = shutil.which("g++")
 
 def _plan(model, *inputs):
     captured = _captured(model, *inputs)
-    return captured, partition(captured.graph)
+    return captured, partition(captured.graph, row_kernels=True)
 
 
 def _ops(plan, group):
@@ -220,7 +220,8 @@ EXPECTED_STEPS = {
 
 @pytest.mark.parametrize("name", ROW_MODELS)
 def test_a_dev_row_model_gets_one_row_kernel_and_passes_the_float64_cpu_check(name, tmp_path):
-    run = optimize(OptimizeConfig(model_path=PROBLEMS / "dev" / f"{name}.py", out_dir=tmp_path, gpu=False))
+    run = optimize(OptimizeConfig(model_path=PROBLEMS / "dev" / f"{name}.py", out_dir=tmp_path, gpu=False,
+                                  row_kernels=True))
     steps = [f"kernel {s.group.row.reduction.op}" if isinstance(s, KernelStep) and s.group.row else
              "kernel" if isinstance(s, KernelStep) else "torch" for s in run.plan.steps]
     assert steps == EXPECTED_STEPS[name]
@@ -256,7 +257,7 @@ class EveryForm(nn.Module):
 def _every_form():
     inputs = (*[torch.randn(4, 8) for _ in range(5)], torch.randn(4, 1), torch.randn(()))
     captured = _captured(EveryForm(), *inputs)
-    plan = partition(captured.graph)
+    plan = partition(captured.graph, row_kernels=True)
     return captured, plan, generate(plan, captured.graph, "every_form.py")
 
 
