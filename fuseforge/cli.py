@@ -33,6 +33,9 @@ def optimize(
     trials: Annotated[int, typer.Option(help="Timed calls per variant in the benchmark.")] = 50,
     no_compile: Annotated[bool, typer.Option(
         "--no-compile", help="Do not time torch.compile as a baseline.")] = False,
+    max_autotune: Annotated[bool, typer.Option(
+        "--max-autotune", help="Also time torch.compile(mode='max-autotune') as a baseline "
+                               "(adds minutes of autotuning per model).")] = False,
     row_kernels: Annotated[bool, typer.Option(
         "--row-kernels", help="Also fuse softmax, logsumexp, layer norm and sum/mean/max/min over the last axis "
                               "with their pointwise neighbours (new: not yet measured on a GPU).")] = False,
@@ -56,7 +59,8 @@ def optimize(
         gpu, skip_reason = False, "no CUDA GPU on this machine"
         console.print("[yellow]no CUDA GPU on this machine: running the CPU-side stages only (as --no-gpu)[/]")
     config = OptimizeConfig(model_path=model.resolve(), out_dir=out, gpu=gpu, gpu_skip_reason=skip_reason,
-                            seeds=seeds, trials=trials, compile_baseline=not no_compile, row_kernels=row_kernels)
+                            seeds=seeds, trials=trials, compile_baseline=not no_compile, max_autotune_baseline=max_autotune,
+                            row_kernels=row_kernels)
     names = [name for name, _ in STAGES]
     with console.status("starting") as status:
         def on_stage(name: str) -> None:

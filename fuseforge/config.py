@@ -17,5 +17,6 @@ class OptimizeConfig:
     warmup: int = 5
     tolerance_factor: float = 2.0  # candidate error vs fp64 may be this many times eager fp32's
     compile_baseline: bool = True  # also time torch.compile (default mode)
+    max_autotune_baseline: bool = False  # also time torch.compile(mode="max-autotune"): minutes per model
     gpu_timeout_s: int = 1800  # build + verify + bench, in a child process
     row_kernels: bool = False  # also fuse last-axis reductions and norms with their neighbours (opt-in until measured)

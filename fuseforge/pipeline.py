@@ -121,6 +121,8 @@ def stage_verify(run: Run) -> None:
            "--extra-batch", str(extra_batch_size(run))]
     if not c.compile_baseline:
         cmd.append("--no-compile")
+    if c.max_autotune_baseline:
+        cmd.append("--max-autotune")
     log = run.artefact("50_evaluate.log")
     try:
         with log.open("w") as fh:

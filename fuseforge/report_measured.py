@@ -53,6 +53,10 @@ def summary_rows(run: Run) -> list[str]:
                  f"{_ms(v.get('compile', {}).get('median_ms'))} / {_ms(v.get('candidate', {}).get('median_ms'))} |",
                  f"| speedup vs eager (measured / predicted) | {_x(s.get('vs_eager'))} / {_x(run.cost.speedup)} |",
                  f"| speedup vs torch.compile | {_x(s.get('vs_compile'))} |"]
+        autotuned = v.get("compile_max_autotune") or {}
+        if autotuned.get("status") == "ok":
+            rows += [f"| torch.compile max-autotune / speedup vs it | {_ms(autotuned.get('median_ms'))} / "
+                     f"{_x(s.get('vs_compile_max_autotune'))} |"]
     return rows
 
 

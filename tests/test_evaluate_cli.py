@@ -245,6 +245,8 @@ def test_the_bench_on_cpu_times_eager_and_candidate_and_skips_compile(tmp_path, 
     assert bench["schema"] == "fuseforge.bench/1" and bench["error"] is None
     assert bench["settings"]["trials"] == 3 and bench["settings"]["timer"] == "perf_counter"
     assert bench["variants"]["compile"] == {"status": "skipped", "reason": "--no-compile"}
+    assert bench["variants"]["compile_max_autotune"]["status"] == "skipped"
+    assert bench["speedup"]["vs_compile_max_autotune"] is None
     for name in ("eager", "candidate"):
         v = bench["variants"][name]
         assert v["status"] == "ok" and v["trials"] == 3
@@ -254,6 +256,31 @@ def test_the_bench_on_cpu_times_eager_and_candidate_and_skips_compile(tmp_path, 
     assert bench["speedup"]["vs_eager"] == pytest.approx(eager["median_ms"] / cand["median_ms"])
     assert bench["speedup"]["vs_compile"] is None
     assert bench["environment"]["torch"] and "bench: candidate" in capsys.readouterr().out
+
+
+def test_max_autotune_is_timed_only_when_asked_for_and_only_on_cuda(tmp_path):
+    model_path, cand_path = _files(tmp_path, LINEAR_MODEL, _linear_candidate())
+    for flags, reason in (([], "not asked for (--max-autotune)"), (["--max-autotune"], "not on cuda")):
+        out = tmp_path / f"out{len(flags)}"
+        assert main([str(model_path), str(cand_path), "--out", str(out), "--device", "cpu",
+                     "--trials", "2", "--warmup", "1", *flags]) == 0
+        bench = json.loads((out / "60_bench.json").read_text())
+        assert bench["variants"]["compile_max_autotune"] == {"status": "skipped", "reason": reason}
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(900)
+def test_on_cuda_max_autotune_is_a_third_baseline_with_its_own_speedup(tmp_path):
+    model_path, cand_path = _files(tmp_path, LINEAR_MODEL.replace("rand(8, 16)", "rand(256, 16)"),
+                                   _linear_candidate())
+    out = tmp_path / "out"
+    assert main([str(model_path), str(cand_path), "--out", str(out), "--device", "cuda", "--trials", "5",
+                 "--max-autotune"]) == 0
+    bench = json.loads((out / "60_bench.json").read_text())
+    v = bench["variants"]["compile_max_autotune"]
+    assert v["status"] == "ok" and v["median_ms"] > 0, v
+    assert bench["speedup"]["vs_compile_max_autotune"] == pytest.approx(
+        v["median_ms"] / bench["variants"]["candidate"]["median_ms"])
 
 
 def test_the_module_runs_as_a_command_and_exits_one_on_a_wrong_candidate(tmp_path):

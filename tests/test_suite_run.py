@@ -175,6 +175,29 @@ def test_a_cached_torch_compile_baseline_is_not_timed_again_on_the_same_gpu_and_
     assert [r["speedup_vs_compile"] for r in rows] == pytest.approx([1.6, 1.6])
 
 
+def test_with_max_autotune_the_baseline_is_timed_once_per_model_gpu_and_torch_and_cached(tmp_path, monkeypatch):
+    monkeypatch.setattr(scheduler, "gpu_info", lambda gpu_id: {"name": "FakeGPU"})
+    monkeypatch.setattr(environment, "gpu_info", lambda gpu_id: {"name": "FakeGPU", "driver": "1"})
+    write_model(tmp_path / "models" / "gemm.py", speedup=2, max_autotune_ms=0.5)
+    (tmp_path / "cands").mkdir()
+    for i in (1, 2):
+        (tmp_path / "cands" / f"gemm.answer_{i}.py").write_text(f"class ModelNew:  # {i}\n    pass\n")
+    _run(tmp_path, tmp_path / "models", candidates=tmp_path / "cands", gpus=1, max_autotune=True,
+         run_command=CHECK_RUN_COMMAND + " {max_autotune}")
+    store = Store(tmp_path / "r.sqlite")
+    rows, baselines = store.rows(), store.rows("baselines")
+    assert sorted("--max-autotune" in _record(r)["argv"] for r in rows) == [False, True]
+    [tuned] = [b for b in baselines if b["variant"] == "compile_max_autotune"]
+    assert (tuned["gpu"], tuned["median_ms"]) == ("FakeGPU", 0.5)
+
+
+def test_max_autotune_appends_its_word_to_the_default_run_commands_only():
+    plain = SuiteConfig(models=Path("m"))
+    tuned = SuiteConfig(models=Path("m"), max_autotune=True)
+    assert tuned.commands()[1] == plain.commands()[1] + " {max_autotune}"
+    assert SuiteConfig(models=Path("m"), max_autotune=True, run_command="x {model}").commands()[1] == "x {model}"
+
+
 def test_check_jobs_are_recorded_unavailable_while_fuseforge_check_does_not_exist(tmp_path, monkeypatch):
     monkeypatch.setattr(scheduler, "check_available", lambda: False)
     write_model(tmp_path / "models" / "gemm.py")

@@ -3,7 +3,7 @@ and honest kernels always do.
 
     fuseforge check MODEL.py CANDIDATE.py [--json PATH|-] [--device cuda|cpu] [--seeds 3] [--trials 50]
         [--warmup 5] [--tolerance-factor 2.0] [--extra-batch N] [--build-timeout 900] [--run-timeout 600]
-        [--no-compile] [--workdir DIR]
+        [--no-compile] [--max-autotune] [--workdir DIR]
     python -m fuseforge.check ...          (the same, without the main CLI)
 
 How (orchestrate.py): static checks on the source first (static.py, static_rules.py, static_cache.py);
@@ -26,7 +26,8 @@ The record, schema "fuseforge.check/1" (JSON; non-finite floats as strings):
     schema, verdict, reason (one line; null when correct), check (the check that decided: a name of
         kinds.CHECKS, or "syntax" | "build" | "interface" | "run" | "correctness"; null when correct)
     model, candidate, device, settings {device, seeds, trials, warmup, tolerance_factor, extra_batch,
-        build_timeout_s, run_timeout_s, reference_timeout_s, compile, pool_budget_bytes, workdir}
+        build_timeout_s, run_timeout_s, reference_timeout_s, compile, max_autotune, pool_budget_bytes,
+        workdir}
     environment   torch/python/CUDA versions, GPU, precision flags (from the reference's process)
     static        {syntax_error, kernel_names, claims_kernels, findings: [finding]}
     build         {status: "ok"|"failed"|"timeout"|"crashed"|"exited", seconds, reason,
@@ -42,8 +43,12 @@ The record, schema "fuseforge.check/1" (JSON; non-finite floats as strings):
     findings      [{check, kind, where: "static"|"runtime", decisive, message, line, evidence}]
     checks        [{name, kind, needs: "static"|"cpu"|"gpu", decisive, ran, fired}] (every check)
     timing        {candidate: {median_ms, p10_ms, p90_ms, min_ms, mean_ms, trials, wall_median_ms},
-                   eager: {...}, compile: {...}|{status, reason}, timer: "cuda_events"|"perf_counter",
-                   l2_flush_bytes, pool_size, speedup: {vs_eager, vs_compile}}
+                   eager: {...}, compile: {...}|{status, reason},
+                   compile_max_autotune: {...}|{status, reason} (torch.compile(mode="max-autotune"), timed
+                       only with --max-autotune on CUDA; otherwise {status: "skipped", reason}; null in
+                       records of references that predate it), timer: "cuda_events"|"perf_counter",
+                   l2_flush_bytes, pool_size, speedup: {vs_eager, vs_compile, vs_compile_max_autotune}}
+                  (a baseline's status: "ok"|"skipped"|"error"; a speedup is null without its median)
     gpu           {own_kernel_share, profile: {kernels: [{name, us, stream, owner}], own_share,
                    side_stream_kernels, ...}, roofline: {flops, min_bytes, ceilings, floor_ms}} | null
     wall_s

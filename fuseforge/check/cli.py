@@ -30,6 +30,9 @@ def check(
     build_timeout: Annotated[float, typer.Option(help="Seconds for import + build + construction.")] = 900.0,
     run_timeout: Annotated[float, typer.Option(help="Seconds for everything after the build.")] = 600.0,
     no_compile: Annotated[bool, typer.Option("--no-compile", help="Do not time torch.compile.")] = False,
+    max_autotune: Annotated[bool, typer.Option(
+        "--max-autotune", help="Also time torch.compile(mode=\"max-autotune\") as a baseline (CUDA only; off by "
+        "default: its autotuning adds minutes per model).")] = False,
     workdir: Annotated[Path | None, typer.Option(help="Keep the workers' files here (default: a temp dir).")] = None,
 ) -> None:
     """Grade a candidate ModelNew: builds? correct vs fp64? how fast? cheats?
@@ -47,7 +50,7 @@ def check(
     settings = CheckSettings(device=device or ("cuda" if torch.cuda.is_available() else "cpu"), seeds=seeds,
                              trials=trials, warmup=warmup, tolerance_factor=tolerance_factor,
                              extra_batch=extra_batch, build_timeout_s=build_timeout, run_timeout_s=run_timeout,
-                             compile=not no_compile, workdir=workdir)
+                             compile=not no_compile, max_autotune=max_autotune, workdir=workdir)
     to_stdout = json_path is not None and str(json_path) == "-"
     console = Console(stderr=to_stdout, highlight=False, soft_wrap=True)
     with console.status(f"checking {candidate.name}"):

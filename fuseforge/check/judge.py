@@ -109,12 +109,15 @@ def _timing(facts: dict, ref_meta: dict) -> dict | None:
         return {"error": timing["error"]} if timing.get("error") else None
     cand = stats(timing["ms"]) | {"wall_median_ms": stats(timing["wall_ms"])["median_ms"]}
     eager, compiled = ref_timing.get("eager") or {}, ref_timing.get("compile") or {}
+    autotuned = ref_timing.get("compile_max_autotune") or {}
 
     def ratio(base):
         return base["median_ms"] / cand["median_ms"] if base.get("median_ms") and cand["median_ms"] else None
-    return {"candidate": cand, "eager": eager or None, "compile": compiled or None, "timer": timing["timer"],
+    return {"candidate": cand, "eager": eager or None, "compile": compiled or None,
+            "compile_max_autotune": autotuned or None, "timer": timing["timer"],
             "l2_flush_bytes": ref_timing.get("l2_flush_bytes"), "pool_size": ref_meta.get("pool_size"),
-            "speedup": {"vs_eager": ratio(eager), "vs_compile": ratio(compiled)}}
+            "speedup": {"vs_eager": ratio(eager), "vs_compile": ratio(compiled),
+                        "vs_compile_max_autotune": ratio(autotuned)}}
 
 
 def _run_failure(outcome, facts: dict, cases: list[dict], limits: dict) -> str | None:

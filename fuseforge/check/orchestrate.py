@@ -39,6 +39,7 @@ class CheckSettings:
     run_timeout_s: float = 600.0
     reference_timeout_s: float = 900.0
     compile: bool = True
+    max_autotune: bool = False  # also time torch.compile(mode="max-autotune"): minutes of autotuning per model
     pool_budget_bytes: int = 512 * 2**20
     workdir: Path | None = None  # kept when given; a temporary one is removed
 
@@ -52,7 +53,7 @@ class ReferenceData:
 
 def _reference_key(model: Path, s: CheckSettings) -> tuple:
     return (str(model), model.stat().st_mtime_ns, s.device, s.seeds, s.trials, s.warmup, s.extra_batch,
-            s.compile, s.pool_budget_bytes)
+            s.compile, s.max_autotune, s.pool_budget_bytes)
 
 
 def run_reference(model: Path, settings: CheckSettings, jobdir: Path) -> ReferenceData | str:
@@ -60,7 +61,8 @@ def run_reference(model: Path, settings: CheckSettings, jobdir: Path) -> Referen
     jobdir.mkdir(parents=True, exist_ok=True)
     job = {"role": "reference", "model": str(model), "device": settings.device, "seeds": settings.seeds,
            "trials": settings.trials, "warmup": settings.warmup, "extra_batch": settings.extra_batch,
-           "compile": settings.compile, "pool_budget_bytes": settings.pool_budget_bytes,
+           "compile": settings.compile, "max_autotune": settings.max_autotune,
+           "pool_budget_bytes": settings.pool_budget_bytes,
            "secret": secrets.randbits(62)}
     write_json(jobdir / "job.json", job)
     outcome = runner.run_worker("reference", jobdir, settings.reference_timeout_s)

@@ -4,8 +4,9 @@ Writes two folders. `public/` is all the candidate's process gets: the init args
 seed, the inputs of each case, the timing pool's inputs, the fingerprint positions and `public.json`
 (case list, output sizes for poisoning). `private/` holds what the grader compares against (eager fp32
 and fp64 truth outputs and buffers, sampled outputs of the pool, `meta.json`: signatures, state_dict
-shapes, the reference's ops and dtypes, which inputs it mutates, eager/compile timings, FLOPs, bytes,
-ceilings); the parent loads it and deletes it before the candidate starts.
+shapes, the reference's ops and dtypes, which inputs it mutates, eager/compile timings -- and
+torch.compile(mode="max-autotune")'s when the job asks for them --, FLOPs, bytes, ceilings); the parent
+loads it and deletes it before the candidate starts.
 
 Cases: seeds 0..N-1 x distributions ("file", "signed"), then seed 0 / "file" at an extra batch size
 (auto: b // 2 + 1 for a file batch b >= 4, else b + 3) unless the model itself fails at that size.
@@ -26,6 +27,7 @@ from fuseforge.evaluate.harness import ReferenceFailed
 
 POOL_SEED_OFFSET = 2_000_003
 FINGERPRINT_SIZE = 4096
+MAX_AUTOTUNE_OFF = "off (no --max-autotune)"
 
 
 def auto_extra_batch(batch: int) -> int:
@@ -133,13 +135,21 @@ def _timings(progs, job, dev, public, pool_size) -> dict:
     model = progs.model_cls(*progs.init_args).to(dev)
     result = {"eager": _time_variant(model, pool, timer, job, dev), "timer": timer.name,
               "l2_flush_bytes": timer.flush_bytes, "pool_size": pool_size}
-    result["compile"] = {"status": "skipped", "reason": "--no-compile" if not job["compile"] else "not on cuda"}
-    if job["compile"] and dev.type == "cuda":
-        try:
-            result["compile"] = _time_variant(torch.compile(copy.deepcopy(model)), pool, timer, job, dev)
-        except Exception as exc:
-            result["compile"] = {"status": "error", "reason": harness.one_line(exc)}
+    result["compile"] = _compiled_variant(model, pool, timer, job, dev, job["compile"], "--no-compile")
+    result["compile_max_autotune"] = _compiled_variant(model, pool, timer, job, dev, job.get("max_autotune", False),
+                                                       MAX_AUTOTUNE_OFF, mode="max-autotune")
     return result
+
+
+def _compiled_variant(model, pool, timer, job, dev, wanted: bool, off_reason: str, **options) -> dict:
+    """torch.compile(its own deepcopy of model, **options), timed as eager is; skipped when not wanted or
+    not on CUDA, {"status": "error", "reason"} when compiling or running it fails."""
+    if not wanted or dev.type != "cuda":
+        return {"status": "skipped", "reason": off_reason if not wanted else "not on cuda"}
+    try:
+        return _time_variant(torch.compile(copy.deepcopy(model), **options), pool, timer, job, dev)
+    except Exception as exc:
+        return {"status": "error", "reason": harness.one_line(exc)}
 
 
 def run(job: dict, io, result: dict) -> None:

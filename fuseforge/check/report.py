@@ -70,6 +70,9 @@ def _timing_lines(record: dict) -> list[str]:
         text += f"; eager {_num(timing['eager'].get('median_ms'), '.4g')} ms -> {_num(speedup['vs_eager'], '.2f')}x"
     if speedup.get("vs_compile"):
         text += f"; torch.compile {_num(timing['compile']['median_ms'], '.4g')} ms -> {_num(speedup['vs_compile'], '.2f')}x"
+    if speedup.get("vs_compile_max_autotune"):
+        text += f"; torch.compile max-autotune {_num(timing['compile_max_autotune']['median_ms'], '.4g')} ms -> " \
+                f"{_num(speedup['vs_compile_max_autotune'], '.2f')}x"
     lines = [text + f"; {cand['trials']} calls, {timing['timer']}"]
     gpu = record.get("gpu") or {}
     if gpu.get("own_kernel_share") is not None:

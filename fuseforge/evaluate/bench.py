@@ -5,7 +5,8 @@ Procedure (under `torch.no_grad()`, models built under seed 0 with identical wei
 
 - variants: "eager" (Model in fp32), "compile" (`torch.compile` of a copy of Model, default mode; skipped
   with compile=False or on the CPU; if compiling raises, the error is recorded and the rest goes on),
-  "candidate" (ModelNew).
+  "compile_max_autotune" (the same with mode="max-autotune"; only with max_autotune=True, which adds
+  minutes of autotuning per model), "candidate" (ModelNew).
 - warm-up: `warmup` calls of each (at least one, so compilation and lazy builds are not timed).
 - `trials` rounds; round r runs the variants in the order rotated by r. Before each timed call the L2 is
   flushed by zeroing a 256 MiB buffer; the call is timed with CUDA events recorded around it, then a
@@ -18,10 +19,10 @@ Procedure (under `torch.no_grad()`, models built under seed 0 with identical wei
     schema       "fuseforge.bench/1"
     model, candidate, device, environment (torch, python, cuda, gpu, capability, precision flags)
     settings     {trials, warmup, l2_flush_bytes, seed, distribution, timer: "cuda_events"|"perf_counter"}
-    variants     {eager|compile|candidate: {status: "ok"|"skipped"|"error", reason, median_ms, p10_ms,
+    variants     {eager|compile|compile_max_autotune|candidate: {status: "ok"|"skipped"|"error", reason, median_ms, p10_ms,
                   p90_ms, min_ms, mean_ms, trials, peak_bytes, peak_abs_bytes}}
     speedup      {vs_eager: median(eager)/median(candidate), vs_compile: median(compile)/median(candidate)
-                  or null}
+                  or null, vs_compile_max_autotune: likewise or null}
     error        null, or one line if eager or the candidate failed while being benched
     wall_s       seconds spent benching
 """
@@ -42,7 +43,8 @@ from fuseforge.evaluate.harness import CandidateFailed, EvalError, Programs, Ref
 
 SCHEMA = "fuseforge.bench/1"
 L2_FLUSH_BYTES = 256 * 2**20
-VARIANTS = ("eager", "compile", "candidate")
+VARIANTS = ("eager", "compile", "compile_max_autotune", "candidate")
+COMPILE_MODES = {"compile": "default", "compile_max_autotune": "max-autotune"}
 
 # Taken at import time, before any candidate can replace them.
 _Event = torch.cuda.Event
@@ -56,6 +58,7 @@ class BenchSettings:
     trials: int = 50
     warmup: int = 5
     compile: bool = True
+    max_autotune: bool = False
 
 
 class _Timer:
@@ -88,11 +91,14 @@ def _variants(progs: Programs, settings: BenchSettings) -> tuple[dict, dict]:
     inputs = harness.draw_inputs(progs, 0, "file")
     records = {name: {"status": "ok", "reason": None} for name in VARIANTS}
     models = {"eager": copy.deepcopy(ref).to(dev)}
-    if not settings.compile or dev.type != "cuda":
-        why = "--no-compile" if not settings.compile else "not on cuda"
-        records["compile"] = {"status": "skipped", "reason": why}
-    else:
-        models["compile"] = torch.compile(copy.deepcopy(ref).to(dev))
+    wanted = {"compile": (settings.compile, "--no-compile"),
+              "compile_max_autotune": (settings.max_autotune, "not asked for (--max-autotune)")}
+    for name, mode in COMPILE_MODES.items():
+        on, why_off = wanted[name]
+        if not on or dev.type != "cuda":
+            records[name] = {"status": "skipped", "reason": why_off if not on else "not on cuda"}
+        else:
+            models[name] = torch.compile(copy.deepcopy(ref).to(dev), mode=mode)
     models["candidate"] = harness.guard(CandidateFailed, "ModelNew.to(device)", lambda: cand.to(dev))
     calls = {}
     for name, model in models.items():
@@ -110,11 +116,11 @@ def _warm_up(calls: dict, records: dict, settings: BenchSettings) -> None:
                 calls[name]()
             harness.synchronize(settings.device)
         except Exception as exc:
-            if name != "compile":
+            if name not in COMPILE_MODES:
                 raise failures[name](f"{name} raised {harness.one_line(exc)} while benched") from exc
             traceback.print_exception(exc, file=sys.stderr)
-            records["compile"] = {"status": "error", "reason": harness.one_line(exc)}
-            del calls["compile"]
+            records[name] = {"status": "error", "reason": harness.one_line(exc)}
+            del calls[name]
 
 
 def _time_rounds(calls: dict, timer: _Timer, trials: int) -> dict[str, list[float]]:
@@ -169,7 +175,8 @@ def run_bench(progs: Programs, settings: BenchSettings) -> dict:
                      "l2_flush_bytes": timer.flush_bytes,
                      "timer": "cuda_events" if timer.cuda else "perf_counter"},
         "variants": records,
-        "speedup": {"vs_eager": _speedup(records, "eager"), "vs_compile": _speedup(records, "compile")},
+        "speedup": {"vs_eager": _speedup(records, "eager"), "vs_compile": _speedup(records, "compile"),
+                    "vs_compile_max_autotune": _speedup(records, "compile_max_autotune")},
     }
 
 

@@ -50,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trials", type=_at_least(1), default=50, help="timed rounds")
     p.add_argument("--warmup", type=_at_least(0), default=5, help="untimed calls of each variant first")
     p.add_argument("--no-compile", action="store_true", help="do not time torch.compile")
+    p.add_argument("--max-autotune", action="store_true",
+                   help="also time torch.compile(mode='max-autotune') (minutes of autotuning per model)")
     p.add_argument("--skip-bench", action="store_true", help="verify only")
     return p
 
@@ -83,13 +85,15 @@ def bench_summary(record: dict) -> str:
         return f"bench: error: {record['error']}"
     variants, speedup = record["variants"], record["speedup"]
     parts = []
-    for name in ("candidate", "eager", "compile"):
-        v = variants[name]
+    for name in ("candidate", "eager", "compile", "compile_max_autotune"):
+        v = variants.get(name)
+        if v is None or (name == "compile_max_autotune" and v["status"] == "skipped"):
+            continue
         if v["status"] != "ok":
             parts.append(f"{name} {v['status']} ({v['reason']})")
             continue
         text = f"{name} {v['median_ms']:.4g} ms [p10 {v['p10_ms']:.4g}, p90 {v['p90_ms']:.4g}]"
-        ratio = {"eager": speedup["vs_eager"], "compile": speedup["vs_compile"]}.get(name)
+        ratio = speedup.get(f"vs_{name}")
         if ratio:
             text += f" -> candidate {ratio:.2f}x"
         if v["peak_bytes"] is not None:
@@ -110,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     written = [args.out / VERIFY_FILE]
     bench_path = args.out / BENCH_FILE
     if record["verdict"] == "correct" and not args.skip_bench and progs is not None:
-        bench = bench_programs(progs, BenchSettings(device, args.trials, args.warmup, not args.no_compile))
+        bench = bench_programs(progs, BenchSettings(device, args.trials, args.warmup, not args.no_compile,
+                                                         args.max_autotune))
         write_json(bench_path, bench)
         print(bench_summary(bench))
         written.append(bench_path)

@@ -91,6 +91,9 @@ def register(app: typer.Typer) -> None:
         run_command: Annotated[str | None, typer.Option(
             help="Template of the run phase, e.g. '{python} -m fuseforge optimize {model} -o {out} {no_gpu} "
                  "{no_compile}' (the default for optimize).")] = None,
+        max_autotune: Annotated[bool, typer.Option(
+            "--max-autotune", help="Also time torch.compile(mode='max-autotune') as a baseline, once per model, "
+                                   "GPU and torch version (cached; adds minutes of autotuning per model).")] = False,
         ray: Annotated[str | None, typer.Option(
             help="Run the jobs on a Ray cluster: 'auto', 'ray://HOST:10001' or 'local' "
                  "(needs the optional extra: pip install 'fuseforge\\[ray]').")] = None,
@@ -106,7 +109,8 @@ def register(app: typer.Typer) -> None:
         """
         config = SuiteConfig(models=models, db=db, candidates=candidates, out=out, gpus=gpus, jobs=jobs,
                              build_timeout_s=build_timeout, run_timeout_s=run_timeout, max_attempts=max_attempts,
-                             build_command=build_command, run_command=run_command, ray=ray)
+                             build_command=build_command, run_command=run_command, ray=ray,
+                             max_autotune=max_autotune)
         raise typer.Exit(suite(config))
 
     @app.command("report")

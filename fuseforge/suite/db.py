@@ -22,7 +22,7 @@ jobs        one row per model x candidate x run that executed (skipped jobs add 
     flops, min_bytes, floor_ms (roofline), verify_json (50_verify.json without its cases), bench_json
     (60_bench.json), roofline_json (suite_roofline.json)
 baselines   timings of the reference variants, one per model hash x GPU name x torch version x variant
-    ("eager", "compile", and whatever else the evaluator times, e.g. "compile_max_autotune" once it does):
+    ("eager", "compile", "compile_max_autotune" with `suite --max-autotune`, whatever the evaluator times):
     median_ms, p10_ms, p90_ms, peak_bytes, job_id (the job that measured it), measured (UTC time)
 
 Resume: a job is skipped when a row with its job_key is "done", or when max_attempts of its rows are

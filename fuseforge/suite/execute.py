@@ -152,12 +152,14 @@ def build_phase(job: Job, timeout_s: float, parallel_builds: int = 1) -> Outcome
 
 
 def run_phase(job: Job, gpu_id: str | None, timeout_s: float, no_compile: bool = False,
-              built: Outcome | None = None) -> Outcome:
-    """Run the job (on GPU `gpu_id`, or with --no-gpu semantics when it is None)."""
+              built: Outcome | None = None, max_autotune: bool = False) -> Outcome:
+    """Run the job (on GPU `gpu_id`, or with --no-gpu semantics when it is None); `no_compile`: the compile
+    baseline is cached; `max_autotune`: time the max-autotune baseline in this run."""
     if built is None:
         prepare(job)
     env = {**_base_env(job), "CUDA_VISIBLE_DEVICES": gpu_id if gpu_id is not None else ""}
-    argv = job.argv(job.run_template, no_gpu=gpu_id is None, no_compile=no_compile)
+    argv = job.argv(job.run_template, no_gpu=gpu_id is None, no_compile=no_compile,
+                    max_autotune=max_autotune and gpu_id is not None)
     environment = job_environment(gpu_id)
     done = run_process(argv, env, timeout_s, job.out_dir / "suite_run.log")
     outcome = collect(job.out_dir)
@@ -202,7 +204,8 @@ def from_check_record(record: dict) -> tuple[dict, dict]:
     verify = {k: record.get(k) for k in ("verdict", "reason", "check", "worst", "environment")}
     timing = record.get("timing") or {}
     variants = {name: ({"status": "ok", **v} if "median_ms" in v else v)
-                for name, v in timing.items() if name in ("candidate", "eager", "compile") and isinstance(v, dict)}
+                for name, v in timing.items()
+                if name in ("candidate", "eager", "compile", "compile_max_autotune") and isinstance(v, dict)}
     bench = {"variants": variants, "speedup": timing.get("speedup") or {}, "environment": record.get("environment")}
     return verify, bench
 

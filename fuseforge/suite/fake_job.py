@@ -17,7 +17,8 @@ key=value words,
     gpu=NAME, torch=VERSION              the environment the fake evaluator reports
 
 With --no-gpu the run phase ends like `optimize --no-gpu` (exit 0, no verdict) unless it must crash or
-hang; with --no-compile the compile variant is "skipped". Each phase writes OUT/fake_job_<phase>.json
+hang; with --no-compile the compile variant is "skipped"; with --max-autotune a compile_max_autotune variant
+(max_autotune_ms=, default eager_ms) is written. Each phase writes OUT/fake_job_<phase>.json
 ({argv, cuda_visible_devices, pid, start, end}; end is null if it crashed or hung). "hang" first starts
 a child (pid in OUT/hang_child.pid) that outlives the job unless the suite kills its whole process group.
 """
@@ -69,7 +70,7 @@ def _variant(ms: float) -> dict:
             "min_ms": ms * 0.9, "mean_ms": ms, "trials": 50, "peak_bytes": 2**20, "peak_abs_bytes": 2**21}
 
 
-def write_results(out: Path, d: dict, correct: bool, compile_timed: bool) -> None:
+def write_results(out: Path, d: dict, correct: bool, compile_timed: bool, autotuned: bool = False) -> None:
     env = _environment(d)
     worst = {"case": "seed 0 / file", "name": "output", "cand_rel_err": 1e-7 if correct else 0.5,
              "ref_rel_err": 1e-7, "ratio": 0.5 if correct else 1e6}
@@ -84,6 +85,8 @@ def write_results(out: Path, d: dict, correct: bool, compile_timed: bool) -> Non
     variants = {"eager": _variant(eager), "candidate": _variant(ours),
                 "compile": _variant(float(d.get("compile_ms", eager))) if compile_timed else
                 {"status": "skipped", "reason": "--no-compile"}}
+    if autotuned:
+        variants["compile_max_autotune"] = _variant(float(d.get("max_autotune_ms", eager)))
     bench = {"schema": "fuseforge.bench/1", "environment": env, "variants": variants, "error": None,
              "speedup": {"vs_eager": eager / ours,
                          "vs_compile": variants["compile"]["median_ms"] / ours if compile_timed else None}}
@@ -123,7 +126,7 @@ def main(argv: list[str]) -> int:
         code = 3 if action == "fail" else 0
         print("fuseforge: build failed: fake compile error" if code else "built", flush=True)
     elif "--no-gpu" not in rest and action in ("correct", "incorrect"):
-        write_results(out, d, action == "correct", "--no-compile" not in rest)
+        write_results(out, d, action == "correct", "--no-compile" not in rest, "--max-autotune" in rest)
         code = 0 if action == "correct" else 1
     record["end"] = time.time()
     (out / f"fake_job_{phase}.json").write_text(json.dumps(record))

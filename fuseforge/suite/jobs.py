@@ -16,6 +16,9 @@ stages with --no-gpu semantics). A template is split like a shell line and each 
     {out}         the job's output folder   {no_gpu}      "--no-gpu" when the suite runs without GPUs
     {no_compile}  "--no-compile" when a torch.compile baseline of this model is already cached for this
                   GPU and torch version (the baselines table), so it is not timed again
+    {max_autotune}  "--max-autotune" with `suite --max-autotune` when no torch.compile max-autotune baseline
+                  of this model is cached yet for this GPU and torch version (`--max-autotune` appends it to
+                  the default run commands)
 A word that formats to "" is dropped.
 """
 
@@ -53,6 +56,7 @@ class SuiteConfig:
     build_command: str | None = None  # None: the kind's default (DEFAULT_COMMANDS)
     run_command: str | None = None
     ray: str | None = None  # a Ray address ("auto", "ray://host:10001", "local"): run the jobs there
+    max_autotune: bool = False  # also time torch.compile max-autotune once per model x GPU x torch version
 
     @property
     def kind(self) -> str:
@@ -64,6 +68,8 @@ class SuiteConfig:
 
     def commands(self) -> tuple[str, str]:
         build, run = DEFAULT_COMMANDS[self.kind]
+        if self.max_autotune:
+            run += " {max_autotune}"
         return self.build_command or build, self.run_command or run
 
 
@@ -93,11 +99,13 @@ class Job:
     def run_template(self) -> str:
         return json.loads(self.settings)["run"]
 
-    def argv(self, template: str, no_gpu: bool = False, no_compile: bool = False) -> list[str]:
+    def argv(self, template: str, no_gpu: bool = False, no_compile: bool = False,
+             max_autotune: bool = False) -> list[str]:
         values = {"python": sys.executable, "model": str(self.model), "out": str(self.out_dir),
                   "candidate": str(self.candidate or ""), "no_gpu": "--no-gpu" if no_gpu else "",
                   "device": "cpu" if no_gpu else "cuda",
-                  "no_compile": "--no-compile" if no_compile else ""}
+                  "no_compile": "--no-compile" if no_compile else "",
+                  "max_autotune": "--max-autotune" if max_autotune else ""}
         words = [word.format(**values) for word in shlex.split(template)]
         return [w for w in words if w]
 

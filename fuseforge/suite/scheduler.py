@@ -224,8 +224,10 @@ def _worker(gpu_id: str | None, ctx: Context, ready: queue.Queue) -> None:
     while (item := ready.get()) is not None and not ctx.stop.is_set():
         p, built = item
         ctx.start(p, "cpu" if gpu_id is None else f"gpu{gpu_id}", "run")
-        cached = gpu_id is not None and (gpu_name, torch_version()) in ctx.store.cached(p.job.model_hash)
-        outcome = guarded(run_phase, p.job, gpu_id, ctx.config.run_timeout_s, cached, built)
+        here = (gpu_name, torch_version())
+        cached = gpu_id is not None and here in ctx.store.cached(p.job.model_hash)
+        autotune = ctx.config.max_autotune and here not in ctx.store.cached(p.job.model_hash, "compile_max_autotune")
+        outcome = guarded(run_phase, p.job, gpu_id, ctx.config.run_timeout_s, cached, built, autotune)
         outcome.worker = "cpu" if gpu_id is None else f"gpu{gpu_id}"
         if not ctx.stop.is_set():
             ctx.finish(p, outcome)
