@@ -7,9 +7,10 @@ set -uo pipefail
 export PYTHONUNBUFFERED=1 FUSEFORGE_COMMIT="${FUSEFORGE_COMMIT:-unknown}"
 PY=.venv/bin/python
 DB=out/suite/results.sqlite
-mkdir -p out/suite "${OUT:=/tmp/out}"
+mkdir -p out/suite out/rows "${OUT:=/tmp/out}"
 
 snapshot() {  # a consistent copy of the database, and the jobs' artefacts without their builds
+    [ -f "$DB" ] || return 0
     $PY -c "import sqlite3,sys; s=sqlite3.connect(sys.argv[1]); d=sqlite3.connect(sys.argv[2]); s.backup(d)" "$DB" "$OUT/results.sqlite"
     (cd out/suite && find results_out -path '*torch_extensions*' -prune -o -type f -size -2M \
         \( -name '*.json' -o -name '*.md' -o -name '*.txt' -o -name '*.log' -o -name '*.py' \) -print \
@@ -17,6 +18,21 @@ snapshot() {  # a consistent copy of the database, and the jobs' artefacts witho
 }
 
 case "$1" in
+  corpus)  # the grader's adversarial corpus on the GPU; kernels built in parallel first, records as JSON
+    ls tests/adversarial/*.py | xargs -P 16 -I{} timeout 300 $PY -c "import sys; from fuseforge.load import \
+import_model_file as f; m = f(sys.argv[1]); getattr(m, '_kernels', lambda: 0)()" {} > "$OUT/corpus_prebuild.log" 2>&1
+    FUSEFORGE_CORPUS_RECORDS="$OUT/corpus_records.json" $PY -m pytest -v -p no:cacheprovider -rfE \
+        tests/test_check_corpus.py -k test_on_a_gpu_every_candidate --junitxml="$OUT/corpus.xml" > "$OUT/corpus.log" 2>&1
+    echo "corpus pytest exit $?"; grep -E "FAILED|passed|failed" "$OUT/corpus.log" | tail -8
+    ;;
+  rows)  # the fused row kernels: their GPU tests, then optimize --row-kernels on the models that get one
+    $PY -m pytest -q -p no:cacheprovider tests/test_rows.py > "$OUT/rows_pytest.log" 2>&1; tail -3 "$OUT/rows_pytest.log"
+    for m in rmsnorm_residual gemm_softmax_rows gemm_layernorm_relu matmul_logsumexp_relu bmm_scale_softmax_bmm; do
+        $PY -m fuseforge optimize ../shared/problems/dev/$m.py -o out/rows/$m --row-kernels > out/rows/$m.log 2>&1
+        echo "$m exit $?: $(grep -h -m1 'bench:' out/rows/$m/50_evaluate.log 2>/dev/null | cut -c1-200)"
+    done
+    (cd out && tar czf "$OUT/rows.tgz" --exclude='*torch_extensions*' rows)
+    ;;
   candidates)  # check jobs: the real answers and two buggy candidates (crash, hang)
     mkdir -p /tmp/cands && cp .shared/candidates/*.py bench/suite_candidates/*.py /tmp/cands/
     $PY -m fuseforge suite ../shared/problems --candidates /tmp/cands --db "$DB" --run-timeout 200 --build-timeout 600 2>&1 | tail -40
