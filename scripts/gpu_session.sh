@@ -19,8 +19,9 @@ snapshot() {  # a consistent copy of the database, and the jobs' artefacts witho
 
 case "$1" in
   corpus)  # the grader's adversarial corpus on the GPU; kernels built in parallel first, records as JSON
-    ls tests/adversarial/*.py | xargs -P 16 -I{} timeout 300 $PY -c "import sys; from fuseforge.load import \
-import_model_file as f; m = f(sys.argv[1]); getattr(m, '_kernels', lambda: 0)()" {} > "$OUT/corpus_prebuild.log" 2>&1
+    ls tests/adversarial/*.py | xargs -P 16 -I{} timeout 300 $PY -c "import sys, pathlib; \
+from fuseforge.suite.build import build_extension; build_extension(pathlib.Path(sys.argv[1]))" {} \
+        > "$OUT/corpus_prebuild.log" 2>&1
     FUSEFORGE_CORPUS_RECORDS="$OUT/corpus_records.json" $PY -m pytest -v -p no:cacheprovider -rfE \
         tests/test_check_corpus.py -k test_on_a_gpu_every_candidate --junitxml="$OUT/corpus.xml" > "$OUT/corpus.log" 2>&1
     echo "corpus pytest exit $?"; grep -E "FAILED|passed|failed" "$OUT/corpus.log" | tail -8

@@ -260,7 +260,7 @@ def test_the_bench_on_cpu_times_eager_and_candidate_and_skips_compile(tmp_path, 
 
 def test_max_autotune_is_timed_only_when_asked_for_and_only_on_cuda(tmp_path):
     model_path, cand_path = _files(tmp_path, LINEAR_MODEL, _linear_candidate())
-    for flags, reason in (([], "not asked for (--max-autotune)"), (["--max-autotune"], "not on cuda")):
+    for flags, reason in (([], "off (no --max-autotune)"), (["--max-autotune"], "not on cuda")):
         out = tmp_path / f"out{len(flags)}"
         assert main([str(model_path), str(cand_path), "--out", str(out), "--device", "cpu",
                      "--trials", "2", "--warmup", "1", *flags]) == 0

@@ -49,10 +49,10 @@ def test_a_candidate_that_is_not_valid_python_does_not_build_and_one_without_ker
     monkeypatch.setattr(torch.version, "cuda", "13.0")  # as on a GPU machine: the build is attempted
     prose = tmp_path / "prose.py"
     prose.write_text("Here is the optimized code:\nclass ModelNew(nn.Module):\n")
-    assert build._build_extension(prose) == build.BUILD_FAILED_EXIT
+    assert build.build_extension(prose) == build.BUILD_FAILED_EXIT
     plain = tmp_path / "plain.py"
     plain.write_text("class ModelNew:\n    pass\n")
-    assert build._build_extension(plain) == 0
+    assert build.build_extension(plain) == 0
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine where no GPU answers (the CI machine)")

@@ -92,7 +92,7 @@ def _variants(progs: Programs, settings: BenchSettings) -> tuple[dict, dict]:
     records = {name: {"status": "ok", "reason": None} for name in VARIANTS}
     models = {"eager": copy.deepcopy(ref).to(dev)}
     wanted = {"compile": (settings.compile, "--no-compile"),
-              "compile_max_autotune": (settings.max_autotune, "not asked for (--max-autotune)")}
+              "compile_max_autotune": (settings.max_autotune, "off (no --max-autotune)")}
     for name, mode in COMPILE_MODES.items():
         on, why_off = wanted[name]
         if not on or dev.type != "cuda":

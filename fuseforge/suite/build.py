@@ -74,7 +74,7 @@ def _capture_only(model: Path):
         return None
 
 
-def _build_extension(target: Path) -> int:
+def build_extension(target: Path) -> int:
     import torch
 
     from fuseforge.load import import_model_file
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         (args.out / ROOFLINE_FILE).write_text(json.dumps(roofline(captured), indent=1) + "\n")
     if args.no_extension:
         return 0
-    return _build_extension(args.candidate or args.out / "40_model_new.py")
+    return build_extension(args.candidate or args.out / "40_model_new.py")
 
 
 if __name__ == "__main__":
