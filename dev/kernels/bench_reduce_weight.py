@@ -79,8 +79,20 @@ extern "C" int gemv(const float* x, const float* u, float* y, int rows, int cols
 def build(workdir: Path) -> ctypes.CDLL:
     cu, so = workdir / "colsum.cu", workdir / "colsum.so"
     cu.write_text(SOURCE)
-    subprocess.run(["nvcc", "-O3", "-shared", "-Xcompiler", "-fPIC", "-gencode=arch=compute_90a,code=sm_90a",
-                    "-o", str(so), str(cu)], check=True)
+    subprocess.run(
+        [
+            "nvcc",
+            "-O3",
+            "-shared",
+            "-Xcompiler",
+            "-fPIC",
+            "-gencode=arch=compute_90a,code=sm_90a",
+            "-o",
+            str(so),
+            str(cu),
+        ],
+        check=True,
+    )
     return ctypes.CDLL(str(so))
 
 
@@ -122,14 +134,31 @@ def main() -> None:
 
     def ours(chunks: int, scale: float = 1.0):
         def run():
-            lib.colsum(ctypes.c_void_p(W.data_ptr()), ctypes.c_void_p(partials[chunks].data_ptr()),
-                       ctypes.c_void_p(u.data_ptr()), N, K, chunks, ctypes.c_float(scale), stream())
+            lib.colsum(
+                ctypes.c_void_p(W.data_ptr()),
+                ctypes.c_void_p(partials[chunks].data_ptr()),
+                ctypes.c_void_p(u.data_ptr()),
+                N,
+                K,
+                chunks,
+                ctypes.c_float(scale),
+                stream(),
+            )
+
         return run
 
     def our_gemv(scale: float = 1.0):
         def run():
-            lib.gemv(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(u.data_ptr()), ctypes.c_void_p(y.data_ptr()),
-                     B, K, ctypes.c_float(scale), stream())
+            lib.gemv(
+                ctypes.c_void_p(x.data_ptr()),
+                ctypes.c_void_p(u.data_ptr()),
+                ctypes.c_void_p(y.data_ptr()),
+                B,
+                K,
+                ctypes.c_float(scale),
+                stream(),
+            )
+
         return run
 
     s_keep = W.sum(0, keepdim=True)
@@ -142,7 +171,9 @@ def main() -> None:
         "linear(x, s[1,K])": lambda: torch.nn.functional.linear(x, s_keep),
         "mv(x, s[K])": lambda: torch.mv(x, s_keep[0]),
         "our gemv": our_gemv(),
-        "current: sum0 + linear + div,mul": lambda: torch.nn.functional.linear(x, W.sum(0, keepdim=True)) / 2 * 1.5,
+        "current: sum0 + linear + div,mul": lambda: (
+            torch.nn.functional.linear(x, W.sum(0, keepdim=True)) / 2 * 1.5
+        ),
         "sum0 + mv + unsqueeze,mul": lambda: torch.mv(x, W.sum(0)).unsqueeze(1) * 0.75,
     }
     for c in partials:
@@ -175,9 +206,19 @@ def main() -> None:
         err = "" if r["rel_err_vs_fp64"] is None else f"{r['rel_err_vs_fp64']:.1e}"
         print(f"{r['case']:55s} {r['ms']:8.4f} {gbs:10.0f}  {err}")
     if args.out:
-        args.out.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-                                        "batch": B, "features": K, "eager_err": eager_err,
-                                        "results": results}, indent=1))
+        args.out.write_text(
+            json.dumps(
+                {
+                    "gpu": torch.cuda.get_device_name(),
+                    "torch": torch.__version__,
+                    "batch": B,
+                    "features": K,
+                    "eager_err": eager_err,
+                    "results": results,
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":
