@@ -17,6 +17,7 @@ from rich.console import Console
 import fuseforge.cli
 from fuseforge.suite import environment, scheduler
 from fuseforge.suite.db import Store
+from fuseforge.suite.execute import BUILD_NICENESS
 from fuseforge.suite.fake_job import BUILD_COMMAND, CHECK_RUN_COMMAND, RUN_COMMAND, write_model
 from fuseforge.suite.jobs import SuiteConfig
 from fuseforge.suite.scheduler import run_suite
@@ -99,6 +100,14 @@ def test_each_gpu_worker_pins_its_jobs_to_its_gpu_and_the_gpus_work_at_the_same_
                 assert a["end"] <= b["start"] or b["end"] <= a["start"]
     assert any(w1 != w2 and a["start"] < b["end"] and b["start"] < a["end"] for w1, a in runs for w2, b in runs)
     assert all(_record(r, "build")["end"] <= _record(r)["start"] for r in rows)  # built first, on the CPU
+
+
+def test_builds_run_at_a_lower_cpu_priority_than_the_jobs_being_timed(tmp_path):
+    write_model(tmp_path / "models" / "m.py")
+    _, rows = _run(tmp_path, tmp_path / "models")
+    ours = os.getpriority(os.PRIO_PROCESS, 0)
+    assert _record(rows[0], "build")["niceness"] == min(19, ours + BUILD_NICENESS) > ours
+    assert _record(rows[0])["niceness"] == ours
 
 
 def test_without_gpus_jobs_run_with_no_gpu_semantics_and_no_build_phase(tmp_path):

@@ -19,7 +19,7 @@ key=value words,
 With --no-gpu the run phase ends like `optimize --no-gpu` (exit 0, no verdict) unless it must crash or
 hang; with --no-compile the compile variant is "skipped"; with --max-autotune a compile_max_autotune variant
 (max_autotune_ms=, default eager_ms) is written. Each phase writes OUT/fake_job_<phase>.json
-({argv, cuda_visible_devices, pid, start, end}; end is null if it crashed or hung). "hang" first starts
+({argv, cuda_visible_devices, niceness, pid, start, end}; end is null if it crashed or hung). "hang" first starts
 a child (pid in OUT/hang_child.pid) that outlives the job unless the suite kills its whole process group.
 """
 
@@ -112,7 +112,8 @@ def main(argv: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     files = [model] + ([Path(rest[rest.index("--candidate") + 1])] if "--candidate" in rest else [])
     d = directives(*files)
-    record = {"argv": argv, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "pid": os.getpid(),
+    record = {"argv": argv, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+              "niceness": os.getpriority(os.PRIO_PROCESS, 0), "pid": os.getpid(),
               "start": time.time(), "end": None}
     (out / f"fake_job_{phase}.json").write_text(json.dumps(record))  # again at the end, if it gets there
     time.sleep(float(d.get("sleep", 0)))
