@@ -48,16 +48,24 @@ def cubin(tmp_path_factory):
 def test_the_3xtf32_gemm_compiles_for_sm90a_with_no_spills_and_no_local_memory(cubin):
     _, log = cubin
     kernels = re.findall(r"Compiling entry function '(\w+)'", log)
-    assert all("gemm3x_tf32_kernel" in k or "gemm3x_wgmma_kernel" in k for k in kernels), log
+    families = ("gemm3x_tf32_kernel", "gemm3x_wgmma_kernel", "gemm3x_ws_kernel")
+    assert all(any(f in k for f in families) for k in kernels), log
     assert sum("gemm3x_tf32_kernel" in k for k in kernels) >= 4, log  # variant 0, mma.sync
     assert sum("gemm3x_wgmma_kernel" in k for k in kernels) >= 4, log  # variant 1, wgmma
-    assert "wgmma" not in log.lower().replace("gemm3x_wgmma_kernel", ""), log  # e.g. no serialization notes
+    assert sum("gemm3x_ws_kernel" in k for k in kernels) >= 4, log  # variant 2, warp-specialised wgmma
+    # e.g. no "wgmma serialized" notes (-Werror all-warnings would also fail the build on them)
+    assert "wgmma" not in log.lower().replace("gemm3x_wgmma_kernel", ""), log
     spills = [(int(s), int(ld)) for s, ld in re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)]
     frames = [int(f) for f in re.findall(r"(\d+) bytes stack frame", log)]
     assert len(spills) == len(kernels) and all(s == (0, 0) for s in spills), log
     assert len(frames) == len(kernels) and not any(frames), log
     registers = [int(r) for r in re.findall(r"Used (\d+) registers", log)]
     assert registers and max(registers) <= 255, log
+    # Variant 2 launches 384 threads (3 warps on some SM sub-partition), so ptxas caps the kernel at 168
+    # registers per thread; the consumers get theirs from setmaxnreg (see the SASS test).
+    per_kernel = re.findall(r"Compiling entry function '(\w+)'.*?Used (\d+) registers", log, re.S)
+    ws = [int(r) for name, r in per_kernel if "gemm3x_ws_kernel" in name]
+    assert len(ws) >= 4 and max(ws) <= 168, per_kernel
 
 
 @needs_nvcc
@@ -73,16 +81,51 @@ def test_the_kernel_sass_is_tensor_core_hmma_without_local_loads_or_stores(cubin
     # k-tile: 4 k-steps x 3 products) reads the zero register as its accumulator, and the others chain.
     functions = re.findall(r"Function : (\S+)\n(.*?)(?=\n\s*Function : |\Z)", sass, re.S)
     assert sum("gemm3x_wgmma_kernel" in name for name, _ in functions) >= 4
+    assert sum("gemm3x_ws_kernel" in name for name, _ in functions) >= 4
+    assert sum("gemm3x_tf32_kernel" in name for name, _ in functions) >= 4
     for name, body in functions:
         if "gemm3x_wgmma_kernel" in name:
             mmas = re.findall(r"HGMMA\.64x128x8\.F32\.TF32 R\d+, gdesc\[UR\d+\], (R\d+|RZ)\b", body)
             assert len(mmas) == 12, (name, len(mmas))  # one k-tile per loop trip: 4 k8 x 3 products
-        else:
+        elif "gemm3x_ws_kernel" in name:
+            # Variant 2: A from registers (the second operand is a register, not a descriptor).
+            assert not re.search(r"HGMMA\.[^;]*gdesc\[UR\d+\], gdesc", body), name
+            mmas = re.findall(r"HGMMA\.64x128x8\.F32\.TF32 R\d+, R\d+, gdesc\[UR\d+\], (R\d+|RZ)\b", body)
+            assert len(mmas) == 12, (name, len(mmas))
+            _check_ws_sass(name, body)
+        elif "gemm3x_tf32_kernel" in name:
             mmas = re.findall(r"HMMA\.1688\.F32\.TF32 R\d+, [^;]*?, (R\d+|RZ) ;", body)
-        if not mmas:
+            assert mmas, name
+        else:
             continue
         fresh = sum(c == "RZ" for c in mmas)
         assert fresh * 12 == len(mmas), (name, fresh, len(mmas))
+
+
+def _ws_constant(name: str) -> int:
+    """A constant of variant 2 as the .cu defines it (constexpr int or #define default)."""
+    text = SOURCE.read_text()
+    m = re.search(rf"constexpr int {name} = (\d+);", text) or re.search(rf"#define {name} (\d+)", text)
+    assert m, name
+    return int(m.group(1))
+
+
+def _check_ws_sass(name: str, body: str) -> None:
+    """Variant 2's SASS: the register hand-over, mbarrier-only synchronisation, consumers above 168."""
+    producer_regs = _ws_constant("GEMM3X_WS_PRODUCER_REGS")
+    consumer_regs = (168 * 384 - producer_regs * 128) // 256 // 8 * 8
+    alloc = re.findall(r"USETMAXREG\.TRY_ALLOC\.CTAPOOL \w+, (0x[0-9a-f]+)", body)
+    dealloc = re.findall(r"USETMAXREG\.DEALLOC\.CTAPOOL (0x[0-9a-f]+)", body)
+    assert [int(x, 16) for x in alloc] == [consumer_regs], (name, alloc)
+    assert [int(x, 16) for x in dealloc] == [producer_regs], (name, dealloc)
+    # The consumers' code really uses more than the 168 registers the launch gives every thread (else
+    # setmaxnreg buys nothing), and no code uses more than the consumers' share.
+    highest = max(int(r) for r in re.findall(r"\bR(\d+)\b", body))
+    assert 168 <= highest < consumer_regs, (name, highest)
+    # One block-wide barrier (after the mbarrier init); the k loop synchronises through mbarriers only.
+    assert len(re.findall(r"\bBAR\.SYNC", body)) == 1, name
+    assert "SYNCS.PHASECHK.TRANS64.TRYWAIT" in body and "SYNCS.ARRIVE.TRANS64" in body, name
+    assert "FENCE.VIEW.ASYNC.S" in body and "LDSM.16.M88.4" in body and "LDGSTS" in body, name
 
 
 @needs_nvcc
@@ -103,6 +146,14 @@ def test_the_kernel_ptx_issues_tf32_mma_sync_zero_filling_cp_async_and_rna_split
     assert "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32" in ptx
     assert "fence.proxy.async.shared::cta" in ptx
     assert "wgmma.wait_group.sync.aligned 0" in ptx
+    # Variant 2: register-A wgmma, setmaxnreg hand-over, mbarrier ring.
+    assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n128k8\.f32\.tf32\.tf32 \{[^}]*\}, "
+                     r"\{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+, p, 1, 1;", ptx)
+    producer_regs = _ws_constant("GEMM3X_WS_PRODUCER_REGS")
+    assert f"setmaxnreg.dec.sync.aligned.u32 {producer_regs};" in ptx
+    assert f"setmaxnreg.inc.sync.aligned.u32 {(168 * 384 - producer_regs * 128) // 256 // 8 * 8};" in ptx
+    assert "mbarrier.try_wait.parity.shared::cta.b64" in ptx
+    assert "mbarrier.arrive.shared::cta.b64" in ptx
     assert re.search(r"cp\.async\.cg\.shared\.global \[%r\d+\], \[%rd\d+\], 16, %r\d+;", ptx)
     assert re.search(r"cp\.async\.ca\.shared\.global \[%r\d+\], \[%rd\d+\], 4, %r\d+;", ptx)
 
@@ -122,6 +173,8 @@ def test_the_bench_builds_a_library_exporting_the_c_launchers(tmp_path):
     assert lib.gemm3x_nn(None, None, None, -1, 8, 8, 8, 8, 8, None, None) == 1
     assert isinstance(lib.gemm3x_tn_bias_sigmoid_scale_residual, ctypes._CFuncPtr)
     assert lib.gemm3x_set_variant(1) == 0 and lib.gemm3x_set_variant(7) == -1 and lib.gemm3x_set_variant(0) == 1
+    assert lib.gemm3x_set_variant(2) == 0 and lib.gemm3x_set_variant(3) == -1 and lib.gemm3x_set_variant(0) == 2
+    assert bench_gemm.VARIANTS == {"mma": 0, "wgmma": 1, "ws": 2}
 
 
 def test_the_wgmma_split_layout_is_the_128_byte_swizzle_and_fills_each_tile_exactly_once():
@@ -270,3 +323,145 @@ def test_the_accumulation_model_reproduces_the_first_h100_run_and_the_per_tile_f
     assert 0.75 * H100_FIRST_RUN_ERR[k] < chained < 1.3 * H100_FIRST_RUN_ERR[k]
     assert per_tile < 0.5 * H100_SGEMM_ERR[k]
     assert per_tile * 50 < chained
+
+
+# --------------------------------------------------------------------------------------------------
+# Variant 2 (warp-specialised), modelled on the host: the layouts its threads index with, and the
+# producer/consumer mbarrier protocol (a wrong parity or arrival count would hang the GPU or let the
+# producer overwrite a slot that a consumer still reads; neither shows in a compile).
+# --------------------------------------------------------------------------------------------------
+def _sw128(r, k):
+    return r * 128 + (((k >> 2) ^ (r & 7)) << 4)
+
+
+def test_variant2_ldmatrix_addresses_are_the_swizzled_a_fragments_and_conflict_free():
+    # .cu: a_row = 64 cw + 16 q + (lane & 7) + ((lane >> 3) & 1) * 8, chunk (half ^ (lane & 7)) ^ 2 kk
+    for cw in range(2):
+        for q in range(4):
+            for kk in range(4):
+                addrs = []
+                for lane in range(32):
+                    row = 64 * cw + 16 * q + (lane & 7) + ((lane >> 3) & 1) * 8
+                    chunk = ((lane >> 4) ^ (lane & 7)) ^ (2 * kk)
+                    addr = row * 128 + (chunk << 4)
+                    # the block this lane addresses: (rows 0-7 | 8-15) x (k 0-3 | 4-7) of the k8 step,
+                    # i.e. a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4) after ldmatrix
+                    assert addr == _sw128(row, 8 * kk + 4 * (lane >> 4))
+                    addrs.append(addr)
+                # each 8-lane phase of ldmatrix reads 8 rows' 16 bytes: all 32 banks, no conflict
+                for phase in range(4):
+                    banks = {(a // 4 + w) % 32 for a in addrs[8 * phase:8 * phase + 8] for w in range(4)}
+                    assert len(banks) == 32
+
+
+@pytest.mark.parametrize("tn", [True, False])
+def test_variant2_producer_threads_copy_and_split_every_b_chunk_exactly_once(tn):
+    threads = _ws_constant("kWsProducerThreads")
+    owner = {}
+    for ptid in range(threads):
+        for i in range(1024 // threads):
+            c = i * threads + ptid
+            n, k = (c >> 3, (c & 7) * 4) if tn else (c & 127, (c >> 7) * 4)
+            off = _sw128(n, k)
+            assert off not in owner  # the in-place split only touches chunks its own thread copied
+            owner[off] = ptid
+    assert sorted(owner) == list(range(0, 128 * 128, 16))
+
+
+def _simulate_ws_pipeline(k_tiles, stages, ahead, seed, consumer_warps=8):
+    """Runs the .cu's producer / consumer loops as interleaved agents on modelled mbarriers.
+
+    mbarrier model: `done` = completed phases; an arrival that reaches `count` completes a phase;
+    try_wait.parity(p) succeeds iff the current phase's parity (done & 1) differs from p.
+    Returns the order in which consumers read tiles; raises on a hang or on a slot overwritten while
+    a consumer may still read it, or read before its tile was split."""
+    rng = np.random.default_rng(seed)
+    full = [{"done": 0, "arrived": 0, "count": 1} for _ in range(stages)]  # the producer as one agent
+    empty = [{"done": 0, "arrived": 0, "count": consumer_warps} for _ in range(stages)]
+    slot_tile = [None] * stages    # tile whose data sits in the slot
+    slot_split = [False] * stages  # split (and fenced) by the producer
+    readers = [set() for _ in range(stages)]
+
+    def arrive(bar):
+        bar["arrived"] += 1
+        if bar["arrived"] == bar["count"]:
+            bar["arrived"] = 0
+            bar["done"] += 1
+
+    def can_pass(bar, parity):
+        return (bar["done"] & 1) != parity
+
+    # producer state: iteration `it`, step 0 = (wait empty, load), step 1 = (wait_group, split, arrive)
+    prod = {"it": 0, "step": 0}
+    cons = [{"kt": 0, "s": 0, "phase": 0, "step": 0} for _ in range(consumer_warps)]
+    reads = []
+    for _ in range(100_000):
+        movable = []
+        if prod["it"] < k_tiles + ahead:
+            movable.append("p")
+        movable += [w for w in range(consumer_warps) if cons[w]["kt"] < k_tiles]
+        if not movable:
+            return reads
+        progressed = False
+        for who in rng.permutation(len(movable)):
+            agent = movable[who]
+            if agent == "p":
+                it = prod["it"]
+                if prod["step"] == 0:
+                    if it < k_tiles:
+                        s = it % stages
+                        if not can_pass(empty[s], ((it // stages) & 1) ^ 1):
+                            continue
+                        assert not readers[s], f"slot {s} overwritten by tile {it} while read"
+                        assert slot_tile[s] is None or slot_tile[s] == it - stages, (s, slot_tile[s], it)
+                        slot_tile[s], slot_split[s] = it, False
+                    prod["step"] = 1
+                else:
+                    j = it - ahead
+                    if j >= 0:
+                        s = j % stages
+                        assert slot_tile[s] == j, "split of a tile whose copy was overwritten"
+                        slot_split[s] = True
+                        arrive(full[s])
+                    prod["it"], prod["step"] = it + 1, 0
+                progressed = True
+                break
+            w = cons[agent]
+            s = w["s"]
+            if w["step"] == 0:
+                if not can_pass(full[s], w["phase"]):
+                    continue
+                assert slot_tile[s] == w["kt"] and slot_split[s], (agent, w, slot_tile[s])
+                readers[s].add(agent)
+                reads.append((agent, w["kt"]))
+                w["step"] = 1
+            else:  # wgmma.wait_group 0 done: release the slot
+                readers[s].discard(agent)
+                arrive(empty[s])
+                w["kt"] += 1
+                w["step"] = 0
+                w["s"] += 1
+                if w["s"] == stages:
+                    w["s"], w["phase"] = 0, w["phase"] ^ 1
+            progressed = True
+            break
+        if not progressed:
+            raise RuntimeError(f"hang: producer {prod}, consumers {cons}")
+    raise RuntimeError("did not finish")
+
+
+@pytest.mark.parametrize("k_tiles", [0, 1, 2, 3, 4, 5, 7, 8, 9, 33, 64])
+def test_variant2_mbarrier_protocol_never_hangs_and_never_overwrites_a_slot_in_use(k_tiles):
+    stages, ahead = _ws_constant("kWsStages"), _ws_constant("kWsAhead")
+    for seed in range(6):
+        reads = _simulate_ws_pipeline(k_tiles, stages, ahead, seed)
+        for warp in range(8):
+            assert [kt for w, kt in reads if w == warp] == list(range(k_tiles))
+
+
+def test_the_variant2_protocol_model_catches_a_producer_running_too_far_ahead():
+    # The model is able to fail: splitting as far behind the loads as the ring is deep (ahead == stages)
+    # deadlocks (the producer waits for a slot that only its own later split would release).
+    with pytest.raises((RuntimeError, AssertionError)):
+        for seed in range(6):
+            _simulate_ws_pipeline(16, 4, 4, seed)

@@ -594,9 +594,322 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // ---------------------------------------------------------------------------------------------------
+// Variant 2 (sm_90a): warp-specialised wgmma with A from registers -- NOT YET RUN ON A GPU, selected with
+// gemm3x_set_variant(2).
+//
+// 384 threads = 3 warpgroups, block tile 128 x 128 x 32 (same tiling of C as variant 1):
+//   * warpgroup 0 = producer (setmaxnreg.dec to 40 registers). For k-tile kt it waits until slot
+//     kt % kWsStages of a kWsStages-deep ring is free (mbarrier empty[s]), then issues the bounds-checked,
+//     zero-filling cp.async copies of the fp32 A tile and the fp32 B tile into that slot, kWsAhead tiles
+//     ahead of its split. Two tiles later (cp.async.wait_group) each producer thread splits the B chunks
+//     it copied itself (so no barrier among producer threads is needed) in place into B_big / B_small,
+//     issues fence.proxy.async (its st.shared -> visible to wgmma) and arrives on full[s].
+//   * warpgroups 1, 2 = consumers (setmaxnreg.inc to 232), rows 64(w-1) .. 64(w-1)+63 of the block tile.
+//     Per k-tile: wait full[s]; ldmatrix.x4 the fp32 A fragments of the 4 k8 steps from the slot and split
+//     them in registers (wgmma with A from registers: m64k8 tf32 A fragment = the m16n8k8 one per warp,
+//     a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4), warp q of the warpgroup on rows 16q..16q+15);
+//     12 x wgmma.m64n128k8 (a_small.b_big, a_big.b_small, a_big.b_big per k8, B from the swizzled smem
+//     tiles through descriptors as in variant 1) into a fresh accumulator (first with scale-d = 0);
+//     wgmma.wait_group 0; one lane per warp arrives on empty[s] (8 arrivals complete the phase); then the
+//     per-tile round-to-nearest flush acc += tile (same accuracy scheme as variants 0 and 1).
+//     The two consumer warpgroups synchronise only through the mbarriers, so one's flush and waits overlap
+//     the other's wgmmas.
+// Slot layout (48 KB, 1024-byte aligned): A fp32 [128][32] in the 128-byte swizzle layout (ldmatrix reads
+// of 8 consecutive rows hit 8 different 16-byte bank groups), B_big [128 n][32 k] and B_small [128 n][32 k]
+// TF32 in the swizzle layout wgmma reads. The fp32 B tile is copied into the B_small region at the same
+// swizzled offsets, so the in-place split reads and writes only the thread's own chunks.
+// NN's B ([K][N] in global) is transposed by the copy: 4-byte cp.async of B[k][n] to (n, k); consecutive
+// threads take consecutive n (coalesced global reads, 4-way smem write conflicts). A, and TN's B, use
+// 16-byte copies when aligned (kVec = 4), else 4-byte copies, as the other variants.
+// Shared memory: 4 stages x 48 KB + 1 KB alignment + mbarriers = 193.1 KB. No shape or alignment falls back
+// to another variant: everything is bounds-checked exactly as variants 0/1 (zero-filled tails).
+// Sync: full[s] counts 128 producer arrivals, empty[s] 8 consumer-warp arrivals; phases are waited by
+// parity: consumers wait full[s] with parity (kt / S) & 1, the producer empty[s] with ((kt / S) & 1) ^ 1
+// (which passes at once for the first use of each slot). Every thread of a role runs the same number of
+// k-tiles, so arrival counts always match (a mismatch would hang, not crash).
+// ---------------------------------------------------------------------------------------------------
+constexpr int kWsStages = 4;
+constexpr int kWsAhead = 2;                         // producer: tiles of cp.async in flight ahead of its split
+constexpr int kWsProducerThreads = 128;             // 1 producer warpgroup
+constexpr int kWsThreads = 256 + kWsProducerThreads;  // 384
+constexpr int kWsChunksPerProducer = 1024 / kWsProducerThreads;  // 16-byte chunks of A (and of B) per tile
+constexpr int kWsSlotBytes = 3 * kWgTileBytes;       // A fp32, B_big, B_small: 48 KB
+constexpr int kWsSmemBytes = kWsStages * kWsSlotBytes + 1024 + 2 * kWsStages * 8;
+static_assert(kWsAhead < kWsStages, "the producer's split must trail its loads by less than the ring depth");
+static_assert(1024 % kWsProducerThreads == 0, "whole chunks per producer thread");
+// 384 threads put 3 warps on some SM sub-partition, so ptxas caps every thread at 168 registers; the
+// consumers need a few more (64 + 64 accumulators + 32 A fragment registers + addresses). setmaxnreg
+// moves registers from the producer warpgroup to the consumers (ptxas allocates each role's code within
+// its new limit).
+#ifndef GEMM3X_WS_PRODUCER_REGS
+#define GEMM3X_WS_PRODUCER_REGS 96
+#endif
+constexpr int kWsProducerRegs = GEMM3X_WS_PRODUCER_REGS;
+// The pool setmaxnreg.inc draws from is what the block was launched with (168 x 384 = 64512 registers,
+// as CUTLASS's 40/232 and FA3's 24/240 splits use exactly): asking for more would block forever.
+constexpr int kWsLaunchRegs = 168;
+constexpr int kWsConsumerRegs = (kWsLaunchRegs * kWsThreads - kWsProducerRegs * 128) / 256 / 8 * 8;
+static_assert(kWsProducerRegs % 8 == 0 && kWsProducerRegs >= 24 && kWsProducerRegs <= kWsLaunchRegs,
+              "setmaxnreg.dec range");
+static_assert(kWsConsumerRegs % 8 == 0 && kWsConsumerRegs >= kWsLaunchRegs && kWsConsumerRegs <= 256,
+              "setmaxnreg.inc range");
+static_assert(kWsProducerRegs * 128 + kWsConsumerRegs * 256 <= kWsLaunchRegs * kWsThreads,
+              "setmaxnreg must not ask for more registers than the block holds");
+
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+
+__device__ __forceinline__ void mbar_init(uint32_t addr, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(addr), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t addr) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(addr) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t addr, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(addr), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+__device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr)
+               : "memory");
+  return v;
+}
+
+// d[64] += A(registers) . B(desc)^T over k8; scale_d = 0 ignores the old d (fresh accumulator).
+__device__ __forceinline__ void wgmma_m64n128k8_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t db,
+                                                   int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "{%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
+        "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+        "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
+        "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
+        "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]),
+        "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]),
+        "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d)
+      : "memory");
+}
+
+template <bool kBKMajor, int kVec, class Epilogue>
+__global__ void __launch_bounds__(kWsThreads, 1)
+    gemm3x_ws_kernel(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+                     int M, int N, int K, int lda, int ldb, int ldc, long long stride_a, long long stride_b,
+                     long long stride_c, Epilogue epi) {
+  extern __shared__ __align__(1024) unsigned char ws_smem_raw[];
+  const uint32_t raw_addr = smem_addr(ws_smem_raw);
+  const uint32_t ring = raw_addr + ((1024u - (raw_addr & 1023u)) & 1023u);  // slot s at ring + s * 48 KB
+  const uint32_t full_bar = ring + kWsStages * kWsSlotBytes;                 // kWsStages x 8 bytes
+  const uint32_t empty_bar = full_bar + kWsStages * 8;
+
+  const int batch = static_cast<int>(blockIdx.z);
+  A += batch * stride_a;
+  B += batch * stride_b;
+  C += batch * stride_c;
+  const int m0 = static_cast<int>(blockIdx.x) * kBM;
+  const int n0 = static_cast<int>(blockIdx.y) * kBN;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int wg = tid / 128;
+  const int k_tiles = (K + kBK - 1) / kBK;
+
+  if (tid == 0) {
+#pragma unroll
+    for (int s = 0; s < kWsStages; ++s) {
+      mbar_init(full_bar + 8 * s, kWsProducerThreads);  // every producer thread
+      mbar_init(empty_bar + 8 * s, 8);   // one lane of each consumer warp
+    }
+  }
+  __syncthreads();
+
+  if (wg == 2) {
+    // ------------------------------------------------------------------ producer (warps 8, 9)
+    setmaxnreg_dec<kWsProducerRegs>();
+    const int ptid = tid - 256;  // 0..kWsProducerThreads-1
+    for (int it = 0; it < k_tiles + kWsAhead; ++it) {
+      if (it < k_tiles) {
+        const int s = it % kWsStages;
+        mbar_wait(empty_bar + 8 * s, static_cast<uint32_t>((it / kWsStages) & 1) ^ 1u);
+        const uint32_t sa = ring + s * kWsSlotBytes;
+        const uint32_t sb = sa + 2 * kWgTileBytes;  // fp32 B staged in the B_small region
+        const int k0 = it * kBK;
+#pragma unroll
+        for (int i = 0; i < kWsChunksPerProducer; ++i) {  // A: 1024 chunks (row r, k 4c..4c+3)
+          const int c = i * kWsProducerThreads + ptid;
+          const int r = c >> 3;
+          const int k = (c & 7) * 4;
+          const int grow = m0 + r;
+          const int gcol = k0 + k;
+          const uint32_t dst = sa + sw128(r, k);
+          if constexpr (kVec == 4) {
+            int valid = K - gcol;
+            valid = valid < 0 ? 0 : (valid > 4 ? 4 : valid);
+            if (grow >= M) valid = 0;
+            cp_async<4>(dst, valid > 0 ? A + static_cast<long long>(grow) * lda + gcol : A, valid * 4);
+          } else {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const bool ok = grow < M && gcol + e < K;
+              cp_async<1>(dst + 4 * e, ok ? A + static_cast<long long>(grow) * lda + gcol + e : A, ok ? 4 : 0);
+            }
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < kWsChunksPerProducer; ++i) {  // B: 1024 chunks (n, k 4c..4c+3)
+          const int c = i * kWsProducerThreads + ptid;
+          int n;
+          int k;
+          if constexpr (kBKMajor) {
+            n = c >> 3;
+            k = (c & 7) * 4;
+          } else {  // consecutive threads take consecutive n: coalesced reads of B's [k][n] rows
+            n = c & 127;
+            k = (c >> 7) * 4;
+          }
+          const int gn = n0 + n;
+          const int gk = k0 + k;
+          const uint32_t dst = sb + sw128(n, k);
+          if constexpr (kBKMajor && kVec == 4) {
+            int valid = K - gk;
+            valid = valid < 0 ? 0 : (valid > 4 ? 4 : valid);
+            if (gn >= N) valid = 0;
+            cp_async<4>(dst, valid > 0 ? B + static_cast<long long>(gn) * ldb + gk : B, valid * 4);
+          } else {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const bool ok = gn < N && gk + e < K;
+              const long long off = kBKMajor ? static_cast<long long>(gn) * ldb + gk + e
+                                             : static_cast<long long>(gk + e) * ldb + gn;
+              cp_async<1>(dst + 4 * e, ok ? B + off : B, ok ? 4 : 0);
+            }
+          }
+        }
+      }
+      cp_async_commit();  // one group per iteration, empty or not: wait_group<kWsAhead> = tile it-kWsAhead
+      const int j = it - kWsAhead;
+      if (j >= 0) {
+        cp_async_wait<kWsAhead>();
+        const int s = j % kWsStages;
+        const uint32_t b_big = ring + s * kWsSlotBytes + kWgTileBytes;
+        const uint32_t b_small = b_big + kWgTileBytes;
+#pragma unroll
+        for (int i = 0; i < kWsChunksPerProducer; ++i) {  // the chunks this thread copied, in place
+          const int c = i * kWsProducerThreads + ptid;
+          const int n = kBKMajor ? (c >> 3) : (c & 127);
+          const int k = kBKMajor ? (c & 7) * 4 : (c >> 7) * 4;
+          const uint32_t off = sw128(n, k);
+          const uint4 v = ld_shared_v4(b_small + off);
+          split4_store(b_big + off, b_small + off, __uint_as_float(v.x), __uint_as_float(v.y),
+                       __uint_as_float(v.z), __uint_as_float(v.w));
+        }
+        fence_proxy_async();  // this thread's split stores -> visible to the consumers' wgmmas
+        mbar_arrive(full_bar + 8 * s);
+      }
+    }
+    return;
+  }
+
+  // -------------------------------------------------------------------- consumers (warpgroups 0, 1)
+  setmaxnreg_inc<kWsConsumerRegs>();
+  const int cw = wg;                // rows 64 cw .. 64 cw + 63 of the block tile
+  const int ctid = tid - 128 * cw;  // 0..127 within the warpgroup
+  const int lane = tid & 31;
+  const int q = ctid >> 5;        // warp within the warpgroup: rows 16 q .. 16 q + 15 of its 64
+
+  float acc[64];
+  float tile[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) tile[i] = 0.0f;
+
+  // ldmatrix row of this lane: blocks (rows 0-7, k 0-3), (rows 8-15, k 0-3), (rows 0-7, k 4-7),
+  // (rows 8-15, k 4-7) of the warp's 16 x 8 slice of each k8 step. In the swizzled A tile, k8 step kk's
+  // 16-byte chunk of this lane is (2 kk + half) ^ (row & 7) = (half ^ (lane & 7)) ^ 2 kk.
+  const int a_row = 64 * cw + 16 * q + (lane & 7) + ((lane >> 3) & 1) * 8;
+  const uint32_t a_lane_off = static_cast<uint32_t>(a_row * 128);
+  const uint32_t a_chunk = static_cast<uint32_t>((lane >> 4) ^ (lane & 7));
+
+  uint32_t s = 0;
+  uint32_t phase = 0;
+#pragma unroll 1
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    mbar_wait(full_bar + 8 * s, phase);
+    const uint32_t sa = ring + s * kWsSlotBytes;
+    const uint32_t b_big = sa + kWgTileBytes;
+    const uint32_t b_small = b_big + kWgTileBytes;
+
+    uint32_t a_big[4][4];
+    uint32_t a_small[4][4];
+#pragma unroll
+    for (int kk = 0; kk < kBK / 8; ++kk) {
+      uint32_t a[4];
+      ldsm_x4(sa + a_lane_off + ((a_chunk ^ (2u * kk)) << 4), a[0], a[1], a[2], a[3]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) split_tf32(__uint_as_float(a[e]), a_big[kk][e], a_small[kk][e]);
+    }
+    wgmma_fence();  // A registers (and the accumulator) written before the wgmmas read them
+#pragma unroll
+    for (int kk = 0; kk < kBK / 8; ++kk) {
+      const uint32_t off = kk * 32;
+      wgmma_m64n128k8_rs(tile, a_small[kk], wg_desc(b_big + off), kk == 0 ? 0 : 1);
+      wgmma_m64n128k8_rs(tile, a_big[kk], wg_desc(b_small + off), 1);
+      wgmma_m64n128k8_rs(tile, a_big[kk], wg_desc(b_big + off), 1);
+    }
+    wgmma_commit();
+    wgmma_wait0();
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty_bar + 8 * s);  // this warp is done with slot s (smem and registers)
+    if (++s == kWsStages) {
+      s = 0;
+      phase ^= 1u;
+    }
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] += tile[i];
+  }
+
+  // Epilogue from the accumulator fragment (variant 1's layout), bounds-checked.
+  const int row_base = m0 + 64 * cw + 16 * q + (lane >> 2);
+  const int col_base = n0 + 2 * (lane & 3);
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = row_base + (e >> 1) * 8;
+      const int col = col_base + j * 8 + (e & 1);
+      if (row < M && col < N) {
+        C[static_cast<long long>(row) * ldc + col] = epi(acc[4 * j + e], batch, row, col);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
 // Host side
 // ---------------------------------------------------------------------------------------------------
-// 0: mma.sync (default), 1: wgmma (sm_90a). Process-wide; set by gemm3x_set_variant (lab use).
+// 0: mma.sync (default), 1: wgmma (sm_90a), 2: warp-specialised wgmma (sm_90a). Process-wide; set by gemm3x_set_variant (lab use).
 inline int& variant() {
   static int v = 0;
   return v;
@@ -606,14 +919,17 @@ template <bool kBKMajor, int kVec, class Epilogue>
 cudaError_t launch_variant(const float* A, const float* B, float* C, int M, int N, int K, int lda, int ldb,
                            int ldc, int batch, long long stride_a, long long stride_b, long long stride_c,
                            Epilogue epi, cudaStream_t stream) {
-  const bool wgmma = variant() == 1;
-  auto kernel = wgmma ? gemm3x_wgmma_kernel<kBKMajor, kVec, Epilogue> : gemm3x_tf32_kernel<kBKMajor, kVec, Epilogue>;
-  const int bytes = wgmma ? kWgSmemBytes : Smem<kBKMajor>::kBytes;
+  const int v = variant();
+  auto kernel = v == 2   ? gemm3x_ws_kernel<kBKMajor, kVec, Epilogue>
+                : v == 1 ? gemm3x_wgmma_kernel<kBKMajor, kVec, Epilogue>
+                         : gemm3x_tf32_kernel<kBKMajor, kVec, Epilogue>;
+  const int bytes = v == 2 ? kWsSmemBytes : v == 1 ? kWgSmemBytes : Smem<kBKMajor>::kBytes;
+  const int threads = v == 2 ? kWsThreads : kThreads;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   if (err != cudaSuccess) return err;
   const dim3 grid((M + kBM - 1) / kBM, (N + kBN - 1) / kBN, batch);
-  kernel<<<grid, kThreads, bytes, stream>>>(A, B, C, M, N, K, lda, ldb, ldc, stride_a, stride_b, stride_c,
-                                            epi);
+  kernel<<<grid, threads, bytes, stream>>>(A, B, C, M, N, K, lda, ldb, ldc, stride_a, stride_b, stride_c,
+                                           epi);
   return cudaGetLastError();
 }
 
@@ -657,10 +973,11 @@ cudaError_t launch_bias(const float* A, const float* B, float* C, int M, int N, 
 // cudaStream_t (NULL = legacy default stream). Each returns the cudaError_t of the launch.
 // ---------------------------------------------------------------------------------------------------
 
-// Selects the kernel of every later launch: 0 = mma.sync (default), 1 = wgmma (sm_90a, unverified).
+// Selects the kernel of every later launch: 0 = mma.sync (default), 1 = wgmma (sm_90a), 2 = warp-specialised
+// wgmma with A from registers (sm_90a, not yet run on a GPU).
 // Returns the previous variant, or -1 (and changes nothing) for an unknown one.
 extern "C" int gemm3x_set_variant(int v) {
-  if (v != 0 && v != 1) return -1;
+  if (v != 0 && v != 1 && v != 2) return -1;
   const int old = gemm3x::variant();
   gemm3x::variant() = v;
   return old;
