@@ -125,6 +125,7 @@ def _check_ws_sass(name: str, body: str) -> None:
     # One block-wide barrier (after the mbarrier init); the k loop synchronises through mbarriers only.
     assert len(re.findall(r"\bBAR\.SYNC", body)) == 1, name
     assert "SYNCS.PHASECHK.TRANS64.TRYWAIT" in body and "SYNCS.ARRIVE.TRANS64" in body, name
+    assert "ARRIVES.LDGSTSBAR.64" in body, name  # cp.async.mbarrier.arrive: the loaders' copies landed
     assert "FENCE.VIEW.ASYNC.S" in body and "LDSM.16.M88.4" in body and "LDGSTS" in body, name
 
 
@@ -154,6 +155,7 @@ def test_the_kernel_ptx_issues_tf32_mma_sync_zero_filling_cp_async_and_rna_split
     assert f"setmaxnreg.inc.sync.aligned.u32 {(168 * 384 - producer_regs * 128) // 256 // 8 * 8};" in ptx
     assert "mbarrier.try_wait.parity.shared::cta.b64" in ptx
     assert "mbarrier.arrive.shared::cta.b64" in ptx
+    assert "cp.async.mbarrier.arrive.noinc.shared::cta.b64" in ptx  # loader -> splitter hand-over
     assert re.search(r"cp\.async\.cg\.shared\.global \[%r\d+\], \[%rd\d+\], 16, %r\d+;", ptx)
     assert re.search(r"cp\.async\.ca\.shared\.global \[%r\d+\], \[%rd\d+\], 4, %r\d+;", ptx)
 
@@ -354,33 +356,52 @@ def test_variant2_ldmatrix_addresses_are_the_swizzled_a_fragments_and_conflict_f
                     assert len(banks) == 32
 
 
-@pytest.mark.parametrize("tn", [True, False])
-def test_variant2_producer_threads_copy_and_split_every_b_chunk_exactly_once(tn):
-    threads = _ws_constant("kWsProducerThreads")
-    owner = {}
-    for ptid in range(threads):
-        for i in range(1024 // threads):
-            c = i * threads + ptid
-            n, k = (c >> 3, (c & 7) * 4) if tn else (c & 127, (c >> 7) * 4)
-            off = _sw128(n, k)
-            assert off not in owner  # the in-place split only touches chunks its own thread copied
-            owner[off] = ptid
-    assert sorted(owner) == list(range(0, 128 * 128, 16))
+def test_variant2_loaders_fill_every_element_of_each_tile_once_and_splitters_cover_every_b_chunk_once():
+    loaders, splitters = _ws_constant("kWsLoaderThreads"), _ws_constant("kWsSplitterThreads")
+    per_loader = 1024 // loaders  # kWsChunksPerLoader
+    # ws_load_kmajor (A, TN's B): thread t, pass i -> row 8 i + t / 8, k 4 (t % 8) .. +3, at
+    # sw128(t / 8, 4 (t % 8)) + 1024 i
+    kmajor = []
+    for t in range(loaders):
+        for i in range(per_loader):
+            r, k = 8 * i + (t >> 3), (t & 7) * 4
+            assert _sw128(t >> 3, k) + 1024 * i == _sw128(r, k)
+            kmajor += [_sw128(r, k) + 4 * e for e in range(4)]
+    assert sorted(kmajor) == list(range(0, 128 * 128, 4))
+    # ws_load_nn_b: thread t, k row kr -> (n = t, t + 64; k = kr) at sw128(t, kr & ~3) + 4 (kr & 3) (+ 64 rows)
+    nn = []
+    for t in range(loaders):
+        for kr in range(32):
+            off = _sw128(t, kr & ~3) + 4 * (kr & 3)
+            assert off + 64 * 128 == _sw128(t + 64, kr & ~3) + 4 * (kr & 3)
+            nn += [off, off + 64 * 128]
+    assert sorted(nn) == list(range(0, 128 * 128, 4))
+    # splitters: 16-byte chunk c = i * splitters + t at sw128(c / 8, 4 (c % 8)), every chunk once
+    chunks = [_sw128(c >> 3, (c & 7) * 4) for c in range(1024)]
+    assert sorted(chunks) == list(range(0, 128 * 128, 16))
+    assert 1024 % splitters == 0
 
 
-def _simulate_ws_pipeline(k_tiles, stages, ahead, seed, consumer_warps=8):
-    """Runs the .cu's producer / consumer loops as interleaved agents on modelled mbarriers.
+def _simulate_ws_pipeline(k_tiles, stages, seed, consumer_warps=8, loader_parity_flip=1):
+    """Runs the .cu's loader / splitter / consumer loops as interleaved agents on modelled mbarriers.
 
     mbarrier model: `done` = completed phases; an arrival that reaches `count` completes a phase;
-    try_wait.parity(p) succeeds iff the current phase's parity (done & 1) differs from p.
-    Returns the order in which consumers read tiles; raises on a hang or on a slot overwritten while
-    a consumer may still read it, or read before its tile was split."""
+    try_wait.parity(p) succeeds iff the current phase's parity (done & 1) differs from p. The loader's
+    cp.async copies land at a random later time (cp.async.mbarrier.arrive.noinc arrives then).
+    Returns the order in which consumers read tiles; raises on a hang, on a slot overwritten while a
+    consumer may still read it, or on a read before the tile was copied and split."""
     rng = np.random.default_rng(seed)
-    full = [{"done": 0, "arrived": 0, "count": 1} for _ in range(stages)]  # the producer as one agent
-    empty = [{"done": 0, "arrived": 0, "count": consumer_warps} for _ in range(stages)]
-    slot_tile = [None] * stages    # tile whose data sits in the slot
-    slot_split = [False] * stages  # split (and fenced) by the producer
+
+    def barrier(count):
+        return {"done": 0, "arrived": 0, "count": count}
+
+    loaded = [barrier(1) for _ in range(stages)]  # the loader warps as one agent, the splitters as one
+    full = [barrier(1) for _ in range(stages)]
+    empty = [barrier(consumer_warps) for _ in range(stages)]
+    slot_tile = [None] * stages
+    slot_state = ["free"] * stages  # "copying" -> "landed" -> "split"
     readers = [set() for _ in range(stages)]
+    in_flight = []  # slots whose copies have not landed yet
 
     def arrive(bar):
         bar["arrived"] += 1
@@ -391,77 +412,85 @@ def _simulate_ws_pipeline(k_tiles, stages, ahead, seed, consumer_warps=8):
     def can_pass(bar, parity):
         return (bar["done"] & 1) != parity
 
-    # producer state: iteration `it`, step 0 = (wait empty, load), step 1 = (wait_group, split, arrive)
-    prod = {"it": 0, "step": 0}
+    loader = {"it": 0, "s": 0, "phase": 0}
+    splitter = {"j": 0, "s": 0, "phase": 0}
     cons = [{"kt": 0, "s": 0, "phase": 0, "step": 0} for _ in range(consumer_warps)]
     reads = []
-    for _ in range(100_000):
-        movable = []
-        if prod["it"] < k_tiles + ahead:
-            movable.append("p")
-        movable += [w for w in range(consumer_warps) if cons[w]["kt"] < k_tiles]
-        if not movable:
+
+    def advance(state, key):
+        state[key] += 1
+        state["s"] += 1
+        if state["s"] == stages:
+            state["s"], state["phase"] = 0, state["phase"] ^ 1
+
+    for _ in range(200_000):
+        agents = []
+        if loader["it"] < k_tiles:
+            agents.append("loader")
+        if in_flight:
+            agents.append("land")
+        if splitter["j"] < k_tiles:
+            agents.append("splitter")
+        agents += [w for w in range(consumer_warps) if cons[w]["kt"] < k_tiles]
+        if not agents:
             return reads
         progressed = False
-        for who in rng.permutation(len(movable)):
-            agent = movable[who]
-            if agent == "p":
-                it = prod["it"]
-                if prod["step"] == 0:
-                    if it < k_tiles:
-                        s = it % stages
-                        if not can_pass(empty[s], ((it // stages) & 1) ^ 1):
-                            continue
-                        assert not readers[s], f"slot {s} overwritten by tile {it} while read"
-                        assert slot_tile[s] is None or slot_tile[s] == it - stages, (s, slot_tile[s], it)
-                        slot_tile[s], slot_split[s] = it, False
-                    prod["step"] = 1
-                else:
-                    j = it - ahead
-                    if j >= 0:
-                        s = j % stages
-                        assert slot_tile[s] == j, "split of a tile whose copy was overwritten"
-                        slot_split[s] = True
-                        arrive(full[s])
-                    prod["it"], prod["step"] = it + 1, 0
-                progressed = True
-                break
-            w = cons[agent]
-            s = w["s"]
-            if w["step"] == 0:
-                if not can_pass(full[s], w["phase"]):
+        for pick in rng.permutation(len(agents)):
+            agent = agents[pick]
+            if agent == "loader":
+                s = loader["s"]
+                if not can_pass(empty[s], loader["phase"] ^ loader_parity_flip):
                     continue
-                assert slot_tile[s] == w["kt"] and slot_split[s], (agent, w, slot_tile[s])
-                readers[s].add(agent)
-                reads.append((agent, w["kt"]))
-                w["step"] = 1
-            else:  # wgmma.wait_group 0 done: release the slot
-                readers[s].discard(agent)
-                arrive(empty[s])
-                w["kt"] += 1
-                w["step"] = 0
-                w["s"] += 1
-                if w["s"] == stages:
-                    w["s"], w["phase"] = 0, w["phase"] ^ 1
+                assert not readers[s], f"slot {s} overwritten by tile {loader['it']} while read"
+                assert slot_state[s] in ("free", "split"), (s, slot_state[s])
+                slot_tile[s], slot_state[s] = loader["it"], "copying"
+                in_flight.append(s)
+                advance(loader, "it")
+            elif agent == "land":
+                s = in_flight.pop(0)
+                slot_state[s] = "landed"
+                arrive(loaded[s])
+            elif agent == "splitter":
+                s = splitter["s"]
+                if not can_pass(loaded[s], splitter["phase"]):
+                    continue
+                assert slot_tile[s] == splitter["j"] and slot_state[s] == "landed", (s, slot_tile[s], splitter)
+                slot_state[s] = "split"
+                arrive(full[s])
+                advance(splitter, "j")
+            else:
+                w = cons[agent]
+                s = w["s"]
+                if w["step"] == 0:
+                    if not can_pass(full[s], w["phase"]):
+                        continue
+                    assert slot_tile[s] == w["kt"] and slot_state[s] == "split", (agent, w, slot_tile[s])
+                    readers[s].add(agent)
+                    reads.append((agent, w["kt"]))
+                    w["step"] = 1
+                else:  # wgmma.wait_group 0 done: release the slot
+                    readers[s].discard(agent)
+                    arrive(empty[s])
+                    w["step"] = 0
+                    advance(w, "kt")
             progressed = True
             break
         if not progressed:
-            raise RuntimeError(f"hang: producer {prod}, consumers {cons}")
+            raise RuntimeError(f"hang: loader {loader}, splitter {splitter}, consumers {cons}")
     raise RuntimeError("did not finish")
 
 
 @pytest.mark.parametrize("k_tiles", [0, 1, 2, 3, 4, 5, 7, 8, 9, 33, 64])
 def test_variant2_mbarrier_protocol_never_hangs_and_never_overwrites_a_slot_in_use(k_tiles):
-    stages, ahead = _ws_constant("kWsStages"), _ws_constant("kWsAhead")
+    stages = _ws_constant("kWsStages")
     for seed in range(6):
-        reads = _simulate_ws_pipeline(k_tiles, stages, ahead, seed)
+        reads = _simulate_ws_pipeline(k_tiles, stages, seed)
         for warp in range(8):
             assert [kt for w, kt in reads if w == warp] == list(range(k_tiles))
 
 
-def test_the_variant2_protocol_model_catches_a_producer_running_too_far_ahead():
-    # The model is able to fail: splitting as far behind the loads as the ring is deep (ahead == stages)
-    # deadlocks (the producer waits for a slot that only its own later split would release).
-    with pytest.raises((RuntimeError, AssertionError)):
-        for seed in range(6):
-            _simulate_ws_pipeline(16, 4, 4, seed)
+def test_the_variant2_protocol_model_catches_a_wrong_parity():
+    # The model is able to fail: a loader waiting on empty[s] with the consumers' parity (no ^ 1) waits
+    # for a phase nobody completes before it has loaded anything: a hang.
+    with pytest.raises(RuntimeError, match="hang"):
+        _simulate_ws_pipeline(16, _ws_constant("kWsStages"), 0, loader_parity_flip=0)

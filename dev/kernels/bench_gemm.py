@@ -290,7 +290,10 @@ def run_both(args, build_dir: Path) -> int:
         except subprocess.TimeoutExpired:
             code = "timeout"
         if out.exists():
-            by_variant[v] = json.loads(out.read_text())
+            try:
+                by_variant[v] = json.loads(out.read_text())
+            except json.JSONDecodeError as exc:
+                by_variant[v] = {"failed": f"unreadable result: {exc}"}
         if code != 0:
             rc = 1
             by_variant.setdefault(v, {})["failed"] = f"exit status {code}"
@@ -344,14 +347,19 @@ def main() -> int:
     flush = torch.empty(2 * props.L2_cache_size, dtype=torch.float32, device=DEVICE)  # 8x the L2 bytes
     set_tf32(torch, False)
     rows = []
-    for case in CASES:
-        if args.only in case.name:
-            rows.append(run_case(torch, lib, case, flush, args))
-            print(f"done: {case.name}", flush=True)
-    print_table(rows)
     result = {"device": props.name, "torch": torch.__version__, "variant": args.variant, "stages": args.stages,
               "reps": args.reps,
               "ceiling_tflops": CEILING_TFLOPS, "nvcc_flags": NVCC_FLAGS, "ptxas": ptxas_log, "sass": sass, "rows": rows}
+    for case in CASES:
+        if args.only in case.name:
+            print(f"start: {case.name}", flush=True)  # the last "start" without "done" is the one that hung
+            rows.append(run_case(torch, lib, case, flush, args))
+            print(f"done: {case.name}", flush=True)
+            if args.out:  # after every case, so a variant killed by --variant-timeout keeps what it finished
+                tmp = args.out.with_name(args.out.name + ".tmp")
+                tmp.write_text(json.dumps({**result, "partial": True}, indent=2))
+                tmp.replace(args.out)
+    print_table(rows)
     if args.out:
         args.out.write_text(json.dumps(result, indent=2))
         print(f"wrote {args.out}")

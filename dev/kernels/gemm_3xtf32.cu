@@ -1,6 +1,7 @@
 // gemm_3xtf32.cu -- fp32-class GEMM on tensor cores with 3xTF32 (issue #5). Only CUDA headers.
-// Two kernels behind the same launchers, chosen by gemm3x_set_variant: 0 (default) mma.sync m16n8k8 TF32
-// with a cp.async shared-memory pipeline; 1 (sm_90a, unverified) wgmma, described above its kernel.
+// Three kernels behind the same launchers, chosen by gemm3x_set_variant: 0 (default) mma.sync m16n8k8 TF32
+// with a cp.async shared-memory pipeline; 1 (sm_90a) wgmma; 2 (sm_90a, not yet run on a GPU) warp-specialised
+// wgmma with A from registers; 1 and 2 are described above their kernels.
 //
 // Math. Each fp32 operand value x is split into two TF32 values (10 explicit mantissa bits each):
 //     big   = rna_tf32(x)            (round to nearest, ties away from zero: (bits + 0x1000) & 0xffffe000)
@@ -59,7 +60,8 @@
 // with Identity, Bias, and BiasSigmoidScaleResidual (C = sigmoid(acc + bias[col]) * scale + R[row,col])
 // as examples.
 //
-// UNVERIFIED ON A GPU since the per-tile accumulation change; the wgmma variant never ran. This file
+// Variants 0 and 1 ran correctly on an H100 (bench/results/2026-11-21_labs_h100_634af62: 57.3 and 75.7
+// TFLOP/s on 1024x8192x8192, error 3.8e-7 vs SGEMM's 1.6e-6); variant 2 has not run on a GPU yet. This file
 // compiles for sm_90a (tests/test_dev_kernels_compile.py); correctness and speed are checked by
 // dev/kernels/bench_gemm.py in a GPU session.
 
@@ -366,7 +368,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Variant 1 (sm_90a): warpgroup MMA (wgmma) -- UNVERIFIED ON A GPU, selected with gemm3x_set_variant(1).
+// Variant 1 (sm_90a): warpgroup MMA (wgmma) -- ran correctly on an H100 (75.7 TFLOP/s headline), gemm3x_set_variant(1).
 //
 // Block tile 128 x 128 x 32, 256 threads = 2 warpgroups; warpgroup w computes rows 64w .. 64w+63 with
 // wgmma.mma_async.m64n128k8.f32.tf32.tf32 (both operands from shared memory; TF32 wgmma needs both
@@ -597,52 +599,56 @@ __global__ void __launch_bounds__(kThreads, 1)
 // Variant 2 (sm_90a): warp-specialised wgmma with A from registers -- NOT YET RUN ON A GPU, selected with
 // gemm3x_set_variant(2).
 //
-// 384 threads = 3 warpgroups, block tile 128 x 128 x 32 (same tiling of C as variant 1):
-//   * warpgroup 0 = producer (setmaxnreg.dec to 40 registers). For k-tile kt it waits until slot
-//     kt % kWsStages of a kWsStages-deep ring is free (mbarrier empty[s]), then issues the bounds-checked,
-//     zero-filling cp.async copies of the fp32 A tile and the fp32 B tile into that slot, kWsAhead tiles
-//     ahead of its split. Two tiles later (cp.async.wait_group) each producer thread splits the B chunks
-//     it copied itself (so no barrier among producer threads is needed) in place into B_big / B_small,
-//     issues fence.proxy.async (its st.shared -> visible to wgmma) and arrives on full[s].
-//   * warpgroups 1, 2 = consumers (setmaxnreg.inc to 232), rows 64(w-1) .. 64(w-1)+63 of the block tile.
+// 384 threads = 3 warpgroups, block tile 128 x 128 x 32 (same tiling of C as variants 0 and 1), a ring of
+// kWsStages (4) slots in shared memory, three mbarriers per slot (loaded, full, empty):
+//   * warpgroups 0, 1 = consumers (setmaxnreg.inc: kWsConsumerRegs), rows 64 w .. 64 w + 63 of the tile.
 //     Per k-tile: wait full[s]; ldmatrix.x4 the fp32 A fragments of the 4 k8 steps from the slot and split
-//     them in registers (wgmma with A from registers: m64k8 tf32 A fragment = the m16n8k8 one per warp,
-//     a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4), warp q of the warpgroup on rows 16q..16q+15);
-//     12 x wgmma.m64n128k8 (a_small.b_big, a_big.b_small, a_big.b_big per k8, B from the swizzled smem
-//     tiles through descriptors as in variant 1) into a fresh accumulator (first with scale-d = 0);
-//     wgmma.wait_group 0; one lane per warp arrives on empty[s] (8 arrivals complete the phase); then the
-//     per-tile round-to-nearest flush acc += tile (same accuracy scheme as variants 0 and 1).
-//     The two consumer warpgroups synchronise only through the mbarriers, so one's flush and waits overlap
-//     the other's wgmmas.
-// Slot layout (48 KB, 1024-byte aligned): A fp32 [128][32] in the 128-byte swizzle layout (ldmatrix reads
-// of 8 consecutive rows hit 8 different 16-byte bank groups), B_big [128 n][32 k] and B_small [128 n][32 k]
-// TF32 in the swizzle layout wgmma reads. The fp32 B tile is copied into the B_small region at the same
-// swizzled offsets, so the in-place split reads and writes only the thread's own chunks.
+//     them in registers (wgmma with A from registers: the m64k8 tf32 A fragment is the m16n8k8 one per
+//     warp, a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4), warp q of the warpgroup on rows
+//     16q..16q+15); 12 x wgmma.m64n128k8 (a_small.b_big, a_big.b_small, a_big.b_big per k8; B from the
+//     swizzled smem tiles through descriptors exactly as variant 1) into a fresh accumulator (the first
+//     with scale-d = 0); wgmma.wait_group 0; one lane per warp arrives on empty[s] (8 arrivals complete
+//     the phase); then the per-tile round-to-nearest flush acc += tile (the accuracy scheme of variants 0
+//     and 1, unchanged). The two consumer warpgroups synchronise only through the mbarriers, so one's
+//     flush and waits can overlap the other's wgmmas.
+//   * warpgroup 2 = producer (setmaxnreg.dec: kWsProducerRegs), two roles:
+//     - loader warps 8, 9: for k-tile kt wait empty[s] (s = kt % 4), issue the bounds-checked,
+//       zero-filling cp.async copies of the fp32 A tile and the fp32 B tile into slot s, then
+//       cp.async.mbarrier.arrive.noinc on loaded[s] (the arrival happens when the thread's copies have
+//       landed; 64 complete the phase). Loaders run up to 4 tiles ahead of the consumers.
+//     - splitter warps 10, 11: wait loaded[s], split B in place into B_big / B_small (TF32, swizzled),
+//       fence.proxy.async (their st.shared -> visible to the consumers' wgmmas), arrive on full[s] (64).
+//       They have no cp.async of their own in flight, so the fence's MEMBAR waits for nothing else.
+// Slot layout (48 KB, 1024-byte aligned): A fp32 [128][32] in the 128-byte swizzle layout (an ldmatrix
+// phase reads 8 consecutive rows = 8 different 16-byte bank groups), B_big [128 n][32 k] and B_small
+// [128 n][32 k] TF32 in the swizzle layout wgmma reads. The fp32 B tile is copied into the B_small region
+// at the same swizzled offsets, so the split reads and writes each chunk in place.
 // NN's B ([K][N] in global) is transposed by the copy: 4-byte cp.async of B[k][n] to (n, k); consecutive
 // threads take consecutive n (coalesced global reads, 4-way smem write conflicts). A, and TN's B, use
 // 16-byte copies when aligned (kVec = 4), else 4-byte copies, as the other variants.
-// Shared memory: 4 stages x 48 KB + 1 KB alignment + mbarriers = 193.1 KB. No shape or alignment falls back
-// to another variant: everything is bounds-checked exactly as variants 0/1 (zero-filled tails).
-// Sync: full[s] counts 128 producer arrivals, empty[s] 8 consumer-warp arrivals; phases are waited by
-// parity: consumers wait full[s] with parity (kt / S) & 1, the producer empty[s] with ((kt / S) & 1) ^ 1
-// (which passes at once for the first use of each slot). Every thread of a role runs the same number of
-// k-tiles, so arrival counts always match (a mismatch would hang, not crash).
-// ---------------------------------------------------------------------------------------------------
+// Shared memory: 4 slots x 48 KB + 1 KB alignment + 12 mbarriers = 197,728 bytes. No shape or alignment
+// falls back to another variant: all copies and stores are bounds-checked as in variants 0/1.
+// Sync: phases are waited by parity: loaded[s] and full[s] with (kt / 4) & 1, empty[s] with
+// ((kt / 4) & 1) ^ 1 (which passes at once on each slot's first use). Every thread of a role runs all
+// k-tiles, so arrival counts always match; a mismatch would hang, not crash (the protocol is modelled in
+// tests/test_dev_kernels_compile.py). Registers: 384 threads put 3 warps on a sub-partition, so ptxas
+// caps the kernel at 168; setmaxnreg moves registers from the producer to the consumers, which need ~181.
 constexpr int kWsStages = 4;
-constexpr int kWsAhead = 2;                         // producer: tiles of cp.async in flight ahead of its split
-constexpr int kWsProducerThreads = 128;             // 1 producer warpgroup
-constexpr int kWsThreads = 256 + kWsProducerThreads;  // 384
-constexpr int kWsChunksPerProducer = 1024 / kWsProducerThreads;  // 16-byte chunks of A (and of B) per tile
+constexpr int kWsLoaderThreads = 64;                // producer warps 8, 9: cp.async
+constexpr int kWsSplitterThreads = 64;              // producer warps 10, 11: B split
+constexpr int kWsThreads = 256 + kWsLoaderThreads + kWsSplitterThreads;  // 384
+constexpr int kWsChunksPerLoader = 1024 / kWsLoaderThreads;      // 16-byte chunks of A (and of B) per tile
+constexpr int kWsChunksPerSplitter = 1024 / kWsSplitterThreads;  // 16-byte chunks of B per tile
 constexpr int kWsSlotBytes = 3 * kWgTileBytes;       // A fp32, B_big, B_small: 48 KB
-constexpr int kWsSmemBytes = kWsStages * kWsSlotBytes + 1024 + 2 * kWsStages * 8;
-static_assert(kWsAhead < kWsStages, "the producer's split must trail its loads by less than the ring depth");
-static_assert(1024 % kWsProducerThreads == 0, "whole chunks per producer thread");
+constexpr int kWsSmemBytes = kWsStages * kWsSlotBytes + 1024 + 3 * kWsStages * 8;
+static_assert(kWsLoaderThreads + kWsSplitterThreads == 128, "one producer warpgroup (setmaxnreg is per warpgroup)");
+static_assert(1024 % kWsLoaderThreads == 0 && 1024 % kWsSplitterThreads == 0, "whole chunks per thread");
 // 384 threads put 3 warps on some SM sub-partition, so ptxas caps every thread at 168 registers; the
-// consumers need a few more (64 + 64 accumulators + 32 A fragment registers + addresses). setmaxnreg
-// moves registers from the producer warpgroup to the consumers (ptxas allocates each role's code within
-// its new limit).
+// consumers need a few more (64 + 64 accumulators + 32 A fragment registers + addresses: 181 in SASS).
+// setmaxnreg moves registers from the producer warpgroup (which uses <= 54) to the consumers; ptxas
+// allocates each role's code within its new limit.
 #ifndef GEMM3X_WS_PRODUCER_REGS
-#define GEMM3X_WS_PRODUCER_REGS 96
+#define GEMM3X_WS_PRODUCER_REGS 72
 #endif
 constexpr int kWsProducerRegs = GEMM3X_WS_PRODUCER_REGS;
 // The pool setmaxnreg.inc draws from is what the block was launched with (168 x 384 = 64512 registers,
@@ -671,6 +677,11 @@ __device__ __forceinline__ void mbar_init(uint32_t addr, uint32_t count) {
 __device__ __forceinline__ void mbar_arrive(uint32_t addr) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(addr) : "memory");
 }
+// The mbarrier receives one arrival (counted against its expected count: .noinc) once every cp.async this
+// thread issued before has completed.
+__device__ __forceinline__ void cp_async_mbar_arrive_noinc(uint32_t addr) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(addr) : "memory");
+}
 __device__ __forceinline__ void mbar_wait(uint32_t addr, uint32_t parity) {
   uint32_t done = 0;
   do {
@@ -688,6 +699,57 @@ __device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
                : "r"(addr)
                : "memory");
   return v;
+}
+
+// Loader copies (variant 2), 64 loader threads. K-major tile ([128 rows][32 k] from a row-major [rows][K]
+// matrix: A, and TN's B): thread t copies the 16-byte chunk (row 8i + t/8, k 4(t%8) .. +3) for i < 16 into
+// its 128-byte-swizzled position (which is sw128(t/8, 4(t%8)) + 1024 i, as (row & 7) does not change).
+// One running pointer per thread keeps the register count low. Out-of-range rows / k copy 0 bytes and
+// zero-fill; a chunk straddling K copies its valid bytes (kVec = 4) or elements (kVec = 1).
+template <int kVec>
+__device__ __forceinline__ void ws_load_kmajor(uint32_t dst_tile, const float* g, int ld, int row0, int rows,
+                                               int k0, int K, int ltid) {
+  const int r0 = ltid >> 3;
+  const int kq = (ltid & 7) * 4;
+  const int rows_left = rows - row0 - r0;  // chunk i is inside the matrix iff 8 i < rows_left
+  const int k_left = K - k0 - kq;          // valid k of this thread's chunks
+  const float* p = g + static_cast<long long>(row0 + r0) * ld + k0 + kq;
+  const long long step = 8LL * ld;
+  const uint32_t dst = dst_tile + sw128(r0, kq);
+  static_assert(kWsChunksPerLoader * kWsLoaderThreads == 128 * 8 && kWsLoaderThreads == 64, "8 rows per pass");
+#pragma unroll
+  for (int i = 0; i < kWsChunksPerLoader; ++i) {
+    const bool row_ok = 8 * i < rows_left;
+    if constexpr (kVec == 4) {
+      int valid = k_left < 0 ? 0 : (k_left > 4 ? 4 : k_left);
+      if (!row_ok) valid = 0;
+      cp_async<4>(dst + 1024 * i, valid > 0 ? p : g, valid * 4);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const bool ok = row_ok && e < k_left;
+        cp_async<1>(dst + 1024 * i + 4 * e, ok ? p + e : g, ok ? 4 : 0);
+      }
+    }
+    p += step;
+  }
+}
+
+// NN's B ([K][N] row-major) -> [128 n][32 k] K-major swizzled tile: 4-byte copies of B[k][n] to (n, k);
+// thread t takes n = t and n = t + 64 of every k row (coalesced 256-byte global reads per warp).
+__device__ __forceinline__ void ws_load_nn_b(uint32_t dst_tile, const float* B, int ldb, int n0, int N, int k0,
+                                             int K, int ltid) {
+  const bool n_ok0 = n0 + ltid < N;
+  const bool n_ok1 = n0 + ltid + 64 < N;
+  const float* p = B + static_cast<long long>(k0) * ldb + n0 + ltid;
+#pragma unroll
+  for (int kr = 0; kr < kBK; ++kr) {
+    const bool k_ok = k0 + kr < K;
+    const uint32_t off = sw128(ltid, kr & ~3) + (kr & 3) * 4;  // sw128(ltid + 64, .) = this + 64 * 128
+    cp_async<1>(dst_tile + off, k_ok && n_ok0 ? p : B, k_ok && n_ok0 ? 4 : 0);
+    cp_async<1>(dst_tile + off + 64 * 128, k_ok && n_ok1 ? p + 64 : B, k_ok && n_ok1 ? 4 : 0);
+    p += ldb;
+  }
 }
 
 // d[64] += A(registers) . B(desc)^T over k8; scale_d = 0 ignores the old d (fresh accumulator).
@@ -724,6 +786,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   const uint32_t ring = raw_addr + ((1024u - (raw_addr & 1023u)) & 1023u);  // slot s at ring + s * 48 KB
   const uint32_t full_bar = ring + kWsStages * kWsSlotBytes;                 // kWsStages x 8 bytes
   const uint32_t empty_bar = full_bar + kWsStages * 8;
+  const uint32_t loaded_bar = empty_bar + kWsStages * 8;
 
   const int batch = static_cast<int>(blockIdx.z);
   A += batch * stride_a;
@@ -738,94 +801,64 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   if (tid == 0) {
 #pragma unroll
     for (int s = 0; s < kWsStages; ++s) {
-      mbar_init(full_bar + 8 * s, kWsProducerThreads);  // every producer thread
-      mbar_init(empty_bar + 8 * s, 8);   // one lane of each consumer warp
+      mbar_init(full_bar + 8 * s, kWsSplitterThreads);  // every splitter thread
+      mbar_init(empty_bar + 8 * s, 8);                  // one lane of each consumer warp
+      mbar_init(loaded_bar + 8 * s, kWsLoaderThreads);  // every loader thread's cp.asyncs (.noinc)
     }
   }
   __syncthreads();
 
   if (wg == 2) {
-    // ------------------------------------------------------------------ producer (warps 8, 9)
+    // ------------------------------------------------------------------ producer warpgroup (warps 8-11)
     setmaxnreg_dec<kWsProducerRegs>();
-    const int ptid = tid - 256;  // 0..kWsProducerThreads-1
-    for (int it = 0; it < k_tiles + kWsAhead; ++it) {
-      if (it < k_tiles) {
-        const int s = it % kWsStages;
-        mbar_wait(empty_bar + 8 * s, static_cast<uint32_t>((it / kWsStages) & 1) ^ 1u);
+    const int ptid = tid - 256;  // 0..127
+    if (ptid < kWsLoaderThreads) {
+      // Loader warps 8, 9: fp32 A and B tiles -> slot, up to kWsStages tiles ahead of the consumers.
+      uint32_t s = 0;
+      uint32_t phase = 0;
+      for (int it = 0; it < k_tiles; ++it) {
+        mbar_wait(empty_bar + 8 * s, phase ^ 1u);  // passes at once on each slot's first use
         const uint32_t sa = ring + s * kWsSlotBytes;
         const uint32_t sb = sa + 2 * kWgTileBytes;  // fp32 B staged in the B_small region
         const int k0 = it * kBK;
-#pragma unroll
-        for (int i = 0; i < kWsChunksPerProducer; ++i) {  // A: 1024 chunks (row r, k 4c..4c+3)
-          const int c = i * kWsProducerThreads + ptid;
-          const int r = c >> 3;
-          const int k = (c & 7) * 4;
-          const int grow = m0 + r;
-          const int gcol = k0 + k;
-          const uint32_t dst = sa + sw128(r, k);
-          if constexpr (kVec == 4) {
-            int valid = K - gcol;
-            valid = valid < 0 ? 0 : (valid > 4 ? 4 : valid);
-            if (grow >= M) valid = 0;
-            cp_async<4>(dst, valid > 0 ? A + static_cast<long long>(grow) * lda + gcol : A, valid * 4);
-          } else {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const bool ok = grow < M && gcol + e < K;
-              cp_async<1>(dst + 4 * e, ok ? A + static_cast<long long>(grow) * lda + gcol + e : A, ok ? 4 : 0);
-            }
-          }
+        ws_load_kmajor<kVec>(sa, A, lda, m0, M, k0, K, ptid);
+        if constexpr (kBKMajor) {
+          ws_load_kmajor<kVec>(sb, B, ldb, n0, N, k0, K, ptid);
+        } else {
+          ws_load_nn_b(sb, B, ldb, n0, N, k0, K, ptid);
         }
-#pragma unroll
-        for (int i = 0; i < kWsChunksPerProducer; ++i) {  // B: 1024 chunks (n, k 4c..4c+3)
-          const int c = i * kWsProducerThreads + ptid;
-          int n;
-          int k;
-          if constexpr (kBKMajor) {
-            n = c >> 3;
-            k = (c & 7) * 4;
-          } else {  // consecutive threads take consecutive n: coalesced reads of B's [k][n] rows
-            n = c & 127;
-            k = (c >> 7) * 4;
-          }
-          const int gn = n0 + n;
-          const int gk = k0 + k;
-          const uint32_t dst = sb + sw128(n, k);
-          if constexpr (kBKMajor && kVec == 4) {
-            int valid = K - gk;
-            valid = valid < 0 ? 0 : (valid > 4 ? 4 : valid);
-            if (gn >= N) valid = 0;
-            cp_async<4>(dst, valid > 0 ? B + static_cast<long long>(gn) * ldb + gk : B, valid * 4);
-          } else {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const bool ok = gn < N && gk + e < K;
-              const long long off = kBKMajor ? static_cast<long long>(gn) * ldb + gk + e
-                                             : static_cast<long long>(gk + e) * ldb + gn;
-              cp_async<1>(dst + 4 * e, ok ? B + off : B, ok ? 4 : 0);
-            }
-          }
+        // loaded[s] counts this thread's arrival when all of its cp.asyncs so far have landed.
+        cp_async_mbar_arrive_noinc(loaded_bar + 8 * s);
+        if (++s == kWsStages) {
+          s = 0;
+          phase ^= 1u;
         }
       }
-      cp_async_commit();  // one group per iteration, empty or not: wait_group<kWsAhead> = tile it-kWsAhead
-      const int j = it - kWsAhead;
-      if (j >= 0) {
-        cp_async_wait<kWsAhead>();
-        const int s = j % kWsStages;
+      cp_async_wait<0>();  // no copies left in flight when the thread exits
+    } else {
+      // Splitter warps 10, 11: once a tile has landed, B (fp32, staged in B_small) -> B_big, B_small
+      // in place; then release the slot to the consumers.
+      const int stid = ptid - kWsLoaderThreads;
+      uint32_t s = 0;
+      uint32_t phase = 0;
+      for (int j = 0; j < k_tiles; ++j) {
+        mbar_wait(loaded_bar + 8 * s, phase);
         const uint32_t b_big = ring + s * kWsSlotBytes + kWgTileBytes;
         const uint32_t b_small = b_big + kWgTileBytes;
 #pragma unroll
-        for (int i = 0; i < kWsChunksPerProducer; ++i) {  // the chunks this thread copied, in place
-          const int c = i * kWsProducerThreads + ptid;
-          const int n = kBKMajor ? (c >> 3) : (c & 127);
-          const int k = kBKMajor ? (c & 7) * 4 : (c >> 7) * 4;
-          const uint32_t off = sw128(n, k);
+        for (int i = 0; i < kWsChunksPerSplitter; ++i) {  // 8 lanes = one 128-byte row: conflict-free
+          const int c = i * kWsSplitterThreads + stid;
+          const uint32_t off = sw128(c >> 3, (c & 7) * 4);
           const uint4 v = ld_shared_v4(b_small + off);
           split4_store(b_big + off, b_small + off, __uint_as_float(v.x), __uint_as_float(v.y),
                        __uint_as_float(v.z), __uint_as_float(v.w));
         }
         fence_proxy_async();  // this thread's split stores -> visible to the consumers' wgmmas
         mbar_arrive(full_bar + 8 * s);
+        if (++s == kWsStages) {
+          s = 0;
+          phase ^= 1u;
+        }
       }
     }
     return;
