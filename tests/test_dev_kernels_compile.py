@@ -84,6 +84,14 @@ def test_the_kernel_sass_is_tensor_core_hmma_without_local_loads_or_stores(cubin
     assert sum("gemm3x_ws_kernel" in name for name, _ in functions) >= 4
     assert sum("gemm3x_tf32_kernel" in name for name, _ in functions) >= 4
     for name, body in functions:
+        if "gemm3x_wgmma_kernel" in name or "gemm3x_ws_kernel" in name:
+            # The 12 wgmmas of a k-tile are issued back to back and waited for once: ptxas silently
+            # serialises them (a wait after each) when it cannot prove the sequence safe, e.g. with branches
+            # around it, and that builds without a warning.
+            ops = re.findall(r"\b(HGMMA|WARPGROUP\.DEPBAR)\b", body)
+            first, last = ops.index("HGMMA"), len(ops) - 1 - ops[::-1].index("HGMMA")
+            assert "WARPGROUP.DEPBAR" not in ops[first:last], (name, ops)
+            assert ops.count("WARPGROUP.DEPBAR") == 1, (name, ops)
         if "gemm3x_wgmma_kernel" in name:
             mmas = re.findall(r"HGMMA\.64x128x8\.F32\.TF32 R\d+, gdesc\[UR\d+\], (R\d+|RZ)\b", body)
             assert len(mmas) == 12, (name, len(mmas))  # one k-tile per loop trip: 4 k8 x 3 products
@@ -122,8 +130,12 @@ def _check_ws_sass(name: str, body: str) -> None:
     # setmaxnreg buys nothing), and no code uses more than the consumers' share.
     highest = max(int(r) for r in re.findall(r"\bR(\d+)\b", body))
     assert 168 <= highest < consumer_regs, (name, highest)
-    # One block-wide barrier (after the mbarrier init); the k loop synchronises through mbarriers only.
-    assert len(re.findall(r"\bBAR\.SYNC", body)) == 1, name
+    # One block-wide barrier (after the mbarrier init); in the k loop, mbarriers and the consumers'
+    # ping-pong (one predicated named-barrier sync and one arrive, no branches around the wgmmas).
+    assert len(re.findall(r"\bBAR\.SYNC\.DEFER_BLOCKING 0x0\b", body)) == 1, name
+    assert len(re.findall(r"@!?U?P\d BAR\.SYNC\.DEFER_BLOCKING R\d+, 0x100\b", body)) == 1, name
+    assert len(re.findall(r"@!?U?P\d BAR\.ARV R\d+, 0x100\b", body)) == 1, name
+    assert len(re.findall(r"\bBAR\.(SYNC|ARV)\b", body)) == 3, name
     assert "SYNCS.PHASECHK.TRANS64.TRYWAIT" in body and "SYNCS.ARRIVE.TRANS64" in body, name
     assert "ARRIVES.LDGSTSBAR.64" in body, name  # cp.async.mbarrier.arrive: the loaders' copies landed
     assert "FENCE.VIEW.ASYNC.S" in body and "LDSM.16.M88.4" in body and "LDGSTS" in body, name
@@ -382,7 +394,7 @@ def test_variant2_loaders_fill_every_element_of_each_tile_once_and_splitters_cov
     assert 1024 % splitters == 0
 
 
-def _simulate_ws_pipeline(k_tiles, stages, seed, consumer_warps=8, loader_parity_flip=1):
+def _simulate_ws_pipeline(k_tiles, stages, seed, consumer_warps=8, loader_parity_flip=1, ping_pong=True):
     """Runs the .cu's loader / splitter / consumer loops as interleaved agents on modelled mbarriers.
 
     mbarrier model: `done` = completed phases; an arrival that reaches `count` completes a phase;
@@ -414,8 +426,20 @@ def _simulate_ws_pipeline(k_tiles, stages, seed, consumer_warps=8, loader_parity
 
     loader = {"it": 0, "s": 0, "phase": 0}
     splitter = {"j": 0, "s": 0, "phase": 0}
-    cons = [{"kt": 0, "s": 0, "phase": 0, "step": 0} for _ in range(consumer_warps)]
+    cons = [{"kt": 0, "s": 0, "phase": 0, "step": 0, "gen": None} for _ in range(consumer_warps)]
     reads = []
+    # Named barriers 1 (warpgroup 0 issued tile kt) and 2 (warpgroup 1 issued tile kt-1): 256 threads =
+    # the 4 warps of one warpgroup arriving (bar.arrive) + the 4 of the other waiting (bar.sync).
+    named = {1: {"count": 0, "gen": 0}, 2: {"count": 0, "gen": 0}}
+    half = consumer_warps // 2
+
+    def named_arrive(bar_id):
+        bar = named[bar_id]
+        bar["count"] += 1
+        gen = bar["gen"]
+        if bar["count"] == consumer_warps:
+            bar["count"], bar["gen"] = 0, gen + 1
+        return gen
 
     def advance(state, key):
         state[key] += 1
@@ -461,13 +485,25 @@ def _simulate_ws_pipeline(k_tiles, stages, seed, consumer_warps=8, loader_parity
             else:
                 w = cons[agent]
                 s = w["s"]
-                if w["step"] == 0:
+                group = 0 if agent < half else 1
+                if w["step"] == 0:  # mbarrier wait full[s]
                     if not can_pass(full[s], w["phase"]):
                         continue
+                    w["step"] = 1
+                elif w["step"] == 1:  # ping-pong: wg 0 waits for wg 1's tile kt-1, wg 1 for wg 0's tile kt
+                    if ping_pong and (group == 1 or w["kt"] > 0):
+                        if w["gen"] is None:
+                            w["gen"] = named_arrive(2 if group == 0 else 1)
+                        if named[2 if group == 0 else 1]["gen"] <= w["gen"]:
+                            continue
+                        w["gen"] = None
+                    # issue the wgmmas: read the slot
                     assert slot_tile[s] == w["kt"] and slot_state[s] == "split", (agent, w, slot_tile[s])
                     readers[s].add(agent)
                     reads.append((agent, w["kt"]))
-                    w["step"] = 1
+                    if ping_pong and (group == 0 or w["kt"] + 1 < k_tiles):
+                        named_arrive(1 if group == 0 else 2)
+                    w["step"] = 2
                 else:  # wgmma.wait_group 0 done: release the slot
                     readers[s].discard(agent)
                     arrive(empty[s])
@@ -480,6 +516,17 @@ def _simulate_ws_pipeline(k_tiles, stages, seed, consumer_warps=8, loader_parity
     raise RuntimeError("did not finish")
 
 
+def _ping_pong_order(reads, consumer_warps=8):
+    """Per tile, whether every warp of warpgroup 0 issued it before any warp of warpgroup 1 did, and
+    every warp of warpgroup 1 issued tile kt before any warp of warpgroup 0 issued tile kt + 1."""
+    half = consumer_warps // 2
+    seq = [(0 if w < half else 1, kt) for w, kt in reads]
+    return all(seq.index((1, kt)) > max(i for i, x in enumerate(seq) if x == (0, kt))
+               for _, kt in seq if (1, kt) in seq) and \
+        all(seq.index((0, kt + 1)) > max(i for i, x in enumerate(seq) if x == (1, kt))
+            for _, kt in seq if (0, kt + 1) in seq)
+
+
 @pytest.mark.parametrize("k_tiles", [0, 1, 2, 3, 4, 5, 7, 8, 9, 33, 64])
 def test_variant2_mbarrier_protocol_never_hangs_and_never_overwrites_a_slot_in_use(k_tiles):
     stages = _ws_constant("kWsStages")
@@ -487,6 +534,12 @@ def test_variant2_mbarrier_protocol_never_hangs_and_never_overwrites_a_slot_in_u
         reads = _simulate_ws_pipeline(k_tiles, stages, seed)
         for warp in range(8):
             assert [kt for w, kt in reads if w == warp] == list(range(k_tiles))
+        assert _ping_pong_order(reads)  # the named barriers alternate the warpgroups' wgmma issue
+
+
+def test_the_variant2_protocol_model_sees_lock_step_issue_without_the_ping_pong_barriers():
+    stages = _ws_constant("kWsStages")
+    assert not all(_ping_pong_order(_simulate_ws_pipeline(16, stages, seed, ping_pong=False)) for seed in range(6))
 
 
 def test_the_variant2_protocol_model_catches_a_wrong_parity():

@@ -609,8 +609,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 //     swizzled smem tiles through descriptors exactly as variant 1) into a fresh accumulator (the first
 //     with scale-d = 0); wgmma.wait_group 0; one lane per warp arrives on empty[s] (8 arrivals complete
 //     the phase); then the per-tile round-to-nearest flush acc += tile (the accuracy scheme of variants 0
-//     and 1, unchanged). The two consumer warpgroups synchronise only through the mbarriers, so one's
-//     flush and waits can overlap the other's wgmmas.
+//     and 1, unchanged). Ping-pong: two named barriers make the warpgroups issue their wgmmas in turn
+//     (0: tile kt, 1: tile kt, 0: tile kt+1, ...), so one's wait, flush and next split overlap the other's
+//     wgmmas on the tensor cores.
 //   * warpgroup 2 = producer (setmaxnreg.dec: kWsProducerRegs), two roles:
 //     - loader warps 8, 9: for k-tile kt wait empty[s] (s = kt % 4), issue the bounds-checked,
 //       zero-filling cp.async copies of the fp32 A tile and the fp32 B tile into slot s, then
@@ -632,7 +633,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 // ((kt / 4) & 1) ^ 1 (which passes at once on each slot's first use). Every thread of a role runs all
 // k-tiles, so arrival counts always match; a mismatch would hang, not crash (the protocol is modelled in
 // tests/test_dev_kernels_compile.py). Registers: 384 threads put 3 warps on a sub-partition, so ptxas
-// caps the kernel at 168; setmaxnreg moves registers from the producer to the consumers, which need ~181.
+// caps the kernel at 168; setmaxnreg moves registers from the producer to the consumers, which need 186.
 constexpr int kWsStages = 4;
 constexpr int kWsLoaderThreads = 64;                // producer warps 8, 9: cp.async
 constexpr int kWsSplitterThreads = 64;              // producer warps 10, 11: B split
@@ -644,7 +645,7 @@ constexpr int kWsSmemBytes = kWsStages * kWsSlotBytes + 1024 + 3 * kWsStages * 8
 static_assert(kWsLoaderThreads + kWsSplitterThreads == 128, "one producer warpgroup (setmaxnreg is per warpgroup)");
 static_assert(1024 % kWsLoaderThreads == 0 && 1024 % kWsSplitterThreads == 0, "whole chunks per thread");
 // 384 threads put 3 warps on some SM sub-partition, so ptxas caps every thread at 168 registers; the
-// consumers need a few more (64 + 64 accumulators + 32 A fragment registers + addresses: 181 in SASS).
+// consumers need a few more (64 + 64 accumulators + 32 A fragment registers + addresses: 186 in SASS).
 // setmaxnreg moves registers from the producer warpgroup (which uses <= 54) to the consumers; ptxas
 // allocates each role's code within its new limit.
 #ifndef GEMM3X_WS_PRODUCER_REGS
@@ -661,6 +662,20 @@ static_assert(kWsConsumerRegs % 8 == 0 && kWsConsumerRegs >= kWsLaunchRegs && kW
               "setmaxnreg.inc range");
 static_assert(kWsProducerRegs * 128 + kWsConsumerRegs * 256 <= kWsLaunchRegs * kWsThreads,
               "setmaxnreg must not ask for more registers than the block holds");
+
+// Named barriers of the consumers' ping-pong (0 is __syncthreads'): 128 threads arrive, 128 sync.
+constexpr int kWsBarWg0Issued = 1;
+constexpr int kWsBarWg1Issued = 2;
+__device__ __forceinline__ void named_bar_sync_if(int id, int count, bool pred) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n@p bar.sync %0, %1;\n}\n" ::"r"(id), "r"(count),
+               "r"(static_cast<int>(pred))
+               : "memory");
+}
+__device__ __forceinline__ void named_bar_arrive_if(int id, int count, bool pred) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n@p bar.arrive %0, %1;\n}\n" ::"r"(id), "r"(count),
+               "r"(static_cast<int>(pred))
+               : "memory");
+}
 
 template <int kRegs>
 __device__ __forceinline__ void setmaxnreg_dec() {
@@ -834,6 +849,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
           phase ^= 1u;
         }
       }
+      cp_async_commit();
       cp_async_wait<0>();  // no copies left in flight when the thread exits
     } else {
       // Splitter warps 10, 11: once a tile has landed, B (fp32, staged in B_small) -> B_big, B_small
@@ -903,6 +919,13 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 #pragma unroll
       for (int e = 0; e < 4; ++e) split_tf32(__uint_as_float(a[e]), a_big[kk][e], a_small[kk][e]);
     }
+    // Ping-pong: warpgroup 0 issues tile kt's wgmmas only after warpgroup 1 issued tile kt-1's, and
+    // warpgroup 1 only after warpgroup 0 issued tile kt's. The tensor cores then run one warpgroup's 12
+    // wgmmas after the other's instead of interleaving them, so each warpgroup's flush and next split
+    // overlap the other's wgmmas (in lock-step both would flush while the tensor cores idle).
+    // (Predicated barriers, not branches: with control flow around the wgmma sequence ptxas serialises
+    // the wgmmas -- a wait after each -- without a warning; the SASS test checks for that.)
+    named_bar_sync_if(cw == 0 ? kWsBarWg1Issued : kWsBarWg0Issued, 256, cw != 0 || kt > 0);
     wgmma_fence();  // A registers (and the accumulator) written before the wgmmas read them
 #pragma unroll
     for (int kk = 0; kk < kBK / 8; ++kk) {
@@ -912,6 +935,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       wgmma_m64n128k8_rs(tile, a_big[kk], wg_desc(b_big + off), 1);
     }
     wgmma_commit();
+    // (warpgroup 1 skips its last arrival, which warpgroup 0 would never wait for)
+    named_bar_arrive_if(cw == 0 ? kWsBarWg0Issued : kWsBarWg1Issued, 256, cw == 0 || kt + 1 < k_tiles);
     wgmma_wait0();
     __syncwarp();
     if (lane == 0) mbar_arrive(empty_bar + 8 * s);  // this warp is done with slot s (smem and registers)
