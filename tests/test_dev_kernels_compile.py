@@ -368,6 +368,33 @@ def test_variant2_ldmatrix_addresses_are_the_swizzled_a_fragments_and_conflict_f
                     assert len(banks) == 32
 
 
+def test_variant2_a_copied_by_the_loaders_and_read_by_ldmatrix_gives_the_register_fragments_wgmma_expects():
+    # End to end on the host: fp32 A tile -> ws_load_kmajor's swizzled smem -> ldmatrix.x4 (lane l gets
+    # row l / 4, 32-bit column l % 4 of matrix i, whose 8 row addresses lanes 8i .. 8i + 7 give) -> the
+    # register-A fragment of wgmma m64k8 tf32 as CUTLASS's ALayout_64x8 lays it out: warp q of the
+    # warpgroup, g = lane / 4, t = lane % 4: a0 (16q + g, t), a1 (16q + g + 8, t), a2 (16q + g, t + 4),
+    # a3 (16q + g + 8, t + 4) of the warpgroup's 64 x 8 slice (the m16n8k8 A fragment, per warp).
+    tile = np.random.default_rng(5).standard_normal((128, 32)).astype(np.float32)
+    smem = {}
+    for t in range(_ws_constant("kWsLoaderThreads")):
+        for i in range(1024 // 64):
+            r, k = 8 * i + (t >> 3), (t & 7) * 4
+            for e in range(4):
+                smem[_sw128(t >> 3, k) + 1024 * i + 4 * e] = tile[r, k + e]
+    for cw in range(2):
+        for q in range(4):
+            for kk in range(4):
+                rows = [(64 * cw + 16 * q + (lane & 7) + ((lane >> 3) & 1) * 8) * 128
+                        + ((((lane >> 4) ^ (lane & 7)) ^ (2 * kk)) << 4) for lane in range(32)]
+                for lane in range(32):
+                    g, t = lane >> 2, lane & 3
+                    regs = [smem[rows[8 * i + g] + 4 * t] for i in range(4)]
+                    base = 64 * cw + 16 * q
+                    want = [tile[base + g, 8 * kk + t], tile[base + g + 8, 8 * kk + t],
+                            tile[base + g, 8 * kk + t + 4], tile[base + g + 8, 8 * kk + t + 4]]
+                    assert regs == want, (cw, q, kk, lane)
+
+
 def test_variant2_loaders_fill_every_element_of_each_tile_once_and_splitters_cover_every_b_chunk_once():
     loaders, splitters = _ws_constant("kWsLoaderThreads"), _ws_constant("kWsSplitterThreads")
     per_loader = 1024 // loaders  # kWsChunksPerLoader
