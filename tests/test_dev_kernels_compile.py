@@ -48,16 +48,24 @@ def cubin(tmp_path_factory):
 def test_the_3xtf32_gemm_compiles_for_sm90a_with_no_spills_and_no_local_memory(cubin):
     _, log = cubin
     kernels = re.findall(r"Compiling entry function '(\w+)'", log)
-    assert all("gemm3x_tf32_kernel" in k or "gemm3x_wgmma_kernel" in k for k in kernels), log
+    families = ("gemm3x_tf32_kernel", "gemm3x_wgmma_kernel", "gemm3x_ws_kernel")
+    assert all(any(f in k for f in families) for k in kernels), log
     assert sum("gemm3x_tf32_kernel" in k for k in kernels) >= 4, log  # variant 0, mma.sync
     assert sum("gemm3x_wgmma_kernel" in k for k in kernels) >= 4, log  # variant 1, wgmma
-    assert "wgmma" not in log.lower().replace("gemm3x_wgmma_kernel", ""), log  # e.g. no serialization notes
+    assert sum("gemm3x_ws_kernel" in k for k in kernels) >= 4, log  # variant 2, warp-specialised wgmma
+    # e.g. no "wgmma serialized" notes (-Werror all-warnings would also fail the build on them)
+    assert "wgmma" not in log.lower().replace("gemm3x_wgmma_kernel", ""), log
     spills = [(int(s), int(ld)) for s, ld in re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)]
     frames = [int(f) for f in re.findall(r"(\d+) bytes stack frame", log)]
     assert len(spills) == len(kernels) and all(s == (0, 0) for s in spills), log
     assert len(frames) == len(kernels) and not any(frames), log
     registers = [int(r) for r in re.findall(r"Used (\d+) registers", log)]
     assert registers and max(registers) <= 255, log
+    # Variant 2 launches 384 threads (3 warps on some SM sub-partition), so ptxas caps the kernel at 168
+    # registers per thread; the consumers get theirs from setmaxnreg (see the SASS test).
+    per_kernel = re.findall(r"Compiling entry function '(\w+)'.*?Used (\d+) registers", log, re.S)
+    ws = [int(r) for name, r in per_kernel if "gemm3x_ws_kernel" in name]
+    assert len(ws) >= 4 and max(ws) <= 168, per_kernel
 
 
 @needs_nvcc
@@ -73,16 +81,64 @@ def test_the_kernel_sass_is_tensor_core_hmma_without_local_loads_or_stores(cubin
     # k-tile: 4 k-steps x 3 products) reads the zero register as its accumulator, and the others chain.
     functions = re.findall(r"Function : (\S+)\n(.*?)(?=\n\s*Function : |\Z)", sass, re.S)
     assert sum("gemm3x_wgmma_kernel" in name for name, _ in functions) >= 4
+    assert sum("gemm3x_ws_kernel" in name for name, _ in functions) >= 4
+    assert sum("gemm3x_tf32_kernel" in name for name, _ in functions) >= 4
     for name, body in functions:
+        if "gemm3x_wgmma_kernel" in name or "gemm3x_ws_kernel" in name:
+            # The 12 wgmmas of a k-tile are issued back to back and waited for once: ptxas silently
+            # serialises them (a wait after each) when it cannot prove the sequence safe, e.g. with branches
+            # around it, and that builds without a warning.
+            ops = re.findall(r"\b(HGMMA|WARPGROUP\.DEPBAR)\b", body)
+            first, last = ops.index("HGMMA"), len(ops) - 1 - ops[::-1].index("HGMMA")
+            assert "WARPGROUP.DEPBAR" not in ops[first:last], (name, ops)
+            assert ops.count("WARPGROUP.DEPBAR") == 1, (name, ops)
         if "gemm3x_wgmma_kernel" in name:
             mmas = re.findall(r"HGMMA\.64x128x8\.F32\.TF32 R\d+, gdesc\[UR\d+\], (R\d+|RZ)\b", body)
             assert len(mmas) == 12, (name, len(mmas))  # one k-tile per loop trip: 4 k8 x 3 products
-        else:
+        elif "gemm3x_ws_kernel" in name:
+            # Variant 2: A from registers (the second operand is a register, not a descriptor).
+            assert not re.search(r"HGMMA\.[^;]*gdesc\[UR\d+\], gdesc", body), name
+            mmas = re.findall(r"HGMMA\.64x128x8\.F32\.TF32 R\d+, R\d+, gdesc\[UR\d+\], (R\d+|RZ)\b", body)
+            assert len(mmas) == 12, (name, len(mmas))
+            _check_ws_sass(name, body)
+        elif "gemm3x_tf32_kernel" in name:
             mmas = re.findall(r"HMMA\.1688\.F32\.TF32 R\d+, [^;]*?, (R\d+|RZ) ;", body)
-        if not mmas:
+            assert mmas, name
+        else:
             continue
         fresh = sum(c == "RZ" for c in mmas)
         assert fresh * 12 == len(mmas), (name, fresh, len(mmas))
+
+
+def _ws_constant(name: str) -> int:
+    """A constant of variant 2 as the .cu defines it (constexpr int or #define default)."""
+    text = SOURCE.read_text()
+    m = re.search(rf"constexpr int {name} = (\d+);", text) or re.search(rf"#define {name} (\d+)", text)
+    assert m, name
+    return int(m.group(1))
+
+
+def _check_ws_sass(name: str, body: str) -> None:
+    """Variant 2's SASS: the register hand-over, mbarrier-only synchronisation, consumers above 168."""
+    producer_regs = _ws_constant("GEMM3X_WS_PRODUCER_REGS")
+    consumer_regs = (168 * 384 - producer_regs * 128) // 256 // 8 * 8
+    alloc = re.findall(r"USETMAXREG\.TRY_ALLOC\.CTAPOOL \w+, (0x[0-9a-f]+)", body)
+    dealloc = re.findall(r"USETMAXREG\.DEALLOC\.CTAPOOL (0x[0-9a-f]+)", body)
+    assert [int(x, 16) for x in alloc] == [consumer_regs], (name, alloc)
+    assert [int(x, 16) for x in dealloc] == [producer_regs], (name, dealloc)
+    # The consumers' code really uses more than the 168 registers the launch gives every thread (else
+    # setmaxnreg buys nothing), and no code uses more than the consumers' share.
+    highest = max(int(r) for r in re.findall(r"\bR(\d+)\b", body))
+    assert 168 <= highest < consumer_regs, (name, highest)
+    # One block-wide barrier (after the mbarrier init); in the k loop, mbarriers and the consumers'
+    # ping-pong (one predicated named-barrier sync and one arrive, no branches around the wgmmas).
+    assert len(re.findall(r"\bBAR\.SYNC\.DEFER_BLOCKING 0x0\b", body)) == 1, name
+    assert len(re.findall(r"@!?U?P\d BAR\.SYNC\.DEFER_BLOCKING R\d+, 0x100\b", body)) == 1, name
+    assert len(re.findall(r"@!?U?P\d BAR\.ARV R\d+, 0x100\b", body)) == 1, name
+    assert len(re.findall(r"\bBAR\.(SYNC|ARV)\b", body)) == 3, name
+    assert "SYNCS.PHASECHK.TRANS64.TRYWAIT" in body and "SYNCS.ARRIVE.TRANS64" in body, name
+    assert "ARRIVES.LDGSTSBAR.64" in body, name  # cp.async.mbarrier.arrive: the loaders' copies landed
+    assert "FENCE.VIEW.ASYNC.S" in body and "LDSM.16.M88.4" in body and "LDGSTS" in body, name
 
 
 @needs_nvcc
@@ -103,6 +159,15 @@ def test_the_kernel_ptx_issues_tf32_mma_sync_zero_filling_cp_async_and_rna_split
     assert "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32" in ptx
     assert "fence.proxy.async.shared::cta" in ptx
     assert "wgmma.wait_group.sync.aligned 0" in ptx
+    # Variant 2: register-A wgmma, setmaxnreg hand-over, mbarrier ring.
+    assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n128k8\.f32\.tf32\.tf32 \{[^}]*\}, "
+                     r"\{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+, p, 1, 1;", ptx)
+    producer_regs = _ws_constant("GEMM3X_WS_PRODUCER_REGS")
+    assert f"setmaxnreg.dec.sync.aligned.u32 {producer_regs};" in ptx
+    assert f"setmaxnreg.inc.sync.aligned.u32 {(168 * 384 - producer_regs * 128) // 256 // 8 * 8};" in ptx
+    assert "mbarrier.try_wait.parity.shared::cta.b64" in ptx
+    assert "mbarrier.arrive.shared::cta.b64" in ptx
+    assert "cp.async.mbarrier.arrive.noinc.shared::cta.b64" in ptx  # loader -> splitter hand-over
     assert re.search(r"cp\.async\.cg\.shared\.global \[%r\d+\], \[%rd\d+\], 16, %r\d+;", ptx)
     assert re.search(r"cp\.async\.ca\.shared\.global \[%r\d+\], \[%rd\d+\], 4, %r\d+;", ptx)
 
@@ -122,6 +187,8 @@ def test_the_bench_builds_a_library_exporting_the_c_launchers(tmp_path):
     assert lib.gemm3x_nn(None, None, None, -1, 8, 8, 8, 8, 8, None, None) == 1
     assert isinstance(lib.gemm3x_tn_bias_sigmoid_scale_residual, ctypes._CFuncPtr)
     assert lib.gemm3x_set_variant(1) == 0 and lib.gemm3x_set_variant(7) == -1 and lib.gemm3x_set_variant(0) == 1
+    assert lib.gemm3x_set_variant(2) == 0 and lib.gemm3x_set_variant(3) == -1 and lib.gemm3x_set_variant(0) == 2
+    assert bench_gemm.VARIANTS == {"mma": 0, "wgmma": 1, "ws": 2}
 
 
 def test_the_wgmma_split_layout_is_the_128_byte_swizzle_and_fills_each_tile_exactly_once():
@@ -270,3 +337,240 @@ def test_the_accumulation_model_reproduces_the_first_h100_run_and_the_per_tile_f
     assert 0.75 * H100_FIRST_RUN_ERR[k] < chained < 1.3 * H100_FIRST_RUN_ERR[k]
     assert per_tile < 0.5 * H100_SGEMM_ERR[k]
     assert per_tile * 50 < chained
+
+
+# --------------------------------------------------------------------------------------------------
+# Variant 2 (warp-specialised), modelled on the host: the layouts its threads index with, and the
+# producer/consumer mbarrier protocol (a wrong parity or arrival count would hang the GPU or let the
+# producer overwrite a slot that a consumer still reads; neither shows in a compile).
+# --------------------------------------------------------------------------------------------------
+def _sw128(r, k):
+    return r * 128 + (((k >> 2) ^ (r & 7)) << 4)
+
+
+def test_variant2_ldmatrix_addresses_are_the_swizzled_a_fragments_and_conflict_free():
+    # .cu: a_row = 64 cw + 16 q + (lane & 7) + ((lane >> 3) & 1) * 8, chunk (half ^ (lane & 7)) ^ 2 kk
+    for cw in range(2):
+        for q in range(4):
+            for kk in range(4):
+                addrs = []
+                for lane in range(32):
+                    row = 64 * cw + 16 * q + (lane & 7) + ((lane >> 3) & 1) * 8
+                    chunk = ((lane >> 4) ^ (lane & 7)) ^ (2 * kk)
+                    addr = row * 128 + (chunk << 4)
+                    # the block this lane addresses: (rows 0-7 | 8-15) x (k 0-3 | 4-7) of the k8 step,
+                    # i.e. a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4) after ldmatrix
+                    assert addr == _sw128(row, 8 * kk + 4 * (lane >> 4))
+                    addrs.append(addr)
+                # each 8-lane phase of ldmatrix reads 8 rows' 16 bytes: all 32 banks, no conflict
+                for phase in range(4):
+                    banks = {(a // 4 + w) % 32 for a in addrs[8 * phase:8 * phase + 8] for w in range(4)}
+                    assert len(banks) == 32
+
+
+def test_variant2_a_copied_by_the_loaders_and_read_by_ldmatrix_gives_the_register_fragments_wgmma_expects():
+    # End to end on the host: fp32 A tile -> ws_load_kmajor's swizzled smem -> ldmatrix.x4 (lane l gets
+    # row l / 4, 32-bit column l % 4 of matrix i, whose 8 row addresses lanes 8i .. 8i + 7 give) -> the
+    # register-A fragment of wgmma m64k8 tf32 as CUTLASS's ALayout_64x8 lays it out: warp q of the
+    # warpgroup, g = lane / 4, t = lane % 4: a0 (16q + g, t), a1 (16q + g + 8, t), a2 (16q + g, t + 4),
+    # a3 (16q + g + 8, t + 4) of the warpgroup's 64 x 8 slice (the m16n8k8 A fragment, per warp).
+    tile = np.random.default_rng(5).standard_normal((128, 32)).astype(np.float32)
+    smem = {}
+    for t in range(_ws_constant("kWsLoaderThreads")):
+        for i in range(1024 // 64):
+            r, k = 8 * i + (t >> 3), (t & 7) * 4
+            for e in range(4):
+                smem[_sw128(t >> 3, k) + 1024 * i + 4 * e] = tile[r, k + e]
+    for cw in range(2):
+        for q in range(4):
+            for kk in range(4):
+                rows = [(64 * cw + 16 * q + (lane & 7) + ((lane >> 3) & 1) * 8) * 128
+                        + ((((lane >> 4) ^ (lane & 7)) ^ (2 * kk)) << 4) for lane in range(32)]
+                for lane in range(32):
+                    g, t = lane >> 2, lane & 3
+                    regs = [smem[rows[8 * i + g] + 4 * t] for i in range(4)]
+                    base = 64 * cw + 16 * q
+                    want = [tile[base + g, 8 * kk + t], tile[base + g + 8, 8 * kk + t],
+                            tile[base + g, 8 * kk + t + 4], tile[base + g + 8, 8 * kk + t + 4]]
+                    assert regs == want, (cw, q, kk, lane)
+
+
+def test_variant2_loaders_fill_every_element_of_each_tile_once_and_splitters_cover_every_b_chunk_once():
+    loaders, splitters = _ws_constant("kWsLoaderThreads"), _ws_constant("kWsSplitterThreads")
+    per_loader = 1024 // loaders  # kWsChunksPerLoader
+    # ws_load_kmajor (A, TN's B): thread t, pass i -> row 8 i + t / 8, k 4 (t % 8) .. +3, at
+    # sw128(t / 8, 4 (t % 8)) + 1024 i
+    kmajor = []
+    for t in range(loaders):
+        for i in range(per_loader):
+            r, k = 8 * i + (t >> 3), (t & 7) * 4
+            assert _sw128(t >> 3, k) + 1024 * i == _sw128(r, k)
+            kmajor += [_sw128(r, k) + 4 * e for e in range(4)]
+    assert sorted(kmajor) == list(range(0, 128 * 128, 4))
+    # ws_load_nn_b: thread t, k row kr -> (n = t, t + 64; k = kr) at sw128(t, kr & ~3) + 4 (kr & 3) (+ 64 rows)
+    nn = []
+    for t in range(loaders):
+        for kr in range(32):
+            off = _sw128(t, kr & ~3) + 4 * (kr & 3)
+            assert off + 64 * 128 == _sw128(t + 64, kr & ~3) + 4 * (kr & 3)
+            nn += [off, off + 64 * 128]
+    assert sorted(nn) == list(range(0, 128 * 128, 4))
+    # splitters: 16-byte chunk c = i * splitters + t at sw128(c / 8, 4 (c % 8)), every chunk once
+    chunks = [_sw128(c >> 3, (c & 7) * 4) for c in range(1024)]
+    assert sorted(chunks) == list(range(0, 128 * 128, 16))
+    assert 1024 % splitters == 0
+
+
+def _simulate_ws_pipeline(k_tiles, stages, seed, consumer_warps=8, loader_parity_flip=1, ping_pong=True):
+    """Runs the .cu's loader / splitter / consumer loops as interleaved agents on modelled mbarriers.
+
+    mbarrier model: `done` = completed phases; an arrival that reaches `count` completes a phase;
+    try_wait.parity(p) succeeds iff the current phase's parity (done & 1) differs from p. The loader's
+    cp.async copies land at a random later time (cp.async.mbarrier.arrive.noinc arrives then).
+    Returns the order in which consumers read tiles; raises on a hang, on a slot overwritten while a
+    consumer may still read it, or on a read before the tile was copied and split."""
+    rng = np.random.default_rng(seed)
+
+    def barrier(count):
+        return {"done": 0, "arrived": 0, "count": count}
+
+    loaded = [barrier(1) for _ in range(stages)]  # the loader warps as one agent, the splitters as one
+    full = [barrier(1) for _ in range(stages)]
+    empty = [barrier(consumer_warps) for _ in range(stages)]
+    slot_tile = [None] * stages
+    slot_state = ["free"] * stages  # "copying" -> "landed" -> "split"
+    readers = [set() for _ in range(stages)]
+    in_flight = []  # slots whose copies have not landed yet
+
+    def arrive(bar):
+        bar["arrived"] += 1
+        if bar["arrived"] == bar["count"]:
+            bar["arrived"] = 0
+            bar["done"] += 1
+
+    def can_pass(bar, parity):
+        return (bar["done"] & 1) != parity
+
+    loader = {"it": 0, "s": 0, "phase": 0}
+    splitter = {"j": 0, "s": 0, "phase": 0}
+    cons = [{"kt": 0, "s": 0, "phase": 0, "step": 0, "gen": None} for _ in range(consumer_warps)]
+    reads = []
+    # Named barriers 1 (warpgroup 0 issued tile kt) and 2 (warpgroup 1 issued tile kt-1): 256 threads =
+    # the 4 warps of one warpgroup arriving (bar.arrive) + the 4 of the other waiting (bar.sync).
+    named = {1: {"count": 0, "gen": 0}, 2: {"count": 0, "gen": 0}}
+    half = consumer_warps // 2
+
+    def named_arrive(bar_id):
+        bar = named[bar_id]
+        bar["count"] += 1
+        gen = bar["gen"]
+        if bar["count"] == consumer_warps:
+            bar["count"], bar["gen"] = 0, gen + 1
+        return gen
+
+    def advance(state, key):
+        state[key] += 1
+        state["s"] += 1
+        if state["s"] == stages:
+            state["s"], state["phase"] = 0, state["phase"] ^ 1
+
+    for _ in range(200_000):
+        agents = []
+        if loader["it"] < k_tiles:
+            agents.append("loader")
+        if in_flight:
+            agents.append("land")
+        if splitter["j"] < k_tiles:
+            agents.append("splitter")
+        agents += [w for w in range(consumer_warps) if cons[w]["kt"] < k_tiles]
+        if not agents:
+            return reads
+        progressed = False
+        for pick in rng.permutation(len(agents)):
+            agent = agents[pick]
+            if agent == "loader":
+                s = loader["s"]
+                if not can_pass(empty[s], loader["phase"] ^ loader_parity_flip):
+                    continue
+                assert not readers[s], f"slot {s} overwritten by tile {loader['it']} while read"
+                assert slot_state[s] in ("free", "split"), (s, slot_state[s])
+                slot_tile[s], slot_state[s] = loader["it"], "copying"
+                in_flight.append(s)
+                advance(loader, "it")
+            elif agent == "land":
+                s = in_flight.pop(0)
+                slot_state[s] = "landed"
+                arrive(loaded[s])
+            elif agent == "splitter":
+                s = splitter["s"]
+                if not can_pass(loaded[s], splitter["phase"]):
+                    continue
+                assert slot_tile[s] == splitter["j"] and slot_state[s] == "landed", (s, slot_tile[s], splitter)
+                slot_state[s] = "split"
+                arrive(full[s])
+                advance(splitter, "j")
+            else:
+                w = cons[agent]
+                s = w["s"]
+                group = 0 if agent < half else 1
+                if w["step"] == 0:  # mbarrier wait full[s]
+                    if not can_pass(full[s], w["phase"]):
+                        continue
+                    w["step"] = 1
+                elif w["step"] == 1:  # ping-pong: wg 0 waits for wg 1's tile kt-1, wg 1 for wg 0's tile kt
+                    if ping_pong and (group == 1 or w["kt"] > 0):
+                        if w["gen"] is None:
+                            w["gen"] = named_arrive(2 if group == 0 else 1)
+                        if named[2 if group == 0 else 1]["gen"] <= w["gen"]:
+                            continue
+                        w["gen"] = None
+                    # issue the wgmmas: read the slot
+                    assert slot_tile[s] == w["kt"] and slot_state[s] == "split", (agent, w, slot_tile[s])
+                    readers[s].add(agent)
+                    reads.append((agent, w["kt"]))
+                    if ping_pong and (group == 0 or w["kt"] + 1 < k_tiles):
+                        named_arrive(1 if group == 0 else 2)
+                    w["step"] = 2
+                else:  # wgmma.wait_group 0 done: release the slot
+                    readers[s].discard(agent)
+                    arrive(empty[s])
+                    w["step"] = 0
+                    advance(w, "kt")
+            progressed = True
+            break
+        if not progressed:
+            raise RuntimeError(f"hang: loader {loader}, splitter {splitter}, consumers {cons}")
+    raise RuntimeError("did not finish")
+
+
+def _ping_pong_order(reads, consumer_warps=8):
+    """Per tile, whether every warp of warpgroup 0 issued it before any warp of warpgroup 1 did, and
+    every warp of warpgroup 1 issued tile kt before any warp of warpgroup 0 issued tile kt + 1."""
+    half = consumer_warps // 2
+    seq = [(0 if w < half else 1, kt) for w, kt in reads]
+    return all(seq.index((1, kt)) > max(i for i, x in enumerate(seq) if x == (0, kt))
+               for _, kt in seq if (1, kt) in seq) and \
+        all(seq.index((0, kt + 1)) > max(i for i, x in enumerate(seq) if x == (1, kt))
+            for _, kt in seq if (0, kt + 1) in seq)
+
+
+@pytest.mark.parametrize("k_tiles", [0, 1, 2, 3, 4, 5, 7, 8, 9, 33, 64])
+def test_variant2_mbarrier_protocol_never_hangs_and_never_overwrites_a_slot_in_use(k_tiles):
+    stages = _ws_constant("kWsStages")
+    for seed in range(6):
+        reads = _simulate_ws_pipeline(k_tiles, stages, seed)
+        for warp in range(8):
+            assert [kt for w, kt in reads if w == warp] == list(range(k_tiles))
+        assert _ping_pong_order(reads)  # the named barriers alternate the warpgroups' wgmma issue
+
+
+def test_the_variant2_protocol_model_sees_lock_step_issue_without_the_ping_pong_barriers():
+    stages = _ws_constant("kWsStages")
+    assert not all(_ping_pong_order(_simulate_ws_pipeline(16, stages, seed, ping_pong=False)) for seed in range(6))
+
+
+def test_the_variant2_protocol_model_catches_a_wrong_parity():
+    # The model is able to fail: a loader waiting on empty[s] with the consumers' parity (no ^ 1) waits
+    # for a phase nobody completes before it has loaded anything: a hang.
+    with pytest.raises(RuntimeError, match="hang"):
+        _simulate_ws_pipeline(16, _ws_constant("kWsStages"), 0, loader_parity_flip=0)

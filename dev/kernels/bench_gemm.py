@@ -1,12 +1,14 @@
 """Correctness and timing sweep for dev/kernels/gemm_3xtf32.cu (issue #5), for a GPU session.
 
-    python3 dev/kernels/bench_gemm.py --out $OUT/gemm.json          # full sweep, both kernels
-    python3 dev/kernels/bench_gemm.py --variant mma --out $OUT/m.json # one kernel, in this process
+    python3 dev/kernels/bench_gemm.py --out $OUT/gemm.json          # full sweep, all kernels
+    python3 dev/kernels/bench_gemm.py --variant ws --out $OUT/w.json  # one kernel, in this process
     python3 dev/kernels/bench_gemm.py --build-only                  # nvcc only (works without a GPU)
 
 Kernel variants (gemm3x_set_variant): "mma" = mma.sync m16n8k8 (variant 0), "wgmma" = sm_90a warpgroup MMA
-(variant 1). --variant both (the default) runs each variant in its own subprocess (so that a fault or hang
-in one cannot take the other's results with it) and prints one table with both.
+(variant 1), "ws" = sm_90a warp-specialised wgmma with A from registers (variant 2, not yet run on a GPU).
+--variant both (the default; "all" is the same) runs each variant in its own subprocess (so that a fault or
+hang in one cannot take the others' results with it; --variant-timeout bounds each) and prints one table
+with all of them.
 
 Builds the .cu into a shared library with nvcc (ctypes, no torch extension), then for each case:
 poisons C with NaN, runs ours, cuBLAS SGEMM (TF32 off) and cuBLAS TF32, compares each with a float64
@@ -95,7 +97,7 @@ def sass_summary(lib_path: Path, out_dir: Path | None) -> dict:
             "LDGSTS": sum(w.startswith("LDGSTS") for w in words)}
 
 
-VARIANTS = {"mma": 0, "wgmma": 1}
+VARIANTS = {"mma": 0, "wgmma": 1, "ws": 2}
 
 
 def load(lib_path: Path) -> ctypes.CDLL:
@@ -240,14 +242,14 @@ def print_table(rows: list[dict]) -> None:
 
 
 def print_combined_table(by_variant: dict[str, dict]) -> None:
-    """One line per case: both kernels' TFLOP/s and errors, cuBLAS from the mma run (or the other one)."""
+    """One line per case: every kernel's TFLOP/s and error, cuBLAS from the first variant that ran it."""
     names = []
     for res in by_variant.values():
         for r in res.get("rows", []):
             if r["case"]["name"] not in names:
                 names.append(r["case"]["name"])
-    head = (f"{'case':<62} {'mma':>6} {'wgmma':>6} {'sgemm':>6} {'tf32':>6}   "
-            f"{'err mma':>8} {'err wgmma':>9} {'err sgemm':>9}  ok(mma/wgmma)")
+    head = (f"{'case':<62} " + " ".join(f"{v:>6}" for v in VARIANTS) + f" {'sgemm':>6} {'tf32':>6}   "
+            + " ".join(f"{'err ' + v:>9}" for v in VARIANTS) + f" {'err sgemm':>9}  ok({'/'.join(VARIANTS)})")
     print(head)
     print("-" * len(head))
     for name in names:
@@ -265,8 +267,8 @@ def print_combined_table(by_variant: dict[str, dict]) -> None:
             oks.append("yes" if row["ok"] else "NO")
         t = base["tflops"] if base else {"sgemm": float("nan"), "tf32": float("nan")}
         e = base["rel_err_vs_fp64"]["sgemm"] if base else float("nan")
-        print(f"{name[:62]:<62} {cells[0]} {cells[1]} {t['sgemm']:6.1f} {t['tf32']:6.1f}   "
-              f"{errs[0]:>8} {errs[1]:>9} {e:9.2e}  {'/'.join(oks)}")
+        print(f"{name[:62]:<62} {' '.join(cells)} {t['sgemm']:6.1f} {t['tf32']:6.1f}   "
+              + " ".join(f"{x:>9}" for x in errs) + f" {e:9.2e}  {'/'.join(oks)}")
     for v, res in by_variant.items():
         if "failed" in res:
             print(f"variant {v}: {res['failed']}")
@@ -274,7 +276,7 @@ def print_combined_table(by_variant: dict[str, dict]) -> None:
 
 
 def run_both(args, build_dir: Path) -> int:
-    """Each variant in a subprocess (a fault in the unverified wgmma path must not lose the mma results)."""
+    """Each variant in a subprocess (a fault or hang in one variant must not lose the others' results)."""
     by_variant, rc = {}, 0
     for v in VARIANTS:
         out = build_dir / f"result_{v}.json"
@@ -288,7 +290,10 @@ def run_both(args, build_dir: Path) -> int:
         except subprocess.TimeoutExpired:
             code = "timeout"
         if out.exists():
-            by_variant[v] = json.loads(out.read_text())
+            try:
+                by_variant[v] = json.loads(out.read_text())
+            except json.JSONDecodeError as exc:
+                by_variant[v] = {"failed": f"unreadable result: {exc}"}
         if code != 0:
             rc = 1
             by_variant.setdefault(v, {})["failed"] = f"exit status {code}"
@@ -308,8 +313,9 @@ def main() -> int:
     parser.add_argument("--only", default="", help="run only cases whose name contains this text")
     parser.add_argument("--build-dir", type=Path, default=None)
     parser.add_argument("--build-only", action="store_true", help="compile (prints ptxas -v) and stop")
-    parser.add_argument("--variant", choices=[*VARIANTS, "both"], default="both",
-                        help="kernel: mma (mma.sync), wgmma (sm_90a), both (one subprocess each)")
+    parser.add_argument("--variant", choices=[*VARIANTS, "both", "all"], default="both",
+                        help="kernel: mma (mma.sync), wgmma (sm_90a), ws (sm_90a warp-specialised), "
+                             "both/all (every variant, one subprocess each)")
     parser.add_argument("--reuse-build", action="store_true", help="use the library in --build-dir if present")
     parser.add_argument("--variant-timeout", type=int, default=900, help="seconds per variant subprocess")
     args = parser.parse_args()
@@ -318,7 +324,7 @@ def main() -> int:
     build_dir.mkdir(parents=True, exist_ok=True)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-    if args.variant == "both" and not args.build_only:
+    if args.variant in ("both", "all") and not args.build_only:
         print(build(build_dir, args.stages)[1].strip())  # once, here; the subprocesses reuse the library
         return run_both(args, build_dir)
     lib_path, ptxas_log = build(build_dir, args.stages, reuse=args.reuse_build)
@@ -341,14 +347,19 @@ def main() -> int:
     flush = torch.empty(2 * props.L2_cache_size, dtype=torch.float32, device=DEVICE)  # 8x the L2 bytes
     set_tf32(torch, False)
     rows = []
-    for case in CASES:
-        if args.only in case.name:
-            rows.append(run_case(torch, lib, case, flush, args))
-            print(f"done: {case.name}", flush=True)
-    print_table(rows)
     result = {"device": props.name, "torch": torch.__version__, "variant": args.variant, "stages": args.stages,
               "reps": args.reps,
               "ceiling_tflops": CEILING_TFLOPS, "nvcc_flags": NVCC_FLAGS, "ptxas": ptxas_log, "sass": sass, "rows": rows}
+    for case in CASES:
+        if args.only in case.name:
+            print(f"start: {case.name}", flush=True)  # the last "start" without "done" is the one that hung
+            rows.append(run_case(torch, lib, case, flush, args))
+            print(f"done: {case.name}", flush=True)
+            if args.out:  # after every case, so a variant killed by --variant-timeout keeps what it finished
+                tmp = args.out.with_name(args.out.name + ".tmp")
+                tmp.write_text(json.dumps({**result, "partial": True}, indent=2))
+                tmp.replace(args.out)
+    print_table(rows)
     if args.out:
         args.out.write_text(json.dumps(result, indent=2))
         print(f"wrote {args.out}")

@@ -1,6 +1,7 @@
 // gemm_3xtf32.cu -- fp32-class GEMM on tensor cores with 3xTF32 (issue #5). Only CUDA headers.
-// Two kernels behind the same launchers, chosen by gemm3x_set_variant: 0 (default) mma.sync m16n8k8 TF32
-// with a cp.async shared-memory pipeline; 1 (sm_90a, unverified) wgmma, described above its kernel.
+// Three kernels behind the same launchers, chosen by gemm3x_set_variant: 0 (default) mma.sync m16n8k8 TF32
+// with a cp.async shared-memory pipeline; 1 (sm_90a) wgmma; 2 (sm_90a, not yet run on a GPU) warp-specialised
+// wgmma with A from registers; 1 and 2 are described above their kernels.
 //
 // Math. Each fp32 operand value x is split into two TF32 values (10 explicit mantissa bits each):
 //     big   = rna_tf32(x)            (round to nearest, ties away from zero: (bits + 0x1000) & 0xffffe000)
@@ -59,7 +60,8 @@
 // with Identity, Bias, and BiasSigmoidScaleResidual (C = sigmoid(acc + bias[col]) * scale + R[row,col])
 // as examples.
 //
-// UNVERIFIED ON A GPU since the per-tile accumulation change; the wgmma variant never ran. This file
+// Variants 0 and 1 ran correctly on an H100 (bench/results/2026-11-21_labs_h100_634af62: 57.3 and 75.7
+// TFLOP/s on 1024x8192x8192, error 3.8e-7 vs SGEMM's 1.6e-6); variant 2 has not run on a GPU yet. This file
 // compiles for sm_90a (tests/test_dev_kernels_compile.py); correctness and speed are checked by
 // dev/kernels/bench_gemm.py in a GPU session.
 
@@ -366,7 +368,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Variant 1 (sm_90a): warpgroup MMA (wgmma) -- UNVERIFIED ON A GPU, selected with gemm3x_set_variant(1).
+// Variant 1 (sm_90a): warpgroup MMA (wgmma) -- ran correctly on an H100 (75.7 TFLOP/s headline), gemm3x_set_variant(1).
 //
 // Block tile 128 x 128 x 32, 256 threads = 2 warpgroups; warpgroup w computes rows 64w .. 64w+63 with
 // wgmma.mma_async.m64n128k8.f32.tf32.tf32 (both operands from shared memory; TF32 wgmma needs both
@@ -594,9 +596,378 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // ---------------------------------------------------------------------------------------------------
+// Variant 2 (sm_90a): warp-specialised wgmma with A from registers -- NOT YET RUN ON A GPU, selected with
+// gemm3x_set_variant(2).
+//
+// 384 threads = 3 warpgroups, block tile 128 x 128 x 32 (same tiling of C as variants 0 and 1), a ring of
+// kWsStages (4) slots in shared memory, three mbarriers per slot (loaded, full, empty):
+//   * warpgroups 0, 1 = consumers (setmaxnreg.inc: kWsConsumerRegs), rows 64 w .. 64 w + 63 of the tile.
+//     Per k-tile: wait full[s]; ldmatrix.x4 the fp32 A fragments of the 4 k8 steps from the slot and split
+//     them in registers (wgmma with A from registers: the m64k8 tf32 A fragment is the m16n8k8 one per
+//     warp, a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4), warp q of the warpgroup on rows
+//     16q..16q+15); 12 x wgmma.m64n128k8 (a_small.b_big, a_big.b_small, a_big.b_big per k8; B from the
+//     swizzled smem tiles through descriptors exactly as variant 1) into a fresh accumulator (the first
+//     with scale-d = 0); wgmma.wait_group 0; one lane per warp arrives on empty[s] (8 arrivals complete
+//     the phase); then the per-tile round-to-nearest flush acc += tile (the accuracy scheme of variants 0
+//     and 1, unchanged). Ping-pong: two named barriers make the warpgroups issue their wgmmas in turn
+//     (0: tile kt, 1: tile kt, 0: tile kt+1, ...), so one's wait, flush and next split overlap the other's
+//     wgmmas on the tensor cores.
+//   * warpgroup 2 = producer (setmaxnreg.dec: kWsProducerRegs), two roles:
+//     - loader warps 8, 9: for k-tile kt wait empty[s] (s = kt % 4), issue the bounds-checked,
+//       zero-filling cp.async copies of the fp32 A tile and the fp32 B tile into slot s, then
+//       cp.async.mbarrier.arrive.noinc on loaded[s] (the arrival happens when the thread's copies have
+//       landed; 64 complete the phase). Loaders run up to 4 tiles ahead of the consumers.
+//     - splitter warps 10, 11: wait loaded[s], split B in place into B_big / B_small (TF32, swizzled),
+//       fence.proxy.async (their st.shared -> visible to the consumers' wgmmas), arrive on full[s] (64).
+//       They have no cp.async of their own in flight, so the fence's MEMBAR waits for nothing else.
+// Slot layout (48 KB, 1024-byte aligned): A fp32 [128][32] in the 128-byte swizzle layout (an ldmatrix
+// phase reads 8 consecutive rows = 8 different 16-byte bank groups), B_big [128 n][32 k] and B_small
+// [128 n][32 k] TF32 in the swizzle layout wgmma reads. The fp32 B tile is copied into the B_small region
+// at the same swizzled offsets, so the split reads and writes each chunk in place.
+// NN's B ([K][N] in global) is transposed by the copy: 4-byte cp.async of B[k][n] to (n, k); consecutive
+// threads take consecutive n (coalesced global reads, 4-way smem write conflicts). A, and TN's B, use
+// 16-byte copies when aligned (kVec = 4), else 4-byte copies, as the other variants.
+// Shared memory: 4 slots x 48 KB + 1 KB alignment + 12 mbarriers = 197,728 bytes. No shape or alignment
+// falls back to another variant: all copies and stores are bounds-checked as in variants 0/1.
+// Sync: phases are waited by parity: loaded[s] and full[s] with (kt / 4) & 1, empty[s] with
+// ((kt / 4) & 1) ^ 1 (which passes at once on each slot's first use). Every thread of a role runs all
+// k-tiles, so arrival counts always match; a mismatch would hang, not crash (the protocol is modelled in
+// tests/test_dev_kernels_compile.py). Registers: 384 threads put 3 warps on a sub-partition, so ptxas
+// caps the kernel at 168; setmaxnreg moves registers from the producer to the consumers, which need 186.
+constexpr int kWsStages = 4;
+constexpr int kWsLoaderThreads = 64;                // producer warps 8, 9: cp.async
+constexpr int kWsSplitterThreads = 64;              // producer warps 10, 11: B split
+constexpr int kWsThreads = 256 + kWsLoaderThreads + kWsSplitterThreads;  // 384
+constexpr int kWsChunksPerLoader = 1024 / kWsLoaderThreads;      // 16-byte chunks of A (and of B) per tile
+constexpr int kWsChunksPerSplitter = 1024 / kWsSplitterThreads;  // 16-byte chunks of B per tile
+constexpr int kWsSlotBytes = 3 * kWgTileBytes;       // A fp32, B_big, B_small: 48 KB
+constexpr int kWsSmemBytes = kWsStages * kWsSlotBytes + 1024 + 3 * kWsStages * 8;
+static_assert(kWsLoaderThreads + kWsSplitterThreads == 128, "one producer warpgroup (setmaxnreg is per warpgroup)");
+static_assert(1024 % kWsLoaderThreads == 0 && 1024 % kWsSplitterThreads == 0, "whole chunks per thread");
+// 384 threads put 3 warps on some SM sub-partition, so ptxas caps every thread at 168 registers; the
+// consumers need a few more (64 + 64 accumulators + 32 A fragment registers + addresses: 186 in SASS).
+// setmaxnreg moves registers from the producer warpgroup (which uses <= 54) to the consumers; ptxas
+// allocates each role's code within its new limit.
+#ifndef GEMM3X_WS_PRODUCER_REGS
+#define GEMM3X_WS_PRODUCER_REGS 72
+#endif
+constexpr int kWsProducerRegs = GEMM3X_WS_PRODUCER_REGS;
+// The pool setmaxnreg.inc draws from is what the block was launched with (168 x 384 = 64512 registers,
+// as CUTLASS's 40/232 and FA3's 24/240 splits use exactly): asking for more would block forever.
+constexpr int kWsLaunchRegs = 168;
+constexpr int kWsConsumerRegs = (kWsLaunchRegs * kWsThreads - kWsProducerRegs * 128) / 256 / 8 * 8;
+static_assert(kWsProducerRegs % 8 == 0 && kWsProducerRegs >= 24 && kWsProducerRegs <= kWsLaunchRegs,
+              "setmaxnreg.dec range");
+static_assert(kWsConsumerRegs % 8 == 0 && kWsConsumerRegs >= kWsLaunchRegs && kWsConsumerRegs <= 256,
+              "setmaxnreg.inc range");
+static_assert(kWsProducerRegs * 128 + kWsConsumerRegs * 256 <= kWsLaunchRegs * kWsThreads,
+              "setmaxnreg must not ask for more registers than the block holds");
+
+// Named barriers of the consumers' ping-pong (0 is __syncthreads'): 128 threads arrive, 128 sync.
+constexpr int kWsBarWg0Issued = 1;
+constexpr int kWsBarWg1Issued = 2;
+__device__ __forceinline__ void named_bar_sync_if(int id, int count, bool pred) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n@p bar.sync %0, %1;\n}\n" ::"r"(id), "r"(count),
+               "r"(static_cast<int>(pred))
+               : "memory");
+}
+__device__ __forceinline__ void named_bar_arrive_if(int id, int count, bool pred) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n@p bar.arrive %0, %1;\n}\n" ::"r"(id), "r"(count),
+               "r"(static_cast<int>(pred))
+               : "memory");
+}
+
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+
+__device__ __forceinline__ void mbar_init(uint32_t addr, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(addr), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t addr) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(addr) : "memory");
+}
+// The mbarrier receives one arrival (counted against its expected count: .noinc) once every cp.async this
+// thread issued before has completed.
+__device__ __forceinline__ void cp_async_mbar_arrive_noinc(uint32_t addr) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(addr) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t addr, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(addr), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+__device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr)
+               : "memory");
+  return v;
+}
+
+// Loader copies (variant 2), 64 loader threads. K-major tile ([128 rows][32 k] from a row-major [rows][K]
+// matrix: A, and TN's B): thread t copies the 16-byte chunk (row 8i + t/8, k 4(t%8) .. +3) for i < 16 into
+// its 128-byte-swizzled position (which is sw128(t/8, 4(t%8)) + 1024 i, as (row & 7) does not change).
+// One running pointer per thread keeps the register count low. Out-of-range rows / k copy 0 bytes and
+// zero-fill; a chunk straddling K copies its valid bytes (kVec = 4) or elements (kVec = 1).
+template <int kVec>
+__device__ __forceinline__ void ws_load_kmajor(uint32_t dst_tile, const float* g, int ld, int row0, int rows,
+                                               int k0, int K, int ltid) {
+  const int r0 = ltid >> 3;
+  const int kq = (ltid & 7) * 4;
+  const int rows_left = rows - row0 - r0;  // chunk i is inside the matrix iff 8 i < rows_left
+  const int k_left = K - k0 - kq;          // valid k of this thread's chunks
+  const float* p = g + static_cast<long long>(row0 + r0) * ld + k0 + kq;
+  const long long step = 8LL * ld;
+  const uint32_t dst = dst_tile + sw128(r0, kq);
+  static_assert(kWsChunksPerLoader * kWsLoaderThreads == 128 * 8 && kWsLoaderThreads == 64, "8 rows per pass");
+#pragma unroll
+  for (int i = 0; i < kWsChunksPerLoader; ++i) {
+    const bool row_ok = 8 * i < rows_left;
+    if constexpr (kVec == 4) {
+      int valid = k_left < 0 ? 0 : (k_left > 4 ? 4 : k_left);
+      if (!row_ok) valid = 0;
+      cp_async<4>(dst + 1024 * i, valid > 0 ? p : g, valid * 4);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const bool ok = row_ok && e < k_left;
+        cp_async<1>(dst + 1024 * i + 4 * e, ok ? p + e : g, ok ? 4 : 0);
+      }
+    }
+    p += step;
+  }
+}
+
+// NN's B ([K][N] row-major) -> [128 n][32 k] K-major swizzled tile: 4-byte copies of B[k][n] to (n, k);
+// thread t takes n = t and n = t + 64 of every k row (coalesced 256-byte global reads per warp).
+__device__ __forceinline__ void ws_load_nn_b(uint32_t dst_tile, const float* B, int ldb, int n0, int N, int k0,
+                                             int K, int ltid) {
+  const bool n_ok0 = n0 + ltid < N;
+  const bool n_ok1 = n0 + ltid + 64 < N;
+  const float* p = B + static_cast<long long>(k0) * ldb + n0 + ltid;
+#pragma unroll
+  for (int kr = 0; kr < kBK; ++kr) {
+    const bool k_ok = k0 + kr < K;
+    const uint32_t off = sw128(ltid, kr & ~3) + (kr & 3) * 4;  // sw128(ltid + 64, .) = this + 64 * 128
+    cp_async<1>(dst_tile + off, k_ok && n_ok0 ? p : B, k_ok && n_ok0 ? 4 : 0);
+    cp_async<1>(dst_tile + off + 64 * 128, k_ok && n_ok1 ? p + 64 : B, k_ok && n_ok1 ? 4 : 0);
+    p += ldb;
+  }
+}
+
+// d[64] += A(registers) . B(desc)^T over k8; scale_d = 0 ignores the old d (fresh accumulator).
+__device__ __forceinline__ void wgmma_m64n128k8_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t db,
+                                                   int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "{%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
+        "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+        "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
+        "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
+        "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]),
+        "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]),
+        "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d)
+      : "memory");
+}
+
+template <bool kBKMajor, int kVec, class Epilogue>
+__global__ void __launch_bounds__(kWsThreads, 1)
+    gemm3x_ws_kernel(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+                     int M, int N, int K, int lda, int ldb, int ldc, long long stride_a, long long stride_b,
+                     long long stride_c, Epilogue epi) {
+  extern __shared__ __align__(1024) unsigned char ws_smem_raw[];
+  const uint32_t raw_addr = smem_addr(ws_smem_raw);
+  const uint32_t ring = raw_addr + ((1024u - (raw_addr & 1023u)) & 1023u);  // slot s at ring + s * 48 KB
+  const uint32_t full_bar = ring + kWsStages * kWsSlotBytes;                 // kWsStages x 8 bytes
+  const uint32_t empty_bar = full_bar + kWsStages * 8;
+  const uint32_t loaded_bar = empty_bar + kWsStages * 8;
+
+  const int batch = static_cast<int>(blockIdx.z);
+  A += batch * stride_a;
+  B += batch * stride_b;
+  C += batch * stride_c;
+  const int m0 = static_cast<int>(blockIdx.x) * kBM;
+  const int n0 = static_cast<int>(blockIdx.y) * kBN;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int wg = tid / 128;
+  const int k_tiles = (K + kBK - 1) / kBK;
+
+  if (tid == 0) {
+#pragma unroll
+    for (int s = 0; s < kWsStages; ++s) {
+      mbar_init(full_bar + 8 * s, kWsSplitterThreads);  // every splitter thread
+      mbar_init(empty_bar + 8 * s, 8);                  // one lane of each consumer warp
+      mbar_init(loaded_bar + 8 * s, kWsLoaderThreads);  // every loader thread's cp.asyncs (.noinc)
+    }
+  }
+  __syncthreads();
+
+  if (wg == 2) {
+    // ------------------------------------------------------------------ producer warpgroup (warps 8-11)
+    setmaxnreg_dec<kWsProducerRegs>();
+    const int ptid = tid - 256;  // 0..127
+    if (ptid < kWsLoaderThreads) {
+      // Loader warps 8, 9: fp32 A and B tiles -> slot, up to kWsStages tiles ahead of the consumers.
+      uint32_t s = 0;
+      uint32_t phase = 0;
+      for (int it = 0; it < k_tiles; ++it) {
+        mbar_wait(empty_bar + 8 * s, phase ^ 1u);  // passes at once on each slot's first use
+        const uint32_t sa = ring + s * kWsSlotBytes;
+        const uint32_t sb = sa + 2 * kWgTileBytes;  // fp32 B staged in the B_small region
+        const int k0 = it * kBK;
+        ws_load_kmajor<kVec>(sa, A, lda, m0, M, k0, K, ptid);
+        if constexpr (kBKMajor) {
+          ws_load_kmajor<kVec>(sb, B, ldb, n0, N, k0, K, ptid);
+        } else {
+          ws_load_nn_b(sb, B, ldb, n0, N, k0, K, ptid);
+        }
+        // loaded[s] counts this thread's arrival when all of its cp.asyncs so far have landed.
+        cp_async_mbar_arrive_noinc(loaded_bar + 8 * s);
+        if (++s == kWsStages) {
+          s = 0;
+          phase ^= 1u;
+        }
+      }
+      cp_async_commit();
+      cp_async_wait<0>();  // no copies left in flight when the thread exits
+    } else {
+      // Splitter warps 10, 11: once a tile has landed, B (fp32, staged in B_small) -> B_big, B_small
+      // in place; then release the slot to the consumers.
+      const int stid = ptid - kWsLoaderThreads;
+      uint32_t s = 0;
+      uint32_t phase = 0;
+      for (int j = 0; j < k_tiles; ++j) {
+        mbar_wait(loaded_bar + 8 * s, phase);
+        const uint32_t b_big = ring + s * kWsSlotBytes + kWgTileBytes;
+        const uint32_t b_small = b_big + kWgTileBytes;
+#pragma unroll
+        for (int i = 0; i < kWsChunksPerSplitter; ++i) {  // 8 lanes = one 128-byte row: conflict-free
+          const int c = i * kWsSplitterThreads + stid;
+          const uint32_t off = sw128(c >> 3, (c & 7) * 4);
+          const uint4 v = ld_shared_v4(b_small + off);
+          split4_store(b_big + off, b_small + off, __uint_as_float(v.x), __uint_as_float(v.y),
+                       __uint_as_float(v.z), __uint_as_float(v.w));
+        }
+        fence_proxy_async();  // this thread's split stores -> visible to the consumers' wgmmas
+        mbar_arrive(full_bar + 8 * s);
+        if (++s == kWsStages) {
+          s = 0;
+          phase ^= 1u;
+        }
+      }
+    }
+    return;
+  }
+
+  // -------------------------------------------------------------------- consumers (warpgroups 0, 1)
+  setmaxnreg_inc<kWsConsumerRegs>();
+  const int cw = wg;                // rows 64 cw .. 64 cw + 63 of the block tile
+  const int ctid = tid - 128 * cw;  // 0..127 within the warpgroup
+  const int lane = tid & 31;
+  const int q = ctid >> 5;        // warp within the warpgroup: rows 16 q .. 16 q + 15 of its 64
+
+  float acc[64];
+  float tile[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) tile[i] = 0.0f;
+
+  // ldmatrix row of this lane: blocks (rows 0-7, k 0-3), (rows 8-15, k 0-3), (rows 0-7, k 4-7),
+  // (rows 8-15, k 4-7) of the warp's 16 x 8 slice of each k8 step. In the swizzled A tile, k8 step kk's
+  // 16-byte chunk of this lane is (2 kk + half) ^ (row & 7) = (half ^ (lane & 7)) ^ 2 kk.
+  const int a_row = 64 * cw + 16 * q + (lane & 7) + ((lane >> 3) & 1) * 8;
+  const uint32_t a_lane_off = static_cast<uint32_t>(a_row * 128);
+  const uint32_t a_chunk = static_cast<uint32_t>((lane >> 4) ^ (lane & 7));
+
+  uint32_t s = 0;
+  uint32_t phase = 0;
+#pragma unroll 1
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    mbar_wait(full_bar + 8 * s, phase);
+    const uint32_t sa = ring + s * kWsSlotBytes;
+    const uint32_t b_big = sa + kWgTileBytes;
+    const uint32_t b_small = b_big + kWgTileBytes;
+
+    uint32_t a_big[4][4];
+    uint32_t a_small[4][4];
+#pragma unroll
+    for (int kk = 0; kk < kBK / 8; ++kk) {
+      uint32_t a[4];
+      ldsm_x4(sa + a_lane_off + ((a_chunk ^ (2u * kk)) << 4), a[0], a[1], a[2], a[3]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) split_tf32(__uint_as_float(a[e]), a_big[kk][e], a_small[kk][e]);
+    }
+    // Ping-pong: warpgroup 0 issues tile kt's wgmmas only after warpgroup 1 issued tile kt-1's, and
+    // warpgroup 1 only after warpgroup 0 issued tile kt's. The tensor cores then run one warpgroup's 12
+    // wgmmas after the other's instead of interleaving them, so each warpgroup's flush and next split
+    // overlap the other's wgmmas (in lock-step both would flush while the tensor cores idle).
+    // (Predicated barriers, not branches: with control flow around the wgmma sequence ptxas serialises
+    // the wgmmas -- a wait after each -- without a warning; the SASS test checks for that.)
+    named_bar_sync_if(cw == 0 ? kWsBarWg1Issued : kWsBarWg0Issued, 256, cw != 0 || kt > 0);
+    wgmma_fence();  // A registers (and the accumulator) written before the wgmmas read them
+#pragma unroll
+    for (int kk = 0; kk < kBK / 8; ++kk) {
+      const uint32_t off = kk * 32;
+      wgmma_m64n128k8_rs(tile, a_small[kk], wg_desc(b_big + off), kk == 0 ? 0 : 1);
+      wgmma_m64n128k8_rs(tile, a_big[kk], wg_desc(b_small + off), 1);
+      wgmma_m64n128k8_rs(tile, a_big[kk], wg_desc(b_big + off), 1);
+    }
+    wgmma_commit();
+    // (warpgroup 1 skips its last arrival, which warpgroup 0 would never wait for)
+    named_bar_arrive_if(cw == 0 ? kWsBarWg0Issued : kWsBarWg1Issued, 256, cw == 0 || kt + 1 < k_tiles);
+    wgmma_wait0();
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty_bar + 8 * s);  // this warp is done with slot s (smem and registers)
+    if (++s == kWsStages) {
+      s = 0;
+      phase ^= 1u;
+    }
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] += tile[i];
+  }
+
+  // Epilogue from the accumulator fragment (variant 1's layout), bounds-checked.
+  const int row_base = m0 + 64 * cw + 16 * q + (lane >> 2);
+  const int col_base = n0 + 2 * (lane & 3);
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = row_base + (e >> 1) * 8;
+      const int col = col_base + j * 8 + (e & 1);
+      if (row < M && col < N) {
+        C[static_cast<long long>(row) * ldc + col] = epi(acc[4 * j + e], batch, row, col);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
 // Host side
 // ---------------------------------------------------------------------------------------------------
-// 0: mma.sync (default), 1: wgmma (sm_90a). Process-wide; set by gemm3x_set_variant (lab use).
+// 0: mma.sync (default), 1: wgmma (sm_90a), 2: warp-specialised wgmma (sm_90a). Process-wide; set by gemm3x_set_variant (lab use).
 inline int& variant() {
   static int v = 0;
   return v;
@@ -606,14 +977,17 @@ template <bool kBKMajor, int kVec, class Epilogue>
 cudaError_t launch_variant(const float* A, const float* B, float* C, int M, int N, int K, int lda, int ldb,
                            int ldc, int batch, long long stride_a, long long stride_b, long long stride_c,
                            Epilogue epi, cudaStream_t stream) {
-  const bool wgmma = variant() == 1;
-  auto kernel = wgmma ? gemm3x_wgmma_kernel<kBKMajor, kVec, Epilogue> : gemm3x_tf32_kernel<kBKMajor, kVec, Epilogue>;
-  const int bytes = wgmma ? kWgSmemBytes : Smem<kBKMajor>::kBytes;
+  const int v = variant();
+  auto kernel = v == 2   ? gemm3x_ws_kernel<kBKMajor, kVec, Epilogue>
+                : v == 1 ? gemm3x_wgmma_kernel<kBKMajor, kVec, Epilogue>
+                         : gemm3x_tf32_kernel<kBKMajor, kVec, Epilogue>;
+  const int bytes = v == 2 ? kWsSmemBytes : v == 1 ? kWgSmemBytes : Smem<kBKMajor>::kBytes;
+  const int threads = v == 2 ? kWsThreads : kThreads;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   if (err != cudaSuccess) return err;
   const dim3 grid((M + kBM - 1) / kBM, (N + kBN - 1) / kBN, batch);
-  kernel<<<grid, kThreads, bytes, stream>>>(A, B, C, M, N, K, lda, ldb, ldc, stride_a, stride_b, stride_c,
-                                            epi);
+  kernel<<<grid, threads, bytes, stream>>>(A, B, C, M, N, K, lda, ldb, ldc, stride_a, stride_b, stride_c,
+                                           epi);
   return cudaGetLastError();
 }
 
@@ -657,10 +1031,11 @@ cudaError_t launch_bias(const float* A, const float* B, float* C, int M, int N, 
 // cudaStream_t (NULL = legacy default stream). Each returns the cudaError_t of the launch.
 // ---------------------------------------------------------------------------------------------------
 
-// Selects the kernel of every later launch: 0 = mma.sync (default), 1 = wgmma (sm_90a, unverified).
+// Selects the kernel of every later launch: 0 = mma.sync (default), 1 = wgmma (sm_90a), 2 = warp-specialised
+// wgmma with A from registers (sm_90a, not yet run on a GPU).
 // Returns the previous variant, or -1 (and changes nothing) for an unknown one.
 extern "C" int gemm3x_set_variant(int v) {
-  if (v != 0 && v != 1) return -1;
+  if (v != 0 && v != 1 && v != 2) return -1;
   const int old = gemm3x::variant();
   gemm3x::variant() = v;
   return old;
