@@ -9,6 +9,7 @@ import operator
 import re
 import shutil
 import subprocess
+import sys
 import sysconfig
 
 import pytest
@@ -147,6 +148,18 @@ def test_a_batch_norm_model_gets_one_channel_group_and_passes_the_float64_cpu_ch
     assert any(d.startswith("emitted output 0") for d in run.cpu_check.detail)
     assert "channel kernels" in (tmp_path / "40_model_new.py").read_text()
     assert "Channel kernels" in (tmp_path / "report.md").read_text()
+
+
+def test_the_command_line_takes_the_channel_flag_explains_it_and_plans_channel_kernels_with_it(tmp_path):
+    def fuseforge(*args):
+        return subprocess.run([sys.executable, "-m", "fuseforge", *args], capture_output=True, text=True, timeout=600)
+
+    helped = fuseforge("optimize", "--help")
+    assert helped.returncode == 0 and "--channel-kernels" in helped.stdout
+    model = PROBLEMS / "dev" / "conv2d_batchnorm_relu.py"
+    result = fuseforge("optimize", str(model), "-o", str(tmp_path), "--no-gpu", "--channel-kernels")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "channel kernels: train-mode batch_norm of conv2d" in (tmp_path / "20_partition.txt").read_text()
 
 
 @pytest.mark.parametrize("path", [p for p in ALL_MODELS if "BatchNorm" not in p.read_text()], ids=lambda p: p.stem)
