@@ -1,7 +1,8 @@
-"""The channel-norm table: train-mode batch norm, the normalisation a channel kernel computes.
+"""The channel-norm table: train-mode batch norm and group norm, the normalisations a channel kernel computes.
 
-A channel norm reduces its input [N, C, *spatial] (or [N, C]) over every axis but the channel axis 1,
-then normalises each element with its channel's statistics. `recognise(node)` says which channel norm a
+A channel norm takes statistics of its input [N, C, *spatial] (or [N, C]) per *unit* and normalises each
+element with its unit's statistics, then applies a per-channel affine map: batch norm's unit is a channel
+(every axis but axis 1 is reduced), group norm's is one sample's group of C / G consecutive channels. `recognise(node)` says which channel norm a
 node computes, or raises `NotSpellable` saying why it is not one. A recognised norm names
 - the normalised tensor (`data`) and its per-channel parameters (weight, bias, running mean and variance),
 - the constants (momentum, eps) that are built into the kernel,
@@ -31,6 +32,7 @@ from .pointwise import NotSpellable, bind_arguments, op_key
 _OPS = {
     "aten._native_batch_norm_legit_functional.default": True,
     "aten._native_batch_norm_legit.no_stats": False,
+    "aten.group_norm.default": False,
 }
 
 # result tuple index -> (what it is, one value per element or per channel)
@@ -42,7 +44,7 @@ RESULTS = {0: ("normalised", "element"), 1: ("batch mean", "channel"), 2: ("inve
 class ChannelNorm:
     """What one recognised node computes over every axis of `data` but axis 1."""
 
-    op: str  # batch_norm
+    op: str  # batch_norm, group_norm
     data: str  # the normalised tensor: [N, C, *spatial]
     weight: str | None
     bias: str | None
@@ -50,6 +52,11 @@ class ChannelNorm:
     running_var: str | None
     momentum: float
     eps: float
+    groups: int = 0  # group norm: G groups of channels per sample; 0: batch norm (one unit per channel)
+
+    @property
+    def describe(self) -> str:
+        return f"group_norm ({self.groups} groups)" if self.groups else f"train-mode {self.op}"
 
     @property
     def params(self) -> tuple[str, ...]:
@@ -77,6 +84,8 @@ def recognise(node: fx.Node) -> ChannelNorm:
         raise NotSpellable(f"{node.name} does not normalise float32")
     if meta.dim() < 2:
         raise NotSpellable(f"{node.name} normalises a tensor of rank {meta.dim()}; channel kernels need [N, C, ...]")
+    if op_key(node) == "aten.group_norm.default":
+        return _group_norm(node, args, meta)
     if not args["training"]:
         raise NotSpellable(f"{node.name} is in eval mode (running statistics): a per-channel affine map, "
                            "not a reduction")
@@ -92,6 +101,20 @@ def recognise(node: fx.Node) -> ChannelNorm:
     if _OPS[op_key(node)] and (names[2] is None or names[3] is None):
         raise NotSpellable(f"{node.name} updates running statistics it was not given")
     return ChannelNorm("batch_norm", data.name, names[0], names[1], names[2], names[3], float(momentum), float(eps))
+
+
+def _group_norm(node: fx.Node, args: dict, meta: torch.Tensor) -> ChannelNorm:
+    groups, channels = args["num_groups"], meta.shape[1]
+    if not isinstance(groups, int) or not isinstance(channels, int) or groups <= 0 or channels % groups:
+        raise NotSpellable(f"{node.name}: {channels} channels in {groups} groups")
+    params = [args.get(k) for k in ("weight", "bias")]
+    for p in params:
+        pm = _meta(p)
+        if p is not None and (pm is None or pm.dtype != torch.float32 or pm.dim() != 1):
+            raise NotSpellable(f"{node.name}: parameter {getattr(p, 'name', p)} is not a float32 vector")
+    names = [p.name if isinstance(p, fx.Node) else None for p in params]
+    return ChannelNorm("group_norm", args["input"].name, names[0], names[1], None, None, 0.0, float(args["eps"]),
+                       groups)
 
 
 def result_kind(index: int) -> str:
@@ -112,7 +135,10 @@ def literals(norm: ChannelNorm) -> tuple[str, str]:
 
 
 def reference(norm: ChannelNorm, v: torch.Tensor, params: dict[str, torch.Tensor]) -> tuple:
-    """The op's result tuple in the precision of `v` (float64 on the CPU check), by the kernel's formulas."""
+    """The op's result tuple in the precision of `v` (float64 on the CPU check), by the kernel's formulas;
+    group norm: its one result."""
+    if norm.groups:
+        return _group_norm_reference(norm, v, params)
     dims = [0, *range(2, v.dim())]
     count = v.numel() // v.shape[1]
     mean = v.mean(dim=dims)
@@ -130,3 +156,14 @@ def reference(norm: ChannelNorm, v: torch.Tensor, params: dict[str, torch.Tensor
     new_mean = norm.momentum * mean + (1.0 - norm.momentum) * params[norm.running_mean]
     new_var = norm.momentum * unbiased + (1.0 - norm.momentum) * params[norm.running_var]
     return out, mean, invstd, new_mean, new_var
+
+
+def _group_norm_reference(norm: ChannelNorm, v: torch.Tensor, params: dict[str, torch.Tensor]) -> torch.Tensor:
+    units = v.reshape(v.shape[0], norm.groups, -1)
+    mean = units.mean(dim=-1, keepdim=True)
+    var = ((units - mean) ** 2).mean(dim=-1, keepdim=True)  # biased, as GroupNorm
+    out = ((units - mean) / torch.sqrt(var + norm.eps)).reshape(v.shape)
+    shape = (1, -1, *[1] * (v.dim() - 2))
+    if norm.weight:
+        out = out * params[norm.weight].view(shape)
+    return out + params[norm.bias].view(shape) if norm.bias else out

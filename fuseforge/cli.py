@@ -41,8 +41,8 @@ def optimize(
                               "with their pointwise neighbours (new: not yet measured on a GPU).")] = False,
     channel_kernels: Annotated[bool, typer.Option(
         "--channel-kernels", help="Also fuse train-mode batch norm (statistics per channel, running-statistics "
-                                  "update, normalise) with its pointwise neighbours, as two kernels "
-                                  "(new: not yet measured on a GPU).")] = False,
+                                  "update, normalise) and group norm with their pointwise neighbours, as two "
+                                  "kernels (new: not yet measured on a GPU).")] = False,
 ) -> None:
     """Write OUT/model_new.py (a standalone ModelNew with fused CUDA kernels) and OUT/report.md.
 

@@ -163,7 +163,7 @@ def _forward(ctx: EmitContext) -> str:
             if isinstance(step, KernelStep):
                 g = step.group
                 what = f"one row kernel ({g.row.reduction.op} over the last axis)" if g.row else \
-                    f"channel kernels (train-mode {g.channel.norm.op}: statistics, then normalise)" if g.channel \
+                    f"channel kernels ({g.channel.norm.describe}: statistics, then normalise)" if g.channel \
                     else "one kernel"
                 ops = [op_key(by_name[n]).split('.')[1] for n in g.nodes if by_name[n].target is not operator.getitem]
                 w.line(f"# {' -> '.join(ops)}: {what}")

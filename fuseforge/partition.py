@@ -7,7 +7,7 @@ Two kinds of kernel:
 - row: a reduction or normalisation over the last axis (softmax, log_softmax, logsumexp, layer_norm,
   mean, sum, amax, amin) together with the pointwise groups around it that have the row shape or one
   value per row (`partition_rows`): prologue -> row statistics -> epilogue, one launch.
-- channel (opt-in): a train-mode batch norm with the pointwise groups around it that have its input's
+- channel (opt-in): a train-mode batch norm or a group norm with the pointwise groups around it that have its input's
   shape (`partition_channels`): prologue -> per-channel statistics, then finalise + running statistics
   + normalise + epilogue, two launches.
 Other anchors (matmul, linear, conv, other reductions and norms, views) stay torch calls.
@@ -265,7 +265,7 @@ def _schedule(graph: fx.Graph, groups: list[KernelGroup]) -> list[TorchStep | Ke
 
 def partition(graph: fx.Graph, row_kernels: bool = False, channel_kernels: bool = False) -> Plan:
     """The plan of GRAPH; with `row_kernels`, last-axis reductions and norms join their neighbours' kernels;
-    with `channel_kernels`, train-mode batch norms do."""
+    with `channel_kernels`, train-mode batch norms and group norms do."""
     not_fused: list[WhyNotFused] = []
     by_name = {n.name: n for n in graph.nodes}
     order = {n.name: i for i, n in enumerate(graph.nodes)}
@@ -302,8 +302,9 @@ def format_plan(plan: Plan) -> str:
             elif g.channel:
                 c = g.channel
                 per_channel = f"; one value per channel: {', '.join(c.channel_nodes)}" if c.channel_nodes else ""
-                lines.append(f"    channel kernels: train-mode {c.norm.op} of {c.norm.data} over every axis of "
-                             f"{list(g.shape)} but axis 1 (statistics, then normalise){per_channel}")
+                unit = "one sample's group of channels" if c.norm.groups else "every axis but axis 1"
+                lines.append(f"    channel kernels: {c.norm.describe} of {c.norm.data} over {unit} of "
+                             f"{list(g.shape)} (statistics, then normalise){per_channel}")
                 lines.append(f"    reads {', '.join(f'{i} ({k})' for i, k in c.operands)}; writes {', '.join(g.outputs)}")
             else:
                 lines.append(f"    reads {', '.join(g.inputs)}; writes {', '.join(g.outputs)}; "

@@ -1,14 +1,14 @@
-"""Channel groups: a train-mode batch norm with the pointwise ops around it, as one channel kernel pair.
+"""Channel groups: a train-mode batch norm or a group norm with the pointwise ops around it, as one kernel pair.
 
 Runs after the pointwise groups (and row groups) are formed. Each node of the channel-norm table
-(`channelwise.recognise`: train-mode batch norm over [N, C, *spatial] or [N, C]) becomes a channel group
-with the tuple accesses (getitem) of its results, and then takes in neighbouring pointwise groups (the
+(`channelwise.recognise`: train-mode batch norm and group norm over [N, C, *spatial] or [N, C]) becomes a
+channel group with the tuple accesses (getitem) of its results (batch norm), and then takes in neighbouring pointwise groups (the
 prologue that computes the normalised value, the epilogues that read the normalised result, and groups
 feeding those) while the whole stays a channel group:
 
 - convex (no path leaves the group and comes back);
 - every pointwise member has the norm's input shape F = [N, C, *spatial] (one value per element); the
-  members with one value per channel are the norm's statistics results only (batch mean, inverse std,
+  members with one value per channel are batch norm's statistics results only (batch mean, inverse std,
   new running mean and variance), and no pointwise member reads them;
 - every external input is *full* (shape F), *per-channel* (C at axis 1 of F, ones elsewhere, such as a
   [C, 1, 1] bias; the norm's own parameters are [C]) or a *scalar*, and float32, read in one class only;
@@ -72,7 +72,9 @@ def operand_class(shape: tuple, full: tuple) -> str | None:
     return None
 
 
-def _results(anchor: fx.Node) -> dict[str, int] | str:
+def _results(anchor: fx.Node, norm: ChannelNorm) -> dict[str, int] | str:
+    if norm.groups:  # group norm returns the normalised value itself
+        return {anchor.name: 0}
     found = {}
     for user in anchor.users:
         if user.target is not operator.getitem or not isinstance(user.args[1], int):
@@ -85,10 +87,10 @@ def _kinds(members: list[str], anchor: fx.Node, results: dict[str, int], full: t
     """Each member's kind (`anchor`, `element`, `channel`); or why a member fits none."""
     kinds = {}
     for name in members:
-        if name == anchor.name:
-            kinds[name] = "anchor"
-        elif name in results:
+        if name in results:
             kinds[name] = channelwise.result_kind(results[name])
+        elif name == anchor.name:
+            kinds[name] = "anchor"
         else:
             meta = _meta(by_name[name])
             if meta is None or meta.dtype not in (torch.float32, torch.bool):
@@ -134,7 +136,7 @@ def channel_spec(members: set[str], anchor: fx.Node, norm: ChannelNorm, by_name,
     """The group's ChannelSpec, or why `members` cannot be one channel kernel pair."""
     if not reach.convex(members):
         return "fusing would create a cycle through an op outside the kernel"
-    results = _results(anchor)
+    results = _results(anchor, norm)
     if isinstance(results, str):
         return results
     full = _shape(by_name[norm.data])
@@ -184,7 +186,7 @@ class _Former:
         return sorted(found, key=lambda gi: min(self.position[n] for n in self.groups[gi]))
 
     def grow(self, anchor: fx.Node, norm: ChannelNorm) -> None:
-        members = {anchor.name, *(u.name for u in anchor.users)}
+        members = {anchor.name, *(u.name for u in anchor.users if u.target is operator.getitem)}
         spec = channel_spec(members, anchor, norm, self.by_name, self.reach)
         if isinstance(spec, str):
             self.anchor_reasons[anchor.name] = spec

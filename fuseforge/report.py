@@ -47,7 +47,7 @@ def _replaced(run: Run) -> list[str]:
         what = (f"a {g.row.reduction.op} over the last axis with the pointwise ops around it is memory-bound, "
                 "so the win is to read " if g.row else "pointwise ops are memory-bound, so the win is to read ")
         if g.channel:
-            what = ("a train-mode batch norm with the pointwise ops around it is memory-bound; two kernels (statistics, "
+            what = (f"a {g.channel.norm.describe} with the pointwise ops around it is memory-bound; two kernels (statistics, "
                     "then finalise + running statistics + normalise + epilogue) read the full-shape inputs twice, "
                     "instead of eager's statistics, normalise and one pass per pointwise op; they read ")
         kind = "row kernel" if g.row else "channel kernels" if g.channel else "kernel"
@@ -190,7 +190,9 @@ def _kernels_how(run: Run) -> list[str]:
             "per (channel, part) with float4 loads and stores when HW % 4 == 0 and every full-shape pointer is "
             "aligned, scalar otherwise; [N, C] inputs (BatchNorm1d) use 32 channels × 8 rows per block. The new "
             "running statistics are returned and copied into the buffers by `ModelNew.forward`; the "
-            "num_batches_tracked increment stays a torch call. Not yet run on a GPU in this pipeline.",
+            "num_batches_tracked increment stays a torch call. Group norm runs on the same kernels with one "
+            "unit of statistics per (sample, group of C / G channels), contiguous in memory, and no running "
+            "statistics. Not yet run on a GPU in this pipeline.",
             "",
         ]
     lines += ["Calls in `ModelNew.forward` (`model_new.py`):", ""]
@@ -198,7 +200,7 @@ def _kernels_how(run: Run) -> list[str]:
         shape = (f"rows of {list(g.shape)}, {g.row.reduction.op} of {g.row.reduction.data}; reads "
                  + ", ".join(f"{i} ({c})" for i, c in g.row.operands)) if g.row else f"iteration shape {list(g.shape)}"
         if g.channel:
-            shape = (f"train-mode {g.channel.norm.op} of {g.channel.norm.data} over {list(g.shape)}; reads "
+            shape = (f"{g.channel.norm.describe} of {g.channel.norm.data} over {list(g.shape)}; reads "
                      + ", ".join(f"{i} ({c})" for i, c in g.channel.operands))
         lines.append(f"- `{', '.join(g.outputs)} = kernels.{g.name}({', '.join([*g.inputs, 'stream'])})` — {shape}")
     return lines + [""]

@@ -1,7 +1,8 @@
-"""Channel kernels: a train-mode batch norm with its pointwise neighbours, as a statistics and an apply kernel.
+"""Channel kernels: a train-mode batch norm or a group norm with its pointwise neighbours, as a statistics and
+an apply kernel.
 
 Plan tests on tiny modules and on the problem models (what joins, what stays a torch call and why), the
-float64 reference against torch's batch norm (outputs and running statistics), nvcc and g++ compile checks
+float64 reference against torch's batch norm (outputs and running statistics) and group norm, nvcc and g++ compile checks
 of the generated code, and on a GPU the generated kernels against float64 on odd sizes.
 """
 
@@ -129,22 +130,27 @@ CHANNEL_MODELS = {  # model -> (steps, nodes of the channel group, not-fused pai
                                   [("conv2d", "_native_batch_norm_legit_functional")]),
     "seed/gemm_scale_batchnorm": (["torch", "channel", "torch"], ["mul", "_native_batch_norm_legit_functional"],
                                   [("linear", "mul_2")]),
+    "dev/conv2d_groupnorm_hardswish": (["torch", "channel"], ["group_norm", "hardswish"],
+                                       [("conv2d", "group_norm")]),
+    "dev/gemm_groupnorm_swish_multiply": (["torch", "channel"], ["group_norm", "sigmoid", "mul", "mul"],
+                                          [("linear", "group_norm")]),
 }
 
 
 @pytest.mark.parametrize("name", list(CHANNEL_MODELS))
-def test_a_batch_norm_model_gets_one_channel_group_and_passes_the_float64_cpu_check(name, tmp_path):
+def test_a_batch_or_group_norm_model_gets_one_channel_group_and_passes_the_float64_cpu_check(name, tmp_path):
     run = optimize(OptimizeConfig(model_path=PROBLEMS / f"{name}.py", out_dir=tmp_path, gpu=False,
                                   channel_kernels=True))
     steps, nodes, apart = CHANNEL_MODELS[name]
     assert [s.group.kind if isinstance(s, KernelStep) else "torch" for s in run.plan.steps] == steps
     (group,) = run.plan.groups
     assert _ops(run.captured, group) == nodes
-    assert {"getitem_3", "getitem_4"} <= set(group.outputs)  # the new running statistics
+    batch_norm = "batchnorm" in name
+    assert ({"getitem_3", "getitem_4"} <= set(group.outputs)) is batch_norm  # the new running statistics
     assert [(w.producer, w.consumer) for w in run.plan.not_fused] == apart
     assert all("not pointwise" in w.reason for w in run.plan.not_fused)
     assert run.cpu_check.passed and run.cpu_check.max_rel_error <= 1e-9, run.cpu_check.detail
-    assert any("buffer bn.running_var" in d for d in run.cpu_check.detail)
+    assert any("buffer bn.running_var" in d for d in run.cpu_check.detail) is batch_norm
     assert any(d.startswith("emitted output 0") for d in run.cpu_check.detail)
     assert "channel kernels" in (tmp_path / "40_model_new.py").read_text()
     assert "Channel kernels" in (tmp_path / "report.md").read_text()
@@ -162,8 +168,9 @@ def test_the_command_line_takes_the_channel_flag_explains_it_and_plans_channel_k
     assert "channel kernels: train-mode batch_norm of conv2d" in (tmp_path / "20_partition.txt").read_text()
 
 
-@pytest.mark.parametrize("path", [p for p in ALL_MODELS if "BatchNorm" not in p.read_text()], ids=lambda p: p.stem)
-def test_the_channel_flag_changes_nothing_for_a_model_without_batch_norm(path):
+@pytest.mark.parametrize("path", [p for p in ALL_MODELS if "BatchNorm" not in p.read_text()
+                                  and "GroupNorm" not in p.read_text()], ids=lambda p: p.stem)
+def test_the_channel_flag_changes_nothing_for_a_model_without_batch_or_group_norm(path):
     from fuseforge.load import load_model_file
 
     captured = _captured_file(path, load_model_file)
@@ -204,6 +211,17 @@ def test_the_batch_norm_reference_equals_torch_in_float64_outputs_and_running_st
         assert torch.allclose(g, e, rtol=1e-12, atol=1e-12, equal_nan=True), i  # N * HW = 1: NaN variance
 
 
+@pytest.mark.parametrize("shape", [(1, 6, 5, 7), (5, 6), (2, 6, 3), (3, 6, 1, 1)], ids=str)
+@pytest.mark.parametrize("groups", [1, 2, 3, 6])
+def test_the_group_norm_reference_equals_torch_in_float64(shape, groups):
+    torch.manual_seed(0)
+    v = torch.randn(shape, dtype=torch.float64) * 3 + 1.5
+    w, b = torch.randn(6, dtype=torch.float64), torch.randn(6, dtype=torch.float64)
+    norm = channelwise.ChannelNorm("group_norm", "v", "w", "b", None, None, 0.0, 1e-5, groups)
+    got = channelwise.reference(norm, v, {"w": w, "b": b})
+    assert torch.allclose(got, nn.functional.group_norm(v, groups, w, b, 1e-5), rtol=1e-12, atol=1e-12)
+
+
 def test_the_channel_reference_refuses_an_input_that_does_not_fit_its_class():
     captured, plan = _plan(BiasBatchNormResidual(), torch.randn(2, 3, 5, 7), torch.randn(2, 3, 5, 7))
     (group,) = plan.groups
@@ -219,7 +237,7 @@ def test_the_channel_reference_refuses_an_input_that_does_not_fit_its_class():
 class EveryForm(nn.Module):
     """A channel group of every form: planes with a per-channel prologue and a full epilogue input, columns
     ([N, C]), no affine parameters with two full inputs and two full outputs, no running statistics over
-    [N, C, L], a 3-d batch norm."""
+    [N, C, L], a 3-d batch norm; group norms over [N, C, H, W] and [N, C]."""
 
     def __init__(self, c=5):
         super().__init__()
@@ -227,19 +245,22 @@ class EveryForm(nn.Module):
         self.nostats = nn.BatchNorm1d(c, track_running_stats=False, momentum=0.3)
         self.bn3d = nn.BatchNorm3d(c, eps=1e-3)
         self.bias = nn.Parameter(torch.randn(c, 1, 1))
+        self.gn, self.gn_flat = nn.GroupNorm(c, 3 * c), nn.GroupNorm(1, 3 * c, affine=False)
 
-    def forward(self, x, y, v, u, t):
+    def forward(self, x, y, v, u, t, s, r):
         a = torch.relu(self.bn2d(x * 0.5 + self.bias) + y)
         b = torch.sigmoid(self.bn1d(v * 2.0))
         z = self.plain(x - y)
         c = torch.tanh(self.nostats(u))
         d = nn.functional.gelu(self.bn3d(t))
-        return a, b, z, z * torch.sigmoid(z), c, d
+        e = nn.functional.silu(self.gn(s * 2.0)) + s
+        f = torch.relu(self.gn_flat(r))
+        return a, b, z, z * torch.sigmoid(z), c, d, e, f
 
 
 def _every_form():
     inputs = (torch.randn(2, 5, 6, 6), torch.randn(2, 5, 6, 6), torch.randn(4, 5), torch.randn(3, 5, 7),
-              torch.randn(2, 5, 3, 4, 4))
+              torch.randn(2, 5, 3, 4, 4), torch.randn(2, 15, 3, 3), torch.randn(4, 15))
     captured = _captured(EveryForm(), *inputs)
     plan = partition(captured.graph, channel_kernels=True)
     return captured, plan, generate(plan, captured.graph, "every_form.py")
@@ -248,11 +269,12 @@ def _every_form():
 def test_every_form_of_the_test_model_is_a_channel_group():
     _, plan, ext = _every_form()
     groups = [g for g in plan.groups if g.channel]
-    assert len(groups) == 5
-    assert sorted(len(g.shape) for g in groups) == [2, 3, 4, 4, 5]
+    assert len(groups) == 7
+    assert sorted(len(g.shape) for g in groups) == [2, 2, 3, 4, 4, 4, 5]
+    assert sorted(g.channel.norm.groups for g in groups) == [0, 0, 0, 0, 0, 1, 5]
     assert max(sum(c == "full" for _, c in g.channel.operands) for g in groups) == 2
     assert any(len([o for o in g.outputs if o not in g.channel.channel_nodes]) == 2 for g in groups)
-    assert ext.cuda.count("(channel kernels:") == 5
+    assert ext.cuda.count("(channel kernels:") == 7
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
@@ -290,7 +312,8 @@ SIZES = [(1, 1, 3), (2, 3, 1), (1, 7, 5), (3, 5, 49), (4, 3, 64), (64, 33, 1), (
          (64, 16, 1024), (1000, 257, 1), (3, 2, 70001)]
 
 
-def _full_shape(rank, n, c, hw):
+def _full_shape(rank, n, c, hw, groups):
+    c = c * groups if groups else c  # group norm: C a multiple of G
     if rank == 2:
         return (n * hw, c)  # columns: the spatial size folds into the batch
     return (n, c, hw) + (1,) * (rank - 3)
@@ -335,7 +358,7 @@ def test_the_generated_channel_kernels_match_float64_on_odd_sizes_like_eager_doe
     failures = []
     for group in [g for g in plan.groups if g.channel]:
         for n, c, hw in SIZES:
-            shape = _full_shape(len(group.shape), n, c, hw)
+            shape = _full_shape(len(group.shape), n, c, hw, group.channel.norm.groups)
             for misaligned in (False, True):
                 torch.manual_seed(n * 7919 + c * 31 + hw)
                 inputs = _inputs_for(group, by_name, shape, misaligned, "cuda")

@@ -102,7 +102,7 @@ def _op_struct(lay: _Layout) -> str:
     w = Writer()
     w.line(f"struct {g.name}_op {{")
     with w.indent():
-        w.line(f"// train-mode {norm.op} of {norm.data}: statistics over every axis but axis 1")
+        w.line(f"// {norm.describe} of {norm.data}: statistics per {'group of channels' if norm.groups else 'channel'}")
         w.line(f"static constexpr float kEps = {eps};")
         w.line(f"static constexpr float kMomentum = {momentum};")
         w.line(f"static constexpr float kKeep = {keep};  // 1 - momentum")
@@ -185,7 +185,7 @@ def _binding(lay: _Layout) -> str:
            f"{', '.join([f'torch::Tensor {i}' for i in ins] + ['int64_t stream'])}) {{")
     with w.indent():
         w.line(f'const char* kernel = "{g.name}";')
-        w.line(f"const FFChanCall call = ff_channels_of(kernel, {first});")
+        w.line(f"const FFChanCall call = ff_channels_of(kernel, {first}, {lay.norm.groups});")
         for name, i in zip(g.inputs, ins):
             w.line(f'const torch::Tensor {i}_c = ff_chan_operand(kernel, "{name}", {i}, call, {first}, '
                    f"{_CLASS_ENUM[lay.classes[name]]});")
@@ -209,7 +209,7 @@ def channel_kernel_source(group: KernelGroup, by_name: dict[str, fx.Node]) -> Ke
                       if n not in lay.results)
     reads = ", ".join(f"{i} ({c})" for i, c in group.channel.operands)
     header = (f"// ---- {group.name} (channel kernels: statistics, then normalise): {ops}\n"
-              f"// train-mode {lay.norm.op} of {lay.norm.data} over every axis of {list(group.shape)} but axis 1; "
+              f"// {lay.norm.describe} of {lay.norm.data} over {list(group.shape)}; "
               f"reads {reads}; writes {', '.join(group.outputs)}\n")
     cuda = header + "\n".join([_op_struct(lay), _launcher(lay)])
     return KernelSource(group.name, cuda, _binding(lay), _launcher_signature(lay) + ";")

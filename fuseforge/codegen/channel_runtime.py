@@ -1,4 +1,4 @@
-"""Fixed C++ of the channel kernels (train-mode batch norm): statistics, then finalise + normalise + epilogue.
+"""Fixed C++ of the channel kernels (train-mode batch norm, group norm): statistics, then normalise + epilogue.
 
 Each channel group is a generated `Op` struct (codegen/channel_kernel.py) that the templates below call:
 
@@ -6,12 +6,14 @@ Each channel group is a generated `Op` struct (codegen/channel_kernel.py) that t
     const float* full[kFull];             // the full-shape inputs, [N, C, HW] contiguous
     float* out[kOut];                     // the full-shape outputs, [N, C, HW] contiguous
     float reduced(in, c)                  // prologue: the value whose statistics are taken, from the inputs
-    void channel_values(norm, m2, count, c)  // the per-channel results (batch mean, inverse std, new
-                                          //   running mean and variance): written once per channel
+                                          //   of one element of channel c
+    void channel_values(norm, m2, count, u)  // batch norm's per-channel results (batch mean, inverse std,
+                                          //   new running mean and variance): written once per unit u
     void element(in, norm, c, o)          // normalise + epilogue: the full-shape outputs of one element
 
-Two launches per call, both on the caller's stream:
-1. statistics: each (channel, part) block computes Welford statistics (count, mean, M2) of its share of
+Statistics are taken per *unit*: a channel for batch norm (every axis but axis 1), one sample's group of
+C / G channels for group norm (contiguous in memory). Two launches per call, both on the caller's stream:
+1. statistics: each (unit, part) block computes Welford statistics (count, mean, M2) of its share of
    the channel and writes them to a workspace [C][parts][3]: per thread, Welford per value (scalar path)
    or per four values with Chan's merge (vectorised path); across threads, Chan's merge by warp shuffles
    and shared memory in a fixed order. No atomics: the result is the same on every run.
@@ -20,31 +22,35 @@ Two launches per call, both on the caller's stream:
    thread per channel writes the per-channel results (running statistics: momentum * batch value +
    (1 - momentum) * old, with the unbiased variance M2 / (count - 1), as PyTorch); then the outputs.
 
-Layouts: planes (HW > 1): channel c is N contiguous planes of HW values at (n * C + c) * HW; one block
-of 256 threads per (channel, part); 16-byte loads and stores when HW % 4 == 0 and every full-shape
+Layouts: planes (HW > 1, and every group norm): batch norm's channel c is N contiguous planes of HW values
+at (n * C + c) * HW, a group norm unit is C / G * HW contiguous values; one block of 256 threads per
+(unit, part); 16-byte loads and stores when HW % 4 == 0 and every full-shape
 pointer is aligned (four values never straddle a plane), scalar otherwise. Columns (HW == 1, BatchNorm1d
 on [N, C]): 32 consecutive channels x 8 row lanes per block, so each warp reads 128 contiguous bytes.
 Indices within a channel are 32-bit (the binding checks a channel holds fewer than 2^31 values).
 """
 
 CHANNEL_TYPES = r"""
-// Channel kernels: the sizes of one call, shared by kernels and binding.
+// Channel kernels: the sizes of one call, shared by kernels and binding. A unit is what statistics are
+// taken over: a channel (batch norm: groups == 0) or one sample's group of C / G channels (group norm).
 struct FFChanDims {
     int64_t batch, channels, hw;  // the full shape as [N, C, HW]
-    int64_t per_channel;          // N * HW values per channel
-    int parts;                    // blocks (planes) or block rows (columns) per channel: ff_channel_parts
+    int64_t groups;               // group norm's G; 0 for batch norm
+    int64_t units, per_unit;      // batch norm: C units of N * HW values; group norm: N * G of C / G * HW
+    bool columns;                 // batch norm over [N, C] (HW == 1): the column layout
+    int parts;                    // blocks (planes) or block rows (columns) per unit: ff_channel_parts
 };
 constexpr int kFFChanThreads = 256;
 constexpr int kFFChanMaxParts = 64;
 
-// Parts per channel: about 1024 blocks in all, at least 4096 values (planes) or 64 rows (columns) per part,
+// Parts per unit: about 1024 blocks in all, at least 4096 values (planes) or 64 rows (columns) per part,
 // fewer than 2^24 values per part (counts are exact floats), at most kFFChanMaxParts.
-inline int ff_channel_parts(int64_t channels, int64_t per_channel, int64_t hw) {
-    const int64_t tiles = hw == 1 ? (channels + 31) / 32 : channels;
+inline int ff_channel_parts(int64_t units, int64_t per_unit, bool columns) {
+    const int64_t tiles = columns ? (units + 31) / 32 : units;
     int64_t parts = (1024 + tiles - 1) / (tiles > 0 ? tiles : 1);
-    const int64_t by_size = per_channel / (hw == 1 ? 64 : 4096);
+    const int64_t by_size = per_unit / (columns ? 64 : 4096);
     if (parts > by_size) parts = by_size;
-    const int64_t exact = (per_channel >> 24) + 1;
+    const int64_t exact = (per_unit >> 24) + 1;
     if (parts < exact) parts = exact;
     if (parts > kFFChanMaxParts) parts = kFFChanMaxParts;
     return (int)(parts < 1 ? 1 : parts);
@@ -136,7 +142,7 @@ __device__ __forceinline__ uint32_t ff_chan_split(uint32_t total, int k, int par
     return (uint32_t)((uint64_t)total * (uint64_t)k / (uint64_t)parts);
 }
 
-// Merge channel c's partials in part order; finalise; `write`: this thread writes the per-channel results.
+// Merge unit c's partials in part order; finalise; `write`: this thread writes the per-unit results.
 template <class Op>
 __device__ __forceinline__ FFChanNorm ff_chan_finalize(const Op& op, const float* partial, const FFChanDims& d,
                                                        int64_t c, bool write) {
@@ -150,7 +156,7 @@ __device__ __forceinline__ FFChanNorm ff_chan_finalize(const Op& op, const float
         o.m2 = p[2];
         st.merge(o);
     }
-    const float count = (float)d.per_channel;
+    const float count = (float)d.per_unit;
     FFChanNorm norm;
     norm.mean = st.mean;
     norm.invstd = 1.0f / sqrtf(st.m2 / count + Op::kEps);  // biased variance, eps inside the root
@@ -158,86 +164,94 @@ __device__ __forceinline__ FFChanNorm ff_chan_finalize(const Op& op, const float
     return norm;
 }
 
-// Planes: block (channel blockIdx.x, part blockIdx.y); the part's values j of the channel, j = n * HW + s.
+// Where value j of unit `unit` lies, and its channel. Batch norm: j = n * HW + s of channel `unit`;
+// group norm: the unit's values are contiguous, channel = its group's first channel + j / HW.
+struct FFChanAt {
+    int64_t at;
+    int c;
+};
+__device__ __forceinline__ FFChanAt ff_chan_at(const FFChanDims& d, int64_t unit, uint32_t j) {
+    const uint32_t hw = (uint32_t)d.hw;
+    if (d.groups == 0) {
+        const uint32_t n = j / hw, s = j - n * hw;
+        return {((int64_t)n * d.channels + unit) * d.hw + s, (int)unit};
+    }
+    return {unit * d.per_unit + j, (int)((unit % d.groups) * (d.channels / d.groups) + j / hw)};
+}
+
+// Planes: block (unit blockIdx.x, part blockIdx.y) takes the part's values j of the unit.
 template <class Op, bool kVec>
 __global__ void __launch_bounds__(kFFChanThreads) ff_chan_plane_stats(Op op, FFChanDims d, float* partial) {
     constexpr int F = Op::kFull;
-    const int64_t c = blockIdx.x;
+    const int64_t unit = blockIdx.x;
     const int part = blockIdx.y;
-    const uint32_t hw = (uint32_t)d.hw;
     FFChanStats st;
     st.init();
     if constexpr (kVec) {
-        const uint32_t quads = (uint32_t)(d.per_channel / 4);
+        const uint32_t quads = (uint32_t)(d.per_unit / 4);
         const uint32_t end = ff_chan_split(quads, part + 1, d.parts);
         for (uint32_t q = ff_chan_split(quads, part, d.parts) + threadIdx.x; q < end; q += kFFChanThreads) {
-            const uint32_t j = 4 * q, n = j / hw, s = j - n * hw;
-            const int64_t at = ((int64_t)n * d.channels + c) * d.hw + s;
+            const FFChanAt p = ff_chan_at(d, unit, 4 * q);  // HW % 4 == 0: four values of one channel
             float in[4][F];
 #pragma unroll
             for (int f = 0; f < F; ++f) {
-                const float4 v = __ldg(reinterpret_cast<const float4*>(op.full[f] + at));
+                const float4 v = __ldg(reinterpret_cast<const float4*>(op.full[f] + p.at));
                 in[0][f] = v.x; in[1][f] = v.y; in[2][f] = v.z; in[3][f] = v.w;
             }
-            st.add4(op.reduced(in[0], (int)c), op.reduced(in[1], (int)c), op.reduced(in[2], (int)c),
-                    op.reduced(in[3], (int)c));
+            st.add4(op.reduced(in[0], p.c), op.reduced(in[1], p.c), op.reduced(in[2], p.c), op.reduced(in[3], p.c));
         }
     } else {
-        const uint32_t total = (uint32_t)d.per_channel;
+        const uint32_t total = (uint32_t)d.per_unit;
         const uint32_t end = ff_chan_split(total, part + 1, d.parts);
         for (uint32_t j = ff_chan_split(total, part, d.parts) + threadIdx.x; j < end; j += kFFChanThreads) {
-            const uint32_t n = j / hw, s = j - n * hw;
-            const int64_t at = ((int64_t)n * d.channels + c) * d.hw + s;
+            const FFChanAt p = ff_chan_at(d, unit, j);
             float in[F];
 #pragma unroll
-            for (int f = 0; f < F; ++f) in[f] = __ldg(op.full[f] + at);
-            st.add(op.reduced(in, (int)c));
+            for (int f = 0; f < F; ++f) in[f] = __ldg(op.full[f] + p.at);
+            st.add(op.reduced(in, p.c));
         }
     }
     st = ff_chan_block_reduce(st);
-    if (threadIdx.x == 0) ff_chan_store_partial(partial, d, c, part, st);
+    if (threadIdx.x == 0) ff_chan_store_partial(partial, d, unit, part, st);
 }
 
 template <class Op, bool kVec>
 __global__ void __launch_bounds__(kFFChanThreads) ff_chan_plane_apply(Op op, FFChanDims d, const float* partial) {
     constexpr int F = Op::kFull;
-    const int64_t c = blockIdx.x;
+    const int64_t unit = blockIdx.x;
     const int part = blockIdx.y;
-    const FFChanNorm norm = ff_chan_finalize(op, partial, d, c, part == 0 && threadIdx.x == 0);
+    const FFChanNorm norm = ff_chan_finalize(op, partial, d, unit, part == 0 && threadIdx.x == 0);
     if constexpr (Op::kOut > 0) {
-        const uint32_t hw = (uint32_t)d.hw;
         if constexpr (kVec) {
-            const uint32_t quads = (uint32_t)(d.per_channel / 4);
+            const uint32_t quads = (uint32_t)(d.per_unit / 4);
             const uint32_t end = ff_chan_split(quads, part + 1, d.parts);
             for (uint32_t q = ff_chan_split(quads, part, d.parts) + threadIdx.x; q < end; q += kFFChanThreads) {
-                const uint32_t j = 4 * q, n = j / hw, s = j - n * hw;
-                const int64_t at = ((int64_t)n * d.channels + c) * d.hw + s;
+                const FFChanAt p = ff_chan_at(d, unit, 4 * q);
                 float in[4][F];
 #pragma unroll
                 for (int f = 0; f < F; ++f) {
-                    const float4 v = __ldg(reinterpret_cast<const float4*>(op.full[f] + at));
+                    const float4 v = __ldg(reinterpret_cast<const float4*>(op.full[f] + p.at));
                     in[0][f] = v.x; in[1][f] = v.y; in[2][f] = v.z; in[3][f] = v.w;
                 }
                 float o[4][Op::kOut];
 #pragma unroll
-                for (int k = 0; k < 4; ++k) op.element(in[k], norm, (int)c, o[k]);
+                for (int k = 0; k < 4; ++k) op.element(in[k], norm, p.c, o[k]);
 #pragma unroll
                 for (int m = 0; m < Op::kOut; ++m)
-                    *reinterpret_cast<float4*>(op.out[m] + at) = make_float4(o[0][m], o[1][m], o[2][m], o[3][m]);
+                    *reinterpret_cast<float4*>(op.out[m] + p.at) = make_float4(o[0][m], o[1][m], o[2][m], o[3][m]);
             }
         } else {
-            const uint32_t total = (uint32_t)d.per_channel;
+            const uint32_t total = (uint32_t)d.per_unit;
             const uint32_t end = ff_chan_split(total, part + 1, d.parts);
             for (uint32_t j = ff_chan_split(total, part, d.parts) + threadIdx.x; j < end; j += kFFChanThreads) {
-                const uint32_t n = j / hw, s = j - n * hw;
-                const int64_t at = ((int64_t)n * d.channels + c) * d.hw + s;
+                const FFChanAt p = ff_chan_at(d, unit, j);
                 float in[F];
 #pragma unroll
-                for (int f = 0; f < F; ++f) in[f] = __ldg(op.full[f] + at);
+                for (int f = 0; f < F; ++f) in[f] = __ldg(op.full[f] + p.at);
                 float o[Op::kOut];
-                op.element(in, norm, (int)c, o);
+                op.element(in, norm, p.c, o);
 #pragma unroll
-                for (int m = 0; m < Op::kOut; ++m) op.out[m][at] = o[m];
+                for (int m = 0; m < Op::kOut; ++m) op.out[m][p.at] = o[m];
             }
         }
     }
@@ -301,9 +315,9 @@ __global__ void __launch_bounds__(kFFChanThreads) ff_chan_column_apply(Op op, FF
 // Launch `op` over d (checked by the binding): statistics into `partial` [C][parts][3], then apply.
 template <class Op>
 int ff_chan_launch(const Op& op, const FFChanDims& d, float* partial, void* stream) {
-    if (d.per_channel == 0 || d.channels == 0) return 0;
+    if (d.per_unit == 0 || d.units == 0) return 0;
     cudaStream_t s = static_cast<cudaStream_t>(stream);
-    if (d.hw == 1) {
+    if (d.columns) {
         const dim3 grid((unsigned)((d.channels + 31) / 32), (unsigned)d.parts);
         ff_chan_column_stats<Op><<<grid, kFFChanThreads, 0, s>>>(op, d, partial);
         const int code = (int)cudaGetLastError();
@@ -314,7 +328,7 @@ int ff_chan_launch(const Op& op, const FFChanDims& d, float* partial, void* stre
     bool aligned = d.hw % 4 == 0;
     for (int f = 0; f < Op::kFull; ++f) aligned = aligned && reinterpret_cast<uintptr_t>(op.full[f]) % 16 == 0;
     for (int m = 0; m < Op::kOut; ++m) aligned = aligned && reinterpret_cast<uintptr_t>(op.out[m]) % 16 == 0;
-    const dim3 grid((unsigned)d.channels, (unsigned)d.parts);
+    const dim3 grid((unsigned)d.units, (unsigned)d.parts);
     if (aligned) {
         ff_chan_plane_stats<Op, true><<<grid, kFFChanThreads, 0, s>>>(op, d, partial);
     } else {
@@ -341,7 +355,7 @@ struct FFChanCall {
     FFChanDims dims;
 };
 
-static FFChanCall ff_channels_of(const char* kernel, const torch::Tensor& full) {
+static FFChanCall ff_channels_of(const char* kernel, const torch::Tensor& full, int64_t groups) {
     TORCH_CHECK(full.dim() >= 2, kernel, ": the normalised input needs a batch and a channel axis");
     FFChanCall call;
     call.sizes = full.sizes().vec();
@@ -350,11 +364,15 @@ static FFChanCall ff_channels_of(const char* kernel, const torch::Tensor& full) 
     d.channels = call.sizes[1];
     d.hw = 1;
     for (size_t k = 2; k < call.sizes.size(); ++k) d.hw *= call.sizes[k];
-    d.per_channel = d.batch * d.hw;
-    TORCH_CHECK(d.per_channel > 0 && d.channels > 0, kernel, ": batch norm of an empty tensor");
-    TORCH_CHECK(d.per_channel < (int64_t(1) << 30) && d.channels < (int64_t(1) << 31), kernel,
-                ": more than 2^30 values per channel or 2^31 channels");
-    d.parts = ff_channel_parts(d.channels, d.per_channel, d.hw);
+    d.groups = groups;
+    TORCH_CHECK(groups == 0 || d.channels % groups == 0, kernel, ": ", d.channels, " channels in ", groups, " groups");
+    d.units = groups == 0 ? d.channels : d.batch * groups;
+    d.per_unit = groups == 0 ? d.batch * d.hw : d.channels / groups * d.hw;
+    d.columns = groups == 0 && d.hw == 1;
+    TORCH_CHECK(d.per_unit > 0 && d.units > 0, kernel, ": normalisation of an empty tensor");
+    TORCH_CHECK(d.per_unit < (int64_t(1) << 30) && d.units < (int64_t(1) << 31), kernel,
+                ": more than 2^30 values per unit or 2^31 units");
+    d.parts = ff_channel_parts(d.units, d.per_unit, d.columns);
     return call;
 }
 
