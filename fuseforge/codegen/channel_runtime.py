@@ -164,19 +164,27 @@ __device__ __forceinline__ FFChanNorm ff_chan_finalize(const Op& op, const float
     return norm;
 }
 
-// Where value j of unit `unit` lies, and its channel. Batch norm: j = n * HW + s of channel `unit`;
-// group norm: the unit's values are contiguous, channel = its group's first channel + j / HW.
+// Where value j of a unit lies, and its channel. Batch norm: j = n * HW + s of channel `unit`; group norm:
+// the unit's values are contiguous from `base`, channel = the group's first channel `c0` + j / HW.
+struct FFChanUnit {
+    int64_t unit, base;
+    int c0;
+};
+__device__ __forceinline__ FFChanUnit ff_chan_unit(const FFChanDims& d, int64_t unit) {  // once per block
+    if (d.groups == 0) return {unit, 0, (int)unit};
+    return {unit, unit * d.per_unit, (int)((unit % d.groups) * (d.channels / d.groups))};
+}
 struct FFChanAt {
     int64_t at;
     int c;
 };
-__device__ __forceinline__ FFChanAt ff_chan_at(const FFChanDims& d, int64_t unit, uint32_t j) {
+__device__ __forceinline__ FFChanAt ff_chan_at(const FFChanDims& d, const FFChanUnit& u, uint32_t j) {
     const uint32_t hw = (uint32_t)d.hw;
     if (d.groups == 0) {
         const uint32_t n = j / hw, s = j - n * hw;
-        return {((int64_t)n * d.channels + unit) * d.hw + s, (int)unit};
+        return {((int64_t)n * d.channels + u.unit) * d.hw + s, u.c0};
     }
-    return {unit * d.per_unit + j, (int)((unit % d.groups) * (d.channels / d.groups) + j / hw)};
+    return {u.base + j, u.c0 + (int)(j / hw)};
 }
 
 // Planes: block (unit blockIdx.x, part blockIdx.y) takes the part's values j of the unit.
@@ -184,6 +192,7 @@ template <class Op, bool kVec>
 __global__ void __launch_bounds__(kFFChanThreads) ff_chan_plane_stats(Op op, FFChanDims d, float* partial) {
     constexpr int F = Op::kFull;
     const int64_t unit = blockIdx.x;
+    const FFChanUnit u = ff_chan_unit(d, unit);
     const int part = blockIdx.y;
     FFChanStats st;
     st.init();
@@ -191,7 +200,7 @@ __global__ void __launch_bounds__(kFFChanThreads) ff_chan_plane_stats(Op op, FFC
         const uint32_t quads = (uint32_t)(d.per_unit / 4);
         const uint32_t end = ff_chan_split(quads, part + 1, d.parts);
         for (uint32_t q = ff_chan_split(quads, part, d.parts) + threadIdx.x; q < end; q += kFFChanThreads) {
-            const FFChanAt p = ff_chan_at(d, unit, 4 * q);  // HW % 4 == 0: four values of one channel
+            const FFChanAt p = ff_chan_at(d, u, 4 * q);  // HW % 4 == 0: four values of one channel
             float in[4][F];
 #pragma unroll
             for (int f = 0; f < F; ++f) {
@@ -204,7 +213,7 @@ __global__ void __launch_bounds__(kFFChanThreads) ff_chan_plane_stats(Op op, FFC
         const uint32_t total = (uint32_t)d.per_unit;
         const uint32_t end = ff_chan_split(total, part + 1, d.parts);
         for (uint32_t j = ff_chan_split(total, part, d.parts) + threadIdx.x; j < end; j += kFFChanThreads) {
-            const FFChanAt p = ff_chan_at(d, unit, j);
+            const FFChanAt p = ff_chan_at(d, u, j);
             float in[F];
 #pragma unroll
             for (int f = 0; f < F; ++f) in[f] = __ldg(op.full[f] + p.at);
@@ -221,12 +230,13 @@ __global__ void __launch_bounds__(kFFChanThreads) ff_chan_plane_apply(Op op, FFC
     const int64_t unit = blockIdx.x;
     const int part = blockIdx.y;
     const FFChanNorm norm = ff_chan_finalize(op, partial, d, unit, part == 0 && threadIdx.x == 0);
+    const FFChanUnit u = ff_chan_unit(d, unit);
     if constexpr (Op::kOut > 0) {
         if constexpr (kVec) {
             const uint32_t quads = (uint32_t)(d.per_unit / 4);
             const uint32_t end = ff_chan_split(quads, part + 1, d.parts);
             for (uint32_t q = ff_chan_split(quads, part, d.parts) + threadIdx.x; q < end; q += kFFChanThreads) {
-                const FFChanAt p = ff_chan_at(d, unit, 4 * q);
+                const FFChanAt p = ff_chan_at(d, u, 4 * q);
                 float in[4][F];
 #pragma unroll
                 for (int f = 0; f < F; ++f) {
@@ -244,7 +254,7 @@ __global__ void __launch_bounds__(kFFChanThreads) ff_chan_plane_apply(Op op, FFC
             const uint32_t total = (uint32_t)d.per_unit;
             const uint32_t end = ff_chan_split(total, part + 1, d.parts);
             for (uint32_t j = ff_chan_split(total, part, d.parts) + threadIdx.x; j < end; j += kFFChanThreads) {
-                const FFChanAt p = ff_chan_at(d, unit, j);
+                const FFChanAt p = ff_chan_at(d, u, j);
                 float in[F];
 #pragma unroll
                 for (int f = 0; f < F; ++f) in[f] = __ldg(op.full[f] + p.at);
