@@ -67,6 +67,13 @@ def _fusions(run: Run) -> list[str]:
                      "(GEMMs, convolutions, reductions and norms that are no row kernel), which stay torch calls.")
     for g in fused:
         saved = sum(nbytes(by_name[n]) for n in g.nodes if n not in g.outputs)
+        if g.channel:
+            ops = [n for n in g.nodes if by_name[n].target is not operator.getitem]
+            lines.append(f"- `{g.name}` fuses {len(ops)} ops ({_ops_of(run, ops)}) into two launches (statistics, then "
+                         f"normalise + epilogue) instead of eager's norm kernels and one launch per pointwise op: "
+                         f"about {_mb(2 * saved)} less traffic per call (the normalised value and other "
+                         "intermediates stay in registers); the full-shape inputs are read twice.")
+            continue
         lines.append(f"- `{g.name}` fuses {len(g.nodes)} ops ({_ops_of(run, g.nodes)}): "
                      f"{len(g.nodes) - 1} fewer launches and about {_mb(2 * saved)} less traffic per call "
                      "(intermediates written and read back by eager stay in registers).")
