@@ -39,6 +39,10 @@ def optimize(
     row_kernels: Annotated[bool, typer.Option(
         "--row-kernels", help="Also fuse softmax, logsumexp, layer norm and sum/mean/max/min over the last axis "
                               "with their pointwise neighbours (new: not yet measured on a GPU).")] = False,
+    channel_kernels: Annotated[bool, typer.Option(
+        "--channel-kernels", help="Also fuse train-mode batch norm (statistics per channel, running-statistics "
+                                  "update, normalise) and group norm with their pointwise neighbours, as two "
+                                  "kernels (new: not yet measured on a GPU).")] = False,
 ) -> None:
     """Write OUT/model_new.py (a standalone ModelNew with fused CUDA kernels) and OUT/report.md.
 
@@ -60,7 +64,7 @@ def optimize(
         console.print("[yellow]no CUDA GPU on this machine: running the CPU-side stages only (as --no-gpu)[/]")
     config = OptimizeConfig(model_path=model.resolve(), out_dir=out, gpu=gpu, gpu_skip_reason=skip_reason,
                             seeds=seeds, trials=trials, compile_baseline=not no_compile, max_autotune_baseline=max_autotune,
-                            row_kernels=row_kernels)
+                            row_kernels=row_kernels, channel_kernels=channel_kernels)
     names = [name for name, _ in STAGES]
     with console.status("starting") as status:
         def on_stage(name: str) -> None:

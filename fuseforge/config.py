@@ -20,3 +20,4 @@ class OptimizeConfig:
     max_autotune_baseline: bool = False  # also time torch.compile(mode="max-autotune"): minutes per model
     gpu_timeout_s: int = 1800  # build + verify + bench, in a child process
     row_kernels: bool = False  # also fuse last-axis reductions and norms with their neighbours (opt-in until measured)
+    channel_kernels: bool = False  # also fuse train-mode batch norms with their neighbours (opt-in until measured)

@@ -6,7 +6,9 @@ outputs. So a kernel that forgot an input, an output used later, a wrong step or
 update shows up here, without a GPU. A row kernel's reference also checks each input against the class
 the kernel reads it as (full, per column, per row, scalar), and computes the reduction itself by the
 kernel's formulas (`rowwise.reference`: max and sum of exponentials, mean and biased variance, ...)
-rather than by the ATen op. The generated C++ itself is checked by the op-table tests.
+rather than by the ATen op. A channel kernel's reference does the same for its classes (full, per
+channel, scalar) and computes the batch norm's whole result tuple (normalised value, batch mean, inverse
+std, new running statistics) by the kernel's formulas (`channelwise.reference`). The generated C++ itself is checked by the op-table tests.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import fx
 
-from . import rowwise
+from . import channelwise, rowwise
 from .capture import Captured
 from .load import LoadedModel
 from .partition import KernelGroup, KernelStep, Plan
@@ -66,15 +68,35 @@ def _check_row_operands(group: KernelGroup, inputs: dict[str, object]) -> None:
             raise ValueError(f"{group.name}: input {name} of shape {list(t.shape)} is not {cls} for rows {list(sizes)}")
 
 
+def _check_channel_operands(group: KernelGroup, inputs: dict[str, object]) -> None:
+    """What the channel kernels' binding checks: each input fits the class it is read as."""
+    full = [inputs[i] for i, c in group.channel.operands if c == "full"]
+    if not full or full[0].dim() < 2:
+        raise ValueError(f"{group.name}: no full-shape input of rank >= 2")
+    sizes = full[0].shape
+    for name, cls in group.channel.operands:
+        t = inputs[name]
+        ok = t.shape == sizes if cls == "full" else t.numel() == (sizes[1] if cls == "channel" else 1)
+        if ok and cls == "channel" and t.dim() > 1:  # such as [C, 1, 1]: C must land on axis 1
+            ok = t.dim() <= len(sizes) and ([1] * (len(sizes) - t.dim()) + list(t.shape))[1] == sizes[1]
+        if not ok:
+            raise ValueError(f"{group.name}: input {name} of shape {list(t.shape)} is not {cls} for {list(sizes)}")
+
+
 def run_kernel_reference(group: KernelGroup, by_name: dict[str, fx.Node], inputs: dict[str, object]) -> dict:
     """The kernel's reference implementation: its ops with torch, on its declared inputs only."""
     local = dict(inputs)
     if group.row:
         _check_row_operands(group, inputs)
+    if group.channel:
+        _check_channel_operands(group, inputs)
     for name in group.nodes:
         if group.row and name == group.row.anchor:
             red = group.row.reduction
             local[name] = rowwise.reference(red, local[red.data], {p: local[p] for p in red.params if p})
+        elif group.channel and name == group.channel.anchor:
+            norm = group.channel.norm
+            local[name] = channelwise.reference(norm, local[norm.data], {p: local[p] for p in norm.params})
         else:
             local[name] = _run_node(by_name[name], local)
     return {o: local[o] for o in group.outputs}

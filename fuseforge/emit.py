@@ -156,13 +156,17 @@ def _forward(ctx: EmitContext) -> str:
             w.line("kernels = _kernels()")
             w.line("stream = torch.cuda.current_stream().cuda_stream")
         device_expr = f"{c.user_inputs[0]}.device"
-        bn = in_place_batch_norms(c)
+        in_kernels = {n for g in ctx.plan.groups for n in g.nodes}  # a channel kernel returns new statistics
+        bn = {name: fqns for name, fqns in in_place_batch_norms(c).items() if name not in in_kernels}
         release = _release_after(ctx.plan, by_name, keep=set(c.user_outputs) | set(c.buffer_mutations.values()))
         for i, step in enumerate(ctx.plan.steps):
             if isinstance(step, KernelStep):
                 g = step.group
-                what = f"one row kernel ({g.row.reduction.op} over the last axis)" if g.row else "one kernel"
-                w.line(f"# {' -> '.join(op_key(by_name[n]).split('.')[1] for n in g.nodes)}: {what}")
+                what = f"one row kernel ({g.row.reduction.op} over the last axis)" if g.row else \
+                    f"channel kernels ({g.channel.norm.describe}: statistics, then normalise)" if g.channel \
+                    else "one kernel"
+                ops = [op_key(by_name[n]).split('.')[1] for n in g.nodes if by_name[n].target is not operator.getitem]
+                w.line(f"# {' -> '.join(ops)}: {what}")
                 w.line(f"{', '.join(g.outputs)}{',' if len(g.outputs) > 1 else ''} = "
                        f"kernels.{g.name}({', '.join([*g.inputs, 'stream'])})")
             else:

@@ -7,6 +7,9 @@ Two kinds of kernel:
 - row: a reduction or normalisation over the last axis (softmax, log_softmax, logsumexp, layer_norm,
   mean, sum, amax, amin) together with the pointwise groups around it that have the row shape or one
   value per row (`partition_rows`): prologue -> row statistics -> epilogue, one launch.
+- channel (opt-in): a train-mode batch norm or a group norm with the pointwise groups around it that have its input's
+  shape (`partition_channels`): prologue -> per-channel statistics, then finalise + running statistics
+  + normalise + epilogue, two launches.
 Other anchors (matmul, linear, conv, other reductions and norms, views) stay torch calls.
 Whenever two neighbours end up apart, the reason is recorded (`WhyNotFused`).
 
@@ -22,6 +25,7 @@ import torch
 from torch import fx
 
 from . import pointwise, rowwise
+from .partition_channels import ChannelSpec, form_channel_groups
 from .partition_rows import RowSpec, form_row_groups, row_op_reason
 from .pointwise import NotSpellable
 
@@ -38,10 +42,11 @@ class KernelGroup:
     outputs: tuple[str, ...]  # tensors written: of shape `shape` (row kernels: or one value per row)
     shape: tuple  # iteration shape (row kernels: the row shape) as captured; may hold symbolic sizes
     row: RowSpec | None = None  # set for a row kernel
+    channel: ChannelSpec | None = None  # set for a channel kernel pair (shape: the norm's input shape)
 
     @property
     def kind(self) -> str:
-        return "row" if self.row is not None else "pointwise"
+        return "row" if self.row is not None else "channel" if self.channel is not None else "pointwise"
 
 
 @dataclass(frozen=True)
@@ -185,7 +190,10 @@ def _group_nodes(graph: fx.Graph, not_fused: list[WhyNotFused]) -> list[list[str
 def _kernel_name(nodes: list[str], by_name, taken: set[str]) -> str:
     ops = []
     for n in nodes:
-        op = str(by_name[n].target).split(".")[1]
+        if by_name[n].target is operator.getitem:
+            continue
+        op = str(by_name[n].target).split(".")[1].removeprefix("_native_").removesuffix("_legit_functional")
+        op = op.removesuffix("_legit")
         if not ops or ops[-1] != op:
             ops.append(op)
     base = "fused_" + "_".join(ops[:6]) + ("_etc" if len(ops) > 6 else "")
@@ -196,7 +204,7 @@ def _kernel_name(nodes: list[str], by_name, taken: set[str]) -> str:
     return name
 
 
-def _make_group(nodes: list[str], by_name, taken: set[str], row: RowSpec | None = None) -> KernelGroup:
+def _make_group(nodes: list[str], by_name, taken: set[str], spec: RowSpec | ChannelSpec | None = None) -> KernelGroup:
     members = set(nodes)
     inputs: list[str] = []
     for n in nodes:
@@ -204,12 +212,17 @@ def _make_group(nodes: list[str], by_name, taken: set[str], row: RowSpec | None 
             if arg.name not in members and arg.name not in inputs:
                 inputs.append(arg.name)
     outputs = [n for n in nodes if any(u.name not in members for u in by_name[n].users)]
-    shape = row.full_shape if row else _shape_of(outputs[0], by_name)
+    row = spec if isinstance(spec, RowSpec) else None
+    channel = spec if isinstance(spec, ChannelSpec) else None
+    shape = spec.full_shape if spec else _shape_of(outputs[0], by_name)
     if row:  # operand classes in the order of the inputs
         row = RowSpec(row.anchor, row.reduction, tuple((i, row.operand_class(i)) for i in inputs),
                       row.row_nodes, row.full_shape)
+    if channel:
+        channel = ChannelSpec(channel.anchor, channel.norm, tuple((i, channel.operand_class(i)) for i in inputs),
+                              channel.results, channel.channel_nodes, channel.full_shape)
     return KernelGroup(_kernel_name(nodes, by_name, taken), tuple(nodes), tuple(inputs), tuple(outputs), shape,
-                       row)
+                       row, channel)
 
 
 def _schedule(graph: fx.Graph, groups: list[KernelGroup]) -> list[TorchStep | KernelStep]:
@@ -250,8 +263,9 @@ def _schedule(graph: fx.Graph, groups: list[KernelGroup]) -> list[TorchStep | Ke
     return [units[u] for u in done]
 
 
-def partition(graph: fx.Graph, row_kernels: bool = False) -> Plan:
-    """The plan of GRAPH; with `row_kernels`, last-axis reductions and norms join their neighbours' kernels."""
+def partition(graph: fx.Graph, row_kernels: bool = False, channel_kernels: bool = False) -> Plan:
+    """The plan of GRAPH; with `row_kernels`, last-axis reductions and norms join their neighbours' kernels;
+    with `channel_kernels`, train-mode batch norms and group norms do."""
     not_fused: list[WhyNotFused] = []
     by_name = {n.name: n for n in graph.nodes}
     order = {n.name: i for i, n in enumerate(graph.nodes)}
@@ -260,6 +274,11 @@ def partition(graph: fx.Graph, row_kernels: bool = False) -> Plan:
     row_groups: list = []
     if row_kernels:
         pointwise_groups, row_groups = form_row_groups(graph, pointwise_groups, not_fused, _Reach(graph), WhyNotFused)
+    if channel_kernels:
+        in_rows = {n for members, _ in row_groups for n in members}
+        pointwise_groups, channel_groups = form_channel_groups(graph, pointwise_groups, not_fused, _Reach(graph),
+                                                               WhyNotFused, in_rows)
+        row_groups += channel_groups
     units = [(nodes, None) for nodes in pointwise_groups]
     units += [(sorted(members, key=order.__getitem__), spec) for members, spec in row_groups]
     units.sort(key=lambda unit: order[unit[0][0]])
@@ -280,6 +299,13 @@ def format_plan(plan: Plan) -> str:
                 lines.append(f"    row kernel: {r.reduction.op} of {r.reduction.data} over the last axis of "
                              f"{list(g.shape)}{per_row}")
                 lines.append(f"    reads {', '.join(f'{i} ({c})' for i, c in r.operands)}; writes {', '.join(g.outputs)}")
+            elif g.channel:
+                c = g.channel
+                per_channel = f"; one value per channel: {', '.join(c.channel_nodes)}" if c.channel_nodes else ""
+                unit = "one sample's group of channels" if c.norm.groups else "every axis but axis 1"
+                lines.append(f"    channel kernels: {c.norm.describe} of {c.norm.data} over {unit} of "
+                             f"{list(g.shape)} (statistics, then normalise){per_channel}")
+                lines.append(f"    reads {', '.join(f'{i} ({k})' for i, k in c.operands)}; writes {', '.join(g.outputs)}")
             else:
                 lines.append(f"    reads {', '.join(g.inputs)}; writes {', '.join(g.outputs)}; "
                              f"iteration shape {list(g.shape)}")

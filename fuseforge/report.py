@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING
 
 from torch import fx
 
-from . import rowwise
+from . import channelwise, rowwise
 from .cost import BANDWIDTH, LAUNCH_S, SGEMM_FLOPS, VIEW_OPS, nbytes
 from .partition import KernelStep, fusible_reason
+from .partition_channels import channel_op_reason
 from .partition_rows import row_op_reason
 from .pointwise import op_key
 from .report_measured import measured_section, summary_rows
@@ -45,8 +46,13 @@ def _replaced(run: Run) -> list[str]:
     for g in run.plan.groups:
         what = (f"a {g.row.reduction.op} over the last axis with the pointwise ops around it is memory-bound, "
                 "so the win is to read " if g.row else "pointwise ops are memory-bound, so the win is to read ")
+        if g.channel:
+            what = (f"a {g.channel.norm.describe} with the pointwise ops around it is memory-bound; two kernels (statistics, "
+                    "then finalise + running statistics + normalise + epilogue) read the full-shape inputs twice, "
+                    "instead of eager's statistics, normalise and one pass per pointwise op; they read ")
+        kind = "row kernel" if g.row else "channel kernels" if g.channel else "kernel"
         lines.append(f"- {_ops_of(run, g.nodes)} (graph values {', '.join(g.nodes)}) → generated "
-                     f"{'row ' if g.row else ''}kernel `{g.name}`: {what}"
+                     f"{kind} `{g.name}`: {what}"
                      f"{', '.join(g.inputs)} once and write {', '.join(g.outputs)} once instead of a round trip "
                      "through device memory and a launch per op.")
     return lines + [""]
@@ -61,6 +67,13 @@ def _fusions(run: Run) -> list[str]:
                      "(GEMMs, convolutions, reductions and norms that are no row kernel), which stay torch calls.")
     for g in fused:
         saved = sum(nbytes(by_name[n]) for n in g.nodes if n not in g.outputs)
+        if g.channel:
+            ops = [n for n in g.nodes if by_name[n].target is not operator.getitem]
+            lines.append(f"- `{g.name}` fuses {len(ops)} ops ({_ops_of(run, ops)}) into two launches (statistics, then "
+                         f"normalise + epilogue) instead of eager's norm kernels and one launch per pointwise op: "
+                         f"about {_mb(2 * saved)} less traffic per call (the normalised value and other "
+                         "intermediates stay in registers); the full-shape inputs are read twice.")
+            continue
         lines.append(f"- `{g.name}` fuses {len(g.nodes)} ops ({_ops_of(run, g.nodes)}): "
                      f"{len(g.nodes) - 1} fewer launches and about {_mb(2 * saved)} less traffic per call "
                      "(intermediates written and read back by eager stay in registers).")
@@ -101,7 +114,7 @@ def _unchanged(run: Run) -> list[str]:
         return lines + ["None: every op runs in a generated kernel.", ""]
     for node in working:
         name = _FRIENDLY.get(op_key(node), f"`{_op(node)}`")
-        why = _why_torch(node, run.config.row_kernels)
+        why = _why_torch(node, run.config.row_kernels, run.config.channel_kernels)
         if node.all_input_nodes and all(a.name in run.captured.state_names for a in node.all_input_nodes):
             why = ("derives a weight from the parameters for a rewrite above; recomputed in every forward, "
                    "so it follows training and load_state_dict.")
@@ -119,8 +132,12 @@ def _moves_no_data(node: fx.Node) -> bool:
     return node.target is operator.getitem or str(node.target) in VIEW_OPS
 
 
-def _why_torch(node: fx.Node, row_kernels: bool) -> str:
+def _why_torch(node: fx.Node, row_kernels: bool, channel_kernels: bool = False) -> str:
     key = op_key(node)
+    if channel_kernels and channelwise.is_channel_op(node):
+        return ("batch norm kept as PyTorch's kernel: it is no channel kernel"
+                + (f" ({channel_op_reason(node)})." if channel_op_reason(node) else
+                   " (its neighbours could not join it; see below)."))
     if any(k in key for k in ("linear", "matmul", "mm", "conv")):
         return ("GEMM/convolution anchor: cuBLAS/cuDNN already run it near the fp32 rate; our own "
                 "fp32-class GEMM engine with fused epilogues is a later stage of fuseforge.")
@@ -164,10 +181,34 @@ def _kernels_how(run: Run) -> list[str]:
             "precise expf/logf/sqrtf. Not yet run on a GPU in this pipeline (the lab kernels were).",
             "",
         ]
+    if any(g.channel for g in run.plan.groups):
+        lines += [
+            "Channel kernels (train-mode batch norm, opt-in with `--channel-kernels`, with its pointwise prologue "
+            "and epilogue) are a pair of launches around a generated `Op` struct that spells the prologue (the "
+            "value normalised), the per-channel results and the normalise + epilogue step "
+            "(`codegen/channel_runtime.py`). Launch 1 splits each channel into parts (about 1024 blocks in all) "
+            "and writes Welford statistics (count, mean, M2) per (channel, part) to a small workspace: per "
+            "value, or per four values on the 16-byte path, merged across threads with Chan's formula by warp "
+            "shuffles and shared memory; no atomics, so results are the same on every run. Launch 2 merges "
+            "each channel's partials in a fixed order, takes mean and 1/sqrt(biased variance + eps), writes the "
+            "new running mean and variance (momentum · batch value + (1 − momentum) · old, with the unbiased "
+            "variance, as PyTorch) and any other per-channel result once per channel, and writes the outputs. "
+            "Layout NCHW: channel c of element i is (i / HW) % C; planes of HW values use one 256-thread block "
+            "per (channel, part) with float4 loads and stores when HW % 4 == 0 and every full-shape pointer is "
+            "aligned, scalar otherwise; [N, C] inputs (BatchNorm1d) use 32 channels × 8 rows per block. The new "
+            "running statistics are returned and copied into the buffers by `ModelNew.forward`; the "
+            "num_batches_tracked increment stays a torch call. Group norm runs on the same kernels with one "
+            "unit of statistics per (sample, group of C / G channels), contiguous in memory, and no running "
+            "statistics. Not yet run on a GPU in this pipeline.",
+            "",
+        ]
     lines += ["Calls in `ModelNew.forward` (`model_new.py`):", ""]
     for g in run.plan.groups:
         shape = (f"rows of {list(g.shape)}, {g.row.reduction.op} of {g.row.reduction.data}; reads "
                  + ", ".join(f"{i} ({c})" for i, c in g.row.operands)) if g.row else f"iteration shape {list(g.shape)}"
+        if g.channel:
+            shape = (f"{g.channel.norm.describe} of {g.channel.norm.data} over {list(g.shape)}; reads "
+                     + ", ".join(f"{i} ({c})" for i, c in g.channel.operands))
         lines.append(f"- `{', '.join(g.outputs)} = kernels.{g.name}({', '.join([*g.inputs, 'stream'])})` — {shape}")
     return lines + [""]
 

@@ -16,6 +16,8 @@ from torch import fx
 from ..partition import KernelGroup, Plan
 from ..pointwise import PRELUDE
 from ..rowwise import ROW_STATS
+from .channel_kernel import channel_kernel_source
+from .channel_runtime import CHANNEL_BINDING_RUNTIME, CHANNEL_KERNEL_RUNTIME, CHANNEL_TYPES
 from .pointwise_kernel import KernelSource, kernel_source
 from .row_kernel import row_kernel_source
 from .row_runtime import ROW_BINDING_RUNTIME, ROW_KERNEL_RUNTIME
@@ -41,6 +43,8 @@ def _banner(model_name: str, what: str) -> str:
 
 
 def _source(group: KernelGroup, by_name) -> KernelSource:
+    if group.channel:
+        return channel_kernel_source(group, by_name)
     return row_kernel_source(group, by_name) if group.row else kernel_source(group, by_name)
 
 
@@ -48,11 +52,13 @@ def generate(plan: Plan, graph: fx.Graph, model_name: str) -> Extension:
     by_name = {n.name: n for n in graph.nodes}
     kernels = tuple(_source(g, by_name) for g in plan.groups)
     rows = any(g.row for g in plan.groups)
+    channels = any(g.channel for g in plan.groups)
     cuda = "\n".join([
         _banner(model_name, "CUDA kernels"),
         "#include <cuda_runtime.h>\n#include <cstdint>\n#include <math.h>",
         TYPES, PRELUDE, KERNEL_RUNTIME,
         *([ROW_STATS, ROW_KERNEL_RUNTIME] if rows else []),
+        *([CHANNEL_TYPES, CHANNEL_KERNEL_RUNTIME] if channels else []),
         *[k.cuda for k in kernels],
     ])
     binding = "\n".join([
@@ -60,6 +66,7 @@ def generate(plan: Plan, graph: fx.Graph, model_name: str) -> Extension:
         "#include <torch/extension.h>\n#include <vector>",
         TYPES, BINDING_RUNTIME,
         *([ROW_BINDING_RUNTIME] if rows else []),
+        *([CHANNEL_TYPES, CHANNEL_BINDING_RUNTIME] if channels else []),
         *[k.launcher_decl for k in kernels],
         "",
         *[k.binding for k in kernels],

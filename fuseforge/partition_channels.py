@@ -1,0 +1,278 @@
+"""Channel groups: a train-mode batch norm or a group norm with the pointwise ops around it, as one kernel pair.
+
+Runs after the pointwise groups (and row groups) are formed. Each node of the channel-norm table
+(`channelwise.recognise`: train-mode batch norm and group norm over [N, C, *spatial] or [N, C]) becomes a
+channel group with the tuple accesses (getitem) of its results (batch norm), and then takes in neighbouring pointwise groups (the
+prologue that computes the normalised value, the epilogues that read the normalised result, and groups
+feeding those) while the whole stays a channel group:
+
+- convex (no path leaves the group and comes back);
+- every pointwise member has the norm's input shape F = [N, C, *spatial] (one value per element); the
+  members with one value per channel are batch norm's statistics results only (batch mean, inverse std,
+  new running mean and variance), and no pointwise member reads them;
+- every external input is *full* (shape F), *per-channel* (C at axis 1 of F, ones elsewhere, such as a
+  [C, 1, 1] bias; the norm's own parameters are [C]) or a *scalar*, and float32, read in one class only;
+- at least one input is full (it gives the kernels N, C and the spatial size at run time); outputs are float32.
+
+One norm per group. Two kernels run it: per-channel partial statistics of the prologue's value, then
+finalise + running statistics + normalise + epilogue. Whenever a neighbour stays apart, the reason is
+recorded (WhyNotFused).
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+
+import torch
+from torch import fx
+
+from . import channelwise
+from .channelwise import ChannelNorm
+from .pointwise import NotSpellable
+
+OPERAND_CLASSES = ("full", "channel", "scalar")
+
+
+@dataclass(frozen=True)
+class ChannelSpec:
+    """How a channel kernel pair sees its group: the norm, its operands' classes and its result accesses."""
+
+    anchor: str  # the norm node
+    norm: ChannelNorm
+    operands: tuple[tuple[str, str], ...]  # (input, class): full, channel or scalar
+    results: tuple[tuple[str, int], ...]  # (getitem member, index into the norm's result tuple)
+    channel_nodes: tuple[str, ...]  # members with one value per channel (statistics results)
+    full_shape: tuple  # the norm's input shape F (symbolic sizes as names)
+
+    def operand_class(self, name: str) -> str:
+        return dict(self.operands)[name]
+
+
+def _meta(node: fx.Node):
+    val = node.meta.get("val")
+    return val if isinstance(val, torch.Tensor) else None
+
+
+def _shape(node: fx.Node) -> tuple:
+    return tuple(s if isinstance(s, int) else str(s) for s in _meta(node).shape)
+
+
+def operand_class(shape: tuple, full: tuple) -> str | None:
+    """How an input of `shape` broadcasts against F: full, channel (C at axis 1 only) or scalar."""
+    if shape == full:
+        return "full"
+    if all(d == 1 for d in shape):
+        return "scalar"
+    if len(shape) > len(full):
+        return None
+    padded = (1,) * (len(full) - len(shape)) + tuple(shape)
+    if padded[1] == full[1] and all(d == 1 for i, d in enumerate(padded) if i != 1):
+        return "channel"
+    return None
+
+
+def _results(anchor: fx.Node, norm: ChannelNorm) -> dict[str, int] | str:
+    if norm.groups:  # group norm returns the normalised value itself
+        return {anchor.name: 0}
+    found = {}
+    for user in anchor.users:
+        if user.target is not operator.getitem or not isinstance(user.args[1], int):
+            return f"{user.name} reads {anchor.name} other than by a tuple access"
+        found[user.name] = user.args[1]
+    return found
+
+
+def _kinds(members: list[str], anchor: fx.Node, results: dict[str, int], full: tuple, by_name) -> dict | str:
+    """Each member's kind (`anchor`, `element`, `channel`); or why a member fits none."""
+    kinds = {}
+    for name in members:
+        if name in results:
+            kinds[name] = channelwise.result_kind(results[name])
+        elif name == anchor.name:
+            kinds[name] = "anchor"
+        else:
+            meta = _meta(by_name[name])
+            if meta is None or meta.dtype not in (torch.float32, torch.bool):
+                return f"{name} has dtype {getattr(meta, 'dtype', None)}; channel kernels compute float32"
+            if _shape(by_name[name]) != full:
+                return (f"{name} has shape {list(_shape(by_name[name]))}: a channel kernel computes values of the "
+                        f"norm's input shape {list(full)}")
+            kinds[name] = "element"
+    return kinds
+
+
+def _check_operands(order, kinds, spec_anchor: str, norm: ChannelNorm, full, by_name) -> dict[str, str] | str:
+    """The class of every external input; or why one cannot be read by a channel kernel."""
+    classes: dict[str, str] = {}
+    for name in order:
+        node = by_name[name]
+        for arg in node.all_input_nodes:
+            if arg.name in kinds:
+                if kinds[name] == "element" and kinds[arg.name] == "channel":
+                    return f"{name} reads the per-channel statistic {arg.name}"
+                continue
+            meta = _meta(arg)
+            if meta is None or meta.dtype != torch.float32:
+                return f"input {arg.name} of {name} has dtype {getattr(meta, 'dtype', None)}; channel kernels read float32"
+            if name == spec_anchor and arg.name != norm.data:
+                if _shape(arg) != (full[1],):
+                    return f"parameter {arg.name} of {name} has shape {list(_shape(arg))}, not [{full[1]}]"
+                cls = "channel"
+            else:
+                cls = operand_class(_shape(arg), full)
+            if cls is None:
+                return (f"input {arg.name} of shape {list(_shape(arg))} broadcasts neither per element, per channel "
+                        f"nor as a scalar against the norm's input shape {list(full)}")
+            if classes.get(arg.name, cls) != cls:
+                return f"{arg.name} would be read both as {classes[arg.name]} and as {cls}"
+            classes[arg.name] = cls
+    if "full" not in classes.values():
+        return "no input of the kernel has the norm's input shape (it gives the kernel N, C and the spatial size)"
+    return classes
+
+
+def channel_spec(members: set[str], anchor: fx.Node, norm: ChannelNorm, by_name, reach) -> ChannelSpec | str:
+    """The group's ChannelSpec, or why `members` cannot be one channel kernel pair."""
+    if not reach.convex(members):
+        return "fusing would create a cycle through an op outside the kernel"
+    results = _results(anchor, norm)
+    if isinstance(results, str):
+        return results
+    full = _shape(by_name[norm.data])
+    order = [n for n in by_name if n in members]
+    kinds = _kinds(order, anchor, results, full, by_name)
+    if isinstance(kinds, str):
+        return kinds
+    classes = _check_operands(order, kinds, anchor.name, norm, full, by_name)
+    if isinstance(classes, str):
+        return classes
+    for name in order:
+        if name != anchor.name and any(u.name not in members for u in by_name[name].users) \
+                and _meta(by_name[name]).dtype != torch.float32:
+            return f"a kernel output ({name}) would not be float32"
+    return ChannelSpec(anchor.name, norm, tuple(classes.items()), tuple(results.items()),
+                       tuple(n for n in order if kinds[n] == "channel"), full)
+
+
+@dataclass
+class _ChannelGroup:
+    members: set[str]
+    spec: ChannelSpec
+
+
+class _Former:
+    """Grows one channel group per recognised norm from the pointwise groups around it."""
+
+    def __init__(self, graph: fx.Graph, pointwise_groups: list[list[str]], reach):
+        self.by_name = {n.name: n for n in graph.nodes}
+        self.reach = reach
+        self.groups = pointwise_groups
+        self.owner = {n: i for i, g in enumerate(pointwise_groups) for n in g}
+        self.taken: set[int] = set()
+        self.rejected: dict[int, str] = {}
+        self.channels: list[_ChannelGroup] = []
+        self.anchor_reasons: dict[str, str] = {}
+        self.position = {name: i for i, name in enumerate(self.by_name)}
+
+    def _neighbour_groups(self, members: set[str]) -> list[int]:
+        found = []
+        for name in members:
+            node = self.by_name[name]
+            for other in [*node.all_input_nodes, *node.users]:
+                gi = self.owner.get(other.name)
+                if gi is not None and gi not in self.taken and gi not in found:
+                    found.append(gi)
+        return sorted(found, key=lambda gi: min(self.position[n] for n in self.groups[gi]))
+
+    def grow(self, anchor: fx.Node, norm: ChannelNorm) -> None:
+        members = {anchor.name, *(u.name for u in anchor.users if u.target is operator.getitem)}
+        spec = channel_spec(members, anchor, norm, self.by_name, self.reach)
+        if isinstance(spec, str):
+            self.anchor_reasons[anchor.name] = spec
+            return
+        changed = True
+        while changed:
+            changed = False
+            for gi in self._neighbour_groups(members):
+                candidate = members | set(self.groups[gi])
+                result = channel_spec(candidate, anchor, norm, self.by_name, self.reach)
+                if isinstance(result, str):
+                    self.rejected[gi] = result
+                    continue
+                members, spec, changed = candidate, result, True
+                self.taken.add(gi)
+                self.rejected.pop(gi, None)
+        self.channels.append(_ChannelGroup(members, spec))
+
+
+def _edge_reason(former: _Former, member_group: int, other: fx.Node, channel_of: dict[str, int],
+                 elsewhere: set[str]) -> str | None:
+    name = other.name
+    if name in channel_of:
+        if channel_of[name] == member_group:
+            return None
+        anchors = sorted({former.channels[member_group].spec.anchor, former.channels[channel_of[name]].spec.anchor},
+                         key=former.position.__getitem__)
+        return f"in the channel kernels of {anchors[0]} and of {anchors[1]}: a channel kernel holds one norm"
+    if name in elsewhere:
+        return "in a row kernel: a kernel holds one reduction"
+    gi = former.owner.get(name)
+    if gi is not None:
+        return former.rejected.get(gi, "not tried") if gi not in former.taken else None
+    if other.op != "call_function":
+        return None
+    from .partition import fusible_reason  # the reason a torch call stays one
+
+    producer = other.args[0] if other.target is operator.getitem else other
+    return fusible_reason(producer) or "stays a torch call"
+
+
+def form_channel_groups(graph: fx.Graph, pointwise_groups: list[list[str]], not_fused: list, reach, why_cls,
+                        elsewhere: set[str] = frozenset()):
+    """Channel groups grown from `pointwise_groups`: returns (pointwise groups left, [(members, ChannelSpec)]);
+    `not_fused` is updated: entries about channel-group members are replaced by the channel groups' own, and
+    a norm that cannot be a channel kernel gets its reason. `elsewhere`: members of row groups."""
+    former = _Former(graph, pointwise_groups, reach)
+    for node in graph.nodes:
+        if not channelwise.is_channel_op(node):
+            continue
+        try:
+            norm = channelwise.recognise(node)
+        except NotSpellable as exc:
+            former.anchor_reasons[node.name] = str(exc)
+            continue
+        former.grow(node, norm)
+    channel_of = {n: i for i, c in enumerate(former.channels) for n in c.members}
+    kept = []
+    for w in not_fused:
+        if w.producer in channel_of or w.consumer in channel_of:
+            continue
+        anchor = next((n for n in (w.producer, w.consumer) if n in former.anchor_reasons), None)
+        if anchor is not None and w.reason.endswith("is not pointwise (stays a torch call)"):
+            w = why_cls(w.producer, w.consumer, f"{w.reason.removesuffix(' (stays a torch call)')}, nor a channel "
+                                                f"kernel: {former.anchor_reasons[anchor]}")
+        kept.append(w)
+    seen = set()
+    for i, group in enumerate(former.channels):
+        for name in sorted(group.members, key=former.position.__getitem__):
+            node = former.by_name[name]
+            edges = [(arg, (arg.name, name)) for arg in node.all_input_nodes] + \
+                    [(user, (name, user.name)) for user in node.users]
+            for other, pair in edges:
+                why = _edge_reason(former, i, other, channel_of, elsewhere) if other.name not in group.members else None
+                if why and pair not in seen:
+                    seen.add(pair)
+                    kept.append(why_cls(*pair, why))
+    not_fused[:] = kept
+    left = [g for gi, g in enumerate(pointwise_groups) if gi not in former.taken]
+    return left, [(c.members, c.spec) for c in former.channels]
+
+
+def channel_op_reason(node: fx.Node) -> str | None:
+    """Why a node of the channel-norm table is not a channel kernel (None when it can be one)."""
+    try:
+        channelwise.recognise(node)
+    except NotSpellable as exc:
+        return str(exc)
+    return None

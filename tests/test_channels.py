@@ -1,0 +1,381 @@
+"""Channel kernels: a train-mode batch norm or a group norm with its pointwise neighbours, as a statistics and
+an apply kernel.
+
+Plan tests on tiny modules and on the problem models (what joins, what stays a torch call and why), the
+float64 reference against torch's batch norm (outputs and running statistics) and group norm, nvcc and g++ compile checks
+of the generated code, and on a GPU the generated kernels against float64 on odd sizes.
+"""
+
+import operator
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+
+import pytest
+import torch
+from conftest import ALL_MODELS, PROBLEMS
+from test_partition import _captured
+from torch import nn
+from torch.utils.cpp_extension import include_paths
+
+from fuseforge import channelwise
+from fuseforge.codegen import generate
+from fuseforge.config import OptimizeConfig
+from fuseforge.cpu_check import _run_node, run_kernel_reference
+from fuseforge.partition import KernelStep, format_plan, partition
+from fuseforge.pipeline import optimize
+
+NVCC = shutil.which("nvcc")
+GXX = shutil.which("g++")
+
+
+def _plan(model, *inputs):
+    captured = _captured(model, *inputs)
+    return captured, partition(captured.graph, channel_kernels=True)
+
+
+def _ops(captured, group):
+    by_name = {n.name: n for n in captured.graph.nodes}
+    return [str(by_name[n].target).split(".")[1] for n in group.nodes if by_name[n].target is not operator.getitem]
+
+
+class BiasBatchNormResidual(nn.Module):
+    def __init__(self, c=3):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(c)
+        self.bias = nn.Parameter(torch.randn(c, 1, 1))
+
+    def forward(self, x, y):
+        return torch.relu(self.bn(x * 0.5 + self.bias) + y) * 2.0
+
+
+def test_a_batch_norm_with_a_per_channel_prologue_and_a_residual_epilogue_is_one_channel_group():
+    captured, plan = _plan(BiasBatchNormResidual(), torch.randn(2, 3, 5, 7), torch.randn(2, 3, 5, 7))
+    (group,) = plan.groups
+    assert _ops(captured, group) == ["mul", "add", "_native_batch_norm_legit_functional", "add", "relu", "mul"]
+    assert dict(group.channel.operands) == {"x": "full", "p_bias": "channel", "p_bn_weight": "channel",
+                                            "p_bn_bias": "channel", "b_bn_running_mean": "channel",
+                                            "b_bn_running_var": "channel", "y": "full"}
+    assert [i for _, i in group.channel.results] == [0, 3, 4]
+    assert len(group.outputs) == 3 and {"getitem_3", "getitem_4"} <= set(group.outputs)  # + the final product
+    assert sorted(type(s).__name__ for s in plan.steps) == ["KernelStep", "TorchStep"]  # + num_batches_tracked
+    assert plan.not_fused == []
+
+
+def test_without_the_flag_a_batch_norm_stays_a_torch_call_for_the_reason_it_always_had():
+    captured = _captured(BiasBatchNormResidual(), torch.randn(2, 3, 5, 7), torch.randn(2, 3, 5, 7))
+    plan = partition(captured.graph)
+    assert all(g.channel is None for g in plan.groups)
+    reasons = {w.reason for w in plan.not_fused if "batch_norm" in w.producer + w.consumer}
+    assert reasons == {"aten._native_batch_norm_legit_functional.default is not pointwise (stays a torch call)"}
+
+
+def test_an_eval_mode_batch_norm_is_no_channel_group():
+    model = BiasBatchNormResidual().eval()
+    _, plan = _plan(model, torch.randn(2, 3, 5, 7), torch.randn(2, 3, 5, 7))
+    assert all(g.channel is None for g in plan.groups)
+
+
+def test_an_epilogue_input_that_broadcasts_along_a_spatial_axis_stays_apart_and_the_reason_says_so():
+    class SpatialBroadcast(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = nn.BatchNorm2d(3)
+
+        def forward(self, x, y):
+            return self.bn(x) * y  # y [2, 3, 5, 1]: not per channel
+
+    _, plan = _plan(SpatialBroadcast(), torch.randn(2, 3, 5, 7), torch.randn(2, 3, 5, 1))
+    (channel,) = [g for g in plan.groups if g.channel]
+    assert not any(n.startswith("mul") for n in channel.nodes)
+    (why,) = [w for w in plan.not_fused if w.consumer.startswith("mul")]
+    assert "broadcasts neither per element, per channel nor as a scalar" in why.reason
+
+
+def test_two_batch_norms_in_a_row_are_two_channel_groups_and_the_reason_says_one_norm_per_kernel():
+    class TwoNorms(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn1, self.bn2 = nn.BatchNorm2d(3), nn.BatchNorm2d(3)
+
+        def forward(self, x):
+            return self.bn2(torch.relu(self.bn1(x)))
+
+    _, plan = _plan(TwoNorms(), torch.randn(2, 3, 4, 4))
+    groups = [g for g in plan.groups if g.channel]
+    assert len(groups) == 2 and "relu" in groups[0].nodes
+    reasons = [w.reason for w in plan.not_fused if w.producer == "relu"]
+    assert len(reasons) == 1 and reasons[0].endswith("a channel kernel holds one norm")
+
+
+def test_a_batch_norm_without_running_statistics_over_n_c_l_is_a_channel_group_with_one_output():
+    class NoStats(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = nn.BatchNorm1d(5, track_running_stats=False)
+
+        def forward(self, x):
+            return torch.tanh(self.bn(x))
+
+    _, plan = _plan(NoStats(), torch.randn(4, 5, 3))
+    (group,) = plan.groups
+    assert group.channel.norm.running_mean is None and group.outputs == ("tanh",)
+    assert dict(group.channel.operands) == {"x": "full", "p_bn_weight": "channel", "p_bn_bias": "channel"}
+
+
+CHANNEL_MODELS = {  # model -> (steps, nodes of the channel group, not-fused pairs)
+    "dev/conv2d_batchnorm_relu": (["torch", "torch", "channel"], ["_native_batch_norm_legit_functional", "relu"],
+                                  [("conv2d", "_native_batch_norm_legit_functional")]),
+    "seed/gemm_scale_batchnorm": (["torch", "channel", "torch"], ["mul", "_native_batch_norm_legit_functional"],
+                                  [("linear", "mul_2")]),
+    "dev/conv2d_groupnorm_hardswish": (["torch", "channel"], ["group_norm", "hardswish"],
+                                       [("conv2d", "group_norm")]),
+    "dev/gemm_groupnorm_swish_multiply": (["torch", "channel"], ["group_norm", "sigmoid", "mul", "mul"],
+                                          [("linear", "group_norm")]),
+}
+
+
+@pytest.mark.parametrize("name", list(CHANNEL_MODELS))
+def test_a_batch_or_group_norm_model_gets_one_channel_group_and_passes_the_float64_cpu_check(name, tmp_path):
+    run = optimize(OptimizeConfig(model_path=PROBLEMS / f"{name}.py", out_dir=tmp_path, gpu=False,
+                                  channel_kernels=True))
+    steps, nodes, apart = CHANNEL_MODELS[name]
+    assert [s.group.kind if isinstance(s, KernelStep) else "torch" for s in run.plan.steps] == steps
+    (group,) = run.plan.groups
+    assert _ops(run.captured, group) == nodes
+    batch_norm = "batchnorm" in name
+    assert ({"getitem_3", "getitem_4"} <= set(group.outputs)) is batch_norm  # the new running statistics
+    assert [(w.producer, w.consumer) for w in run.plan.not_fused] == apart
+    assert all("not pointwise" in w.reason for w in run.plan.not_fused)
+    assert run.cpu_check.passed and run.cpu_check.max_rel_error <= 1e-9, run.cpu_check.detail
+    assert any("buffer bn.running_var" in d for d in run.cpu_check.detail) is batch_norm
+    assert any(d.startswith("emitted output 0") for d in run.cpu_check.detail)
+    assert "channel kernels" in (tmp_path / "40_model_new.py").read_text()
+    assert "Channel kernels" in (tmp_path / "report.md").read_text()
+
+
+def test_the_command_line_takes_the_channel_flag_explains_it_and_plans_channel_kernels_with_it(tmp_path):
+    def fuseforge(*args):
+        return subprocess.run([sys.executable, "-m", "fuseforge", *args], capture_output=True, text=True, timeout=600)
+
+    helped = fuseforge("optimize", "--help")
+    assert helped.returncode == 0 and "--channel-kernels" in helped.stdout
+    model = PROBLEMS / "dev" / "conv2d_batchnorm_relu.py"
+    result = fuseforge("optimize", str(model), "-o", str(tmp_path), "--no-gpu", "--channel-kernels")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "channel kernels: train-mode batch_norm of conv2d" in (tmp_path / "20_partition.txt").read_text()
+
+
+@pytest.mark.parametrize("path", [p for p in ALL_MODELS if "BatchNorm" not in p.read_text()
+                                  and "GroupNorm" not in p.read_text()], ids=lambda p: p.stem)
+def test_the_channel_flag_changes_nothing_for_a_model_without_batch_or_group_norm(path):
+    from fuseforge.load import load_model_file
+
+    captured = _captured_file(path, load_model_file)
+    assert format_plan(partition(captured.graph, channel_kernels=True)) == format_plan(partition(captured.graph))
+
+
+def _captured_file(path, load):
+    from fuseforge.capture import capture
+    from fuseforge.rewrite import rewrite
+
+    captured = capture(load(path))
+    rewrite(captured.graph, captured)
+    return captured
+
+
+# ---------------------------------------------------------------------------------------- reference
+
+SHAPES = [(1, 3, 5, 7), (5, 3), (2, 1, 3), (7, 5, 9), (3, 4, 2, 3, 2), (1, 7, 1, 1)]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("affine", [True, False])
+def test_the_batch_norm_reference_equals_torch_in_float64_outputs_and_running_statistics(shape, affine):
+    torch.manual_seed(0)
+    c = shape[1]
+    v = torch.randn(shape, dtype=torch.float64) * 3 + 1.5
+    w, b = torch.randn(c, dtype=torch.float64), torch.randn(c, dtype=torch.float64)
+    rm, rv = torch.randn(c, dtype=torch.float64), torch.rand(c, dtype=torch.float64) + 0.5
+    norm = channelwise.ChannelNorm("batch_norm", "v", "w" if affine else None, "b" if affine else None,
+                                   "rm", "rv", 0.3, 1e-3)
+    got = channelwise.reference(norm, v, {"w": w, "b": b, "rm": rm, "rv": rv})
+    want = torch.ops.aten._native_batch_norm_legit_functional.default(
+        v, w if affine else None, b if affine else None, rm, rv, True, 0.3, 1e-3)
+    assert len(got) == len(want) == 5
+    for i, (g, e) in enumerate(zip(got, want)):
+        if i in (1, 2) and g.shape != e.shape:  # torch may return the saved statistics in another shape
+            e = e.reshape(g.shape)
+        assert torch.allclose(g, e, rtol=1e-12, atol=1e-12, equal_nan=True), i  # N * HW = 1: NaN variance
+
+
+@pytest.mark.parametrize("shape", [(1, 6, 5, 7), (5, 6), (2, 6, 3), (3, 6, 1, 1)], ids=str)
+@pytest.mark.parametrize("groups", [1, 2, 3, 6])
+def test_the_group_norm_reference_equals_torch_in_float64(shape, groups):
+    torch.manual_seed(0)
+    v = torch.randn(shape, dtype=torch.float64) * 3 + 1.5
+    w, b = torch.randn(6, dtype=torch.float64), torch.randn(6, dtype=torch.float64)
+    norm = channelwise.ChannelNorm("group_norm", "v", "w", "b", None, None, 0.0, 1e-5, groups)
+    got = channelwise.reference(norm, v, {"w": w, "b": b})
+    assert torch.allclose(got, nn.functional.group_norm(v, groups, w, b, 1e-5), rtol=1e-12, atol=1e-12)
+
+
+def test_the_channel_reference_refuses_an_input_that_does_not_fit_its_class():
+    captured, plan = _plan(BiasBatchNormResidual(), torch.randn(2, 3, 5, 7), torch.randn(2, 3, 5, 7))
+    (group,) = plan.groups
+    by_name = {n.name: n for n in captured.graph.nodes}
+    inputs = {name: torch.randn(3) for name, cls in group.channel.operands if cls == "channel"}
+    inputs.update(x=torch.randn(2, 3, 5, 7), y=torch.randn(2, 3, 5, 7), p_bias=torch.randn(1, 3, 1))
+    with pytest.raises(ValueError, match="p_bias"):
+        run_kernel_reference(group, by_name, inputs)
+
+
+# ---------------------------------------------------------------------------------------- compile
+
+class EveryForm(nn.Module):
+    """A channel group of every form: planes with a per-channel prologue and a full epilogue input, columns
+    ([N, C]), no affine parameters with two full inputs and two full outputs, no running statistics over
+    [N, C, L], a 3-d batch norm; group norms over [N, C, H, W] and [N, C]."""
+
+    def __init__(self, c=5):
+        super().__init__()
+        self.bn2d, self.bn1d, self.plain = nn.BatchNorm2d(c), nn.BatchNorm1d(c), nn.BatchNorm2d(c, affine=False)
+        self.nostats = nn.BatchNorm1d(c, track_running_stats=False, momentum=0.3)
+        self.bn3d = nn.BatchNorm3d(c, eps=1e-3)
+        self.bias = nn.Parameter(torch.randn(c, 1, 1))
+        self.gn, self.gn_flat = nn.GroupNorm(c, 3 * c), nn.GroupNorm(1, 3 * c, affine=False)
+
+    def forward(self, x, y, v, u, t, s, r):
+        a = torch.relu(self.bn2d(x * 0.5 + self.bias) + y)
+        b = torch.sigmoid(self.bn1d(v * 2.0))
+        z = self.plain(x - y)
+        c = torch.tanh(self.nostats(u))
+        d = nn.functional.gelu(self.bn3d(t))
+        e = nn.functional.silu(self.gn(s * 2.0)) + s
+        f = torch.relu(self.gn_flat(r))
+        return a, b, z, z * torch.sigmoid(z), c, d, e, f
+
+
+def _every_form():
+    inputs = (torch.randn(2, 5, 6, 6), torch.randn(2, 5, 6, 6), torch.randn(4, 5), torch.randn(3, 5, 7),
+              torch.randn(2, 5, 3, 4, 4), torch.randn(2, 15, 3, 3), torch.randn(4, 15))
+    captured = _captured(EveryForm(), *inputs)
+    plan = partition(captured.graph, channel_kernels=True)
+    return captured, plan, generate(plan, captured.graph, "every_form.py")
+
+
+def test_every_form_of_the_test_model_is_a_channel_group():
+    _, plan, ext = _every_form()
+    groups = [g for g in plan.groups if g.channel]
+    assert len(groups) == 7
+    assert sorted(len(g.shape) for g in groups) == [2, 2, 3, 4, 4, 4, 5]
+    assert sorted(g.channel.norm.groups for g in groups) == [0, 0, 0, 0, 0, 1, 5]
+    assert max(sum(c == "full" for _, c in g.channel.operands) for g in groups) == 2
+    assert any(len([o for o in g.outputs if o not in g.channel.channel_nodes]) == 2 for g in groups)
+    assert ext.cuda.count("(channel kernels:") == 7
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+@pytest.mark.parametrize("std", ["c++17", "c++20"])
+def test_the_channel_kernels_compile_for_hopper_without_warnings_or_spills(std, tmp_path):
+    _, _, ext = _every_form()
+    source = tmp_path / "kernels.cu"
+    source.write_text(ext.cuda)
+    result = subprocess.run(
+        [NVCC, f"-std={std}", "-cubin", "-O3", "-gencode=arch=compute_90a,code=sm_90a", "-Werror", "all-warnings",
+         "-Xptxas", "-v,-warn-spills,-warn-lmem-usage", "-o", str(tmp_path / "k.cubin"), str(source)],
+        capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    spills = [line for line in result.stderr.splitlines() if "spill" in line]
+    assert spills and all("0 bytes spill stores, 0 bytes spill loads" in line for line in spills)
+    assert all(int(r) <= 64 for r in re.findall(r"Used (\d+) registers", result.stderr))
+
+
+@pytest.mark.skipif(GXX is None, reason="g++ is not installed")
+def test_the_channel_kernel_binding_compiles_against_torch_headers(tmp_path):
+    _, _, ext = _every_form()
+    source = tmp_path / "binding.cpp"
+    source.write_text(ext.binding)
+    includes = [f"-I{p}" for p in include_paths()] + [f"-I{sysconfig.get_paths()['include']}"]
+    result = subprocess.run([GXX, "-std=c++20", "-fsyntax-only", "-Wall", *includes, str(source)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+# ---------------------------------------------------------------------------------------- GPU
+
+# (N, C, spatial size): odd and even, N = 1, C odd, HW not a multiple of 4, HW a multiple of 4 (float4 path),
+# large enough for several parts per channel
+SIZES = [(1, 1, 3), (2, 3, 1), (1, 7, 5), (3, 5, 49), (4, 3, 64), (64, 33, 1), (1, 3, 4096), (9, 5, 1025),
+         (64, 16, 1024), (1000, 257, 1), (3, 2, 70001)]
+
+
+def _full_shape(rank, n, c, hw, groups):
+    c = c * groups if groups else c  # group norm: C a multiple of G
+    if rank == 2:
+        return (n * hw, c)  # columns: the spatial size folds into the batch
+    return (n, c, hw) + (1,) * (rank - 3)
+
+
+def _inputs_for(group, by_name, shape, misaligned, device):
+    values, c, rank = {}, shape[1], len(shape)
+    for name, cls in group.channel.operands:
+        if cls == "full":
+            size = shape
+        elif cls == "channel":
+            own = list(by_name[name].meta["val"].shape)
+            axis = 1 - (rank - len(own))
+            size = (c,) if axis < 0 else tuple(c if i == axis else 1 for i in range(len(own)))
+        else:
+            size = ()
+        n = 1
+        for d in size:
+            n *= d
+        flat = torch.randn(n + 1, device=device) * 2 + 0.5
+        if "running_var" in name:
+            flat = flat.abs() + 0.1
+        values[name] = (flat[1:] if misaligned and cls == "full" else flat[:n]).view(size)
+    return values
+
+
+def _rel(got, want):
+    diff = (got.double().cpu() - want).nan_to_num(0.0)
+    return (diff.norm() / want.nan_to_num(0.0).norm().clamp_min(1e-30)).item()
+
+
+@pytest.mark.gpu
+def test_the_generated_channel_kernels_match_float64_on_odd_sizes_like_eager_does():
+    from torch.utils.cpp_extension import load_inline
+
+    captured, plan, ext = _every_form()
+    kernels = load_inline(name=ext.name, cpp_sources=[ext.binding], cuda_sources=[ext.cuda],
+                          functions=list(ext.functions), extra_cflags=["-O3"], extra_cuda_cflags=["-O3"],
+                          no_implicit_headers=True)
+    by_name = {n.name: n for n in captured.graph.nodes}
+    stream = torch.cuda.current_stream().cuda_stream
+    failures = []
+    for group in [g for g in plan.groups if g.channel]:
+        for n, c, hw in SIZES:
+            shape = _full_shape(len(group.shape), n, c, hw, group.channel.norm.groups)
+            for misaligned in (False, True):
+                torch.manual_seed(n * 7919 + c * 31 + hw)
+                inputs = _inputs_for(group, by_name, shape, misaligned, "cuda")
+                got = getattr(kernels, group.name)(*[inputs[i] for i in group.inputs], stream)
+                got = got if isinstance(got, (list, tuple)) else [got]
+                again = getattr(kernels, group.name)(*[inputs[i] for i in group.inputs], stream)
+                again = again if isinstance(again, (list, tuple)) else [again]
+                truth = run_kernel_reference(group, by_name, {k: v.double().cpu() for k, v in inputs.items()})
+                eager = dict(inputs)  # the graph's torch ops in fp32 on the GPU
+                for name in group.nodes:
+                    eager[name] = _run_node(by_name[name], eager)
+                for out, value, repeat in zip(group.outputs, got, again):
+                    want = truth[out]
+                    ours, theirs = _rel(value, want), _rel(eager[out], want)
+                    where = f"{group.name} {list(shape)} misaligned={misaligned} {out}"
+                    if tuple(value.shape) != tuple(want.shape) or not ours <= 2 * theirs + 1e-6:
+                        failures.append(f"{where}: shape {tuple(value.shape)}, error {ours:.2e} vs eager {theirs:.2e}")
+                    if not torch.equal(value, repeat):
+                        failures.append(f"{where}: two runs differ (the statistics must be deterministic)")
+    assert not failures, "\n".join(failures)
