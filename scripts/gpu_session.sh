@@ -18,13 +18,15 @@ snapshot() {  # a consistent copy of the database, and the jobs' artefacts witho
 }
 
 case "$1" in
-  corpus)  # the grader's adversarial corpus on the GPU; kernels built in parallel first, records as JSON
-    ls tests/adversarial/*.py | xargs -P 16 -I{} timeout 300 $PY -c "import sys, pathlib; \
+  corpus)  # the grader's adversarial corpus on the GPU, shard $2 (K/N, default 0/1); kernels built in parallel first
+    shard="${2:-0/1}"; tag="${shard/\//_of_}"
+    [ -f out/corpus_prebuilt ] || { ls tests/adversarial/*.py | xargs -P 16 -I{} timeout 300 $PY -c "import sys, pathlib; \
 from fuseforge.suite.build import build_extension; build_extension(pathlib.Path(sys.argv[1]))" {} \
-        > "$OUT/corpus_prebuild.log" 2>&1
-    FUSEFORGE_CORPUS_RECORDS="$OUT/corpus_records.json" $PY -m pytest -v -p no:cacheprovider -rfE \
-        tests/test_check_corpus.py -k test_on_a_gpu_every_candidate --junitxml="$OUT/corpus.xml" > "$OUT/corpus.log" 2>&1
-    echo "corpus pytest exit $?"; grep -E "FAILED|passed|failed" "$OUT/corpus.log" | tail -8
+        > "$OUT/corpus_prebuild.log" 2>&1; touch out/corpus_prebuilt; }
+    FUSEFORGE_CORPUS_SHARD="$shard" FUSEFORGE_CORPUS_RECORDS="$OUT/corpus_records_$tag.json" timeout "${3:-540}" \
+        $PY -m pytest -v -p no:cacheprovider -rfE tests/test_check_corpus.py -k test_on_a_gpu_every_candidate \
+        --junitxml="$OUT/corpus_$tag.xml" > "$OUT/corpus_$tag.log" 2>&1
+    echo "corpus shard $shard pytest exit $?"; grep -E "FAILED|passed|failed" "$OUT/corpus_$tag.log" | tail -8
     ;;
   rows)  # the fused row kernels: their GPU tests, then optimize --row-kernels on the models that get one
     $PY -m pytest -q -p no:cacheprovider tests/test_rows.py > "$OUT/rows_pytest.log" 2>&1; tail -3 "$OUT/rows_pytest.log"

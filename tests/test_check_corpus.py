@@ -4,6 +4,9 @@ candidate runnable on the CPU gets its intended verdict with its check firing, a
 import ast
 import json
 import os
+import sys
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -54,14 +57,25 @@ def test_each_file_says_what_it_is_in_its_docstring(entry):
     assert model["device"] == "cpu" or entry["device"] == "cuda"
 
 
-def _run_corpus(entries: list[dict], device: str) -> dict[str, dict]:
+def _run_corpus(entries: list[dict], device: str, keep: Path | None = None) -> dict[str, dict]:
+    """Check every entry; with `keep`, rewrite that JSON file after each record (a killed run keeps its
+    finished records), each record with the seconds its check took (`corpus_wall_s`)."""
     s = CORPUS["settings"][device]
     settings = CheckSettings(device=device, seeds=s["seeds"], trials=s["trials"], warmup=s["warmup"])
     cache: dict = {}
+    records: dict[str, dict] = {}
+    lock = threading.Lock()
 
     def one(entry):
         model = ROOT / CORPUS["models"][entry["model"]]["path"]
-        return entry["file"], check_files(model, ROOT / entry["file"], settings, cache)
+        start = time.monotonic()
+        record = check_files(model, ROOT / entry["file"], settings, cache)
+        with lock:
+            records[entry["file"]] = {**record, "corpus_wall_s": round(time.monotonic() - start, 1)}
+            if keep is not None:  # whole or not at all: write aside, then rename
+                keep.with_suffix(".tmp").write_text(json.dumps(json_safe(records), indent=1) + "\n")
+                keep.with_suffix(".tmp").replace(keep)
+        return entry["file"], record
 
     try:
         for entry in {e["model"]: e for e in entries}.values():  # one reference run per model, first
@@ -70,6 +84,17 @@ def _run_corpus(entries: list[dict], device: str) -> dict[str, dict]:
             return dict(pool.map(one, entries))
     finally:
         clear_reference_cache(cache)
+
+
+def _shard(entries: list[dict]) -> list[dict]:
+    """FUSEFORGE_CORPUS_SHARD=K/N: every N-th entry from the K-th, so a GPU run can be split over commands."""
+    spec = os.environ.get("FUSEFORGE_CORPUS_SHARD")
+    if not spec:
+        return entries
+    k, n = (int(v) for v in spec.split("/"))
+    if not 0 <= k < n:
+        raise ValueError(f"FUSEFORGE_CORPUS_SHARD={spec!r}: want K/N with 0 <= K < N")
+    return entries[k::n]
 
 
 @pytest.fixture(scope="module")
@@ -94,14 +119,43 @@ def test_on_the_cpu_each_candidate_gets_its_intended_verdict(entry, cpu_records)
 
 @pytest.fixture(scope="module")
 def cuda_records():
-    records = _run_corpus(ENTRIES, "cuda")
-    if os.environ.get("FUSEFORGE_CORPUS_RECORDS"):  # keep the GPU run's records (bench/results)
-        Path(os.environ["FUSEFORGE_CORPUS_RECORDS"]).write_text(json.dumps(json_safe(records), indent=1) + "\n")
-    return records
+    keep = os.environ.get("FUSEFORGE_CORPUS_RECORDS")  # keep the GPU run's records (bench/results)
+    return _run_corpus(_shard(ENTRIES), "cuda", Path(keep) if keep else None)
 
 
 @pytest.mark.gpu
 @pytest.mark.timeout(3600)  # the first test also builds the corpus's kernels and runs every candidate
 @pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e["file"])
 def test_on_a_gpu_every_candidate_gets_its_intended_verdict(entry, cuda_records):
+    if entry not in _shard(ENTRIES):
+        pytest.skip("in another shard (FUSEFORGE_CORPUS_SHARD)")
     _assert_intended(entry, cuda_records[entry["file"]])
+
+
+def test_a_corpus_shard_takes_every_nth_entry_and_the_shards_cover_the_corpus_once(monkeypatch):
+    seen = []
+    for k in range(3):
+        monkeypatch.setenv("FUSEFORGE_CORPUS_SHARD", f"{k}/3")
+        seen += [e["file"] for e in _shard(ENTRIES)]
+    assert sorted(seen) == sorted(e["file"] for e in ENTRIES)
+    monkeypatch.setenv("FUSEFORGE_CORPUS_SHARD", "3/3")
+    with pytest.raises(ValueError):
+        _shard(ENTRIES)
+
+
+def test_the_records_file_is_rewritten_after_each_candidate(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_check(model, candidate, settings, cache):
+        calls.append(json.loads(keep.read_text()) if keep.exists() else {})
+        return {"verdict": "correct", "candidate": candidate.name}
+
+    keep = tmp_path / "records.json"
+    monkeypatch.setattr(sys.modules[__name__], "check_files", fake_check)
+    monkeypatch.setattr(sys.modules[__name__], "clear_reference_cache", lambda cache: None)
+    _run_corpus(CPU_ENTRIES[:3], "cpu", keep)
+    seen = [len(c) for c in calls]  # records on disk when each check began
+    assert seen[0] == 0 and seen == sorted(seen) and seen[-1] >= 1
+    final = json.loads(keep.read_text())
+    assert set(final) == {e["file"] for e in CPU_ENTRIES[:3]}
+    assert all("corpus_wall_s" in r for r in final.values())
