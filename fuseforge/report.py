@@ -115,7 +115,11 @@ def _unchanged(run: Run) -> list[str]:
     for node in working:
         name = _FRIENDLY.get(op_key(node), f"`{_op(node)}`")
         why = _why_torch(node, run.config.row_kernels, run.config.channel_kernels)
-        if node.all_input_nodes and all(a.name in run.captured.state_names for a in node.all_input_nodes):
+        updates = [fqn for fqn, src in run.captured.buffer_mutations.items() if src == node.name]
+        if updates:
+            why = (f"the new value of buffer `{updates[0]}`, as the original model computes it in this mode; "
+                   "too small to be worth a kernel.")
+        elif node.all_input_nodes and all(a.name in run.captured.state_names for a in node.all_input_nodes):
             why = ("derives a weight from the parameters for a rewrite above; recomputed in every forward, "
                    "so it follows training and load_state_dict.")
         lines.append(f"- {name} ({node.name}): {why}")

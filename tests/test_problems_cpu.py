@@ -74,3 +74,12 @@ def test_model_new_refuses_init_args_it_was_not_compiled_for(cpu_run):
     init[scalar_positions[0]] += 0.5
     with pytest.raises(ValueError, match="compiled for init args"):
         emitted.ModelNew(*init)
+
+
+def test_the_report_says_why_each_op_left_to_pytorch_stays_and_names_buffer_updates_as_such(cpu_run):
+    report = (cpu_run.config.out_dir / "report.md").read_text()
+    section = report.split("## Operators left unchanged, and why", 1)[1].split("\n## ", 1)[0]
+    for fqn, source in cpu_run.captured.buffer_mutations.items():
+        if any(f"({source})" in line for line in section.splitlines()):
+            line = next(line for line in section.splitlines() if f"({source})" in line)
+            assert f"buffer `{fqn}`" in line and "derives a weight" not in line, line
