@@ -95,7 +95,7 @@ def recognise(node: fx.Node) -> GemmAnchor | str:
     """The anchor's GEMM, or why it cannot be a GEMM kernel."""
     op = GEMM_OPS[str(node.target)]
     a = _args(node)
-    x, w = {"linear": ("input", "weight"), "addmm": ("mat1", "mat2")}.get(op, ("self", "mat2"))
+    x, w = {"linear": ("input", "weight"), "addmm": ("mat1", "mat2"), "matmul": ("self", "other")}.get(op, ("self", "mat2"))
     x, w = a[x], a[w]
     bias = a.get("bias") if op == "linear" else a.get("self") if op == "addmm" else None
     for role, t in (("A", x), ("B", w), ("bias", bias)):
