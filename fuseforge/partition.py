@@ -325,8 +325,10 @@ def format_plan(plan: Plan) -> str:
                 lines.append(f"    reads {', '.join(f'{i} ({c})' for i, c in r.operands)}; writes {', '.join(g.outputs)}")
             elif g.gemm:
                 m = g.gemm
-                bias = f" + {m.gemm.bias} (bias)" if m.gemm.bias else ""
-                lines.append(f"    gemm kernel: {m.gemm.op} {m.gemm.layout} ({m.gemm.a} @ {m.gemm.b}{bias}) -> "
+                alpha = f"{m.gemm.alpha!r} * " if m.gemm.alpha != 1.0 else ""
+                beta = f"{m.gemm.beta!r} * " if m.gemm.beta != 1.0 else ""
+                bias = f" + {beta}{m.gemm.bias} (bias)" if m.gemm.bias else ""
+                lines.append(f"    gemm kernel: {m.gemm.op} {m.gemm.layout} ({alpha}{m.gemm.a} @ {m.gemm.b}{bias}) -> "
                              f"{list(g.shape)}{' batched' if m.gemm.batched else ''}, epilogue of "
                              f"{len(g.nodes) - 1} pointwise ops")
                 lines.append(f"    reads {', '.join([m.gemm.a + ' (A)', m.gemm.b + ' (B)'] + [f'{i} ({k})' for i, k in m.operands])}; "
