@@ -43,6 +43,10 @@ def optimize(
         "--channel-kernels", help="Also fuse train-mode batch norm (statistics per channel, running-statistics "
                                   "update, normalise) and group norm with their pointwise neighbours, as two "
                                   "kernels (new: not yet measured on a GPU).")] = False,
+    gemm_kernels: Annotated[bool, typer.Option(
+        "--gemm-kernels", help="Run float32 linear/addmm/mm/matmul/bmm with the pointwise chain after them as one "
+                               "3xTF32 tensor-core GEMM kernel with a fused epilogue (sm_90a; new: not yet "
+                               "measured in this pipeline).")] = False,
 ) -> None:
     """Write OUT/model_new.py (a standalone ModelNew with fused CUDA kernels) and OUT/report.md.
 
@@ -64,7 +68,7 @@ def optimize(
         console.print("[yellow]no CUDA GPU on this machine: running the CPU-side stages only (as --no-gpu)[/]")
     config = OptimizeConfig(model_path=model.resolve(), out_dir=out, gpu=gpu, gpu_skip_reason=skip_reason,
                             seeds=seeds, trials=trials, compile_baseline=not no_compile, max_autotune_baseline=max_autotune,
-                            row_kernels=row_kernels, channel_kernels=channel_kernels)
+                            row_kernels=row_kernels, channel_kernels=channel_kernels, gemm_kernels=gemm_kernels)
     names = [name for name, _ in STAGES]
     with console.status("starting") as status:
         def on_stage(name: str) -> None:

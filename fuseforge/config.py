@@ -21,3 +21,4 @@ class OptimizeConfig:
     gpu_timeout_s: int = 1800  # build + verify + bench, in a child process
     row_kernels: bool = False  # also fuse last-axis reductions and norms with their neighbours (opt-in until measured)
     channel_kernels: bool = False  # also fuse train-mode batch norms with their neighbours (opt-in until measured)
+    gemm_kernels: bool = False  # also run float32 GEMMs with their pointwise epilogue as 3xTF32 kernels (opt-in)

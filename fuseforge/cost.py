@@ -20,6 +20,7 @@ from .capture import Captured
 from .partition import KernelStep, Plan
 
 SGEMM_FLOPS = 51.3e12  # cuBLAS fp32 GEMM, measured on an H100
+GEMM3X_FLOPS = 91.8e12  # our 3xTF32 GEMM, variant 2, 1024x8192x8192 on an H100 (bench/results/2026-11-21_labs_h100_634af62/gemm_head_0961b1f.json)
 CONV_FLOPS = 100e12  # cuDNN convolutions (TF32 by default in PyTorch): a rough effective rate
 BANDWIDTH = 2.98e12  # device copy, bytes read + written per second
 LAUNCH_S = 3e-6  # per kernel launch, as seen from a stream of small ops
@@ -162,8 +163,10 @@ def estimate(eager: EagerCost, captured: Captured, plan: Plan) -> CostEstimate:
         if isinstance(step, KernelStep):
             g = step.group
             moved = sum(nbytes(by_name[i]) for i in g.inputs) + sum(nbytes(by_name[o]) for o in g.outputs)
-            fl = float(numel(by_name[g.outputs[0]]) * len(g.nodes))
-            plan_s, plan_moved, plan_launches = plan_s + _time(fl, SGEMM_FLOPS, moved), plan_moved + moved, plan_launches + 1
+            fl, rate = float(numel(by_name[g.outputs[0]]) * len(g.nodes)), SGEMM_FLOPS
+            if g.gemm:  # the GEMM's FLOPs at our kernel's measured rate (the epilogue's are negligible)
+                fl, rate = flops(by_name[g.gemm.anchor])[0], GEMM3X_FLOPS
+            plan_s, plan_moved, plan_launches = plan_s + _time(fl, rate, moved), plan_moved + moved, plan_launches + 1
             units.append((list(g.inputs), list(g.outputs)))
         else:
             n = by_name[step.node]

@@ -8,7 +8,9 @@ the kernel reads it as (full, per column, per row, scalar), and computes the red
 kernel's formulas (`rowwise.reference`: max and sum of exponentials, mean and biased variance, ...)
 rather than by the ATen op. A channel kernel's reference does the same for its classes (full, per
 channel, scalar) and computes the batch norm's whole result tuple (normalised value, batch mean, inverse
-std, new running statistics) by the kernel's formulas (`channelwise.reference`). The generated C++ itself is checked by the op-table tests.
+std, new running statistics) by the kernel's formulas (`channelwise.reference`). A GEMM kernel's reference
+checks that A and B multiply and each epilogue input fits its class (full, per row, per column, scalar), then
+runs the GEMM and its epilogue as the graph's own ops. The generated C++ itself is checked by the op-table tests.
 """
 
 from __future__ import annotations
@@ -83,6 +85,21 @@ def _check_channel_operands(group: KernelGroup, inputs: dict[str, object]) -> No
             raise ValueError(f"{group.name}: input {name} of shape {list(t.shape)} is not {cls} for {list(sizes)}")
 
 
+def _check_gemm_operands(group: KernelGroup, inputs: dict[str, object]) -> None:
+    """What the GEMM kernel's binding checks: A and B multiply, each epilogue input fits its class."""
+    g = group.gemm.gemm
+    a, b = inputs[g.a], inputs[g.b]
+    b_kn = b.transpose(-1, -2) if g.op == "linear" else b
+    if a.dim() < 2 or b_kn.dim() != (3 if g.batched else 2) or b_kn.shape[-2] != a.shape[-1]:
+        raise ValueError(f"{group.name}: GEMM operands {g.a} {list(a.shape)} and {g.b} {list(b.shape)} do not multiply")
+    out = [*a.shape[:-1], b_kn.shape[-1]]
+    expected = {"row": a.numel() // max(1, a.shape[-1]), "col": out[-1], "scalar": 1}
+    for name, cls in group.gemm.operands:
+        t = inputs[name]
+        if not (list(t.shape) == out if cls == "full" else t.numel() == expected[cls]):
+            raise ValueError(f"{group.name}: input {name} of shape {list(t.shape)} is not {cls} for output {out}")
+
+
 def run_kernel_reference(group: KernelGroup, by_name: dict[str, fx.Node], inputs: dict[str, object]) -> dict:
     """The kernel's reference implementation: its ops with torch, on its declared inputs only."""
     local = dict(inputs)
@@ -90,6 +107,8 @@ def run_kernel_reference(group: KernelGroup, by_name: dict[str, fx.Node], inputs
         _check_row_operands(group, inputs)
     if group.channel:
         _check_channel_operands(group, inputs)
+    if group.gemm:  # the GEMM and its epilogue are the graph's own ops, in float64
+        _check_gemm_operands(group, inputs)
     for name in group.nodes:
         if group.row and name == group.row.anchor:
             red = group.row.reduction

@@ -162,7 +162,8 @@ def _forward(ctx: EmitContext) -> str:
         for i, step in enumerate(ctx.plan.steps):
             if isinstance(step, KernelStep):
                 g = step.group
-                what = f"one row kernel ({g.row.reduction.op} over the last axis)" if g.row else \
+                what = f"one GEMM kernel (3xTF32 {g.gemm.gemm.layout}, epilogue fused)" if g.gemm else \
+                    f"one row kernel ({g.row.reduction.op} over the last axis)" if g.row else \
                     f"channel kernels ({g.channel.norm.describe}: statistics, then normalise)" if g.channel \
                     else "one kernel"
                 ops = [op_key(by_name[n]).split('.')[1] for n in g.nodes if by_name[n].target is not operator.getitem]
@@ -219,7 +220,7 @@ def _module_text(ctx: EmitContext) -> str:
         w.line(f"BINDING_SOURCE = r\"\"\"\n{ext.binding}\"\"\"")
         w.line("")
         w.line("")
-        w.lines(_LOADER.format(name=ext.name, functions=list(ext.functions)))
+        w.lines(_LOADER.format(name=ext.name, functions=list(ext.functions), cuda_flags="[" + ", ".join(f'"{f}"' for f in ("-O3", *ext.cuda_flags)) + "]"))
     w.line("")
     w.line("")
     w.line(f"_COMPILED_FOR_INIT_ARGS = {ctx.init_args!r}")
@@ -254,7 +255,7 @@ def _kernels():
         cuda_sources=[CUDA_SOURCE],
         functions={functions!r},
         extra_cflags=["-O3"],
-        extra_cuda_cflags=["-O3"],
+        extra_cuda_cflags={cuda_flags},
         no_implicit_headers=True,
     )'''
 

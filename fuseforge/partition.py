@@ -10,7 +10,10 @@ Two kinds of kernel:
 - channel (opt-in): a train-mode batch norm or a group norm with the pointwise groups around it that have its input's
   shape (`partition_channels`): prologue -> per-channel statistics, then finalise + running statistics
   + normalise + epilogue, two launches.
-Other anchors (matmul, linear, conv, other reductions and norms, views) stay torch calls.
+- gemm (opt-in): a linear, addmm, mm, matmul (2-D) or bmm in float32 with the pointwise chain after it
+  (`partition_gemm`): one 3xTF32 tensor-core GEMM whose epilogue computes the chain per output element.
+  GEMM groups claim their pointwise neighbours first, then row groups, then channel groups.
+Other anchors (GEMMs without the flag, conv, other reductions and norms, views) stay torch calls.
 Whenever two neighbours end up apart, the reason is recorded (`WhyNotFused`).
 
 The planner emits plain dataclasses; codegen only prints them.
@@ -26,6 +29,7 @@ from torch import fx
 
 from . import pointwise, rowwise
 from .partition_channels import ChannelSpec, form_channel_groups
+from .partition_gemm import GemmSpec, form_gemm_groups
 from .partition_rows import RowSpec, form_row_groups, row_op_reason
 from .pointwise import NotSpellable
 
@@ -43,9 +47,12 @@ class KernelGroup:
     shape: tuple  # iteration shape (row kernels: the row shape) as captured; may hold symbolic sizes
     row: RowSpec | None = None  # set for a row kernel
     channel: ChannelSpec | None = None  # set for a channel kernel pair (shape: the norm's input shape)
+    gemm: GemmSpec | None = None  # set for a GEMM kernel (shape: the GEMM's output shape)
 
     @property
     def kind(self) -> str:
+        if self.gemm is not None:
+            return "gemm"
         return "row" if self.row is not None else "channel" if self.channel is not None else "pointwise"
 
 
@@ -204,7 +211,8 @@ def _kernel_name(nodes: list[str], by_name, taken: set[str]) -> str:
     return name
 
 
-def _make_group(nodes: list[str], by_name, taken: set[str], spec: RowSpec | ChannelSpec | None = None) -> KernelGroup:
+def _make_group(nodes: list[str], by_name, taken: set[str],
+                spec: RowSpec | ChannelSpec | GemmSpec | None = None) -> KernelGroup:
     members = set(nodes)
     inputs: list[str] = []
     for n in nodes:
@@ -221,8 +229,12 @@ def _make_group(nodes: list[str], by_name, taken: set[str], spec: RowSpec | Chan
     if channel:
         channel = ChannelSpec(channel.anchor, channel.norm, tuple((i, channel.operand_class(i)) for i in inputs),
                               channel.results, channel.channel_nodes, channel.full_shape)
+    gemm = spec if isinstance(spec, GemmSpec) else None
+    if gemm:  # epilogue operand classes in the order of the inputs (A and B are read by the main loop)
+        gemm = GemmSpec(gemm.anchor, gemm.gemm, tuple((i, gemm.operand_class(i)) for i in inputs
+                                                      if gemm.operand_class(i)), gemm.full_shape)
     return KernelGroup(_kernel_name(nodes, by_name, taken), tuple(nodes), tuple(inputs), tuple(outputs), shape,
-                       row, channel)
+                       row, channel, gemm)
 
 
 def _schedule(graph: fx.Graph, groups: list[KernelGroup]) -> list[TorchStep | KernelStep]:
@@ -263,14 +275,21 @@ def _schedule(graph: fx.Graph, groups: list[KernelGroup]) -> list[TorchStep | Ke
     return [units[u] for u in done]
 
 
-def partition(graph: fx.Graph, row_kernels: bool = False, channel_kernels: bool = False) -> Plan:
+def partition(graph: fx.Graph, row_kernels: bool = False, channel_kernels: bool = False,
+              gemm_kernels: bool = False) -> Plan:
     """The plan of GRAPH; with `row_kernels`, last-axis reductions and norms join their neighbours' kernels;
-    with `channel_kernels`, train-mode batch norms and group norms do."""
+    with `channel_kernels`, train-mode batch norms and group norms do; with `gemm_kernels`, float32 GEMMs
+    take the pointwise chain after them as their epilogue (first: before rows and channels)."""
     not_fused: list[WhyNotFused] = []
     by_name = {n.name: n for n in graph.nodes}
     order = {n.name: i for i, n in enumerate(graph.nodes)}
     taken: set[str] = set()
     pointwise_groups = _group_nodes(graph, not_fused)
+    gemm_groups: list = []
+    if gemm_kernels:
+        pointwise_groups, gemm_groups = form_gemm_groups(graph, pointwise_groups, not_fused, _Reach(graph),
+                                                         WhyNotFused)
+        gemm_entries = list(not_fused)
     row_groups: list = []
     if row_kernels:
         pointwise_groups, row_groups = form_row_groups(graph, pointwise_groups, not_fused, _Reach(graph), WhyNotFused)
@@ -279,6 +298,11 @@ def partition(graph: fx.Graph, row_kernels: bool = False, channel_kernels: bool 
         pointwise_groups, channel_groups = form_channel_groups(graph, pointwise_groups, not_fused, _Reach(graph),
                                                                WhyNotFused, in_rows)
         row_groups += channel_groups
+    if gemm_groups:  # the GEMM family's reasons stand for every edge that touches one of its groups
+        in_gemm = {n for members, _ in gemm_groups for n in members}
+        touches = lambda w: w.producer in in_gemm or w.consumer in in_gemm  # noqa: E731
+        not_fused[:] = [w for w in not_fused if not touches(w)] + [w for w in gemm_entries if touches(w)]
+        row_groups += gemm_groups
     units = [(nodes, None) for nodes in pointwise_groups]
     units += [(sorted(members, key=order.__getitem__), spec) for members, spec in row_groups]
     units.sort(key=lambda unit: order[unit[0][0]])
@@ -299,6 +323,16 @@ def format_plan(plan: Plan) -> str:
                 lines.append(f"    row kernel: {r.reduction.op} of {r.reduction.data} over the last axis of "
                              f"{list(g.shape)}{per_row}")
                 lines.append(f"    reads {', '.join(f'{i} ({c})' for i, c in r.operands)}; writes {', '.join(g.outputs)}")
+            elif g.gemm:
+                m = g.gemm
+                alpha = f"{m.gemm.alpha!r} * " if m.gemm.alpha != 1.0 else ""
+                beta = f"{m.gemm.beta!r} * " if m.gemm.beta != 1.0 else ""
+                bias = f" + {beta}{m.gemm.bias} (bias)" if m.gemm.bias else ""
+                lines.append(f"    gemm kernel: {m.gemm.op} {m.gemm.layout} ({alpha}{m.gemm.a} @ {m.gemm.b}{bias}) -> "
+                             f"{list(g.shape)}{' batched' if m.gemm.batched else ''}, epilogue of "
+                             f"{len(g.nodes) - 1} pointwise ops")
+                lines.append(f"    reads {', '.join([m.gemm.a + ' (A)', m.gemm.b + ' (B)'] + [f'{i} ({k})' for i, k in m.operands])}; "
+                             f"writes {', '.join(g.outputs)}")
             elif g.channel:
                 c = g.channel
                 per_channel = f"; one value per channel: {', '.join(c.channel_nodes)}" if c.channel_nodes else ""

@@ -72,7 +72,7 @@ def stage_rewrite(run: Run) -> None:
 
 def stage_partition(run: Run) -> None:
     run.plan = partition(run.captured.graph, row_kernels=run.config.row_kernels,
-                         channel_kernels=run.config.channel_kernels)
+                         channel_kernels=run.config.channel_kernels, gemm_kernels=run.config.gemm_kernels)
     run.artefact("20_partition.txt").write_text(format_plan(run.plan))
     run.cost = estimate(run.eager_cost, run.captured, run.plan)
 

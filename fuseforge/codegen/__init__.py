@@ -18,6 +18,8 @@ from ..pointwise import PRELUDE
 from ..rowwise import ROW_STATS
 from .channel_kernel import channel_kernel_source
 from .channel_runtime import CHANNEL_BINDING_RUNTIME, CHANNEL_KERNEL_RUNTIME, CHANNEL_TYPES
+from .gemm_kernel import gemm_kernel_source
+from .gemm_runtime import GEMM_BINDING_RUNTIME, GEMM_CUDA_FLAGS, gemm_kernel_runtime
 from .pointwise_kernel import KernelSource, kernel_source
 from .row_kernel import row_kernel_source
 from .row_runtime import ROW_BINDING_RUNTIME, ROW_KERNEL_RUNTIME
@@ -31,6 +33,7 @@ class Extension:
     binding: str
     functions: tuple[str, ...]
     kernels: tuple[KernelSource, ...]
+    cuda_flags: tuple[str, ...] = ()  # nvcc flags beyond -O3 (GEMM kernels: sm_90a)
 
     @property
     def empty(self) -> bool:
@@ -43,6 +46,8 @@ def _banner(model_name: str, what: str) -> str:
 
 
 def _source(group: KernelGroup, by_name) -> KernelSource:
+    if group.gemm:
+        return gemm_kernel_source(group, by_name)
     if group.channel:
         return channel_kernel_source(group, by_name)
     return row_kernel_source(group, by_name) if group.row else kernel_source(group, by_name)
@@ -53,12 +58,14 @@ def generate(plan: Plan, graph: fx.Graph, model_name: str) -> Extension:
     kernels = tuple(_source(g, by_name) for g in plan.groups)
     rows = any(g.row for g in plan.groups)
     channels = any(g.channel for g in plan.groups)
+    gemms = any(g.gemm for g in plan.groups)
     cuda = "\n".join([
         _banner(model_name, "CUDA kernels"),
         "#include <cuda_runtime.h>\n#include <cstdint>\n#include <math.h>",
         TYPES, PRELUDE, KERNEL_RUNTIME,
         *([ROW_STATS, ROW_KERNEL_RUNTIME] if rows else []),
         *([CHANNEL_TYPES, CHANNEL_KERNEL_RUNTIME] if channels else []),
+        *([gemm_kernel_runtime()] if gemms else []),
         *[k.cuda for k in kernels],
     ])
     binding = "\n".join([
@@ -67,10 +74,12 @@ def generate(plan: Plan, graph: fx.Graph, model_name: str) -> Extension:
         TYPES, BINDING_RUNTIME,
         *([ROW_BINDING_RUNTIME] if rows else []),
         *([CHANNEL_TYPES, CHANNEL_BINDING_RUNTIME] if channels else []),
+        *([GEMM_BINDING_RUNTIME] if gemms else []),
         *[k.launcher_decl for k in kernels],
         "",
         *[k.binding for k in kernels],
     ])
     digest = hashlib.sha256((cuda + binding).encode()).hexdigest()[:10]
     stem = "".join(c if c.isalnum() else "_" for c in model_name)
-    return Extension(f"ff_{stem}_{digest}", cuda, binding, tuple(k.name for k in kernels), kernels)
+    return Extension(f"ff_{stem}_{digest}", cuda, binding, tuple(k.name for k in kernels), kernels,
+                     GEMM_CUDA_FLAGS if gemms else ())
