@@ -10,6 +10,8 @@ Two kinds of kernel:
 - channel (opt-in): a train-mode batch norm or a group norm with the pointwise groups around it that have its input's
   shape (`partition_channels`): prologue -> per-channel statistics, then finalise + running statistics
   + normalise + epilogue, two launches.
+  With the same flag, an amin/amax/sum/mean over the channel axis with its prologue and epilogue
+  (`partition_channel_reductions`): one launch.
 Other anchors (matmul, linear, conv, other reductions and norms, views) stay torch calls.
 Whenever two neighbours end up apart, the reason is recorded (`WhyNotFused`).
 
@@ -25,6 +27,7 @@ import torch
 from torch import fx
 
 from . import pointwise, rowwise
+from .partition_channel_reductions import ChannelReduceSpec, form_channel_reduction_groups
 from .partition_channels import ChannelSpec, form_channel_groups
 from .partition_rows import RowSpec, form_row_groups, row_op_reason
 from .pointwise import NotSpellable
@@ -43,9 +46,12 @@ class KernelGroup:
     shape: tuple  # iteration shape (row kernels: the row shape) as captured; may hold symbolic sizes
     row: RowSpec | None = None  # set for a row kernel
     channel: ChannelSpec | None = None  # set for a channel kernel pair (shape: the norm's input shape)
+    channel_reduce: ChannelReduceSpec | None = None  # set for a channel-reduction kernel (shape: the reduced tensor's)
 
     @property
     def kind(self) -> str:
+        if self.channel_reduce is not None:
+            return "channel-reduction"
         return "row" if self.row is not None else "channel" if self.channel is not None else "pointwise"
 
 
@@ -204,7 +210,8 @@ def _kernel_name(nodes: list[str], by_name, taken: set[str]) -> str:
     return name
 
 
-def _make_group(nodes: list[str], by_name, taken: set[str], spec: RowSpec | ChannelSpec | None = None) -> KernelGroup:
+def _make_group(nodes: list[str], by_name, taken: set[str],
+                spec: RowSpec | ChannelSpec | ChannelReduceSpec | None = None) -> KernelGroup:
     members = set(nodes)
     inputs: list[str] = []
     for n in nodes:
@@ -221,8 +228,9 @@ def _make_group(nodes: list[str], by_name, taken: set[str], spec: RowSpec | Chan
     if channel:
         channel = ChannelSpec(channel.anchor, channel.norm, tuple((i, channel.operand_class(i)) for i in inputs),
                               channel.results, channel.channel_nodes, channel.full_shape)
+    reduce = spec.with_operand_order(tuple(inputs)) if isinstance(spec, ChannelReduceSpec) else None
     return KernelGroup(_kernel_name(nodes, by_name, taken), tuple(nodes), tuple(inputs), tuple(outputs), shape,
-                       row, channel)
+                       row, channel, reduce)
 
 
 def _schedule(graph: fx.Graph, groups: list[KernelGroup]) -> list[TorchStep | KernelStep]:
@@ -278,7 +286,10 @@ def partition(graph: fx.Graph, row_kernels: bool = False, channel_kernels: bool 
         in_rows = {n for members, _ in row_groups for n in members}
         pointwise_groups, channel_groups = form_channel_groups(graph, pointwise_groups, not_fused, _Reach(graph),
                                                                WhyNotFused, in_rows)
-        row_groups += channel_groups
+        in_kernels = in_rows | {n for members, _ in channel_groups for n in members}
+        pointwise_groups, reduce_groups = form_channel_reduction_groups(graph, pointwise_groups, not_fused,
+                                                                        _Reach(graph), WhyNotFused, in_kernels)
+        row_groups += channel_groups + reduce_groups
     units = [(nodes, None) for nodes in pointwise_groups]
     units += [(sorted(members, key=order.__getitem__), spec) for members, spec in row_groups]
     units.sort(key=lambda unit: order[unit[0][0]])
@@ -306,6 +317,8 @@ def format_plan(plan: Plan) -> str:
                 lines.append(f"    channel kernels: {c.norm.describe} of {c.norm.data} over {unit} of "
                              f"{list(g.shape)} (statistics, then normalise){per_channel}")
                 lines.append(f"    reads {', '.join(f'{i} ({k})' for i, k in c.operands)}; writes {', '.join(g.outputs)}")
+            elif g.channel_reduce:
+                lines += g.channel_reduce.describe_lines(g.outputs)
             else:
                 lines.append(f"    reads {', '.join(g.inputs)}; writes {', '.join(g.outputs)}; "
                              f"iteration shape {list(g.shape)}")

@@ -17,6 +17,12 @@ from ..partition import KernelGroup, Plan
 from ..pointwise import PRELUDE
 from ..rowwise import ROW_STATS
 from .channel_kernel import channel_kernel_source
+from .channel_reduce_kernel import channel_reduce_kernel_source
+from .channel_reduce_runtime import (
+    CHANNEL_REDUCE_BINDING_RUNTIME,
+    CHANNEL_REDUCE_KERNEL_RUNTIME,
+    CHANNEL_REDUCE_TYPES,
+)
 from .channel_runtime import CHANNEL_BINDING_RUNTIME, CHANNEL_KERNEL_RUNTIME, CHANNEL_TYPES
 from .pointwise_kernel import KernelSource, kernel_source
 from .row_kernel import row_kernel_source
@@ -45,6 +51,8 @@ def _banner(model_name: str, what: str) -> str:
 def _source(group: KernelGroup, by_name) -> KernelSource:
     if group.channel:
         return channel_kernel_source(group, by_name)
+    if group.channel_reduce:
+        return channel_reduce_kernel_source(group, by_name)
     return row_kernel_source(group, by_name) if group.row else kernel_source(group, by_name)
 
 
@@ -53,12 +61,14 @@ def generate(plan: Plan, graph: fx.Graph, model_name: str) -> Extension:
     kernels = tuple(_source(g, by_name) for g in plan.groups)
     rows = any(g.row for g in plan.groups)
     channels = any(g.channel for g in plan.groups)
+    reductions = any(g.channel_reduce for g in plan.groups)
     cuda = "\n".join([
         _banner(model_name, "CUDA kernels"),
         "#include <cuda_runtime.h>\n#include <cstdint>\n#include <math.h>",
         TYPES, PRELUDE, KERNEL_RUNTIME,
         *([ROW_STATS, ROW_KERNEL_RUNTIME] if rows else []),
         *([CHANNEL_TYPES, CHANNEL_KERNEL_RUNTIME] if channels else []),
+        *([CHANNEL_REDUCE_TYPES, CHANNEL_REDUCE_KERNEL_RUNTIME] if reductions else []),
         *[k.cuda for k in kernels],
     ])
     binding = "\n".join([
@@ -67,6 +77,7 @@ def generate(plan: Plan, graph: fx.Graph, model_name: str) -> Extension:
         TYPES, BINDING_RUNTIME,
         *([ROW_BINDING_RUNTIME] if rows else []),
         *([CHANNEL_TYPES, CHANNEL_BINDING_RUNTIME] if channels else []),
+        *([CHANNEL_REDUCE_TYPES, CHANNEL_REDUCE_BINDING_RUNTIME] if reductions else []),
         *[k.launcher_decl for k in kernels],
         "",
         *[k.binding for k in kernels],

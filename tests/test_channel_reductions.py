@@ -1,0 +1,360 @@
+"""Channel-reduction kernels: amin/amax/sum/mean over the channel axis with their pointwise neighbours, one launch.
+
+Plan tests on tiny modules and on the problem models (what joins, what stays a torch call and why), the
+float64 reference against torch on odd shapes, nvcc and g++ compile checks of the generated code, and on
+a GPU the generated kernels against float64 on odd sizes (DESIGN §3 rule).
+"""
+
+import operator
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+
+import pytest
+import torch
+from conftest import ALL_MODELS, PROBLEMS
+from test_partition import _captured
+from torch import nn
+from torch.utils.cpp_extension import include_paths
+
+from fuseforge import channel_reductions
+from fuseforge.codegen import generate
+from fuseforge.config import OptimizeConfig
+from fuseforge.cpu_check import _run_node, run_kernel_reference
+from fuseforge.partition import KernelStep, format_plan, partition
+from fuseforge.pipeline import optimize
+
+NVCC = shutil.which("nvcc")
+GXX = shutil.which("g++")
+
+
+def _plan(model, *inputs):
+    captured = _captured(model, *inputs)
+    return captured, partition(captured.graph, channel_kernels=True)
+
+
+def _ops(captured, group):
+    by_name = {n.name: n for n in captured.graph.nodes}
+    return [str(by_name[n].target).split(".")[1] for n in group.nodes if by_name[n].target is not operator.getitem]
+
+
+class MinWithNeighbours(nn.Module):
+    def __init__(self, c=5):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(c, 1, 1))
+
+    def forward(self, x, r):
+        v = torch.min(x * 0.5 + self.bias, dim=1)[0]  # [N, H, W]: keepdim False
+        return torch.tanh(v) + r
+
+
+def test_a_channel_min_with_a_per_channel_prologue_and_a_residual_epilogue_is_one_kernel():
+    captured, plan = _plan(MinWithNeighbours(), torch.randn(2, 5, 3, 7), torch.randn(2, 3, 7))
+    (group,) = plan.groups
+    assert group.kind == "channel-reduction"
+    assert _ops(captured, group) == ["mul", "add", "min", "tanh", "add"]
+    spec = group.channel_reduce
+    assert spec.reduction.op == "amin" and spec.reduction.keepdim is False and spec.reduction.values == "getitem"
+    assert dict(spec.operands) == {"x": "full", "p_bias": "channel", "r": "reduced"}
+    assert spec.full_shape[1:] == (5, 3, 7) and spec.out_shape == (spec.full_shape[0], 3, 7)
+    assert len(group.outputs) == 1 and group.outputs[0] == group.nodes[-1]
+    assert [type(s).__name__ for s in plan.steps] == ["KernelStep"] and plan.not_fused == []
+
+
+def test_a_min_whose_indices_are_used_stays_a_torch_call_and_the_reason_names_the_indices():
+    class Indices(nn.Module):
+        def forward(self, x):
+            values, indices = torch.min(x, dim=1, keepdim=True)
+            return torch.tanh(values), indices
+
+    _, plan = _plan(Indices(), torch.randn(2, 5, 3, 7))
+    assert all(g.channel_reduce is None for g in plan.groups)
+    (why,) = [w for w in plan.not_fused if w.producer == "min_1"]
+    assert why.reason == ("aten.min.dim is not pointwise, nor a channel kernel: the indices of min_1 are used "
+                          "(getitem_1): a channel reduction computes the values only")
+
+
+def test_a_prologue_value_also_read_outside_the_kernel_stays_apart_and_the_reason_says_so():
+    class Shared(nn.Module):
+        def forward(self, x):
+            y = torch.sigmoid(x)
+            return y.amax(dim=1, keepdim=True) * 2.0, y
+
+    _, plan = _plan(Shared(), torch.randn(2, 5, 3, 7))
+    (group,) = [g for g in plan.groups if g.channel_reduce]
+    assert "sigmoid" not in group.nodes and group.nodes[-1].startswith("mul")
+    (why,) = [w for w in plan.not_fused if w.producer == "sigmoid" and w.consumer == "amax"]
+    assert "read outside the kernel" in why.reason
+
+
+def test_an_epilogue_input_that_broadcasts_along_a_spatial_axis_stays_apart():
+    class SpatialBroadcast(nn.Module):
+        def forward(self, x, y):
+            return x.sum(dim=1, keepdim=True) * y  # y [N, 1, H, 1]: neither per position nor a scalar
+
+    _, plan = _plan(SpatialBroadcast(), torch.randn(2, 5, 3, 7), torch.randn(2, 1, 3, 1))
+    (group,) = [g for g in plan.groups if g.channel_reduce]
+    assert group.nodes == ("sum_1",)
+    (why,) = [w for w in plan.not_fused if w.consumer.startswith("mul")]
+    assert "does not broadcast as the kernel reads it" in why.reason
+
+
+@pytest.mark.parametrize("forward, why", [
+    (lambda x: x.sum(dim=2, keepdim=True), "reduces another axis"),
+    (lambda x: x.amax(dim=(1, 2)), "reduces two axes"),
+    (lambda x: x.flatten(2).mean(dim=-1).sum(dim=1), "rank 2: a row reduction"),
+], ids=["dim2", "two-dims", "rank2"])
+def test_a_reduction_that_is_not_over_the_channel_axis_of_a_spatial_tensor_is_no_channel_kernel(forward, why):
+    class Other(nn.Module):
+        def forward(self, x):
+            return torch.tanh(forward(x))
+
+    captured = _captured(Other(), torch.randn(2, 5, 3, 7))
+    flagged = partition(captured.graph, channel_kernels=True)
+    assert all(g.channel_reduce is None for g in flagged.groups), why
+    assert format_plan(flagged) == format_plan(partition(captured.graph))  # reasons unchanged too
+
+
+CHANNEL_REDUCTION_MODELS = {  # model -> (steps, ops of the channel-reduction kernel, not-fused pairs)
+    "dev/conv2d_channelmin_tanh": (["torch", "channel-reduction"], ["min", "tanh", "tanh"],
+                                   [("conv2d", "min_1")]),
+    "dev/conv3d_maxpool_sigmoid_sum": (["torch", "torch", "channel-reduction"], ["sigmoid", "sum"],
+                                       [("max_pool3d", "sigmoid")]),
+}
+
+
+@pytest.mark.parametrize("name", list(CHANNEL_REDUCTION_MODELS))
+def test_a_channel_reduction_model_gets_one_kernel_and_passes_the_float64_cpu_check(name, tmp_path):
+    run = optimize(OptimizeConfig(model_path=PROBLEMS / f"{name}.py", out_dir=tmp_path, gpu=False,
+                                  channel_kernels=True))
+    steps, ops, apart = CHANNEL_REDUCTION_MODELS[name]
+    assert [s.group.kind if isinstance(s, KernelStep) else "torch" for s in run.plan.steps] == steps
+    (group,) = run.plan.groups
+    assert _ops(run.captured, group) == ops
+    assert [(w.producer, w.consumer) for w in run.plan.not_fused] == apart
+    assert all("not pointwise (stays a torch call)" in w.reason for w in run.plan.not_fused)
+    assert run.cpu_check.passed and run.cpu_check.max_rel_error <= 1e-9, run.cpu_check.detail
+    assert any(d.startswith("emitted output 0") for d in run.cpu_check.detail)
+    assert "channel-reduction kernel" in (tmp_path / "40_model_new.py").read_text()
+    report = (tmp_path / "report.md").read_text()
+    assert "Channel-reduction kernels" in report and f"kernels.{group.name}(" in report
+
+
+def test_the_command_line_plans_the_channel_min_model_as_one_channel_reduction_kernel(tmp_path):
+    model = PROBLEMS / "dev" / "conv2d_channelmin_tanh.py"
+    result = subprocess.run([sys.executable, "-m", "fuseforge", "optimize", str(model), "-o", str(tmp_path),
+                             "--no-gpu", "--channel-kernels"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    plan = (tmp_path / "20_partition.txt").read_text()
+    assert "kernel fused_min_tanh: min_1 -> getitem -> tanh -> tanh_1" in plan
+    assert "channel-reduction kernel: amin of conv2d over axis 1 of ['s77', 64, 254, 254] -> ['s77', 1, 254, 254]" \
+        in plan
+
+
+FLAG_OFF = {  # the plans before channel reductions existed (flag off must keep them)
+    "dev/conv2d_channelmin_tanh": (
+        "# steps, in execution order\ntorch  conv2d\ntorch  min_1\ntorch  getitem\nkernel fused_tanh: tanh -> tanh_1\n"
+        "    reads getitem; writes tanh_1; iteration shape ['s77', 1, 254, 254]\n\n# why neighbours were not fused\n"
+        "min_1 -> tanh: aten.min.dim is not pointwise (stays a torch call)\n"),
+    "dev/conv3d_maxpool_sigmoid_sum": (
+        "# steps, in execution order\ntorch  conv3d\ntorch  max_pool3d\nkernel fused_sigmoid: sigmoid\n"
+        "    reads max_pool3d; writes sigmoid; iteration shape ['s77', 16, 8, 32, 32]\ntorch  sum_1\n\n"
+        "# why neighbours were not fused\nmax_pool3d -> sigmoid: aten.max_pool3d.default is not pointwise (stays a "
+        "torch call)\nsigmoid -> sum_1: aten.sum.dim_IntList is not pointwise, nor a row kernel: sum_1 reduces dims "
+        "[1], not the last axis alone\n"),
+}
+
+
+def _captured_file(path):
+    from fuseforge.capture import capture
+    from fuseforge.load import load_model_file
+    from fuseforge.rewrite import rewrite
+
+    captured = capture(load_model_file(path))
+    rewrite(captured.graph, captured)
+    return captured
+
+
+@pytest.mark.parametrize("path", ALL_MODELS, ids=lambda p: p.stem)
+def test_without_the_flag_no_plan_has_a_channel_reduction_kernel_or_mentions_one(path):
+    plan = partition(_captured_file(path).graph)
+    assert all(g.channel_reduce is None for g in plan.groups)
+    assert not any("channel" in w.reason for w in plan.not_fused)
+    name = f"{path.parent.name}/{path.stem}"
+    if name in FLAG_OFF:
+        assert format_plan(plan) == FLAG_OFF[name]
+
+
+# ---------------------------------------------------------------------------------------- reference
+
+SHAPES = [(1, 1, 1), (1, 3, 5), (2, 7, 3, 5), (3, 5, 7, 1, 3), (1, 4, 4), (2, 33, 9, 9)]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("op", ["amin", "amax", "sum", "mean"])
+@pytest.mark.parametrize("keepdim", [True, False])
+def test_the_channel_reduction_reference_equals_torch_in_float64(shape, op, keepdim):
+    torch.manual_seed(0)
+    v = torch.randn(shape, dtype=torch.float64) * 3 + 0.5
+    got = channel_reductions.reference(channel_reductions.ChannelReduction(op, "v", keepdim), v)
+    want = getattr(torch, op)(v, dim=1, keepdim=keepdim)
+    assert got.shape == want.shape and torch.allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("op", ["amin", "amax", "sum", "mean"])
+def test_a_nan_in_any_channel_gives_nan_in_the_reference_as_in_torch(op):
+    v = torch.randn(2, 5, 3, 3, dtype=torch.float64)
+    v[1, 3, 2, 1] = float("nan")
+    got = channel_reductions.reference(channel_reductions.ChannelReduction(op, "v", True), v)
+    want = torch.min(v, dim=1, keepdim=True)[0] if op == "amin" else getattr(torch, op)(v, dim=1, keepdim=True)
+    assert torch.equal(torch.isnan(got), torch.isnan(want)) and torch.isnan(got).sum() == 1
+
+
+def test_the_channel_reduction_reference_refuses_an_input_that_does_not_fit_its_class():
+    captured, plan = _plan(MinWithNeighbours(), torch.randn(2, 5, 3, 7), torch.randn(2, 3, 7))
+    (group,) = plan.groups
+    by_name = {n.name: n for n in captured.graph.nodes}
+    inputs = {"x": torch.randn(2, 5, 3, 7), "p_bias": torch.randn(5, 1, 1), "r": torch.randn(2, 1, 3, 7)}
+    with pytest.raises(ValueError, match="input r"):
+        run_kernel_reference(group, by_name, inputs)
+
+
+# ---------------------------------------------------------------------------------------- compile
+
+class EveryReduction(nn.Module):
+    """A channel-reduction kernel of every form: min.dim values with a per-channel prologue and a residual
+    epilogue (keepdim False), max.dim values, amin/amax with a negative dim, a sum of two full inputs over
+    [N, C, L], a mean over [N, C, D, H, W] with two outputs."""
+
+    def __init__(self, c=5):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(c, 1, 1))
+
+    def forward(self, x, r, y, z, t):
+        a = torch.tanh(torch.min(x * 0.5 + self.bias, dim=1)[0]) + r
+        b = torch.relu(torch.max(x, dim=1, keepdim=True)[0])
+        c = torch.sigmoid(torch.amin(x - 1.0, dim=-3, keepdim=True))
+        d = (y * z).sum(dim=1)
+        m = t.mean(dim=1, keepdim=True)
+        return a, b, c, d * 2.0, m, torch.exp(m)
+
+
+def _every_reduction():
+    inputs = (torch.randn(2, 5, 6, 6), torch.randn(2, 6, 6), torch.randn(3, 4, 7), torch.randn(3, 4, 7),
+              torch.randn(2, 3, 3, 4, 4))
+    captured = _captured(EveryReduction(), *inputs)
+    plan = partition(captured.graph, channel_kernels=True)
+    return captured, plan, generate(plan, captured.graph, "every_reduction.py")
+
+
+def test_every_form_of_the_test_model_is_a_channel_reduction_kernel():
+    _, plan, ext = _every_reduction()
+    groups = [g for g in plan.groups if g.channel_reduce]
+    assert len(groups) == len(plan.groups) == 5
+    assert sorted(g.channel_reduce.reduction.op for g in groups) == ["amax", "amin", "amin", "mean", "sum"]
+    assert sorted(len(g.outputs) for g in groups) == [1, 1, 1, 1, 2]
+    assert {c for g in groups for _, c in g.channel_reduce.operands} == {"full", "channel", "reduced"}
+    assert ext.cuda.count("(channel-reduction kernel)") == 5
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+@pytest.mark.parametrize("std", ["c++17", "c++20"])
+def test_the_channel_reduction_kernels_compile_for_hopper_without_warnings_or_spills(std, tmp_path):
+    _, _, ext = _every_reduction()
+    source = tmp_path / "kernels.cu"
+    source.write_text(ext.cuda)
+    result = subprocess.run(
+        [NVCC, f"-std={std}", "-cubin", "-O3", "-gencode=arch=compute_90a,code=sm_90a", "-Werror", "all-warnings",
+         "-Xptxas", "-v,-warn-spills,-warn-lmem-usage", "-o", str(tmp_path / "k.cubin"), str(source)],
+        capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    spills = [line for line in result.stderr.splitlines() if "spill" in line]
+    assert len(spills) == 10 and all("0 bytes spill stores, 0 bytes spill loads" in line for line in spills)
+    assert all(int(r) <= 64 for r in re.findall(r"Used (\d+) registers", result.stderr))
+
+
+@pytest.mark.skipif(GXX is None, reason="g++ is not installed")
+def test_the_channel_reduction_binding_compiles_against_torch_headers(tmp_path):
+    _, _, ext = _every_reduction()
+    source = tmp_path / "binding.cpp"
+    source.write_text(ext.binding)
+    includes = [f"-I{p}" for p in include_paths()] + [f"-I{sysconfig.get_paths()['include']}"]
+    result = subprocess.run([GXX, "-std=c++20", "-fsyntax-only", "-Wall", *includes, str(source)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+# ---------------------------------------------------------------------------------------- GPU
+
+# (N, C, S): N = 1, C = 1 and odd, S odd, S a multiple of 4 (float4 path), C not a multiple of 4 (the
+# channel loop's tail), large enough for several blocks per sample
+SIZES = [(1, 1, 1), (2, 3, 1), (1, 7, 5), (3, 5, 49), (4, 3, 64), (1, 64, 4096), (9, 5, 1025), (2, 257, 3),
+         (64, 16, 1024), (3, 6, 70001)]
+
+
+def _shape(rank, n, c, s):
+    return (n, c, s) + (1,) * (rank - 3)
+
+
+def _channel_size(node, shape):
+    """A per-channel operand at its traced rank, with C on the axis that lands on axis 1 of `shape`."""
+    own = list(node.meta["val"].shape)
+    axis = 1 - (len(shape) - len(own))
+    return (shape[1],) if axis < 0 else tuple(shape[1] if i == axis else 1 for i in range(len(own)))
+
+
+def _gpu_inputs(group, by_name, shape, misaligned, nan):
+    spec, values = group.channel_reduce, {}
+    out = (shape[0], 1, *shape[2:]) if spec.reduction.keepdim else (shape[0], *shape[2:])
+    for name, cls in spec.operands:
+        size = {"full": shape, "reduced": out, "scalar": ()}.get(cls) or _channel_size(by_name[name], shape)
+        count = 1
+        for d in size:
+            count *= d
+        flat = torch.randn(count + 1, device="cuda") * 2 + 0.5
+        values[name] = (flat[1:] if misaligned and cls in ("full", "reduced") else flat[:count]).view(size)
+    if nan:
+        first = next(name for name, cls in spec.operands if cls == "full")
+        values[first].view(-1)[values[first].numel() // 2] = float("nan")
+    return values
+
+
+def _rel(got, want):
+    diff = (got.double().cpu() - want).nan_to_num(0.0)
+    return (diff.norm() / want.nan_to_num(0.0).norm().clamp_min(1e-30)).item()
+
+
+@pytest.mark.gpu
+def test_the_generated_channel_reduction_kernels_match_float64_on_odd_sizes_like_eager_does():
+    from torch.utils.cpp_extension import load_inline
+
+    captured, plan, ext = _every_reduction()
+    kernels = load_inline(name=ext.name, cpp_sources=[ext.binding], cuda_sources=[ext.cuda],
+                          functions=list(ext.functions), extra_cflags=["-O3"], extra_cuda_cflags=["-O3"],
+                          no_implicit_headers=True)
+    by_name = {n.name: n for n in captured.graph.nodes}
+    stream = torch.cuda.current_stream().cuda_stream
+    failures = []
+    for group in plan.groups:
+        for n, c, s in SIZES:
+            shape = _shape(len(group.shape), n, c, s)
+            for misaligned, nan in ((False, False), (True, False), (False, True)):
+                torch.manual_seed(n * 7919 + c * 31 + s)
+                inputs = _gpu_inputs(group, by_name, shape, misaligned, nan)
+                got = getattr(kernels, group.name)(*[inputs[i] for i in group.inputs], stream)
+                got = got if isinstance(got, (list, tuple)) else [got]
+                truth = run_kernel_reference(group, by_name, {k: v.double().cpu() for k, v in inputs.items()})
+                eager = dict(inputs)  # the graph's torch ops in fp32 on the GPU
+                for name in group.nodes:
+                    eager[name] = _run_node(by_name[name], eager)
+                for out, value in zip(group.outputs, got):
+                    want = truth[out]
+                    ours, theirs = _rel(value, want), _rel(eager[out], want)
+                    where = f"{group.name} {list(shape)} misaligned={misaligned} nan={nan} {out}"
+                    if tuple(value.shape) != tuple(want.shape) or not ours <= 2 * theirs + 1e-6:
+                        failures.append(f"{where}: shape {tuple(value.shape)}, error {ours:.2e} vs eager {theirs:.2e}")
+                    if not torch.equal(torch.isnan(value).cpu(), torch.isnan(want)):
+                        failures.append(f"{where}: NaN where float64 has none, or the reverse")
+    assert not failures, "\n".join(failures)
