@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 from torch import fx
 
-from . import channel_reductions, channelwise, rowwise
+from . import channel_reductions, channelwise, pooling, rowwise
 from .capture import Captured
 from .load import LoadedModel
 from .partition import KernelGroup, KernelStep, Plan
@@ -88,15 +88,23 @@ def _check_channel_operands(group: KernelGroup, inputs: dict[str, object]) -> No
 def _check_reduce_operands(group: KernelGroup, inputs: dict[str, object]) -> None:
     """What the channel-reduction kernel's binding checks: each input fits the class it is read as."""
     spec = group.channel_reduce
-    full = [inputs[i] for i, c in spec.operands if c == "full"]
+    full = [inputs[i] for i, c in spec.operands if c in ("full", "pooled")]
     if not full or full[0].dim() < 3:
         raise ValueError(f"{group.name}: no full-shape input of rank >= 3")
     sizes = list(full[0].shape)
-    out = [sizes[0], 1, *sizes[2:]] if spec.reduction.keepdim else [sizes[0], *sizes[2:]]
+    if spec.pool:  # the pooled shape, from the pool's input
+        pooled = inputs[spec.pool.data]
+        sizes = [*pooled.shape[:2], *[pooling.out_size(spec.pool, a, n) for a, n in enumerate(pooled.shape[2:])]]
+    out = sizes if not spec.reduction else [sizes[0], 1, *sizes[2:]] if spec.reduction.keepdim else \
+        [sizes[0], *sizes[2:]]
     for name, cls in spec.operands:
         t = inputs[name]
-        ok = list(t.shape) == {"full": sizes, "reduced": out}[cls] if cls in ("full", "reduced") else \
-            t.numel() == (sizes[1] if cls == "channel" else 1)
+        if cls == "pooled":
+            ok = t.dim() == spec.pool.dims + 2
+        elif cls in ("full", "reduced"):
+            ok = list(t.shape) == (sizes if cls == "full" else out)
+        else:
+            ok = t.numel() == (sizes[1] if cls == "channel" else 1)
         if ok and cls == "channel" and t.dim() > 1:  # such as [C, 1, 1]: C must land on axis 1
             ok = t.dim() <= len(sizes) and ([1] * (len(sizes) - t.dim()) + list(t.shape))[1] == sizes[1]
         if not ok:
@@ -119,7 +127,11 @@ def run_kernel_reference(group: KernelGroup, by_name: dict[str, fx.Node], inputs
         elif group.channel and name == group.channel.anchor:
             norm = group.channel.norm
             local[name] = channelwise.reference(norm, local[norm.data], {p: local[p] for p in norm.params})
-        elif group.channel_reduce and name == group.channel_reduce.anchor:
+        elif group.channel_reduce and name == group.channel_reduce.pool_node:
+            pool = group.channel_reduce.pool
+            value = pooling.reference(pool, local[pool.data])
+            local[name] = (value, None) if pool.values else value  # with indices: (values, unused indices)
+        elif group.channel_reduce and group.channel_reduce.reduction and name == group.channel_reduce.anchor:
             red = group.channel_reduce.reduction
             value = channel_reductions.reference(red, local[red.data])
             local[name] = (value, None) if red.values else value  # min.dim / max.dim: (values, unused indices)

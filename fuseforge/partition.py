@@ -51,7 +51,7 @@ class KernelGroup:
     @property
     def kind(self) -> str:
         if self.channel_reduce is not None:
-            return "channel-reduction"
+            return "channel-reduction" if self.channel_reduce.reduction else "pool"
         return "row" if self.row is not None else "channel" if self.channel is not None else "pointwise"
 
 

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 
 from torch import fx
 
-from . import channel_reductions, channelwise, rowwise
+from . import channel_reductions, channelwise, pooling, rowwise
 from .cost import BANDWIDTH, LAUNCH_S, SGEMM_FLOPS, VIEW_OPS, nbytes
 from .partition import KernelStep, fusible_reason
-from .partition_channel_reductions import channel_reduction_reason
+from .partition_channel_reductions import channel_reduction_reason, pool_reason
 from .partition_channels import channel_op_reason
 from .partition_rows import row_op_reason
 from .pointwise import op_key
@@ -52,11 +52,11 @@ def _replaced(run: Run) -> list[str]:
                     "then finalise + running statistics + normalise + epilogue) read the full-shape inputs twice, "
                     "instead of eager's statistics, normalise and one pass per pointwise op; they read ")
         if g.channel_reduce:
-            what = (f"a {g.channel_reduce.reduction.describe} with the pointwise ops before and after it is "
-                    "memory-bound; one kernel reduces each (sample, position) over its channels in registers and "
-                    "runs the epilogue on the result, so it reads ")
+            what = (f"a {g.channel_reduce.describe} with the pointwise ops around it is memory-bound; one kernel "
+                    "computes each pooled value from its window and/or reduces each (sample, position) over its "
+                    "channels in registers, then runs the epilogue, so it reads ")
         kind = "row kernel" if g.row else "channel kernels" if g.channel else \
-            "channel-reduction kernel" if g.channel_reduce else "kernel"
+            f"{g.kind} kernel" if g.channel_reduce else "kernel"
         lines.append(f"- {_ops_of(run, g.nodes)} (graph values {', '.join(g.nodes)}) → generated "
                      f"{kind} `{g.name}`: {what}"
                      f"{', '.join(g.inputs)} once and write {', '.join(g.outputs)} once instead of a round trip "
@@ -150,6 +150,8 @@ def _why_torch(node: fx.Node, row_kernels: bool, channel_kernels: bool = False) 
         return ("batch norm kept as PyTorch's kernel: it is no channel kernel"
                 + (f" ({channel_op_reason(node)})." if channel_op_reason(node) else
                    " (its neighbours could not join it; see below)."))
+    if channel_kernels and pooling.is_pool_op(node):
+        return f"pool kept as PyTorch's kernel: it joins no channel kernel ({pool_reason(node)})."
     if channel_kernels and channel_reductions.is_channel_reduction_op(node) and channel_reduction_reason(node) \
             and "channel axis" not in channel_reduction_reason(node) and "row" not in channel_reduction_reason(node):
         return f"reduction over the channels kept as PyTorch's kernel: {channel_reduction_reason(node)}."
@@ -229,7 +231,10 @@ def _kernels_how(run: Run) -> list[str]:
             "positions of one sample, so each warp's loads are contiguous; four positions per thread with "
             "16-byte loads and stores when S % 4 == 0 and every pointer is aligned, one otherwise; the channel "
             "loop is unrolled by 4 to keep several loads in flight. The input is read once and only the "
-            "reduced outputs are written. Not yet run on a GPU in this pipeline.",
+            "reduced outputs are written. A max or average pool before the reduction (kernel, stride, padding, "
+            "dilation, ceil_mode as captured; PyTorch's divisor rule) is computed per channel from its window "
+            "in registers, so the pooled tensor is never written; a pool with only pointwise ops after it is a "
+            "pool kernel, one thread per pooled element. Not yet run on a GPU in this pipeline.",
             "",
         ]
     lines += ["Calls in `ModelNew.forward` (`model_new.py`):", ""]
@@ -241,8 +246,8 @@ def _kernels_how(run: Run) -> list[str]:
                      + ", ".join(f"{i} ({c})" for i, c in g.channel.operands))
         if g.channel_reduce:
             spec = g.channel_reduce
-            shape = (f"{spec.reduction.op} of {spec.reduction.data} over axis 1 of {list(g.shape)} -> "
-                     f"{list(spec.out_shape)}; reads " + ", ".join(f"{i} ({c})" for i, c in spec.operands))
+            shape = (f"{spec.describe} over {list(g.shape)} -> {list(spec.out_shape)}; reads "
+                     + ", ".join(f"{i} ({c})" for i, c in spec.operands))
         lines.append(f"- `{', '.join(g.outputs)} = kernels.{g.name}({', '.join([*g.inputs, 'stream'])})` — {shape}")
     return lines + [""]
 

@@ -1,7 +1,8 @@
-"""Channel-reduction kernels: amin/amax/sum/mean over the channel axis with their pointwise neighbours, one launch.
+"""Channel-reduction and pool kernels: amin/amax/sum/mean over the channel axis and max/avg pools with their
+pointwise neighbours, one launch.
 
 Plan tests on tiny modules and on the problem models (what joins, what stays a torch call and why), the
-float64 reference against torch on odd shapes, nvcc and g++ compile checks of the generated code, and on
+float64 references against torch on odd shapes, nvcc and g++ compile checks of the generated code, and on
 a GPU the generated kernels against float64 on odd sizes (DESIGN §3 rule).
 """
 
@@ -19,7 +20,7 @@ from test_partition import _captured
 from torch import nn
 from torch.utils.cpp_extension import include_paths
 
-from fuseforge import channel_reductions
+from fuseforge import channel_reductions, pooling
 from fuseforge.codegen import generate
 from fuseforge.config import OptimizeConfig
 from fuseforge.cpu_check import _run_node, run_kernel_reference
@@ -120,8 +121,8 @@ def test_a_reduction_that_is_not_over_the_channel_axis_of_a_spatial_tensor_is_no
 CHANNEL_REDUCTION_MODELS = {  # model -> (steps, ops of the channel-reduction kernel, not-fused pairs)
     "dev/conv2d_channelmin_tanh": (["torch", "channel-reduction"], ["min", "tanh", "tanh"],
                                    [("conv2d", "min_1")]),
-    "dev/conv3d_maxpool_sigmoid_sum": (["torch", "torch", "channel-reduction"], ["sigmoid", "sum"],
-                                       [("max_pool3d", "sigmoid")]),
+    "dev/conv3d_maxpool_sigmoid_sum": (["torch", "channel-reduction"], ["max_pool3d", "sigmoid", "sum"],
+                                       [("conv3d", "max_pool3d")]),
 }
 
 
@@ -140,6 +141,68 @@ def test_a_channel_reduction_model_gets_one_kernel_and_passes_the_float64_cpu_ch
     assert "channel-reduction kernel" in (tmp_path / "40_model_new.py").read_text()
     report = (tmp_path / "report.md").read_text()
     assert "Channel-reduction kernels" in report and f"kernels.{group.name}(" in report
+
+
+class PoolThenPointwise(nn.Module):
+    def forward(self, x):
+        return torch.relu(nn.functional.max_pool2d(x, 3, 2, 1, ceil_mode=True)) * 2.0
+
+
+def test_a_pool_with_pointwise_ops_after_it_and_no_reduction_is_one_pool_kernel():
+    captured, plan = _plan(PoolThenPointwise(), torch.randn(2, 3, 7, 9))
+    (group,) = plan.groups
+    assert group.kind == "pool" and _ops(captured, group) == ["max_pool2d", "relu", "mul"]
+    spec = group.channel_reduce
+    assert spec.reduction is None and dict(spec.operands) == {"x": "pooled"}
+    assert (spec.pool.kernel, spec.pool.stride, spec.pool.padding, spec.pool.ceil_mode) == ((3, 3), (2, 2), (1, 1), True)
+    assert spec.full_shape[1:] == (3, 4, 5) and plan.not_fused == []
+
+
+def test_a_max_pool_whose_indices_are_unused_joins_and_one_whose_indices_are_used_stays():
+    class Indices(nn.Module):
+        def __init__(self, use):
+            super().__init__()
+            self.use = use
+
+        def forward(self, x):
+            values, indices = nn.functional.max_pool2d(x, 2, return_indices=True)
+            out = values.sum(dim=1, keepdim=True)
+            return (out, indices) if self.use else out
+
+    _, unused = _plan(Indices(False), torch.randn(2, 3, 6, 6))
+    (group,) = unused.groups
+    assert group.channel_reduce.pool.values is not None and group.kind == "channel-reduction"
+    _, used = _plan(Indices(True), torch.randn(2, 3, 6, 6))
+    assert all(g.channel_reduce is None or g.channel_reduce.pool is None for g in used.groups)
+    (why,) = [w for w in used.not_fused if w.consumer.startswith("sum")]
+    assert "the indices of max_pool2d_with_indices are used" in why.reason
+
+
+def test_a_pointwise_op_before_a_pool_stays_apart_because_the_pool_reads_its_input_through_windows():
+    class Before(nn.Module):
+        def forward(self, x):
+            return torch.tanh(nn.functional.avg_pool2d(torch.relu(x), 2))
+
+    _, plan = _plan(Before(), torch.randn(2, 3, 6, 6))
+    (pool,) = [g for g in plan.groups if g.channel_reduce]
+    assert not any(n.startswith("relu") for n in pool.nodes)
+    (why,) = [w for w in plan.not_fused if w.producer.startswith("relu")]
+    assert "reads relu through its window" in why.reason
+
+
+def test_a_pool_without_a_pointwise_op_after_it_stays_pytorchs_kernel():
+    class Alone(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(12, 4)
+
+        def forward(self, x):
+            return self.fc(nn.functional.max_pool2d(x, 2).flatten(1))
+
+    captured = _captured(Alone(), torch.randn(2, 3, 4, 4))
+    flagged = partition(captured.graph, channel_kernels=True)
+    assert all(g.channel_reduce is None for g in flagged.groups)
+    assert [s.node for s in flagged.steps] == [s.node for s in partition(captured.graph).steps]
 
 
 def test_the_command_line_plans_the_channel_min_model_as_one_channel_reduction_kernel(tmp_path):
@@ -221,6 +284,43 @@ def test_the_channel_reduction_reference_refuses_an_input_that_does_not_fit_its_
         run_kernel_reference(group, by_name, inputs)
 
 
+def _pool(op, dims, k, s, p, d=1, ceil=False, include=True, override=None):
+    return pooling.Pool(op, "v", (k,) * dims, (s,) * dims, (p,) * dims, (d,) * dims, ceil, include, override)
+
+
+POOLS = [  # (op, dims, kernel, stride, padding, dilation, ceil_mode, count_include_pad, divisor_override)
+    ("max", 2, 2, 2, 0, 1, False, True, None), ("max", 2, 3, 2, 1, 1, True, True, None),
+    ("max", 2, 3, 1, 1, 2, False, True, None), ("max", 3, 2, 2, 0, 1, True, True, None),
+    ("max", 3, 3, 2, 1, 1, True, True, None), ("avg", 2, 3, 2, 1, 1, True, True, None),
+    ("avg", 2, 3, 2, 1, 1, True, False, None), ("avg", 2, 2, 3, 1, 1, True, False, None),
+    ("avg", 2, 3, 2, 0, 1, False, True, 5), ("avg", 3, 3, 2, 1, 1, True, False, None),
+    ("avg", 3, 2, 1, 1, 1, False, True, None),
+]
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 7, 5, 6), (2, 3, 8, 9, 4), (1, 5, 3, 3, 3)], ids=str)
+@pytest.mark.parametrize("args", POOLS, ids=str)
+def test_the_pool_reference_equals_torch_in_float64_with_padding_dilation_and_ceil_mode(shape, args):
+    op, dims, k, s, p, d, ceil, include, override = args
+    torch.manual_seed(0)
+    v = torch.randn(shape[:dims + 2], dtype=torch.float64) * 3
+    pool = _pool(op, dims, k, s, p, d, ceil, include, override)
+    got = pooling.reference(pool, v)
+    fn = getattr(nn.functional, f"{op}_pool{dims}d")
+    want = fn(v, k, s, p, d, ceil_mode=ceil) if op == "max" else \
+        fn(v, k, s, p, ceil_mode=ceil, count_include_pad=include, divisor_override=override)
+    assert got.shape == want.shape and torch.allclose(got, want, rtol=1e-12, atol=1e-12)
+    assert list(got.shape[2:]) == [pooling.out_size(pool, a, n) for a, n in enumerate(shape[2:dims + 2])]
+
+
+def test_a_nan_in_a_window_gives_nan_in_the_max_pool_reference_as_in_torch():
+    v = torch.randn(1, 2, 5, 5, dtype=torch.float64)
+    v[0, 1, 2, 3] = float("nan")
+    got = pooling.reference(_pool("max", 2, 3, 2, 1, ceil=True), v)
+    want = nn.functional.max_pool2d(v, 3, 2, 1, ceil_mode=True)
+    assert torch.equal(torch.isnan(got), torch.isnan(want)) and torch.isnan(got).sum() > 0
+
+
 # ---------------------------------------------------------------------------------------- compile
 
 class EveryReduction(nn.Module):
@@ -241,12 +341,38 @@ class EveryReduction(nn.Module):
         return a, b, c, d * 2.0, m, torch.exp(m)
 
 
+class EveryPool(nn.Module):
+    """A pool in every form: max_pool3d -> sigmoid -> channel sum (the dev model's form), an average pool with
+    padding, ceil_mode and count_include_pad=False before a channel amax, a max pool with padding and dilation
+    before a mean with a per-channel prologue; pool kernels: a max pool with ceil_mode and a full input of the
+    pooled shape, an average pool with divisor_override and two outputs."""
+
+    def __init__(self, c=3):
+        super().__init__()
+        self.scale = nn.Parameter(torch.randn(c, 1, 1))
+
+    def forward(self, x, v, y, w):
+        a = torch.sigmoid(nn.functional.max_pool3d(x, 2)).sum(dim=1, keepdim=True)
+        b = nn.functional.avg_pool2d(v, 3, 2, 1, ceil_mode=True, count_include_pad=False).amax(dim=1)
+        c = (nn.functional.max_pool2d(v, 3, 1, 1, dilation=2) * self.scale).mean(dim=1, keepdim=True)
+        e = torch.relu(nn.functional.max_pool2d(v, 2, ceil_mode=True) + y)
+        f = nn.functional.avg_pool3d(w, 2, 1, 1, divisor_override=3)
+        return a, b, c, e, torch.tanh(f), f
+
+
 def _every_reduction():
     inputs = (torch.randn(2, 5, 6, 6), torch.randn(2, 6, 6), torch.randn(3, 4, 7), torch.randn(3, 4, 7),
               torch.randn(2, 3, 3, 4, 4))
     captured = _captured(EveryReduction(), *inputs)
     plan = partition(captured.graph, channel_kernels=True)
     return captured, plan, generate(plan, captured.graph, "every_reduction.py")
+
+
+def _every_pool():
+    inputs = (torch.randn(2, 3, 4, 6, 6), torch.randn(2, 3, 7, 9), torch.randn(2, 3, 4, 5), torch.randn(2, 3, 3, 4, 5))
+    captured = _captured(EveryPool(), *inputs)
+    plan = partition(captured.graph, channel_kernels=True)
+    return captured, plan, generate(plan, captured.graph, "every_pool.py")
 
 
 def test_every_form_of_the_test_model_is_a_channel_reduction_kernel():
@@ -259,10 +385,22 @@ def test_every_form_of_the_test_model_is_a_channel_reduction_kernel():
     assert ext.cuda.count("(channel-reduction kernel)") == 5
 
 
+def test_every_form_of_the_pool_test_model_is_a_pool_or_channel_reduction_kernel():
+    captured, plan, ext = _every_pool()
+    assert sorted(g.kind for g in plan.groups) == ["channel-reduction"] * 3 + ["pool"] * 2
+    assert all(g.channel_reduce.pool for g in plan.groups)
+    assert sorted((g.channel_reduce.pool.op, g.channel_reduce.pool.dims) for g in plan.groups) == \
+        [("avg", 2), ("avg", 3), ("max", 2), ("max", 2), ("max", 3)]
+    assert {c for g in plan.groups for _, c in g.channel_reduce.operands} == {"pooled", "full", "channel"}
+    assert sorted(len(g.outputs) for g in plan.groups) == [1, 1, 1, 1, 2]
+    assert ext.cuda.count("(pool kernel)") == 2 and ext.cuda.count("(channel-reduction kernel)") == 3
+
+
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 @pytest.mark.parametrize("std", ["c++17", "c++20"])
-def test_the_channel_reduction_kernels_compile_for_hopper_without_warnings_or_spills(std, tmp_path):
-    _, _, ext = _every_reduction()
+@pytest.mark.parametrize("build, kernels", [(_every_reduction, 10), (_every_pool, 5)], ids=["reductions", "pools"])
+def test_the_channel_reduction_kernels_compile_for_hopper_without_warnings_or_spills(std, build, kernels, tmp_path):
+    _, _, ext = build()
     source = tmp_path / "kernels.cu"
     source.write_text(ext.cuda)
     result = subprocess.run(
@@ -271,13 +409,14 @@ def test_the_channel_reduction_kernels_compile_for_hopper_without_warnings_or_sp
         capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     spills = [line for line in result.stderr.splitlines() if "spill" in line]
-    assert len(spills) == 10 and all("0 bytes spill stores, 0 bytes spill loads" in line for line in spills)
+    assert len(spills) == kernels and all("0 bytes spill stores, 0 bytes spill loads" in line for line in spills)
     assert all(int(r) <= 64 for r in re.findall(r"Used (\d+) registers", result.stderr))
 
 
 @pytest.mark.skipif(GXX is None, reason="g++ is not installed")
-def test_the_channel_reduction_binding_compiles_against_torch_headers(tmp_path):
-    _, _, ext = _every_reduction()
+@pytest.mark.parametrize("build", [_every_reduction, _every_pool], ids=["reductions", "pools"])
+def test_the_channel_reduction_binding_compiles_against_torch_headers(build, tmp_path):
+    _, _, ext = build()
     source = tmp_path / "binding.cpp"
     source.write_text(ext.binding)
     includes = [f"-I{p}" for p in include_paths()] + [f"-I{sysconfig.get_paths()['include']}"]
@@ -292,10 +431,9 @@ def test_the_channel_reduction_binding_compiles_against_torch_headers(tmp_path):
 # channel loop's tail), large enough for several blocks per sample
 SIZES = [(1, 1, 1), (2, 3, 1), (1, 7, 5), (3, 5, 49), (4, 3, 64), (1, 64, 4096), (9, 5, 1025), (2, 257, 3),
          (64, 16, 1024), (3, 6, 70001)]
-
-
-def _shape(rank, n, c, s):
-    return (n, c, s) + (1,) * (rank - 3)
+# pools: (N, C, spatial sizes of the pool's input): odd and even, N = 1, C = 1, windows past the edges
+POOL_SIZES = {2: [(1, 1, (5, 5)), (2, 3, (7, 9)), (3, 5, (8, 6)), (1, 17, (33, 31)), (4, 16, (64, 64))],
+              3: [(1, 1, (3, 4, 5)), (2, 3, (5, 7, 9)), (2, 16, (16, 64, 64))]}
 
 
 def _channel_size(node, shape):
@@ -305,18 +443,29 @@ def _channel_size(node, shape):
     return (shape[1],) if axis < 0 else tuple(shape[1] if i == axis else 1 for i in range(len(own)))
 
 
-def _gpu_inputs(group, by_name, shape, misaligned, nan):
+def _cases(group):
+    """(pooled input shape or None, full shape F) for every size the GPU test runs `group` at."""
+    spec = group.channel_reduce
+    if spec.pool is None:
+        return [(None, (n, c, s) + (1,) * (len(group.shape) - 3)) for n, c, s in SIZES]
+    return [((n, c, *spatial), (n, c, *[pooling.out_size(spec.pool, a, x) for a, x in enumerate(spatial)]))
+            for n, c, spatial in POOL_SIZES[spec.pool.dims]]
+
+
+def _gpu_inputs(group, by_name, pooled, shape, misaligned, nan):
     spec, values = group.channel_reduce, {}
-    out = (shape[0], 1, *shape[2:]) if spec.reduction.keepdim else (shape[0], *shape[2:])
+    red = spec.reduction
+    out = shape if red is None else (shape[0], 1, *shape[2:]) if red.keepdim else (shape[0], *shape[2:])
     for name, cls in spec.operands:
-        size = {"full": shape, "reduced": out, "scalar": ()}.get(cls) or _channel_size(by_name[name], shape)
+        size = {"full": shape, "reduced": out, "scalar": (), "pooled": pooled}.get(cls) or \
+            _channel_size(by_name[name], shape)
         count = 1
         for d in size:
             count *= d
         flat = torch.randn(count + 1, device="cuda") * 2 + 0.5
-        values[name] = (flat[1:] if misaligned and cls in ("full", "reduced") else flat[:count]).view(size)
+        values[name] = (flat[1:] if misaligned and cls in ("full", "reduced", "pooled") else flat[:count]).view(size)
     if nan:
-        first = next(name for name, cls in spec.operands if cls == "full")
+        first = next(name for name, cls in spec.operands if cls in ("full", "pooled"))
         values[first].view(-1)[values[first].numel() // 2] = float("nan")
     return values
 
@@ -327,10 +476,11 @@ def _rel(got, want):
 
 
 @pytest.mark.gpu
-def test_the_generated_channel_reduction_kernels_match_float64_on_odd_sizes_like_eager_does():
+@pytest.mark.parametrize("build", [_every_reduction, _every_pool], ids=["reductions", "pools"])
+def test_the_generated_channel_reduction_kernels_match_float64_on_odd_sizes_like_eager_does(build):
     from torch.utils.cpp_extension import load_inline
 
-    captured, plan, ext = _every_reduction()
+    captured, plan, ext = build()
     kernels = load_inline(name=ext.name, cpp_sources=[ext.binding], cuda_sources=[ext.cuda],
                           functions=list(ext.functions), extra_cflags=["-O3"], extra_cuda_cflags=["-O3"],
                           no_implicit_headers=True)
@@ -338,11 +488,10 @@ def test_the_generated_channel_reduction_kernels_match_float64_on_odd_sizes_like
     stream = torch.cuda.current_stream().cuda_stream
     failures = []
     for group in plan.groups:
-        for n, c, s in SIZES:
-            shape = _shape(len(group.shape), n, c, s)
+        for pooled, shape in _cases(group):
             for misaligned, nan in ((False, False), (True, False), (False, True)):
-                torch.manual_seed(n * 7919 + c * 31 + s)
-                inputs = _gpu_inputs(group, by_name, shape, misaligned, nan)
+                torch.manual_seed(sum(shape) * 7919 + len(shape))
+                inputs = _gpu_inputs(group, by_name, pooled, shape, misaligned, nan)
                 got = getattr(kernels, group.name)(*[inputs[i] for i in group.inputs], stream)
                 got = got if isinstance(got, (list, tuple)) else [got]
                 truth = run_kernel_reference(group, by_name, {k: v.double().cpu() for k, v in inputs.items()})
@@ -352,7 +501,7 @@ def test_the_generated_channel_reduction_kernels_match_float64_on_odd_sizes_like
                 for out, value in zip(group.outputs, got):
                     want = truth[out]
                     ours, theirs = _rel(value, want), _rel(eager[out], want)
-                    where = f"{group.name} {list(shape)} misaligned={misaligned} nan={nan} {out}"
+                    where = f"{group.name} {list(pooled or shape)} misaligned={misaligned} nan={nan} {out}"
                     if tuple(value.shape) != tuple(want.shape) or not ours <= 2 * theirs + 1e-6:
                         failures.append(f"{where}: shape {tuple(value.shape)}, error {ours:.2e} vs eager {theirs:.2e}")
                     if not torch.equal(torch.isnan(value).cpu(), torch.isnan(want)):
