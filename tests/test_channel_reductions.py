@@ -452,7 +452,7 @@ def _cases(group):
             for n, c, spatial in POOL_SIZES[spec.pool.dims]]
 
 
-def _gpu_inputs(group, by_name, pooled, shape, misaligned, nan):
+def _gpu_inputs(group, by_name, pooled, shape, misaligned, nan, device="cuda"):
     spec, values = group.channel_reduce, {}
     red = spec.reduction
     out = shape if red is None else (shape[0], 1, *shape[2:]) if red.keepdim else (shape[0], *shape[2:])
@@ -462,7 +462,7 @@ def _gpu_inputs(group, by_name, pooled, shape, misaligned, nan):
         count = 1
         for d in size:
             count *= d
-        flat = torch.randn(count + 1, device="cuda") * 2 + 0.5
+        flat = torch.randn(count + 1, device=device) * 2 + 0.5
         values[name] = (flat[1:] if misaligned and cls in ("full", "reduced", "pooled") else flat[:count]).view(size)
     if nan:
         first = next(name for name, cls in spec.operands if cls in ("full", "pooled"))
@@ -507,3 +507,152 @@ def test_the_generated_channel_reduction_kernels_match_float64_on_odd_sizes_like
                     if not torch.equal(torch.isnan(value).cpu(), torch.isnan(want)):
                         failures.append(f"{where}: NaN where float64 has none, or the reverse")
     assert not failures, "\n".join(failures)
+
+
+# ---------------------------------------------------------------------------------------- host emulation
+
+HOST_LOOPS = r"""
+// Test harness: the kernels' loops on the host, over the same Op structs (their FF_HD member functions).
+template <class Op>
+int host_cred_launch(const Op& op, FFCredDims d, void*) {
+    for (int64_t n = 0; n < d.batch; ++n) {
+        for (int64_t s = 0; s < d.positions; ++s) {
+            FFPoolWindow window{};
+            if constexpr (Op::kPool) window = op.window(d, s);
+            float acc = Op::init();
+            for (int c = 0; c < (int)d.channels; ++c) {
+                float in[FFCredFull<Op>::kSize] = {};
+                for (int f = 0; f < Op::kFull; ++f) in[f] = op.full[f][(n * d.channels + c) * d.positions + s];
+                float pooled = 0.0f;
+                if constexpr (Op::kPool) pooled = op.pool(op.pooled + (n * d.channels + c) * d.in_positions, d, window);
+                acc = Op::combine(acc, op.reduced(in, c, pooled));
+            }
+            float o[Op::kOut];
+            op.element(acc, (int)d.channels, n * d.positions + s, o);
+            for (int m = 0; m < Op::kOut; ++m) op.out[m][n * d.positions + s] = o[m];
+        }
+    }
+    return 0;
+}
+
+template <class Op>
+int host_pool_launch(const Op& op, FFCredDims d, void*) {
+    for (int64_t i = 0; i < d.batch * d.channels * d.positions; ++i) {
+        const int64_t plane = i / d.positions, s = i % d.positions;
+        float in[FFCredFull<Op>::kSize] = {};
+        for (int f = 0; f < Op::kFull; ++f) in[f] = op.full[f][i];
+        const float pooled = op.pool(op.pooled + plane * d.in_positions, d, op.window(d, s));
+        float o[Op::kOut];
+        op.pooled_element(in, (int)(plane % d.channels), pooled, o);
+        for (int m = 0; m < Op::kOut; ++m) op.out[m][i] = o[m];
+    }
+    return 0;
+}
+"""
+
+
+def _host_main(plan) -> str:
+    """main(kernel, dir): reads dims.txt and in<k>.bin, calls the kernel's launcher, writes out<m>.bin."""
+    lines = ["#include <cstdio>", "#include <cstring>", "#include <vector>",
+             "static std::vector<float> ff_read(const char* dir, const char* name) {",
+             "    char path[4096]; std::snprintf(path, sizeof path, \"%s/%s\", dir, name);",
+             "    FILE* f = std::fopen(path, \"rb\"); std::fseek(f, 0, SEEK_END); long bytes = std::ftell(f);",
+             "    std::fseek(f, 0, SEEK_SET); std::vector<float> v(bytes / 4 + 1);",
+             "    if (std::fread(v.data(), 1, bytes, f) != (size_t)bytes) v.clear(); std::fclose(f); return v;", "}",
+             "int main(int argc, char** argv) {",
+             "    if (argc != 3) return 2;",
+             "    char path[4096]; std::snprintf(path, sizeof path, \"%s/dims.txt\", argv[2]);",
+             "    FILE* f = std::fopen(path, \"r\"); long long v[14]; for (int k = 0; k < 14; ++k)"
+             " if (std::fscanf(f, \"%lld\", &v[k]) != 1) return 3; std::fclose(f);",
+             "    FFCredDims d{v[0], v[1], v[2], 0, v[3], {v[4], v[5], v[6]}, {v[7], v[8], v[9]}};",
+             "    const long long out_count = v[10];"]
+    for g in plan.groups:
+        lines.append(f"    if (std::strcmp(argv[1], \"{g.name}\") == 0) {{")
+        for k in range(len(g.inputs)):
+            lines.append(f"        std::vector<float> in{k} = ff_read(argv[2], \"in{k}.bin\");")
+        for m in range(len(g.outputs)):
+            lines.append(f"        std::vector<float> out{m}(out_count);")
+        args = [f"in{k}.data()" for k in range(len(g.inputs))] + [f"out{m}.data()" for m in range(len(g.outputs))]
+        lines.append(f"        launch_{g.name}({', '.join(args)}, d, nullptr);")
+        for m in range(len(g.outputs)):
+            lines.append(f"        std::snprintf(path, sizeof path, \"%s/out{m}.bin\", argv[2]);")
+            lines.append(f"        f = std::fopen(path, \"wb\"); std::fwrite(out{m}.data(), 4, out_count, f); std::fclose(f);")
+        lines.append("        return 0;")
+        lines.append("    }")
+    lines += ["    return 1;", "}"]
+    return "\n".join(lines)
+
+
+def _host_binary(ext, plan, tmp_path):
+    from fuseforge.codegen.channel_reduce_runtime import CHANNEL_REDUCE_KERNEL_RUNTIME
+
+    cuda = ext.cuda.replace(CHANNEL_REDUCE_KERNEL_RUNTIME, CHANNEL_REDUCE_KERNEL_RUNTIME + HOST_LOOPS)
+    cuda = cuda.replace("return ff_cred_launch(op, dims, stream);", "return host_cred_launch(op, dims, stream);")
+    cuda = cuda.replace("return ff_pool_launch(op, dims, stream);", "return host_pool_launch(op, dims, stream);")
+    source = tmp_path / "host.cu"
+    source.write_text(cuda + "\n" + _host_main(plan))
+    binary = tmp_path / "host"
+    result = subprocess.run([NVCC, "-std=c++17", "-O1", "-o", str(binary), str(source)], capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return binary
+
+
+def _host_dims(group, pooled, shape) -> list[int]:
+    spec = group.channel_reduce
+    n, c, positions = shape[0], shape[1], 1
+    for x in shape[2:]:
+        positions *= x
+    sizes_in, sizes_out, in_positions = [1, 1, 1], [1, 1, 1], 0
+    if spec.pool:
+        in_positions = 1
+        for a, x in enumerate(pooled[2:]):
+            sizes_in[a], sizes_out[a] = x, shape[2 + a]
+            in_positions *= x
+    out_count = n * c * positions if spec.reduction is None else n * positions
+    return [n, c, positions, in_positions, *sizes_in, *sizes_out, out_count, 0, 0, 0]
+
+
+HOST_SIZES = [(1, 1, 1), (2, 3, 5), (1, 7, 12), (3, 5, 49), (2, 9, 33)]
+HOST_POOL_SIZES = {2: [(1, 1, (5, 5)), (2, 3, (7, 9)), (3, 5, (8, 6))], 3: [(1, 1, (3, 4, 5)), (2, 3, (5, 7, 9))]}
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+@pytest.mark.parametrize("build", [_every_reduction, _every_pool], ids=["reductions", "pools"])
+def test_the_generated_op_structs_run_on_the_host_by_the_kernels_loops_match_float64(build, tmp_path, monkeypatch):
+    import numpy as np
+
+    captured, plan, ext = build()
+    binary = _host_binary(ext, plan, tmp_path)
+    by_name = {n.name: n for n in captured.graph.nodes}
+    monkeypatch.setattr(sys.modules[__name__], "SIZES", HOST_SIZES)
+    monkeypatch.setattr(sys.modules[__name__], "POOL_SIZES", HOST_POOL_SIZES)
+    failures, checked = [], 0
+    for group in plan.groups:
+        for pooled, shape in _cases(group):
+            for nan in (False, True):
+                checked += 1
+                torch.manual_seed(sum(shape) + nan)
+                inputs = {k: v.cpu() for k, v in _gpu_inputs(group, by_name, pooled, shape, False, nan, "cpu").items()}
+                case = tmp_path / f"{group.name}_{len(failures)}"
+                case.mkdir(exist_ok=True)
+                (case / "dims.txt").write_text(" ".join(map(str, _host_dims(group, pooled, shape))))
+                for k, name in enumerate(group.inputs):
+                    inputs[name].contiguous().numpy().astype(np.float32).tofile(case / f"in{k}.bin")
+                run = subprocess.run([str(binary), group.name, str(case)], capture_output=True, text=True, timeout=60)
+                assert run.returncode == 0, (group.name, run.returncode, run.stderr)
+                truth = run_kernel_reference(group, by_name, {k: v.double() for k, v in inputs.items()})
+                eager = dict(inputs)
+                for name in group.nodes:
+                    eager[name] = _run_node(by_name[name], eager)
+                for m, out in enumerate(group.outputs):
+                    want = truth[out]
+                    got = torch.from_numpy(np.fromfile(case / f"out{m}.bin", dtype=np.float32)).view(want.shape)
+                    ours, theirs = _rel(got, want), _rel(eager[out], want)
+                    where = f"{group.name} {list(pooled or shape)} nan={nan} {out}"
+                    if not ours <= 2 * theirs + 1e-6:
+                        failures.append(f"{where}: error {ours:.2e} vs eager {theirs:.2e}")
+                    if not torch.equal(torch.isnan(got), torch.isnan(want)):
+                        failures.append(f"{where}: NaN where float64 has none, or the reverse")
+    assert not failures, "\n".join(failures)
+    assert checked == sum(len(_cases(g)) for g in plan.groups) * 2 >= 20
