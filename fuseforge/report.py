@@ -229,8 +229,8 @@ def _kernels_how(run: Run) -> list[str]:
             "combines them in registers in channel order (min/max propagate NaN like torch; sums in fp32): no "
             "shared memory, no atomics, the same result on every run. A 256-thread block covers consecutive "
             "positions of one sample, so each warp's loads are contiguous; four positions per thread with "
-            "16-byte loads and stores when S % 4 == 0 and every pointer is aligned, one otherwise; the channel "
-            "loop is unrolled by 4 to keep several loads in flight. The input is read once and only the "
+            "16-byte loads and stores when S % 4 == 0 and every pointer is aligned, one otherwise; each thread "
+            "loads 4 channels before it combines them, to keep several loads in flight. The input is read once and only the "
             "reduced outputs are written. A max or average pool before the reduction (kernel, stride, padding, "
             "dilation, ceil_mode as captured; PyTorch's divisor rule) is computed per channel from its window "
             "in registers, so the pooled tensor is never written; a pool with only pointwise ops after it is a "
@@ -246,7 +246,7 @@ def _kernels_how(run: Run) -> list[str]:
                      + ", ".join(f"{i} ({c})" for i, c in g.channel.operands))
         if g.channel_reduce:
             spec = g.channel_reduce
-            shape = (f"{spec.describe} over {list(g.shape)} -> {list(spec.out_shape)}; reads "
+            shape = (f"{spec.describe}: {list(g.shape)} -> {list(spec.out_shape)}; reads "
                      + ", ".join(f"{i} ({c})" for i, c in spec.operands))
         lines.append(f"- `{', '.join(g.outputs)} = kernels.{g.name}({', '.join([*g.inputs, 'stream'])})` — {shape}")
     return lines + [""]
