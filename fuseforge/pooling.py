@@ -202,8 +202,10 @@ def spell_window(pool: Pool) -> list[str]:
 
 
 def spell_pool(pool: Pool) -> list[str]:
-    """C++ lines: the pooled value `ff_v` of the window `ff_w` over the plane `ff_plane` (sizes in `d`)."""
-    lines = [f"const int ff_n{a} = (int)d.in_size[{a}];" for a in range(pool.dims)]
+    """C++ lines: the pooled value `ff_v` of the window `ff_w` over the plane `ff_plane` (sizes in `d`). Without
+    padding and ceil_mode every window lies inside the input (PyTorch's output size), so no bounds checks."""
+    inside = not any(pool.padding) and not pool.ceil_mode
+    lines = [f"const int ff_n{a} = (int)d.in_size[{a}];" for a in range(int(inside), pool.dims)]
     lines.append("float ff_v = -INFINITY;" if pool.op == "max" else "float ff_v = 0.0f;")
     indent = ""
     for a in range(pool.dims):
@@ -213,7 +215,8 @@ def spell_pool(pool: Pool) -> list[str]:
         indent += "    "
         step = f"ff_k{a} * {dil}" if dil != 1 else f"ff_k{a}"
         lines.append(f"{indent}const int ff_i{a} = ff_w.start[{a}] + {step};")
-        lines.append(f"{indent}if (ff_i{a} < 0 || ff_i{a} >= ff_n{a}) continue;")
+        if not inside:
+            lines.append(f"{indent}if (ff_i{a} < 0 || ff_i{a} >= ff_n{a}) continue;")
     at = "ff_i0"
     for a in range(1, pool.dims):
         at = f"({at} * ff_n{a} + ff_i{a})"
