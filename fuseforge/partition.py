@@ -1,18 +1,20 @@
 """Stage `partition`: decide which ops become one generated kernel and which stay torch calls.
 
-Two kinds of kernel:
+Kinds of kernel:
 - pointwise: every maximal set of pointwise ops between anchors that can run as one elementwise loop
   (chains, multi-input chains, broadcasts of vectors and scalars, anchor epilogues). Its outputs share
   one iteration shape; every op inside it broadcasts to it.
-- row: a reduction or normalisation over the last axis (softmax, log_softmax, logsumexp, layer_norm,
+- row (opt-in): a reduction or normalisation over the last axis (softmax, log_softmax, logsumexp, layer_norm,
   mean, sum, amax, amin) together with the pointwise groups around it that have the row shape or one
   value per row (`partition_rows`): prologue -> row statistics -> epilogue, one launch.
 - channel (opt-in): a train-mode batch norm or a group norm with the pointwise groups around it that have its input's
   shape (`partition_channels`): prologue -> per-channel statistics, then finalise + running statistics
-  + normalise + epilogue, two launches.
+  + normalise + epilogue, two launches. With the same flag, an amin/amax/sum/mean over the channel axis,
+  or a max/avg pool, with its prologue and epilogue (`partition_channel_reductions`): one launch.
 - gemm (opt-in): a linear, addmm, mm, matmul (2-D) or bmm in float32 with the pointwise chain after it
   (`partition_gemm`): one 3xTF32 tensor-core GEMM whose epilogue computes the chain per output element.
-  GEMM groups claim their pointwise neighbours first, then row groups, then channel groups.
+Order of claiming: GEMM groups take their pointwise neighbours first, then row groups, then channel norms,
+then channel reductions and pools.
 Other anchors (GEMMs without the flag, conv, other reductions and norms, views) stay torch calls.
 Whenever two neighbours end up apart, the reason is recorded (`WhyNotFused`).
 
@@ -28,6 +30,7 @@ import torch
 from torch import fx
 
 from . import pointwise, rowwise
+from .partition_channel_reductions import ChannelReduceSpec, form_channel_reduction_groups
 from .partition_channels import ChannelSpec, form_channel_groups
 from .partition_gemm import GemmSpec, form_gemm_groups
 from .partition_rows import RowSpec, form_row_groups, row_op_reason
@@ -48,11 +51,14 @@ class KernelGroup:
     row: RowSpec | None = None  # set for a row kernel
     channel: ChannelSpec | None = None  # set for a channel kernel pair (shape: the norm's input shape)
     gemm: GemmSpec | None = None  # set for a GEMM kernel (shape: the GEMM's output shape)
+    channel_reduce: ChannelReduceSpec | None = None  # set for a channel-reduction kernel (shape: the reduced tensor's)
 
     @property
     def kind(self) -> str:
         if self.gemm is not None:
             return "gemm"
+        if self.channel_reduce is not None:
+            return "channel-reduction" if self.channel_reduce.reduction else "pool"
         return "row" if self.row is not None else "channel" if self.channel is not None else "pointwise"
 
 
@@ -212,7 +218,7 @@ def _kernel_name(nodes: list[str], by_name, taken: set[str]) -> str:
 
 
 def _make_group(nodes: list[str], by_name, taken: set[str],
-                spec: RowSpec | ChannelSpec | GemmSpec | None = None) -> KernelGroup:
+                spec: RowSpec | ChannelSpec | GemmSpec | ChannelReduceSpec | None = None) -> KernelGroup:
     members = set(nodes)
     inputs: list[str] = []
     for n in nodes:
@@ -233,8 +239,9 @@ def _make_group(nodes: list[str], by_name, taken: set[str],
     if gemm:  # epilogue operand classes in the order of the inputs (A and B are read by the main loop)
         gemm = GemmSpec(gemm.anchor, gemm.gemm, tuple((i, gemm.operand_class(i)) for i in inputs
                                                       if gemm.operand_class(i)), gemm.full_shape)
+    reduce = spec.with_operand_order(tuple(inputs)) if isinstance(spec, ChannelReduceSpec) else None
     return KernelGroup(_kernel_name(nodes, by_name, taken), tuple(nodes), tuple(inputs), tuple(outputs), shape,
-                       row, channel, gemm)
+                       row, channel, gemm, reduce)
 
 
 def _schedule(graph: fx.Graph, groups: list[KernelGroup]) -> list[TorchStep | KernelStep]:
@@ -297,7 +304,10 @@ def partition(graph: fx.Graph, row_kernels: bool = False, channel_kernels: bool 
         in_rows = {n for members, _ in row_groups for n in members}
         pointwise_groups, channel_groups = form_channel_groups(graph, pointwise_groups, not_fused, _Reach(graph),
                                                                WhyNotFused, in_rows)
-        row_groups += channel_groups
+        in_kernels = in_rows | {n for members, _ in channel_groups for n in members}
+        pointwise_groups, reduce_groups = form_channel_reduction_groups(graph, pointwise_groups, not_fused,
+                                                                        _Reach(graph), WhyNotFused, in_kernels)
+        row_groups += channel_groups + reduce_groups
     if gemm_groups:  # the GEMM family's reasons stand for every edge that touches one of its groups
         in_gemm = {n for members, _ in gemm_groups for n in members}
         touches = lambda w: w.producer in in_gemm or w.consumer in in_gemm  # noqa: E731
@@ -340,6 +350,8 @@ def format_plan(plan: Plan) -> str:
                 lines.append(f"    channel kernels: {c.norm.describe} of {c.norm.data} over {unit} of "
                              f"{list(g.shape)} (statistics, then normalise){per_channel}")
                 lines.append(f"    reads {', '.join(f'{i} ({k})' for i, k in c.operands)}; writes {', '.join(g.outputs)}")
+            elif g.channel_reduce:
+                lines += g.channel_reduce.describe_lines(g.outputs)
             else:
                 lines.append(f"    reads {', '.join(g.inputs)}; writes {', '.join(g.outputs)}; "
                              f"iteration shape {list(g.shape)}")

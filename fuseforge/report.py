@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING
 
 from torch import fx
 
-from . import channelwise, rowwise
+from . import channel_reductions, channelwise, pooling, rowwise
 from .codegen.gemm_runtime import GEMM_VARIANT, VARIANT_NAMES
 from .cost import BANDWIDTH, GEMM3X_FLOPS, LAUNCH_S, SGEMM_FLOPS, VIEW_OPS, nbytes
 from .partition import KernelStep, fusible_reason
+from .partition_channel_reductions import channel_reduction_reason, pool_reason
 from .partition_channels import channel_op_reason
 from .partition_gemm import gemm_op_reason, is_gemm_op
 from .partition_rows import row_op_reason
@@ -56,7 +57,12 @@ def _replaced(run: Run) -> list[str]:
             what = (f"a {g.gemm.gemm.op} runs on the tensor cores in 3xTF32 (fp32-class) and its {len(g.nodes) - 1} "
                     "pointwise ops run on the accumulator before the one store, so the product is never written "
                     "and read back; it reads ")
-        kind = "GEMM kernel" if g.gemm else "row kernel" if g.row else "channel kernels" if g.channel else "kernel"
+        if g.channel_reduce:
+            what = (f"a {g.channel_reduce.describe} with the pointwise ops around it is memory-bound; one kernel "
+                    "computes each pooled value from its window and/or reduces each (sample, position) over its "
+                    "channels in registers, then runs the epilogue, so it reads ")
+        kind = "GEMM kernel" if g.gemm else "row kernel" if g.row else "channel kernels" if g.channel else \
+            f"{g.kind} kernel" if g.channel_reduce else "kernel"
         lines.append(f"- {_ops_of(run, g.nodes)} (graph values {', '.join(g.nodes)}) → generated "
                      f"{kind} `{g.name}`: {what}"
                      f"{', '.join(g.inputs)} once and write {', '.join(g.outputs)} once instead of a round trip "
@@ -73,6 +79,12 @@ def _fusions(run: Run) -> list[str]:
                      "(GEMMs, convolutions, reductions and norms that are no row kernel), which stay torch calls.")
     for g in fused:
         saved = sum(nbytes(by_name[n]) for n in g.nodes if n not in g.outputs)
+        if g.channel_reduce:
+            ops = [n for n in g.nodes if by_name[n].target is not operator.getitem]
+            lines.append(f"- `{g.name}` fuses {len(ops)} ops ({_ops_of(run, ops)}) into one launch instead of "
+                         f"{len(ops)}: about {_mb(2 * saved)} less traffic per call (the prologue's values, the "
+                         "reduced value and the epilogue's intermediates stay in registers).")
+            continue
         if g.channel:
             ops = [n for n in g.nodes if by_name[n].target is not operator.getitem]
             lines.append(f"- `{g.name}` fuses {len(ops)} ops ({_ops_of(run, ops)}) into two launches (statistics, then "
@@ -151,6 +163,11 @@ def _why_torch(node: fx.Node, row_kernels: bool, channel_kernels: bool = False, 
         return ("batch norm kept as PyTorch's kernel: it is no channel kernel"
                 + (f" ({channel_op_reason(node)})." if channel_op_reason(node) else
                    " (its neighbours could not join it; see below)."))
+    if channel_kernels and pooling.is_pool_op(node):
+        return f"pool kept as PyTorch's kernel: it joins no channel kernel ({pool_reason(node)})."
+    if channel_kernels and channel_reductions.is_channel_reduction_op(node) and channel_reduction_reason(node) \
+            and "channel axis" not in channel_reduction_reason(node) and "row" not in channel_reduction_reason(node):
+        return f"reduction over the channels kept as PyTorch's kernel: {channel_reduction_reason(node)}."
     if any(k in key for k in ("linear", "matmul", "mm", "conv")):
         return ("GEMM/convolution anchor: cuBLAS/cuDNN already run it near the fp32 rate; our own "
                 "fp32-class GEMM engine with fused epilogues is a later stage of fuseforge.")
@@ -217,6 +234,24 @@ def _kernels_how(run: Run) -> list[str]:
         ]
     if any(g.gemm for g in run.plan.groups):
         lines += _gemm_how()
+    if any(g.channel_reduce for g in run.plan.groups):
+        lines += [
+            "Channel-reduction kernels (amin, amax, sum, mean over axis 1 of [N, C, *spatial], opt-in with "
+            "`--channel-kernels`, with their pointwise prologue and epilogue) are one launch around a generated "
+            "`Op` struct that spells the prologue (the value reduced, per element), the reduction (start value "
+            "and combine) and the epilogue (per output position) (`codegen/channel_reduce_runtime.py`). One "
+            "thread per output position (n, s) walks the C channels, strided by the spatial size S, and "
+            "combines them in registers in channel order (min/max propagate NaN like torch; sums in fp32): no "
+            "shared memory, no atomics, the same result on every run. A 256-thread block covers consecutive "
+            "positions of one sample, so each warp's loads are contiguous; four positions per thread with "
+            "16-byte loads and stores when S % 4 == 0 and every pointer is aligned, one otherwise; each thread "
+            "loads 4 channels before it combines them, to keep several loads in flight. The input is read once and only the "
+            "reduced outputs are written. A max or average pool before the reduction (kernel, stride, padding, "
+            "dilation, ceil_mode as captured; PyTorch's divisor rule) is computed per channel from its window "
+            "in registers, so the pooled tensor is never written; a pool with only pointwise ops after it is a "
+            "pool kernel, one thread per pooled element. Not yet run on a GPU in this pipeline.",
+            "",
+        ]
     lines += ["Calls in `ModelNew.forward` (`model_new.py`):", ""]
     for g in run.plan.groups:
         shape = (f"rows of {list(g.shape)}, {g.row.reduction.op} of {g.row.reduction.data}; reads "
@@ -229,6 +264,10 @@ def _kernels_how(run: Run) -> list[str]:
         if g.channel:
             shape = (f"{g.channel.norm.describe} of {g.channel.norm.data} over {list(g.shape)}; reads "
                      + ", ".join(f"{i} ({c})" for i, c in g.channel.operands))
+        if g.channel_reduce:
+            spec = g.channel_reduce
+            shape = (f"{spec.describe}: {list(g.shape)} -> {list(spec.out_shape)}; reads "
+                     + ", ".join(f"{i} ({c})" for i, c in spec.operands))
         lines.append(f"- `{', '.join(g.outputs)} = kernels.{g.name}({', '.join([*g.inputs, 'stream'])})` — {shape}")
     return lines + [""]
 

@@ -17,6 +17,12 @@ from ..partition import KernelGroup, Plan
 from ..pointwise import PRELUDE
 from ..rowwise import ROW_STATS
 from .channel_kernel import channel_kernel_source
+from .channel_reduce_kernel import channel_reduce_kernel_source
+from .channel_reduce_runtime import (
+    CHANNEL_REDUCE_BINDING_RUNTIME,
+    CHANNEL_REDUCE_KERNEL_RUNTIME,
+    CHANNEL_REDUCE_TYPES,
+)
 from .channel_runtime import CHANNEL_BINDING_RUNTIME, CHANNEL_KERNEL_RUNTIME, CHANNEL_TYPES
 from .gemm_kernel import gemm_kernel_source
 from .gemm_runtime import GEMM_BINDING_RUNTIME, GEMM_CUDA_FLAGS, gemm_kernel_runtime
@@ -50,6 +56,8 @@ def _source(group: KernelGroup, by_name) -> KernelSource:
         return gemm_kernel_source(group, by_name)
     if group.channel:
         return channel_kernel_source(group, by_name)
+    if group.channel_reduce:
+        return channel_reduce_kernel_source(group, by_name)
     return row_kernel_source(group, by_name) if group.row else kernel_source(group, by_name)
 
 
@@ -59,6 +67,7 @@ def generate(plan: Plan, graph: fx.Graph, model_name: str) -> Extension:
     rows = any(g.row for g in plan.groups)
     channels = any(g.channel for g in plan.groups)
     gemms = any(g.gemm for g in plan.groups)
+    reductions = any(g.channel_reduce for g in plan.groups)
     cuda = "\n".join([
         _banner(model_name, "CUDA kernels"),
         "#include <cuda_runtime.h>\n#include <cstdint>\n#include <math.h>",
@@ -66,6 +75,7 @@ def generate(plan: Plan, graph: fx.Graph, model_name: str) -> Extension:
         *([ROW_STATS, ROW_KERNEL_RUNTIME] if rows else []),
         *([CHANNEL_TYPES, CHANNEL_KERNEL_RUNTIME] if channels else []),
         *([gemm_kernel_runtime()] if gemms else []),
+        *([CHANNEL_REDUCE_TYPES, CHANNEL_REDUCE_KERNEL_RUNTIME] if reductions else []),
         *[k.cuda for k in kernels],
     ])
     binding = "\n".join([
@@ -75,6 +85,7 @@ def generate(plan: Plan, graph: fx.Graph, model_name: str) -> Extension:
         *([ROW_BINDING_RUNTIME] if rows else []),
         *([CHANNEL_TYPES, CHANNEL_BINDING_RUNTIME] if channels else []),
         *([GEMM_BINDING_RUNTIME] if gemms else []),
+        *([CHANNEL_REDUCE_TYPES, CHANNEL_REDUCE_BINDING_RUNTIME] if reductions else []),
         *[k.launcher_decl for k in kernels],
         "",
         *[k.binding for k in kernels],
