@@ -35,9 +35,30 @@ def test_every_stage_wrote_its_artefact(cpu_run):
     assert not (out / "model_new.py").exists(), "an unverified module must not be emitted as the result"
 
 
+@pytest.fixture(scope="module", params=ALL_MODELS, ids=IDS)
+def all_families_run(request, tmp_path_factory):
+    """The model with every opt-in kernel family on (row, channel, GEMM), as they combine."""
+    out = tmp_path_factory.mktemp(request.param.stem + "_all")
+    return optimize(OptimizeConfig(model_path=request.param, out_dir=out, gpu=False, row_kernels=True,
+                                   channel_kernels=True, gemm_kernels=True))
+
+
+def test_with_every_opt_in_family_the_plan_still_matches_the_model_in_float64(all_families_run):
+    assert all_families_run.cpu_check.passed, all_families_run.cpu_check.detail
+    assert all_families_run.cpu_check.max_rel_error <= 1e-9
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+def test_with_every_opt_in_family_the_kernels_compile_for_hopper_without_spills(all_families_run, tmp_path):
+    _compiles_without_spills(all_families_run.config.out_dir / "30_kernels" / "kernels.cu", tmp_path)
+
+
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 def test_the_generated_kernels_compile_for_hopper_without_spills(cpu_run, tmp_path):
-    source = cpu_run.config.out_dir / "30_kernels" / "kernels.cu"
+    _compiles_without_spills(cpu_run.config.out_dir / "30_kernels" / "kernels.cu", tmp_path)
+
+
+def _compiles_without_spills(source, tmp_path):
     result = subprocess.run(
         [NVCC, "-cubin", "-O3", "-gencode=arch=compute_90a,code=sm_90a", "-Werror", "all-warnings",
          "-Xptxas", "-v,-warn-spills,-warn-lmem-usage", "-o", str(tmp_path / "k.cubin"), str(source)],
