@@ -38,11 +38,12 @@ def optimize(
                                "(adds minutes of autotuning per model).")] = False,
     row_kernels: Annotated[bool, typer.Option(
         "--row-kernels", help="Also fuse softmax, logsumexp, layer norm and sum/mean/max/min over the last axis "
-                              "with their pointwise neighbours (new: not yet measured on a GPU).")] = False,
+                              "with their pointwise neighbours (opt-in: verified and timed on a GPU on a few models so far).")] = False,
     channel_kernels: Annotated[bool, typer.Option(
         "--channel-kernels", help="Also fuse train-mode batch norm (statistics per channel, running-statistics "
                                   "update, normalise) and group norm with their pointwise neighbours, as two "
-                                  "kernels (new: not yet measured on a GPU).")] = False,
+                                  "kernels; and min/max/sum/mean over the channel axis and max/avg pools with "
+                                  "theirs, as one (new: not yet run on a GPU).")] = False,
     gemm_kernels: Annotated[bool, typer.Option(
         "--gemm-kernels", help="Run float32 linear/addmm/mm/matmul/bmm with the pointwise chain after them as one "
                                "3xTF32 tensor-core GEMM kernel with a fused epilogue (sm_90a; new: not yet "

@@ -36,6 +36,18 @@ from fuseforge.suite.build import build_extension; build_extension(pathlib.Path(
     done
     (cd out && tar czf "$OUT/rows.tgz" --exclude='*torch_extensions*' rows)
     ;;
+  families-tests)  # the opt-in kernel families' GPU tests (odd sizes vs float64, per family)
+    $PY -m pytest -v -p no:cacheprovider -rfE -m gpu tests/test_rows.py tests/test_channels.py \
+        tests/test_channel_reductions.py tests/test_gemm_kernels.py > "$OUT/families_pytest.log" 2>&1
+    echo "families pytest exit $?"; grep -E "PASSED|FAILED|ERROR|passed|failed" "$OUT/families_pytest.log" | tail -20
+    DB=out/suite/none.sqlite  # nothing to snapshot
+    ;;
+  families)  # optimize jobs with every opt-in family, in their own database; resumes like `problems`
+    DB=out/suite/families.sqlite
+    timeout -s TERM "$2" $PY -m fuseforge suite ../shared/problems --db "$DB" --row-kernels --channel-kernels \
+        --gemm-kernels > "$OUT/suite_families.log" 2>&1
+    echo "suite exit $?"; tail -5 "$OUT/suite_families.log"
+    ;;
   candidates)  # check jobs: the real answers and two buggy candidates (crash, hang)
     mkdir -p /tmp/cands && cp .shared/candidates/*.py bench/suite_candidates/*.py /tmp/cands/
     $PY -m fuseforge suite ../shared/problems --candidates /tmp/cands --db "$DB" --run-timeout 200 --build-timeout 600 2>&1 | tail -40
@@ -51,4 +63,4 @@ from fuseforge.suite.build import build_extension; build_extension(pathlib.Path(
     ;;
 esac
 snapshot
-$PY -m fuseforge report "$DB" 2>&1 | tail -45
+[ -f "$DB" ] && $PY -m fuseforge report "$DB" 2>&1 | tail -45

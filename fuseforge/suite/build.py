@@ -30,6 +30,7 @@ from pathlib import Path
 
 BUILD_FAILED_EXIT = 3  # verdict build_failed (fuseforge/suite/execute.py)
 ROOFLINE_FILE = "suite_roofline.json"
+FAMILIES = ("row_kernels", "channel_kernels", "gemm_kernels")  # optimize's opt-in kernel families
 
 
 def roofline(captured) -> dict:
@@ -53,13 +54,14 @@ def roofline(captured) -> dict:
             "ceilings": {"sgemm_flops": SGEMM_FLOPS, "conv_flops": CONV_FLOPS, "bandwidth": BANDWIDTH}}
 
 
-def _cpu_stages(model: Path, out: Path):
-    """optimize's CPU stages; returns the captured graph (raises StageFailed)."""
+def _cpu_stages(model: Path, out: Path, families: dict[str, bool] | None = None):
+    """optimize's CPU stages (with the opt-in kernel FAMILIES, e.g. {"row_kernels": True}); returns the
+    captured graph (raises StageFailed)."""
     from fuseforge.config import OptimizeConfig
     from fuseforge.pipeline import optimize
 
     config = OptimizeConfig(model_path=model.resolve(), out_dir=out, gpu=False,
-                            gpu_skip_reason="suite build phase: CPU stages only")
+                            gpu_skip_reason="suite build phase: CPU stages only", **(families or {}))
     return optimize(config).captured
 
 
@@ -102,13 +104,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("out", type=Path)
     p.add_argument("--candidate", type=Path, help="a check job: build this file instead of fuseforge's ModelNew")
     p.add_argument("--no-extension", action="store_true", help="skip step 3")
+    for family in FAMILIES:
+        p.add_argument(f"--{family.replace('_', '-')}", action="store_true", help="as fuseforge optimize's")
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     if args.candidate is None:
         from fuseforge.pipeline import StageFailed
 
         try:
-            captured = _cpu_stages(args.model, args.out)
+            captured = _cpu_stages(args.model, args.out, {f: getattr(args, f) for f in FAMILIES})
         except StageFailed as exc:
             print(f"fuseforge: {args.model.name}: {exc}", flush=True)
             return 1

@@ -94,6 +94,12 @@ def register(app: typer.Typer) -> None:
         max_autotune: Annotated[bool, typer.Option(
             "--max-autotune", help="Also time torch.compile(mode='max-autotune') as a baseline, once per model, "
                                    "GPU and torch version (cached; adds minutes of autotuning per model).")] = False,
+        row_kernels: Annotated[bool, typer.Option(
+            "--row-kernels", help="optimize jobs: as `fuseforge optimize --row-kernels`.")] = False,
+        channel_kernels: Annotated[bool, typer.Option(
+            "--channel-kernels", help="optimize jobs: as `fuseforge optimize --channel-kernels`.")] = False,
+        gemm_kernels: Annotated[bool, typer.Option(
+            "--gemm-kernels", help="optimize jobs: as `fuseforge optimize --gemm-kernels`.")] = False,
         ray: Annotated[str | None, typer.Option(
             help="Run the jobs on a Ray cluster: 'auto', 'ray://HOST:10001' or 'local' "
                  "(needs the optional extra: pip install 'fuseforge\\[ray]').")] = None,
@@ -110,7 +116,10 @@ def register(app: typer.Typer) -> None:
         config = SuiteConfig(models=models, db=db, candidates=candidates, out=out, gpus=gpus, jobs=jobs,
                              build_timeout_s=build_timeout, run_timeout_s=run_timeout, max_attempts=max_attempts,
                              build_command=build_command, run_command=run_command, ray=ray,
-                             max_autotune=max_autotune)
+                             max_autotune=max_autotune,
+                             kernel_flags=tuple(flag for flag, on in (("--row-kernels", row_kernels),
+                                                                       ("--channel-kernels", channel_kernels),
+                                                                       ("--gemm-kernels", gemm_kernels)) if on))
         raise typer.Exit(suite(config))
 
     @app.command("report")

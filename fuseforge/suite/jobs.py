@@ -57,6 +57,7 @@ class SuiteConfig:
     run_command: str | None = None
     ray: str | None = None  # a Ray address ("auto", "ray://host:10001", "local"): run the jobs there
     max_autotune: bool = False  # also time torch.compile max-autotune once per model x GPU x torch version
+    kernel_flags: tuple[str, ...] = ()  # optimize's opt-in kernel families, e.g. ("--row-kernels",): both phases
 
     @property
     def kind(self) -> str:
@@ -68,6 +69,8 @@ class SuiteConfig:
 
     def commands(self) -> tuple[str, str]:
         build, run = DEFAULT_COMMANDS[self.kind]
+        if self.kind == "optimize" and self.kernel_flags:  # the build phase must build what the run phase runs
+            build, run = (f"{t} {' '.join(self.kernel_flags)}" for t in (build, run))
         if self.max_autotune:
             run += " {max_autotune}"
         return self.build_command or build, self.run_command or run
