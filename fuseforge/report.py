@@ -47,18 +47,18 @@ def _replaced(run: Run) -> list[str]:
         return lines + ["None: no op of this model is pointwise, so no generated kernel was needed "
                         "(every op stays the torch call that eager PyTorch makes; see below).", ""]
     for g in run.plan.groups:
-        what = (f"a {g.row.reduction.op} over the last axis with the pointwise ops around it is memory-bound, "
+        what = (f"{_a(g.row.reduction.op)} over the last axis with the pointwise ops around it is memory-bound, "
                 "so the win is to read " if g.row else "pointwise ops are memory-bound, so the win is to read ")
         if g.channel:
-            what = (f"a {g.channel.norm.describe} with the pointwise ops around it is memory-bound; two kernels (statistics, "
+            what = (f"{_a(g.channel.norm.describe)} with the pointwise ops around it is memory-bound; two kernels (statistics, "
                     "then finalise + running statistics + normalise + epilogue) read the full-shape inputs twice, "
                     "instead of eager's statistics, normalise and one pass per pointwise op; they read ")
         if g.gemm:
-            what = (f"a {g.gemm.gemm.op} runs on the tensor cores in 3xTF32 (fp32-class) and its {len(g.nodes) - 1} "
+            what = (f"{_a(g.gemm.gemm.op)} runs on the tensor cores in 3xTF32 (fp32-class) and its {len(g.nodes) - 1} "
                     "pointwise ops run on the accumulator before the one store, so the product is never written "
                     "and read back; it reads ")
         if g.channel_reduce:
-            what = (f"a {g.channel_reduce.describe} with the pointwise ops around it is memory-bound; one kernel "
+            what = (f"{_a(g.channel_reduce.describe)} with the pointwise ops around it is memory-bound; one kernel "
                     "computes each pooled value from its window and/or reduces each (sample, position) over its "
                     "channels in registers, then runs the epilogue, so it reads ")
         kind = "GEMM kernel" if g.gemm else "row kernel" if g.row else "channel kernels" if g.channel else \
@@ -148,6 +148,11 @@ def _unchanged(run: Run) -> list[str]:
         lines += ["", "Neighbours that were not fused:"]
         lines += [f"- {w.producer} → {w.consumer}: {w.reason}" for w in run.plan.not_fused]
     return lines + [""]
+
+
+def _a(phrase: str) -> str:
+    """PHRASE with its indefinite article: "a softmax", "an amax"."""
+    return f"{'an' if phrase[:1].lower() in 'aeiou' else 'a'} {phrase}"
 
 
 def _moves_no_data(node: fx.Node) -> bool:
@@ -334,11 +339,29 @@ def _limits(run: Run) -> list[str]:
     return lines + [""]
 
 
+_FUSED_KINDS = {  # kernel kind -> what such kernels hold, in the order the sentence names them
+    "gemm": "GEMMs with the pointwise ops after them",
+    "pointwise": "pointwise ops",
+    "row": "reductions and normalisations over the last axis with their pointwise neighbours",
+    "channel": "batch and group norms with their pointwise neighbours",
+    "channel-reduction": "reductions over the channel axis with their pointwise neighbours",
+    "pool": "pools with the pointwise ops after them",
+}
+
+
+def _what_was_fused(run: Run) -> str:
+    kinds = {g.kind for g in run.plan.groups}
+    held = [what for kind, what in _FUSED_KINDS.items() if kind in kinds]
+    if not held:
+        return "found nothing to put into a generated kernel"
+    listed = held[0] if len(held) == 1 else ", ".join(held[:-1]) + " and " + held[-1]
+    return f"put its {listed} into generated CUDA kernels"
+
+
 def render(run: Run) -> str:
     name = run.loaded.path.name
     parts = [f"# fuseforge report: {name}", "", *summary_rows(run), "",
-             "fuseforge captured the model as an ATen graph, fused its pointwise ops, and its reductions and "
-             "normalisations over the last axis together with their pointwise neighbours, into generated CUDA kernels, "
+             f"fuseforge captured the model as an ATen graph, {_what_was_fused(run)}, "
              "kept everything else as the torch calls eager PyTorch makes, and checked the result against a "
              "float64 run of the original model. Artefacts of each stage are next to this file "
              "(`00_captured.txt` … `60_bench.json`).", ""]

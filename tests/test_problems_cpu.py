@@ -104,3 +104,20 @@ def test_the_report_says_why_each_op_left_to_pytorch_stays_and_names_buffer_upda
         if any(f"({source})" in line for line in section.splitlines()):
             line = next(line for line in section.splitlines() if f"({source})" in line)
             assert f"buffer `{fqn}`" in line and "derives a weight" not in line, line
+
+
+def test_the_report_names_only_the_kinds_of_kernel_the_plan_has(cpu_run):
+    _intro_names_the_kinds_of_kernel(cpu_run)
+
+
+def test_with_every_opt_in_family_the_report_names_only_the_kinds_of_kernel_the_plan_has(all_families_run):
+    _intro_names_the_kinds_of_kernel(all_families_run)
+
+
+def _intro_names_the_kinds_of_kernel(run):
+    report = (run.config.out_dir / "report.md").read_text()
+    intro = next(line for line in report.splitlines() if line.startswith("fuseforge captured the model"))
+    kinds = {g.kind for g in run.plan.groups}
+    assert ("over the last axis" in intro) == ("row" in kinds), intro
+    assert ("GEMMs" in intro) == ("gemm" in kinds), intro
+    assert ("batch and group norms" in intro) == ("channel" in kinds), intro
