@@ -27,7 +27,6 @@ Whenever a neighbour stays apart, the reason is recorded (WhyNotFused).
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 
 import torch
@@ -36,6 +35,14 @@ from torch import fx
 from . import channel_reductions, pooling
 from .channel_reductions import ChannelReduction
 from .partition_channels import operand_class
+from .partition_family import (
+    GroupGrower,
+    edge_notes,
+    notes_outside,
+    recognise_reason,
+    tensor_meta,
+    traced_shape,
+)
 from .pointwise import NotSpellable, op_key
 from .pooling import Pool
 
@@ -83,15 +90,6 @@ class ChannelReduceSpec:
                                  self.reduced_nodes, self.full_shape, self.out_shape, self.pool, self.pool_node)
 
 
-def _meta(node: fx.Node):
-    val = node.meta.get("val")
-    return val if isinstance(val, torch.Tensor) else None
-
-
-def _shape(node: fx.Node) -> tuple:
-    return tuple(s if isinstance(s, int) else str(s) for s in _meta(node).shape)
-
-
 def _out_shape(red: ChannelReduction | None, full: tuple) -> tuple:
     if red is None:
         return full
@@ -122,7 +120,7 @@ def _kinds(order: list[str], anchor: str, red, pool, full, out, by_name, below) 
         if pool and name == pool[0] and pool[1].values:
             kinds[name] = "tuple"
             continue
-        meta = _meta(by_name[name])
+        meta = tensor_meta(by_name[name])
         if meta is None or meta.dtype not in (torch.float32, torch.bool):
             return f"{name} has dtype {getattr(meta, 'dtype', None)}; channel kernels compute float32"
         after = red is not None and name in below[anchor]
@@ -131,16 +129,16 @@ def _kinds(order: list[str], anchor: str, red, pool, full, out, by_name, below) 
         if pool and red and (name == pool[0] or name == pool[1].values) and after:
             return f"the pool {pool[0]} comes after the reduction"
         want = out if after else full
-        if _shape(by_name[name]) != want:
+        if traced_shape(by_name[name]) != want:
             where = "after the reduction: one value per (sample, position)" if after else \
                 "before the reduction: the reduced tensor's shape" if red else "the pooled shape"
-            return f"{name} has shape {list(_shape(by_name[name]))}, not {list(want)} ({where})"
+            return f"{name} has shape {list(traced_shape(by_name[name]))}, not {list(want)} ({where})"
         kinds[name] = "reduced" if after else "element"
     return kinds
 
 
 def _input_class(name: str, arg: fx.Node, after: bool, pool, full, out) -> str | None:
-    shape = _shape(arg)
+    shape = traced_shape(arg)
     if pool and name == pool[0]:
         return "pooled"
     if after:
@@ -158,13 +156,13 @@ def _check_operands(order, kinds, pool, full, out, by_name) -> dict[str, str] | 
                 if after and kinds[arg.name] == "element":
                     return f"{name} reads the prologue value {arg.name} after the reduction"
                 continue
-            meta = _meta(arg)
+            meta = tensor_meta(arg)
             if meta is None or meta.dtype != torch.float32:
                 return f"input {arg.name} of {name} has dtype {getattr(meta, 'dtype', None)}; channel kernels read float32"
             cls = _input_class(name, arg, after, pool, full, out)
             if cls is None:
                 target = f"the result's shape {list(out)}" if after else f"the shape {list(full)}"
-                return (f"input {arg.name} of shape {list(_shape(arg))} does not broadcast as the kernel reads it "
+                return (f"input {arg.name} of shape {list(traced_shape(arg))} does not broadcast as the kernel reads it "
                         f"against {target}")
             if classes.get(arg.name, cls) != cls:
                 return f"{arg.name} would be read both as {classes[arg.name]} and as {cls}"
@@ -184,7 +182,7 @@ def reduce_spec(members: set[str], anchor: fx.Node, red: ChannelReduction | None
     if isinstance(pool, str):
         return pool
     pool_value = (pool[1].values or pool[0]) if pool else None
-    full = _shape(by_name[red.data] if red else by_name[pool_value])
+    full = traced_shape(by_name[red.data] if red else by_name[pool_value])
     out = _out_shape(red, full)
     order = [n for n in by_name if n in members]
     kinds = _kinds(order, anchor.name, red, pool, full, out, by_name, reach.below)
@@ -200,7 +198,7 @@ def reduce_spec(members: set[str], anchor: fx.Node, red: ChannelReduction | None
             if red and kinds[name] == "element":
                 return (f"{name} (of the reduced tensor's shape) is read outside the kernel: a channel reduction "
                         "writes one value per (sample, position)")
-            if _meta(by_name[name]).dtype != torch.float32:
+            if tensor_meta(by_name[name]).dtype != torch.float32:
                 return f"a kernel output ({name}) would not be float32"
     value = red.values if red and red.values else anchor.name
     reduced = tuple(n for n in order if kinds[n] == "reduced" or (red and n == value))
@@ -208,101 +206,61 @@ def reduce_spec(members: set[str], anchor: fx.Node, red: ChannelReduction | None
                              pool[1] if pool else None, pool[0] if pool else None)
 
 
-class _Former:
+class _Grower(GroupGrower):
     """Grows one group per recognised reduction from the pointwise groups and pools around it, then one pool
     kernel per pool that no reduction took in."""
 
     def __init__(self, graph: fx.Graph, pointwise_groups: list[list[str]], reach, elsewhere: set[str]):
-        self.by_name = {n.name: n for n in graph.nodes}
-        self.reach = reach
-        self.pools: dict[str, Pool] = {}
-        self.anchor_reasons: dict[str, str] = {}
-        self.groups = list(pointwise_groups)  # then one unit per recognised pool: [pool, values access]
-        self.pool_units: dict[str, int] = {}
+        pools: dict[str, Pool] = {}
+        pool_reasons: dict[str, str] = {}
+        units = list(pointwise_groups)  # then one unit per recognised pool: [pool, values access]
+        pool_units: dict[str, int] = {}
         for node in graph.nodes:
             if pooling.is_pool_op(node) and node.name not in elsewhere:
                 try:
                     pool = pooling.recognise(node)
                 except NotSpellable as exc:
-                    self.anchor_reasons[node.name] = str(exc)
+                    pool_reasons[node.name] = str(exc)
                     continue
-                self.pools[node.name] = pool
-                self.pool_units[node.name] = len(self.groups)
-                self.groups.append([node.name, *([pool.values] if pool.values else [])])
-        self.owner = {n: i for i, g in enumerate(self.groups) for n in g}
-        self.taken: set[int] = set()
-        self.rejected: dict[int, str] = {}
-        self.formed: list[tuple[set[str], ChannelReduceSpec]] = []
-        self.position = {name: i for i, name in enumerate(self.by_name)}
+                pools[node.name] = pool
+                pool_units[node.name] = len(units)
+                units.append([node.name, *([pool.values] if pool.values else [])])
+        super().__init__(graph, units, reach)
+        self.pools, self.pool_units = pools, pool_units
+        self.anchor_reasons.update(pool_reasons)
 
-    def _neighbour_groups(self, members: set[str]) -> list[int]:
-        found = []
-        for name in members:
-            node = self.by_name[name]
-            for other in [*node.all_input_nodes, *node.users]:
-                gi = self.owner.get(other.name)
-                if gi is not None and gi not in self.taken and gi not in found:
-                    found.append(gi)
-        return sorted(found, key=lambda gi: min(self.position[n] for n in self.groups[gi]))
-
-    def grow(self, anchor: fx.Node, red: ChannelReduction | None, members: set[str]) -> None:
-        spec = reduce_spec(members, anchor, red, self.by_name, self.reach, self.pools)
-        if isinstance(spec, str):
-            self.anchor_reasons[anchor.name] = spec
-            return
+    def grow_reduction(self, anchor: fx.Node, red: ChannelReduction | None, members: set[str]) -> None:
         start = set(members)
-        changed = True
-        while changed:
-            changed = False
-            for gi in self._neighbour_groups(members):
-                candidate = members | set(self.groups[gi])
-                result = reduce_spec(candidate, anchor, red, self.by_name, self.reach, self.pools)
-                if isinstance(result, str):
-                    self.rejected[gi] = result
-                    continue
-                members, spec, changed = candidate, result, True
-                self.taken.add(gi)
-                self.rejected.pop(gi, None)
-        if red is None and members == start:
+        grown = self.grow(anchor.name, members, lambda members:
+                          reduce_spec(members, anchor, red, self.by_name, self.reach, self.pools))
+        if grown is None:
+            return
+        if red is None and grown[0] == start:
             self.anchor_reasons[anchor.name] = "no pointwise op joins it (a pool alone stays PyTorch's kernel)"
             return
-        self.formed.append((members, spec))
+        self.formed.append(grown)
 
     def grow_pools(self) -> None:
         for name, gi in self.pool_units.items():
             if gi not in self.taken:
                 self.taken.add(gi)
-                self.grow(self.by_name[name], None, set(self.groups[gi]))
+                self.grow_reduction(self.by_name[name], None, set(self.units[gi]))
                 if not any(name in members for members, _ in self.formed):
                     self.taken.discard(gi)
 
 
-def _edge_reason(former: _Former, mine: int, other: fx.Node, group_of: dict[str, int], elsewhere: set[str]) -> str | None:
-    name = other.name
-    if name in group_of:
-        if group_of[name] == mine:
-            return None
-        anchors = sorted({former.formed[mine][1].anchor, former.formed[group_of[name]][1].anchor},
-                         key=former.position.__getitem__)
-        return f"in the channel-reduction kernels of {anchors[0]} and of {anchors[1]}: a kernel holds one reduction"
-    if name in elsewhere:
+def _edge_reason(grower: _Grower, mine: int, other: fx.Node, group_of: dict[str, int], elsewhere: set[str]) -> str | None:
+    if other.name in group_of:
+        return grower.two_anchors_reason(mine, group_of[other.name], "channel-reduction kernels",
+                                         "a kernel holds one reduction")
+    if other.name in elsewhere:
         return "in a row or channel-norm kernel: a kernel holds one reduction"
-    gi = former.owner.get(name)
-    if gi is not None:
-        return former.rejected.get(gi, "not tried") if gi not in former.taken else None
-    if other.op != "call_function":
-        return None
-    from .partition import fusible_reason  # the reason a torch call stays one
-
-    producer = other.args[0] if other.target is operator.getitem else other
-    if producer.name in former.anchor_reasons:
-        return _anchor_reason(producer.name, former)
-    return fusible_reason(producer) or "stays a torch call"
+    return grower.outside_reason(other, lambda anchor: _anchor_reason(anchor, grower))
 
 
-def _anchor_reason(anchor: str, former: _Former) -> str:
-    op = op_key(former.by_name[anchor])
-    return f"{op} is not pointwise, nor a channel kernel: {former.anchor_reasons[anchor]}"
+def _anchor_reason(anchor: str, grower: _Grower) -> str:
+    op = op_key(grower.by_name[anchor])
+    return f"{op} is not pointwise, nor a channel kernel: {grower.anchor_reasons[anchor]}"
 
 
 def form_channel_reduction_groups(graph: fx.Graph, pointwise_groups: list[list[str]], not_fused: list, reach,
@@ -311,7 +269,7 @@ def form_channel_reduction_groups(graph: fx.Graph, pointwise_groups: list[list[s
     [(members, ChannelReduceSpec)]); `not_fused` is updated: entries about group members are replaced by
     the groups' own, and a reduction over the channels that cannot be a kernel gets its reason.
     `elsewhere`: members of row and channel-norm groups."""
-    former = _Former(graph, pointwise_groups, reach, elsewhere)
+    grower = _Grower(graph, pointwise_groups, reach, elsewhere)
     for node in graph.nodes:
         if not channel_reductions.is_channel_reduction_op(node) or node.name in elsewhere:
             continue
@@ -319,42 +277,25 @@ def form_channel_reduction_groups(graph: fx.Graph, pointwise_groups: list[list[s
             red = channel_reductions.recognise(node)
         except NotSpellable as exc:
             if "not the channel axis" not in str(exc) and "row reduction" not in str(exc):
-                former.anchor_reasons[node.name] = str(exc)
+                grower.anchor_reasons[node.name] = str(exc)
             continue
-        former.grow(node, red, {node.name, *([red.values] if red.values else [])})
-    former.grow_pools()
-    group_of = {n: i for i, (members, _) in enumerate(former.formed) for n in members}
+        grower.grow_reduction(node, red, {node.name, *([red.values] if red.values else [])})
+    grower.grow_pools()
+    group_of = grower.group_of()
     kept = []
-    for w in not_fused:
-        if w.producer in group_of or w.consumer in group_of:
-            continue
-        anchor = next((n for n in (w.producer, w.consumer) if n in former.anchor_reasons), None)
-        if anchor is not None and w.reason.startswith(f"{op_key(former.by_name[anchor])} is not pointwise"):
-            w = why_cls(w.producer, w.consumer, _anchor_reason(anchor, former))
+    for w in notes_outside(not_fused, group_of):
+        anchor = next((n for n in (w.producer, w.consumer) if n in grower.anchor_reasons), None)
+        if anchor is not None and w.reason.startswith(f"{op_key(grower.by_name[anchor])} is not pointwise"):
+            w = why_cls(w.producer, w.consumer, _anchor_reason(anchor, grower))
         kept.append(w)
-    seen = set()
-    for i, (members, _) in enumerate(former.formed):
-        for name in sorted(members, key=former.position.__getitem__):
-            node = former.by_name[name]
-            edges = [(arg, (arg.name, name)) for arg in node.all_input_nodes] + \
-                    [(user, (name, user.name)) for user in node.users]
-            for other, pair in edges:
-                why = _edge_reason(former, i, other, group_of, elsewhere) if other.name not in members else None
-                if why and pair not in seen:
-                    seen.add(pair)
-                    kept.append(why_cls(*pair, why))
-    not_fused[:] = kept
-    left = [g for gi, g in enumerate(pointwise_groups) if gi not in former.taken]  # pool units come after these
-    return left, former.formed
+    not_fused[:] = kept + edge_notes(
+        grower, lambda i, other, after: _edge_reason(grower, i, other, group_of, elsewhere), why_cls)
+    return grower.untaken(pointwise_groups), grower.formed  # pool units come after the pointwise groups
 
 
 def channel_reduction_reason(node: fx.Node) -> str | None:
     """Why a node of the channel-reduction table is not a channel-reduction kernel (None when it can be one)."""
-    try:
-        channel_reductions.recognise(node)
-    except NotSpellable as exc:
-        return str(exc)
-    return None
+    return recognise_reason(channel_reductions.recognise, node)
 
 
 def pool_reason(node: fx.Node) -> str:

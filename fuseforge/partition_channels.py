@@ -29,6 +29,15 @@ from torch import fx
 
 from . import channelwise
 from .channelwise import ChannelNorm
+from .partition_family import (
+    GroupGrower,
+    edge_notes,
+    notes_outside,
+    recognise_reason,
+    restate_anchor_notes,
+    tensor_meta,
+    traced_shape,
+)
 from .pointwise import NotSpellable
 
 OPERAND_CLASSES = ("full", "channel", "scalar")
@@ -47,15 +56,6 @@ class ChannelSpec:
 
     def operand_class(self, name: str) -> str:
         return dict(self.operands)[name]
-
-
-def _meta(node: fx.Node):
-    val = node.meta.get("val")
-    return val if isinstance(val, torch.Tensor) else None
-
-
-def _shape(node: fx.Node) -> tuple:
-    return tuple(s if isinstance(s, int) else str(s) for s in _meta(node).shape)
 
 
 def operand_class(shape: tuple, full: tuple) -> str | None:
@@ -92,11 +92,11 @@ def _kinds(members: list[str], anchor: fx.Node, results: dict[str, int], full: t
         elif name == anchor.name:
             kinds[name] = "anchor"
         else:
-            meta = _meta(by_name[name])
+            meta = tensor_meta(by_name[name])
             if meta is None or meta.dtype not in (torch.float32, torch.bool):
                 return f"{name} has dtype {getattr(meta, 'dtype', None)}; channel kernels compute float32"
-            if _shape(by_name[name]) != full:
-                return (f"{name} has shape {list(_shape(by_name[name]))}: a channel kernel computes values of the "
+            if traced_shape(by_name[name]) != full:
+                return (f"{name} has shape {list(traced_shape(by_name[name]))}: a channel kernel computes values of the "
                         f"norm's input shape {list(full)}")
             kinds[name] = "element"
     return kinds
@@ -112,17 +112,17 @@ def _check_operands(order, kinds, spec_anchor: str, norm: ChannelNorm, full, by_
                 if kinds[name] == "element" and kinds[arg.name] == "channel":
                     return f"{name} reads the per-channel statistic {arg.name}"
                 continue
-            meta = _meta(arg)
+            meta = tensor_meta(arg)
             if meta is None or meta.dtype != torch.float32:
                 return f"input {arg.name} of {name} has dtype {getattr(meta, 'dtype', None)}; channel kernels read float32"
             if name == spec_anchor and arg.name != norm.data:
-                if _shape(arg) != (full[1],):
-                    return f"parameter {arg.name} of {name} has shape {list(_shape(arg))}, not [{full[1]}]"
+                if traced_shape(arg) != (full[1],):
+                    return f"parameter {arg.name} of {name} has shape {list(traced_shape(arg))}, not [{full[1]}]"
                 cls = "channel"
             else:
-                cls = operand_class(_shape(arg), full)
+                cls = operand_class(traced_shape(arg), full)
             if cls is None:
-                return (f"input {arg.name} of shape {list(_shape(arg))} broadcasts neither per element, per channel "
+                return (f"input {arg.name} of shape {list(traced_shape(arg))} broadcasts neither per element, per channel "
                         f"nor as a scalar against the norm's input shape {list(full)}")
             if classes.get(arg.name, cls) != cls:
                 return f"{arg.name} would be read both as {classes[arg.name]} and as {cls}"
@@ -139,7 +139,7 @@ def channel_spec(members: set[str], anchor: fx.Node, norm: ChannelNorm, by_name,
     results = _results(anchor, norm)
     if isinstance(results, str):
         return results
-    full = _shape(by_name[norm.data])
+    full = traced_shape(by_name[norm.data])
     order = [n for n in by_name if n in members]
     kinds = _kinds(order, anchor, results, full, by_name)
     if isinstance(kinds, str):
@@ -149,83 +149,20 @@ def channel_spec(members: set[str], anchor: fx.Node, norm: ChannelNorm, by_name,
         return classes
     for name in order:
         if name != anchor.name and any(u.name not in members for u in by_name[name].users) \
-                and _meta(by_name[name]).dtype != torch.float32:
+                and tensor_meta(by_name[name]).dtype != torch.float32:
             return f"a kernel output ({name}) would not be float32"
     return ChannelSpec(anchor.name, norm, tuple(classes.items()), tuple(results.items()),
                        tuple(n for n in order if kinds[n] == "channel"), full)
 
 
-@dataclass
-class _ChannelGroup:
-    members: set[str]
-    spec: ChannelSpec
-
-
-class _Former:
-    """Grows one channel group per recognised norm from the pointwise groups around it."""
-
-    def __init__(self, graph: fx.Graph, pointwise_groups: list[list[str]], reach):
-        self.by_name = {n.name: n for n in graph.nodes}
-        self.reach = reach
-        self.groups = pointwise_groups
-        self.owner = {n: i for i, g in enumerate(pointwise_groups) for n in g}
-        self.taken: set[int] = set()
-        self.rejected: dict[int, str] = {}
-        self.channels: list[_ChannelGroup] = []
-        self.anchor_reasons: dict[str, str] = {}
-        self.position = {name: i for i, name in enumerate(self.by_name)}
-
-    def _neighbour_groups(self, members: set[str]) -> list[int]:
-        found = []
-        for name in members:
-            node = self.by_name[name]
-            for other in [*node.all_input_nodes, *node.users]:
-                gi = self.owner.get(other.name)
-                if gi is not None and gi not in self.taken and gi not in found:
-                    found.append(gi)
-        return sorted(found, key=lambda gi: min(self.position[n] for n in self.groups[gi]))
-
-    def grow(self, anchor: fx.Node, norm: ChannelNorm) -> None:
-        members = {anchor.name, *(u.name for u in anchor.users if u.target is operator.getitem)}
-        spec = channel_spec(members, anchor, norm, self.by_name, self.reach)
-        if isinstance(spec, str):
-            self.anchor_reasons[anchor.name] = spec
-            return
-        changed = True
-        while changed:
-            changed = False
-            for gi in self._neighbour_groups(members):
-                candidate = members | set(self.groups[gi])
-                result = channel_spec(candidate, anchor, norm, self.by_name, self.reach)
-                if isinstance(result, str):
-                    self.rejected[gi] = result
-                    continue
-                members, spec, changed = candidate, result, True
-                self.taken.add(gi)
-                self.rejected.pop(gi, None)
-        self.channels.append(_ChannelGroup(members, spec))
-
-
-def _edge_reason(former: _Former, member_group: int, other: fx.Node, channel_of: dict[str, int],
+def _edge_reason(grower: GroupGrower, mine: int, other: fx.Node, channel_of: dict[str, int],
                  elsewhere: set[str]) -> str | None:
-    name = other.name
-    if name in channel_of:
-        if channel_of[name] == member_group:
-            return None
-        anchors = sorted({former.channels[member_group].spec.anchor, former.channels[channel_of[name]].spec.anchor},
-                         key=former.position.__getitem__)
-        return f"in the channel kernels of {anchors[0]} and of {anchors[1]}: a channel kernel holds one norm"
-    if name in elsewhere:
+    if other.name in channel_of:
+        return grower.two_anchors_reason(mine, channel_of[other.name], "channel kernels",
+                                         "a channel kernel holds one norm")
+    if other.name in elsewhere:
         return "in a row kernel: a kernel holds one reduction"
-    gi = former.owner.get(name)
-    if gi is not None:
-        return former.rejected.get(gi, "not tried") if gi not in former.taken else None
-    if other.op != "call_function":
-        return None
-    from .partition import fusible_reason  # the reason a torch call stays one
-
-    producer = other.args[0] if other.target is operator.getitem else other
-    return fusible_reason(producer) or "stays a torch call"
+    return grower.outside_reason(other)
 
 
 def form_channel_groups(graph: fx.Graph, pointwise_groups: list[list[str]], not_fused: list, reach, why_cls,
@@ -233,46 +170,27 @@ def form_channel_groups(graph: fx.Graph, pointwise_groups: list[list[str]], not_
     """Channel groups grown from `pointwise_groups`: returns (pointwise groups left, [(members, ChannelSpec)]);
     `not_fused` is updated: entries about channel-group members are replaced by the channel groups' own, and
     a norm that cannot be a channel kernel gets its reason. `elsewhere`: members of row groups."""
-    former = _Former(graph, pointwise_groups, reach)
+    grower = GroupGrower(graph, pointwise_groups, reach)
     for node in graph.nodes:
         if not channelwise.is_channel_op(node):
             continue
         try:
             norm = channelwise.recognise(node)
         except NotSpellable as exc:
-            former.anchor_reasons[node.name] = str(exc)
+            grower.anchor_reasons[node.name] = str(exc)
             continue
-        former.grow(node, norm)
-    channel_of = {n: i for i, c in enumerate(former.channels) for n in c.members}
-    kept = []
-    for w in not_fused:
-        if w.producer in channel_of or w.consumer in channel_of:
-            continue
-        anchor = next((n for n in (w.producer, w.consumer) if n in former.anchor_reasons), None)
-        if anchor is not None and w.reason.endswith("is not pointwise (stays a torch call)"):
-            w = why_cls(w.producer, w.consumer, f"{w.reason.removesuffix(' (stays a torch call)')}, nor a channel "
-                                                f"kernel: {former.anchor_reasons[anchor]}")
-        kept.append(w)
-    seen = set()
-    for i, group in enumerate(former.channels):
-        for name in sorted(group.members, key=former.position.__getitem__):
-            node = former.by_name[name]
-            edges = [(arg, (arg.name, name)) for arg in node.all_input_nodes] + \
-                    [(user, (name, user.name)) for user in node.users]
-            for other, pair in edges:
-                why = _edge_reason(former, i, other, channel_of, elsewhere) if other.name not in group.members else None
-                if why and pair not in seen:
-                    seen.add(pair)
-                    kept.append(why_cls(*pair, why))
-    not_fused[:] = kept
-    left = [g for gi, g in enumerate(pointwise_groups) if gi not in former.taken]
-    return left, [(c.members, c.spec) for c in former.channels]
+        members = {node.name, *(u.name for u in node.users if u.target is operator.getitem)}
+        grown = grower.grow(node.name, members, lambda members, node=node, norm=norm:
+                            channel_spec(members, node, norm, grower.by_name, reach))
+        if grown:
+            grower.formed.append(grown)
+    channel_of = grower.group_of()
+    kept = restate_anchor_notes(notes_outside(not_fused, channel_of), grower.anchor_reasons, "channel", why_cls)
+    not_fused[:] = kept + edge_notes(
+        grower, lambda i, other, after: _edge_reason(grower, i, other, channel_of, elsewhere), why_cls)
+    return grower.untaken(pointwise_groups), grower.formed
 
 
 def channel_op_reason(node: fx.Node) -> str | None:
     """Why a node of the channel-norm table is not a channel kernel (None when it can be one)."""
-    try:
-        channelwise.recognise(node)
-    except NotSpellable as exc:
-        return str(exc)
-    return None
+    return recognise_reason(channelwise.recognise, node)

@@ -29,6 +29,14 @@ import torch
 from torch import fx
 
 from . import pointwise
+from .partition_family import (
+    GroupGrower,
+    edge_notes,
+    notes_outside,
+    restate_anchor_notes,
+    tensor_meta,
+    traced_shape,
+)
 
 OPERAND_CLASSES = ("full", "row", "col", "scalar")
 MIN_TILE_SIDE = 16  # a static M or N below this stays a torch call (GEMV-like shapes)
@@ -67,22 +75,13 @@ class GemmSpec:
         return dict(self.operands).get(name)
 
 
-def _meta(node) -> torch.Tensor | None:
-    val = node.meta.get("val") if isinstance(node, fx.Node) else None
-    return val if isinstance(val, torch.Tensor) else None
-
-
-def _shape(node: fx.Node) -> tuple:
-    return tuple(s if isinstance(s, int) else str(s) for s in _meta(node).shape)
-
-
 def is_gemm_op(node: fx.Node) -> bool:
     return node.op == "call_function" and str(node.target) in GEMM_OPS
 
 
 def _stride(node: fx.Node, dim: int):
     try:
-        return int(_meta(node).stride()[dim])
+        return int(tensor_meta(node).stride()[dim])
     except (TypeError, ValueError, RuntimeError):
         return None
 
@@ -101,13 +100,13 @@ def recognise(node: fx.Node) -> GemmAnchor | str:
     for role, t in (("A", x), ("B", w), ("bias", bias)):
         if t is None and role == "bias":
             continue
-        if not isinstance(t, fx.Node) or _meta(t) is None:
+        if not isinstance(t, fx.Node) or tensor_meta(t) is None:
             return f"{op}'s {role} is not a tensor"
-        if _meta(t).dtype != torch.float32:
-            return f"{op}'s {role} ({t.name}) has dtype {_meta(t).dtype}; the 3xTF32 GEMM reads float32"
-    if _meta(node) is None or _meta(node).dtype != torch.float32:
+        if tensor_meta(t).dtype != torch.float32:
+            return f"{op}'s {role} ({t.name}) has dtype {tensor_meta(t).dtype}; the 3xTF32 GEMM reads float32"
+    if tensor_meta(node) is None or tensor_meta(node).dtype != torch.float32:
         return f"{node.name} is not float32"
-    ranks = (_meta(x).dim(), _meta(w).dim())
+    ranks = (tensor_meta(x).dim(), tensor_meta(w).dim())
     if op == "bmm":
         if ranks != (3, 3):
             return f"bmm of ranks {ranks}"
@@ -117,7 +116,7 @@ def recognise(node: fx.Node) -> GemmAnchor | str:
                 f"linear with a weight of rank {ranks[1]}"
     elif ranks != (2, 2):
         return f"{op} of operands of ranks {ranks}: the GEMM kernel takes 2-D operands (bmm: 3-D)"
-    out = _shape(node)
+    out = traced_shape(node)
     thin = [(axis, d) for axis, d in (("M", out[-2]), ("N", out[-1])) if isinstance(d, int) and d < MIN_TILE_SIDE]
     if thin:
         return (f"{thin[0][0]} = {thin[0][1]} is below {MIN_TILE_SIDE}: a GEMV-like product would leave most of "
@@ -166,11 +165,11 @@ def _check_members(order: list[str], anchor: fx.Node, gemm: GemmAnchor, full: tu
         if name == anchor.name:
             continue
         node = by_name[name]
-        meta = _meta(node)
+        meta = tensor_meta(node)
         if meta is None or meta.dtype not in (torch.float32, torch.bool):
             return f"{name} has dtype {getattr(meta, 'dtype', None)}; the GEMM epilogue computes float32"
-        if not _broadcasts_to(_shape(node), full):
-            return (f"{name} has shape {list(_shape(node))}, which does not broadcast to the GEMM's output "
+        if not _broadcasts_to(traced_shape(node), full):
+            return (f"{name} has shape {list(traced_shape(node))}, which does not broadcast to the GEMM's output "
                     f"{list(full)}: the epilogue computes one value per output element")
     return None
 
@@ -183,12 +182,12 @@ def _check_operands(order: list[str], anchor: fx.Node, gemm: GemmAnchor, full: t
         for arg in reads:
             if arg is None or arg in members:
                 continue
-            meta = _meta(by_name[arg])
+            meta = tensor_meta(by_name[arg])
             if meta is None or meta.dtype != torch.float32:
                 return f"input {arg} of {name} has dtype {getattr(meta, 'dtype', None)}; the epilogue reads float32"
-            cls = operand_class(_shape(by_name[arg]), full)
+            cls = operand_class(traced_shape(by_name[arg]), full)
             if cls is None:
-                return (f"input {arg} of shape {list(_shape(by_name[arg]))} broadcasts neither per element, per "
+                return (f"input {arg} of shape {list(traced_shape(by_name[arg]))} broadcasts neither per element, per "
                         f"row, per column nor as a scalar against the GEMM's output {list(full)}")
             classes[arg] = cls
     return classes
@@ -198,7 +197,7 @@ def gemm_spec(members: set[str], anchor: fx.Node, gemm: GemmAnchor, by_name, rea
     """The group's GemmSpec, or why `members` cannot be one GEMM kernel."""
     if not reach.convex(members):
         return "fusing would create a cycle through an op outside the kernel"
-    full = _shape(anchor)
+    full = traced_shape(anchor)
     order = [n for n in by_name if n in members]
     why = _check_members(order, anchor, gemm, full, by_name)
     if why:
@@ -208,84 +207,31 @@ def gemm_spec(members: set[str], anchor: fx.Node, gemm: GemmAnchor, by_name, rea
         return classes
     for name in order:
         if any(u.name not in members for u in by_name[name].users):
-            if _meta(by_name[name]).dtype != torch.float32 or _shape(by_name[name]) != full:
+            if tensor_meta(by_name[name]).dtype != torch.float32 or traced_shape(by_name[name]) != full:
                 return (f"a kernel output ({name}) would not be float32 of the GEMM's output shape "
                         f"{list(full)}")
     return GemmSpec(anchor.name, gemm, tuple(classes.items()), full)
 
 
-@dataclass
-class _GemmGroup:
-    members: set[str]
-    spec: GemmSpec
-
-
-class _Former:
-    """Grows one GEMM group per recognised anchor from the pointwise groups around it."""
-
-    def __init__(self, graph: fx.Graph, pointwise_groups: list[list[str]], reach):
-        self.by_name = {n.name: n for n in graph.nodes}
-        self.reach = reach
-        self.groups = pointwise_groups
-        self.owner = {n: i for i, g in enumerate(pointwise_groups) for n in g}
-        self.taken: set[int] = set()
-        self.rejected: dict[int, str] = {}
-        self.gemms: list[_GemmGroup] = []
-        self.anchor_reasons: dict[str, str] = {}
-        self.position = {name: i for i, name in enumerate(self.by_name)}
-
-    def _neighbour_groups(self, members: set[str]) -> list[int]:
-        found = []
-        for name in members:
-            node = self.by_name[name]
-            for other in [*node.all_input_nodes, *node.users]:
-                gi = self.owner.get(other.name)
-                if gi is not None and gi not in self.taken and gi not in found:
-                    found.append(gi)
-        return sorted(found, key=lambda gi: min(self.position[n] for n in self.groups[gi]))
-
-    def grow(self, anchor: fx.Node, gemm: GemmAnchor) -> None:
-        members = {anchor.name}
-        spec = gemm_spec(members, anchor, gemm, self.by_name, self.reach)
-        if isinstance(spec, str):
-            self.anchor_reasons[anchor.name] = spec
-            return
-        changed = True
-        while changed:
-            changed = False
-            for gi in self._neighbour_groups(members):
-                candidate = members | set(self.groups[gi])
-                result = gemm_spec(candidate, anchor, gemm, self.by_name, self.reach)
-                if isinstance(result, str):
-                    self.rejected[gi] = result
-                    continue
-                members, spec, changed = candidate, result, True
-                self.taken.add(gi)
-                self.rejected.pop(gi, None)
-        self.gemms.append(_GemmGroup(members, spec))
-
-
-def _edge_reason(former: _Former, group: int, other: fx.Node, gemm_of: dict[str, int], after: bool) -> str | None:
+def _edge_reason(grower: GroupGrower, group: int, other: fx.Node, gemm_of: dict[str, int], after: bool) -> str | None:
     """Why `other` (a consumer of the group when `after`, else a producer) stays out of GEMM group `group`."""
     name = other.name
     if name in gemm_of:
-        anchors = sorted({former.gemms[group].spec.anchor, former.gemms[gemm_of[name]].spec.anchor},
-                         key=former.position.__getitem__)
-        return f"in the GEMM kernels of {anchors[0]} and of {anchors[1]}: a GEMM kernel holds one GEMM"
-    gi = former.owner.get(name)
+        return grower.two_anchors_reason(group, gemm_of[name], "GEMM kernels", "a GEMM kernel holds one GEMM")
+    gi = grower.owner.get(name)
     if gi is not None:
-        return former.rejected.get(gi, "not tried")
+        return grower.rejected.get(gi, "not tried")
     if other.op != "call_function":
         return None
     producer = other.args[0] if other.target is operator.getitem else other
-    if producer.name in former.gemms[group].members:
+    if producer.name in grower.formed[group][0]:
         return None
     if not after:
         from .partition import fusible_reason  # the reason a torch call stays one
 
         why = fusible_reason(producer) or "stays a torch call"
-        if producer.name in former.anchor_reasons:
-            why = f"{why.removesuffix(' (stays a torch call)')}, nor a GEMM kernel: {former.anchor_reasons[producer.name]}"
+        if producer.name in grower.anchor_reasons:
+            why = f"{why.removesuffix(' (stays a torch call)')}, nor a GEMM kernel: {grower.anchor_reasons[producer.name]}"
         return why
     return (f"{pointwise.op_key(producer)} is not pointwise: a GEMM kernel's epilogue computes pointwise ops "
             "element by element (a reduction, norm or other anchor after the GEMM reads its whole output)")
@@ -295,39 +241,23 @@ def form_gemm_groups(graph: fx.Graph, pointwise_groups: list[list[str]], not_fus
     """GEMM groups grown from `pointwise_groups`: returns (pointwise groups left, [(members, GemmSpec)]);
     `not_fused` is updated: entries about GEMM-group members are replaced by the GEMM groups' own, and a
     GEMM that cannot be a GEMM kernel gets its reason."""
-    former = _Former(graph, pointwise_groups, reach)
+    grower = GroupGrower(graph, pointwise_groups, reach)
     for node in graph.nodes:
         if not is_gemm_op(node):
             continue
         gemm = recognise(node)
         if isinstance(gemm, str):
-            former.anchor_reasons[node.name] = gemm
+            grower.anchor_reasons[node.name] = gemm
             continue
-        former.grow(node, gemm)
-    gemm_of = {n: i for i, g in enumerate(former.gemms) for n in g.members}
-    kept = []
-    for w in not_fused:
-        if w.producer in gemm_of or w.consumer in gemm_of:
-            continue
-        anchor = next((n for n in (w.producer, w.consumer) if n in former.anchor_reasons), None)
-        if anchor is not None and w.reason.endswith("is not pointwise (stays a torch call)"):
-            w = why_cls(w.producer, w.consumer, f"{w.reason.removesuffix(' (stays a torch call)')}, nor a GEMM "
-                                                f"kernel: {former.anchor_reasons[anchor]}")
-        kept.append(w)
-    seen = set()
-    for i, group in enumerate(former.gemms):
-        for name in sorted(group.members, key=former.position.__getitem__):
-            node = former.by_name[name]
-            edges = [(arg, (arg.name, name), False) for arg in node.all_input_nodes] + \
-                    [(user, (name, user.name), True) for user in node.users]
-            for other, pair, after in edges:
-                why = _edge_reason(former, i, other, gemm_of, after) if other.name not in group.members else None
-                if why and pair not in seen:
-                    seen.add(pair)
-                    kept.append(why_cls(*pair, why))
-    not_fused[:] = kept
-    left = [g for gi, g in enumerate(pointwise_groups) if gi not in former.taken]
-    return left, [(g.members, g.spec) for g in former.gemms]
+        grown = grower.grow(node.name, {node.name}, lambda members, node=node, gemm=gemm:
+                            gemm_spec(members, node, gemm, grower.by_name, reach))
+        if grown:
+            grower.formed.append(grown)
+    gemm_of = grower.group_of()
+    kept = restate_anchor_notes(notes_outside(not_fused, gemm_of), grower.anchor_reasons, "GEMM", why_cls)
+    not_fused[:] = kept + edge_notes(
+        grower, lambda i, other, after: _edge_reason(grower, i, other, gemm_of, after), why_cls)
+    return grower.untaken(pointwise_groups), grower.formed
 
 
 def gemm_op_reason(node: fx.Node) -> str | None:

@@ -1,0 +1,146 @@
+"""What the kernel families' partitioners share (rows, channel norms, channel reductions, GEMMs).
+
+Each family grows one group per anchor (a reduction, a norm, a GEMM) by taking in the neighbouring
+pointwise groups while its own check still accepts the whole (`GroupGrower`), then replaces the not-fused
+notes about its members by its own: one per edge that leaves a group (`edge_notes`).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+
+import torch
+from torch import fx
+
+from .pointwise import NotSpellable
+
+
+def tensor_meta(node) -> torch.Tensor | None:
+    """The traced tensor of a node (None for a non-node or a non-tensor value)."""
+    val = node.meta.get("val") if isinstance(node, fx.Node) else None
+    return val if isinstance(val, torch.Tensor) else None
+
+
+def traced_shape(node: fx.Node) -> tuple:
+    """The traced shape of a node, symbolic sizes as names."""
+    return tuple(s if isinstance(s, int) else str(s) for s in tensor_meta(node).shape)
+
+
+def recognise_reason(recognise: Callable, node: fx.Node) -> str | None:
+    """Why `recognise(node)` refuses the node (None when it takes it)."""
+    try:
+        recognise(node)
+    except NotSpellable as exc:
+        return str(exc)
+    return None
+
+
+class GroupGrower:
+    """Grows groups around anchors from `units` (the pointwise groups, and any family-specific units after
+    them); `formed` holds the grown groups as (members, spec)."""
+
+    def __init__(self, graph: fx.Graph, units: list[list[str]], reach):
+        self.by_name = {n.name: n for n in graph.nodes}
+        self.reach = reach
+        self.units = units
+        self.owner = {n: i for i, g in enumerate(units) for n in g}
+        self.taken: set[int] = set()  # units absorbed into a group
+        self.rejected: dict[int, str] = {}  # unit -> why its last try failed
+        self.formed: list[tuple[set[str], object]] = []
+        self.anchor_reasons: dict[str, str] = {}  # recognised anchors that cannot be a kernel at all
+        self.position = {name: i for i, name in enumerate(self.by_name)}
+
+    def _neighbour_units(self, members: set[str]) -> list[int]:
+        found = []
+        for name in members:
+            node = self.by_name[name]
+            for other in [*node.all_input_nodes, *node.users]:
+                gi = self.owner.get(other.name)
+                if gi is not None and gi not in self.taken and gi not in found:
+                    found.append(gi)
+        return sorted(found, key=lambda gi: min(self.position[n] for n in self.units[gi]))
+
+    def grow(self, anchor: str, members: set[str], spec_of: Callable) -> tuple[set[str], object] | None:
+        """`members` grown by every neighbouring unit that `spec_of` (members -> spec, or why not) accepts,
+        with its spec; None, the reason recorded, when `spec_of` refuses `members` themselves."""
+        spec = spec_of(members)
+        if isinstance(spec, str):
+            self.anchor_reasons[anchor] = spec
+            return None
+        changed = True
+        while changed:
+            changed = False
+            for gi in self._neighbour_units(members):
+                candidate = members | set(self.units[gi])
+                result = spec_of(candidate)
+                if isinstance(result, str):
+                    self.rejected[gi] = result
+                    continue
+                members, spec, changed = candidate, result, True
+                self.taken.add(gi)
+                self.rejected.pop(gi, None)
+        return members, spec
+
+    def group_of(self) -> dict[str, int]:
+        """Each member's index into `formed`."""
+        return {n: i for i, (members, _) in enumerate(self.formed) for n in members}
+
+    def two_anchors_reason(self, mine: int, theirs: int, kernels: str, holds: str) -> str:
+        """Why a node of formed group `theirs` stays out of group `mine`: `kernels` hold one anchor each."""
+        anchors = sorted({self.formed[mine][1].anchor, self.formed[theirs][1].anchor}, key=self.position.__getitem__)
+        return f"in the {kernels} of {anchors[0]} and of {anchors[1]}: {holds}"
+
+    def outside_reason(self, other: fx.Node, anchor_reason: Callable | None = None) -> str | None:
+        """Why `other`, in no formed group, stays out: its unit's last rejection, or why a torch call stays
+        one (`anchor_reason(name)` for a producer among `anchor_reasons`, where given); None otherwise."""
+        gi = self.owner.get(other.name)
+        if gi is not None:
+            return self.rejected.get(gi, "not tried") if gi not in self.taken else None
+        if other.op != "call_function":
+            return None
+        from .partition import fusible_reason  # the reason a torch call stays one
+
+        producer = other.args[0] if other.target is operator.getitem else other
+        if anchor_reason is not None and producer.name in self.anchor_reasons:
+            return anchor_reason(producer.name)
+        return fusible_reason(producer) or "stays a torch call"
+
+    def untaken(self, pointwise_groups: list[list[str]]) -> list[list[str]]:
+        """The pointwise groups (the first units) that no group took in."""
+        return [g for gi, g in enumerate(pointwise_groups) if gi not in self.taken]
+
+
+def edge_notes(grower: GroupGrower, edge_reason: Callable, why_cls) -> list:
+    """One not-fused note (`why_cls(producer, consumer, reason)`) per edge between a member of a formed group
+    and a node outside it, where `edge_reason(group, other, after)` gives a reason (`after`: `other` reads
+    the member); the first note of each edge wins."""
+    notes, seen = [], set()
+    for i, (members, _) in enumerate(grower.formed):
+        for name in sorted(members, key=grower.position.__getitem__):
+            node = grower.by_name[name]
+            edges = [(arg, (arg.name, name), False) for arg in node.all_input_nodes] + \
+                    [(user, (name, user.name), True) for user in node.users]
+            for other, pair, after in edges:
+                why = edge_reason(i, other, after) if other.name not in members else None
+                if why and pair not in seen:
+                    seen.add(pair)
+                    notes.append(why_cls(*pair, why))
+    return notes
+
+
+def notes_outside(not_fused: list, group_of: dict[str, int]) -> list:
+    """The not-fused notes about no member of a formed group."""
+    return [w for w in not_fused if w.producer not in group_of and w.consumer not in group_of]
+
+
+def restate_anchor_notes(notes: list, anchor_reasons: dict[str, str], family: str, why_cls) -> list:
+    """`notes`, where one says an anchor that could not be a `family` kernel is not pointwise, with why."""
+    restated = []
+    for w in notes:
+        anchor = next((n for n in (w.producer, w.consumer) if n in anchor_reasons), None)
+        if anchor is not None and w.reason.endswith("is not pointwise (stays a torch call)"):
+            w = why_cls(w.producer, w.consumer, f"{w.reason.removesuffix(' (stays a torch call)')}, nor a {family} "
+                                                f"kernel: {anchor_reasons[anchor]}")
+        restated.append(w)
+    return restated
