@@ -37,17 +37,20 @@ def optimize(
         "--max-autotune", help="Also time torch.compile(mode='max-autotune') as a baseline "
                                "(adds minutes of autotuning per model).")] = False,
     row_kernels: Annotated[bool, typer.Option(
-        "--row-kernels", help="Also fuse softmax, logsumexp, layer norm and sum/mean/max/min over the last axis "
-                              "with their pointwise neighbours (opt-in: verified and timed on a GPU on a few models so far).")] = False,
+        "--row-kernels/--no-row-kernels", help="Fuse softmax, logsumexp, layer norm and sum/mean/max/min over "
+                                               "the last axis with their pointwise neighbours.")] = True,
     channel_kernels: Annotated[bool, typer.Option(
-        "--channel-kernels", help="Also fuse train-mode batch norm (statistics per channel, running-statistics "
-                                  "update, normalise) and group norm with their pointwise neighbours, as two "
-                                  "kernels; and min/max/sum/mean over the channel axis and max/avg pools with "
-                                  "theirs, as one (new: not yet run on a GPU).")] = False,
+        "--channel-kernels/--no-channel-kernels", help="Fuse train-mode batch norm (statistics per channel, "
+                                                       "running-statistics update, normalise) and group norm with "
+                                                       "their pointwise neighbours, as two kernels; and "
+                                                       "min/max/sum/mean over the channel axis and max/avg pools "
+                                                       "with theirs, as one.")] = True,
     gemm_kernels: Annotated[bool, typer.Option(
-        "--gemm-kernels", help="Run float32 linear/addmm/mm/matmul/bmm with the pointwise chain after them as one "
-                               "3xTF32 tensor-core GEMM kernel with a fused epilogue (sm_90a; new: not yet "
-                               "measured in this pipeline).")] = False,
+        "--gemm-kernels/--no-gemm-kernels", help="Run float32 linear/addmm/mm/matmul/bmm with the pointwise chain "
+                                                 "after them as one 3xTF32 tensor-core GEMM kernel with a fused "
+                                                 "epilogue (sm_90a), where it is expected faster than cuBLAS. "
+                                                 "A plan with these families that fails a check falls back to "
+                                                 "the plan without them.")] = True,
 ) -> None:
     """Write OUT/model_new.py (a standalone ModelNew with fused CUDA kernels) and OUT/report.md.
 
@@ -73,7 +76,8 @@ def optimize(
     names = [name for name, _ in STAGES]
     with console.status("starting") as status:
         def on_stage(name: str) -> None:
-            status.update(f"[bold]{name}[/] (stage {names.index(name) + 1}/{len(names)}) {model.name}")
+            where = f"stage {names.index(name) + 1}/{len(names)}" if name in names else "again"
+            status.update(f"[bold]{name}[/] ({where}) {model.name}")
             console.log(f"{name} …")
 
         try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 
@@ -19,6 +19,19 @@ class OptimizeConfig:
     compile_baseline: bool = True  # also time torch.compile (default mode)
     max_autotune_baseline: bool = False  # also time torch.compile(mode="max-autotune"): minutes per model
     gpu_timeout_s: int = 1800  # build + verify + bench, in a child process
-    row_kernels: bool = False  # also fuse last-axis reductions and norms with their neighbours (opt-in until measured)
-    channel_kernels: bool = False  # also fuse train-mode batch norms with their neighbours (opt-in until measured)
-    gemm_kernels: bool = False  # also run float32 GEMMs with their pointwise epilogue as 3xTF32 kernels (opt-in)
+    # The kernel families (each with the pointwise neighbours it fuses); a plan with them that fails a
+    # check falls back to the plan without them (pipeline.optimize).
+    row_kernels: bool = True  # reductions and norms over the last axis
+    channel_kernels: bool = True  # batch/group norms, reductions over channels, pools
+    gemm_kernels: bool = True  # float32 GEMMs with their pointwise epilogue as 3xTF32 tensor-core kernels
+
+    @property
+    def families(self) -> tuple[str, ...]:
+        """The kernel families turned on, by flag name."""
+        return tuple(f for f in FAMILIES if getattr(self, f))
+
+    def without_families(self) -> OptimizeConfig:
+        return replace(self, **dict.fromkeys(FAMILIES, False))
+
+
+FAMILIES = ("row_kernels", "channel_kernels", "gemm_kernels")

@@ -18,12 +18,8 @@ from torch import fx
 
 from .capture import Captured
 from .partition import KernelStep, Plan
-
-SGEMM_FLOPS = 51.3e12  # cuBLAS fp32 GEMM, measured on an H100
-GEMM3X_FLOPS = 91.8e12  # our 3xTF32 GEMM, variant 2, 1024x8192x8192 on an H100 (bench/results/2026-11-21_labs_h100_634af62/gemm_head_0961b1f.json)
-CONV_FLOPS = 100e12  # cuDNN convolutions (TF32 by default in PyTorch): a rough effective rate
-BANDWIDTH = 2.98e12  # device copy, bytes read + written per second
-LAUNCH_S = 3e-6  # per kernel launch, as seen from a stream of small ops
+from .partition_family import size_hint
+from .rates import BANDWIDTH, CONV_FLOPS, LAUNCH_S, SGEMM_FLOPS, gemm3x_seconds
 
 READS_ONLY_METADATA = {"aten.new_ones.default", "aten.new_zeros.default", "aten.new_empty.default",
                        "aten.new_full.default", "aten.zeros_like.default", "aten.ones_like.default",
@@ -33,19 +29,10 @@ VIEW_OPS = {"aten.view.default", "aten.reshape.default", "aten.permute.default",
             "aten.squeeze.dims", "aten.flatten.using_ints", "aten.alias.default", "aten.sym_size.int"}
 
 
-def _hint(size) -> int:
-    if isinstance(size, int):
-        return size
-    hint = getattr(size.node, "hint", None)  # the example size the export traced with
-    if hint is None:
-        hint = size.node.shape_env.size_hint(size.node.expr)
-    return int(hint)
-
-
 def numel(node: fx.Node) -> int:
     val = node.meta.get("val")
     if isinstance(val, torch.Tensor):
-        return math.prod(_hint(s) for s in val.shape)
+        return math.prod(size_hint(s) for s in val.shape)
     return 0
 
 
@@ -65,11 +52,11 @@ def flops(node: fx.Node) -> tuple[float, float]:
     if key in ("aten.linear.default", "aten.matmul.default", "aten.mm.default", "aten.bmm.default",
                "aten.addmm.default") and len(ins) >= 2:
         a = ins[1] if key == "aten.addmm.default" else ins[0]
-        k = _hint(a.meta["val"].shape[-1])
+        k = size_hint(a.meta["val"].shape[-1])
         return 2.0 * numel(node) * k, SGEMM_FLOPS
     if key.startswith("aten.conv") and len(ins) >= 2:
         w = ins[1].meta["val"]
-        per_out = math.prod(_hint(s) for s in w.shape[2:]) * _hint(w.shape[1 if "transpose" not in key else 0])
+        per_out = math.prod(size_hint(s) for s in w.shape[2:]) * size_hint(w.shape[1 if "transpose" not in key else 0])
         return 2.0 * numel(node) * per_out, CONV_FLOPS
     return float(numel(node)), SGEMM_FLOPS
 
@@ -154,6 +141,12 @@ def eager_cost(captured: Captured) -> EagerCost:
     return EagerCost(seconds, moved, launches, _peak(units + keep, _sizes(by_name)), total_flops)
 
 
+def _gemm_kernel_seconds(by_name: dict, spec) -> float:
+    out = [size_hint(s) for s in by_name[spec.anchor].meta["val"].shape]
+    k = size_hint(by_name[spec.gemm.a].meta["val"].shape[-1])
+    return gemm3x_seconds(math.prod(out[:-2]), out[-2], out[-1], k)
+
+
 def estimate(eager: EagerCost, captured: Captured, plan: Plan) -> CostEstimate:
     """Cost the plan (over the rewritten graph) and set it next to eager's cost."""
     by_name = {n.name: n for n in captured.graph.nodes}
@@ -163,10 +156,10 @@ def estimate(eager: EagerCost, captured: Captured, plan: Plan) -> CostEstimate:
         if isinstance(step, KernelStep):
             g = step.group
             moved = sum(nbytes(by_name[i]) for i in g.inputs) + sum(nbytes(by_name[o]) for o in g.outputs)
-            fl, rate = float(numel(by_name[g.outputs[0]]) * len(g.nodes)), SGEMM_FLOPS
-            if g.gemm:  # the GEMM's FLOPs at our kernel's measured rate (the epilogue's are negligible)
-                fl, rate = flops(by_name[g.gemm.anchor])[0], GEMM3X_FLOPS
-            plan_s, plan_moved, plan_launches = plan_s + _time(fl, rate, moved), plan_moved + moved, plan_launches + 1
+            t = _time(float(numel(by_name[g.outputs[0]]) * len(g.nodes)), SGEMM_FLOPS, moved)
+            if g.gemm:  # our kernel's measured rate in whole waves of tiles (the epilogue's FLOPs are negligible)
+                t = max(_gemm_kernel_seconds(by_name, g.gemm), moved / BANDWIDTH) + LAUNCH_S
+            plan_s, plan_moved, plan_launches = plan_s + t, plan_moved + moved, plan_launches + 1
             units.append((list(g.inputs), list(g.outputs)))
         else:
             n = by_name[step.node]

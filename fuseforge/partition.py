@@ -4,14 +4,14 @@ Kinds of kernel:
 - pointwise: every maximal set of pointwise ops between anchors that can run as one elementwise loop
   (chains, multi-input chains, broadcasts of vectors and scalars, anchor epilogues). Its outputs share
   one iteration shape; every op inside it broadcasts to it.
-- row (opt-in): a reduction or normalisation over the last axis (softmax, log_softmax, logsumexp, layer_norm,
+- row: a reduction or normalisation over the last axis (softmax, log_softmax, logsumexp, layer_norm,
   mean, sum, amax, amin) together with the pointwise groups around it that have the row shape or one
   value per row (`partition_rows`): prologue -> row statistics -> epilogue, one launch.
-- channel (opt-in): a train-mode batch norm or a group norm with the pointwise groups around it that have its input's
+- channel: a train-mode batch norm or a group norm with the pointwise groups around it that have its input's
   shape (`partition_channels`): prologue -> per-channel statistics, then finalise + running statistics
   + normalise + epilogue, two launches. With the same flag, an amin/amax/sum/mean over the channel axis,
   or a max/avg pool, with its prologue and epilogue (`partition_channel_reductions`): one launch.
-- gemm (opt-in): a linear, addmm, mm, matmul (2-D) or bmm in float32 with the pointwise chain after it
+- gemm: a linear, addmm, mm, matmul (2-D) or bmm in float32 with the pointwise chain after it
   (`partition_gemm`): one 3xTF32 tensor-core GEMM whose epilogue computes the chain per output element.
 Order of claiming: GEMM groups take their pointwise neighbours first, then row groups, then channel norms,
 then channel reductions and pools.

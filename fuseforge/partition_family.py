@@ -22,6 +22,14 @@ def tensor_meta(node) -> torch.Tensor | None:
     return val if isinstance(val, torch.Tensor) else None
 
 
+def size_hint(size) -> int:
+    """A size as traced (the example value of a symbolic size)."""
+    if isinstance(size, int):
+        return size
+    hint = getattr(size.node, "hint", None)
+    return int(hint if hint is not None else size.node.shape_env.size_hint(size.node.expr))
+
+
 def traced_shape(node: fx.Node) -> tuple:
     """The traced shape of a node, symbolic sizes as names."""
     return tuple(s if isinstance(s, int) else str(s) for s in tensor_meta(node).shape)

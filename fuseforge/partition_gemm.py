@@ -1,4 +1,4 @@
-"""GEMM groups: a matrix product with the pointwise chain after it, as one tensor-core kernel (opt-in).
+"""GEMM groups: a matrix product with the pointwise chain after it, as one tensor-core kernel.
 
 Runs first among the families (before row and channel groups): an epilogue inside the GEMM saves the
 write and read-back of the product itself, which a row or channel kernel after it cannot; a reduction or
@@ -22,18 +22,20 @@ Whenever a neighbour stays apart, the reason is recorded (WhyNotFused).
 
 from __future__ import annotations
 
+import math
 import operator
 from dataclasses import dataclass
 
 import torch
 from torch import fx
 
-from . import pointwise
+from . import pointwise, rates
 from .partition_family import (
     GroupGrower,
     edge_notes,
     notes_outside,
     restate_anchor_notes,
+    size_hint,
     tensor_meta,
     traced_shape,
 )
@@ -121,6 +123,9 @@ def recognise(node: fx.Node) -> GemmAnchor | str:
     if thin:
         return (f"{thin[0][0]} = {thin[0][1]} is below {MIN_TILE_SIDE}: a GEMV-like product would leave most of "
                 "each 128 x 128 tile empty (cuBLAS stays)")
+    slower = _slower_than_cublas(node, x)
+    if slower:
+        return slower
     if op == "addmm" and any(not isinstance(a[k], (int, float)) for k in ("beta", "alpha")):
         return "addmm with non-numeric alpha or beta"
     # B as [.., K, N]: TN when its K axis is the contiguous one (a transposed [N, K] matrix, such as
@@ -131,6 +136,22 @@ def recognise(node: fx.Node) -> GemmAnchor | str:
         transposed = _stride(w, -2) == 1 and _stride(w, -1) != 1
     return GemmAnchor(op, x.name, w.name, bias.name if isinstance(bias, fx.Node) else None,
                       float(a.get("alpha", 1.0)), float(a.get("beta", 1.0)), op == "bmm", transposed)
+
+
+def _slower_than_cublas(node: fx.Node, a: fx.Node) -> str | None:
+    """Why our kernel is expected slower than cuBLAS, if it is (at the traced sizes; typically a grid of few
+    tiles over a long K, which cuBLAS splits). cuBLAS's side also pays what an epilogue saves: the round trip
+    of its product through memory and the launch of the kernel after it."""
+    out = [size_hint(s) for s in tensor_meta(node).shape]
+    batch, (m, n), k = math.prod(out[:-2]), out[-2:], size_hint(tensor_meta(a).shape[-1])
+    ours = rates.gemm3x_seconds(batch, m, n, k)
+    theirs = rates.sgemm_seconds(batch, m, n, k) + 2 * 4 * batch * m * n / rates.BANDWIDTH + rates.LAUNCH_S
+    if ours <= theirs:
+        return None
+    tiles = batch * math.ceil(m / rates.GEMM3X_TILE) * math.ceil(n / rates.GEMM3X_TILE)
+    return (f"{tiles} output tiles of {rates.GEMM3X_TILE} x {rates.GEMM3X_TILE} over K = {k}: expected "
+            f"{ours * 1e3:.3f} ms in our kernel ({math.ceil(tiles / rates.SMS)} wave(s) over {rates.SMS} SMs) vs "
+            f"{theirs * 1e3:.3f} ms for cuBLAS, its product's round trip and a launch (cuBLAS stays)")
 
 
 def operand_class(shape: tuple, full: tuple) -> str | None:

@@ -54,6 +54,10 @@ class Run:
 class StageFailed(Exception):
     """A stage could not do its work; the message says why in one line."""
 
+    def __init__(self, message: str, stage: str = "", reason: str = ""):
+        super().__init__(message)
+        self.stage, self.reason = stage, reason or message
+
 
 def stage_load(run: Run) -> None:
     run.loaded = load_model_file(run.config.model_path)
@@ -167,10 +171,40 @@ STAGES: list[tuple[str, Callable[[Run], None]]] = [
 ]
 
 
+FAMILY_STAGES = ("partition", "codegen", "emit", "verify")  # stages whose outcome depends on the kernel families
+FIRST_ATTEMPT = "with_families"  # where the artefacts of a failed plan with kernel families are kept
+
+
 def optimize(config: OptimizeConfig, on_stage: Callable[[str], None] = lambda name: None) -> Run:
-    """Run every stage; a failing stage stops the run, and the report is still written if possible."""
+    """Run every stage. If a stage that depends on the kernel families fails, the plan without them is tried
+    (the first attempt's artefacts kept in OUT/with_families/); otherwise a failing stage stops the run, and
+    the report is still written if possible."""
+    try:
+        return _run_stages(config, on_stage)
+    except StageFailed as exc:
+        if not config.families or exc.stage not in FAMILY_STAGES:
+            raise
+        kept = _set_aside(config.out_dir, FIRST_ATTEMPT)
+        on_stage(f"fallback without {', '.join(config.families)}")
+        note = (f"The plan with the kernel families ({', '.join(config.families)}) failed at {exc.stage}: "
+                f"{exc.reason}. This is the plan without them; the first attempt's artefacts are in {kept}/.")
+        return _run_stages(config.without_families(), on_stage, [note])
+
+
+def _set_aside(out_dir: Path, name: str) -> Path:
+    """Move every artefact of OUT into OUT/NAME (replacing an older one)."""
+    kept = out_dir / name
+    shutil.rmtree(kept, ignore_errors=True)
+    kept.mkdir()
+    for path in out_dir.iterdir():
+        if path != kept:
+            shutil.move(str(path), str(kept / path.name))
+    return kept
+
+
+def _run_stages(config: OptimizeConfig, on_stage: Callable[[str], None], notes: list[str] | None = None) -> Run:
     config.out_dir.mkdir(parents=True, exist_ok=True)
-    run = Run(config)
+    run = Run(config, notes=list(notes or []))
     for name, stage in STAGES:
         on_stage(name)
         try:
@@ -179,7 +213,7 @@ def optimize(config: OptimizeConfig, on_stage: Callable[[str], None] = lambda na
             run.notes.append(f"stage {name} failed: {exc}")
             if name != "report" and run.plan is not None:
                 _try_report(run)
-            raise StageFailed(f"{name}: {exc}") from exc
+            raise StageFailed(f"{name}: {exc}", stage=name, reason=str(exc)) from exc
     return run
 
 

@@ -15,13 +15,14 @@ from torch import fx
 
 from . import channel_reductions, channelwise, pooling, rowwise
 from .codegen.gemm_runtime import GEMM_VARIANT, VARIANT_NAMES
-from .cost import BANDWIDTH, GEMM3X_FLOPS, LAUNCH_S, SGEMM_FLOPS, VIEW_OPS, nbytes
+from .cost import VIEW_OPS, nbytes
 from .partition import KernelStep, fusible_reason
 from .partition_channel_reductions import channel_reduction_reason, pool_reason
 from .partition_channels import channel_op_reason
 from .partition_gemm import gemm_op_reason, is_gemm_op
 from .partition_rows import row_op_reason
 from .pointwise import op_key
+from .rates import BANDWIDTH, GEMM3X_FLOPS, GEMM3X_TILE, LAUNCH_S, SGEMM_FLOPS, SMS
 from .report_measured import measured_section, summary_rows
 
 if TYPE_CHECKING:
@@ -174,12 +175,12 @@ def _why_torch(node: fx.Node, row_kernels: bool, channel_kernels: bool = False, 
             and "channel axis" not in channel_reduction_reason(node) and "row" not in channel_reduction_reason(node):
         return f"reduction over the channels kept as PyTorch's kernel: {channel_reduction_reason(node)}."
     if any(k in key for k in ("linear", "matmul", "mm", "conv")):
-        return ("GEMM/convolution anchor: cuBLAS/cuDNN already run it near the fp32 rate; our own "
-                "fp32-class GEMM engine with fused epilogues is a later stage of fuseforge.")
+        return ("GEMM/convolution anchor: kept as the cuBLAS/cuDNN call eager makes"
+                + (" (GEMM kernels turned off, `--no-gemm-kernels`)." if not gemm_kernels and is_gemm_op(node) else "."))
     if any(k in key for k in ("norm", "softmax", "logsumexp", "sum", "mean", "amax", "min", "max", "pool")):
         if not row_kernels:
-            return ("reduction or normalisation anchor: kept as PyTorch's kernel (fused row kernels for the "
-                    "last axis are opt-in, `--row-kernels`, until they are measured on a GPU).")
+            return ("reduction or normalisation anchor: kept as PyTorch's kernel (row kernels turned off, "
+                    "`--no-row-kernels`).")
         return ("reduction or normalisation anchor: kept as PyTorch's kernel; row kernels cover softmax, "
                 "log_softmax, logsumexp, layer_norm, mean, sum, amax and amin over the last axis only"
                 + (f" ({row_op_reason(node)})." if rowwise.is_row_op(node) and row_op_reason(node) else "."))
@@ -218,7 +219,7 @@ def _kernels_how(run: Run) -> list[str]:
         ]
     if any(g.channel for g in run.plan.groups):
         lines += [
-            "Channel kernels (train-mode batch norm, opt-in with `--channel-kernels`, with its pointwise prologue "
+            "Channel kernels (train-mode batch norm, `--channel-kernels`, with its pointwise prologue "
             "and epilogue) are a pair of launches around a generated `Op` struct that spells the prologue (the "
             "value normalised), the per-channel results and the normalise + epilogue step "
             "(`codegen/channel_runtime.py`). Launch 1 splits each channel into parts (about 1024 blocks in all) "
@@ -241,7 +242,7 @@ def _kernels_how(run: Run) -> list[str]:
         lines += _gemm_how()
     if any(g.channel_reduce for g in run.plan.groups):
         lines += [
-            "Channel-reduction kernels (amin, amax, sum, mean over axis 1 of [N, C, *spatial], opt-in with "
+            "Channel-reduction kernels (amin, amax, sum, mean over axis 1 of [N, C, *spatial], "
             "`--channel-kernels`, with their pointwise prologue and epilogue) are one launch around a generated "
             "`Op` struct that spells the prologue (the value reduced, per element), the reduction (start value "
             "and combine) and the epilogue (per output position) (`codegen/channel_reduce_runtime.py`). One "
@@ -279,7 +280,7 @@ def _kernels_how(run: Run) -> list[str]:
 
 def _gemm_how() -> list[str]:
     return [
-        "GEMM kernels (opt-in with `--gemm-kernels`) are the lab's 3xTF32 GEMM (`dev/kernels/gemm_3xtf32.cu`, "
+        "GEMM kernels (`--gemm-kernels`) are the lab's 3xTF32 GEMM (`dev/kernels/gemm_3xtf32.cu`, "
         "taken verbatim into `30_kernels/kernels.cu`) with a generated epilogue functor. Precision: each fp32 "
         "operand value x is split into two TF32 values, big = x rounded to TF32 and small = (x − big) rounded to "
         "TF32, and a_small·b_big + a_big·b_small + a_big·b_big is accumulated on the tensor cores in fp32 (the "
@@ -318,9 +319,11 @@ def _expected(run: Run) -> list[str]:
             f"- expected memory saving: peak activation memory {_mb(c.eager_peak_activation_bytes)} → "
             f"{_mb(c.plan_peak_activation_bytes)} (**{c.memory_saving:.0%}**), because fused intermediates are "
             "never allocated; parameters and inputs are unchanged.",
-            *([f"- GEMM kernels are costed at {GEMM3X_FLOPS / 1e12:.1f} TFLOP/s (the lab's variant-2 measurement at "
-               "1024x8192x8192 on an H100; smaller or ragged shapes, and variants 0 and 1, run slower), eager's GEMMs "
-               f"at cuBLAS SGEMM's {SGEMM_FLOPS / 1e12:.0f}."] if any(g.gemm for g in run.plan.groups) else []), ""]
+            *([f"- GEMM kernels are costed in whole waves of {GEMM3X_TILE} x {GEMM3X_TILE} tiles over {SMS} SMs, "
+               f"at {GEMM3X_FLOPS / 1e12:.1f} TFLOP/s per full wave (the lab's variant-2 measurement at "
+               "1024x8192x8192 on an H100; variants 0 and 1 run slower), eager's GEMMs at cuBLAS SGEMM's "
+               f"{SGEMM_FLOPS / 1e12:.0f}; a product that is expected faster in cuBLAS (few tiles over a long K, "
+               "which cuBLAS splits) stays a cuBLAS call."] if any(g.gemm for g in run.plan.groups) else []), ""]
 
 
 def _limits(run: Run) -> list[str]:

@@ -12,7 +12,9 @@ mkdir -p out/suite out/rows "${OUT:=/tmp/out}"
 snapshot() {  # a consistent copy of the database, and the jobs' artefacts without their builds
     [ -f "$DB" ] || return 0
     $PY -c "import sqlite3,sys; s=sqlite3.connect(sys.argv[1]); d=sqlite3.connect(sys.argv[2]); s.backup(d)" "$DB" "$OUT/results.sqlite"
-    (cd out/suite && find results_out -path '*torch_extensions*' -prune -o -type f -size -2M \
+    local jobs; jobs="$(basename "${DB%.sqlite}")_out"  # the suite's default artefact folder: DB's name + _out
+    [ -d "out/suite/$jobs" ] || return 0
+    (cd out/suite && find "$jobs" -path '*torch_extensions*' -prune -o -type f -size -2M \
         \( -name '*.json' -o -name '*.md' -o -name '*.txt' -o -name '*.log' -o -name '*.py' \) -print \
         | tar czf "$OUT/jobs.tgz" -T -)
 }
@@ -42,11 +44,11 @@ from fuseforge.suite.build import build_extension; build_extension(pathlib.Path(
     echo "families pytest exit $?"; grep -E "PASSED|FAILED|ERROR|passed|failed" "$OUT/families_pytest.log" | tail -20
     DB=out/suite/none.sqlite  # nothing to snapshot
     ;;
-  families)  # optimize jobs with every opt-in family, in their own database; resumes like `problems`
-    DB=out/suite/families.sqlite
-    timeout -s TERM "$2" $PY -m fuseforge suite ../shared/problems --db "$DB" --row-kernels --channel-kernels \
-        --gemm-kernels > "$OUT/suite_families.log" 2>&1
-    echo "suite exit $?"; tail -5 "$OUT/suite_families.log"
+  plain)  # optimize jobs without the kernel families, in their own database; resumes like `problems`
+    DB=out/suite/plain.sqlite
+    timeout -s TERM "$2" $PY -m fuseforge suite "${3:-../shared/problems}" --db "$DB" --no-row-kernels \
+        --no-channel-kernels --no-gemm-kernels > "$OUT/suite_plain.log" 2>&1
+    echo "suite exit $?"; tail -5 "$OUT/suite_plain.log"
     ;;
   candidates)  # check jobs: the real answers and two buggy candidates (crash, hang)
     mkdir -p /tmp/cands && cp .shared/candidates/*.py bench/suite_candidates/*.py /tmp/cands/
@@ -57,8 +59,8 @@ from fuseforge.suite.build import build_extension; build_extension(pathlib.Path(
     echo "suite exit $? (137: killed)"
     pkill -9 -f "m [f]useforge" ; sleep 2
     ;;
-  problems)  # the same command again: resumes
-    timeout -s TERM "$2" $PY -m fuseforge suite ../shared/problems --db "$DB" > "$OUT/suite_resume.log" 2>&1
+  problems)  # optimize jobs (default plan) on ${3:-../shared/problems} for at most $2 seconds; the same command resumes
+    timeout -s TERM "$2" $PY -m fuseforge suite "${3:-../shared/problems}" --db "$DB" > "$OUT/suite_resume.log" 2>&1
     echo "suite exit $?"; tail -5 "$OUT/suite_resume.log"
     ;;
 esac

@@ -87,16 +87,36 @@ def test_gemm_scale_batchnorm_fuses_the_scale_into_the_gemm_and_leaves_the_batch
     assert dict(channel.operands)["mul_2"] == "full"
 
 
-def test_bmm_scale_softmax_bmm_gets_a_batched_tn_gemm_with_the_scale_and_a_batched_nn_gemm():
-    _, plan = _model_plan("bmm_scale_softmax_bmm", gemm_kernels=True)
-    assert _steps(plan) == ["torch", "gemm bmm", "torch", "gemm bmm"]
-    first, second = plan.groups
+def test_bmm_scale_softmax_bmm_gets_a_batched_tn_gemm_with_the_scale_and_keeps_the_half_empty_nn_bmm_in_cublas():
+    captured, plan = _model_plan("bmm_scale_softmax_bmm", gemm_kernels=True)
+    assert _steps(plan) == ["torch", "gemm bmm", "torch", "torch"]
+    (first,) = plan.groups
     assert _ops(first) == ["bmm", "mul"] and first.gemm.gemm.layout == "TN" and first.gemm.gemm.batched
-    assert _ops(second) == ["bmm"] and second.gemm.gemm.layout == "NN"
     (why,) = [w for w in plan.not_fused if w.consumer == "softmax"]
     assert "a GEMM kernel's epilogue computes pointwise ops" in why.reason
+    # probs @ v has N = head_dim = 64: every 128 x 128 tile would be half empty, so cuBLAS is expected faster
+    second = next(n for n in captured.graph.nodes if n.name == "bmm_1")
+    assert "N = 64" not in (gemm_op_reason(second) or "") and "(cuBLAS stays)" in gemm_op_reason(second)
     _, with_rows = _model_plan("bmm_scale_softmax_bmm", gemm_kernels=True, row_kernels=True)
-    assert _steps(with_rows) == ["torch", "gemm bmm", "row softmax", "gemm bmm"]
+    assert _steps(with_rows) == ["torch", "gemm bmm", "row softmax", "torch"]
+
+
+def test_a_product_with_few_tiles_over_a_long_k_stays_in_cublas_and_the_reason_gives_both_estimates():
+    captured, plan = _model_plan("linear_chain_no_activation", gemm_kernels=True)
+    assert "mm" not in [g.gemm.anchor for g in plan.groups if g.gemm]
+    product = next(n for n in captured.graph.nodes if n.name == "mm")  # the rewrite's weight product, 256 x 1024
+    reason = gemm_op_reason(product)
+    assert reason.startswith("16 output tiles of 128 x 128 over K = 8192: expected 0.374 ms in our kernel (1 wave(s)")
+    assert "(cuBLAS stays)" in reason
+
+
+def test_the_gemm_time_model_reproduces_the_measured_headline_and_counts_whole_waves():
+    from fuseforge import rates
+
+    headline = 2 * 1024 * 8192 * 8192 / rates.GEMM3X_FLOPS
+    assert rates.gemm3x_seconds(1, 1024, 8192, 8192) == pytest.approx(headline)
+    assert rates.gemm3x_seconds(1, 128, 128, 8192) == pytest.approx(headline / 4)  # one tile: one wave of four
+    assert rates.gemm3x_seconds(1, 128 * 133, 128, 8192) == pytest.approx(headline / 2)  # 133 tiles: two waves
 
 
 def test_a_gemv_shaped_product_stays_a_torch_call_and_the_reason_names_the_thin_side():
@@ -285,7 +305,7 @@ def test_optimize_no_gpu_with_the_gemm_flag_checks_the_seed_model_in_float64_and
     model_new = (tmp_path / "40_model_new.py").read_text()
     assert "one GEMM kernel (3xTF32 TN, epilogue fused)" in model_new and "compute_90a" in model_new
     report = (tmp_path / "report.md").read_text()
-    assert "GEMM kernels (opt-in with `--gemm-kernels`)" in report and f"Kernel variant {GEMM_VARIANT}" in report
+    assert "GEMM kernels (`--gemm-kernels`)" in report and f"Kernel variant {GEMM_VARIANT}" in report
 
 
 # ---------------------------------------------------------------------------------------- compile

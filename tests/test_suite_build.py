@@ -71,26 +71,26 @@ def test_the_default_commands_run_a_real_model_through_the_cpu_stages_when_no_gp
     assert json.loads((job_dir / "suite_roofline.json").read_text())["flops"] == row["flops"] > 0
 
 
-def test_with_a_kernel_family_flag_both_phases_plan_with_it_and_the_build_builds_what_the_run_runs(tmp_path):
+def test_with_a_kernel_family_turned_off_both_phases_plan_without_it_and_the_build_builds_what_the_run_runs(tmp_path):
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "tiny.py").write_text(TINY)
     config = SuiteConfig(models=tmp_path / "models", db=tmp_path / "r.sqlite", gpus=1, jobs=1,
-                         kernel_flags=("--gemm-kernels",))
+                         kernel_flags=("--no-gemm-kernels",))
     build_template, run_template = config.commands()
-    assert build_template.endswith(" --gemm-kernels") and "--gemm-kernels" in run_template.split()
-    assert "--gemm-kernels" not in " ".join(SuiteConfig(models=tmp_path, candidates=tmp_path,
-                                                        kernel_flags=("--gemm-kernels",)).commands())
+    assert build_template.endswith(" --no-gemm-kernels") and "--no-gemm-kernels" in run_template.split()
+    assert "--no-gemm-kernels" not in " ".join(SuiteConfig(models=tmp_path, candidates=tmp_path,
+                                                           kernel_flags=("--no-gemm-kernels",)).commands())
     run_suite(config, Console(file=io.StringIO()))
     [row] = Store(config.db).rows()
     [job_dir] = [p.parent for p in (tmp_path / "r_out").rglob("suite_build.log")]
     assert row["verdict"] == "cpu_only", row["reason"]
-    assert "gemm kernel" in (job_dir / "20_partition.txt").read_text().lower()
+    assert "gemm kernel" not in (job_dir / "20_partition.txt").read_text().lower()
 
 
-def test_the_build_module_takes_optimize_s_kernel_family_flags(tmp_path):
+def test_the_build_module_takes_optimize_s_kernel_family_flags_and_plans_with_every_family_by_default(tmp_path):
     model = tmp_path / "tiny.py"
     model.write_text(TINY)
-    assert build.main([str(model), str(tmp_path / "plain"), "--no-extension"]) == 0
-    assert build.main([str(model), str(tmp_path / "gemm"), "--no-extension", "--gemm-kernels"]) == 0
-    assert "gemm" not in (tmp_path / "plain" / "20_partition.txt").read_text().lower()
-    assert "gemm" in (tmp_path / "gemm" / "20_partition.txt").read_text().lower()
+    assert build.main([str(model), str(tmp_path / "default"), "--no-extension"]) == 0
+    assert build.main([str(model), str(tmp_path / "off"), "--no-extension", "--no-gemm-kernels"]) == 0
+    assert "gemm kernel" not in (tmp_path / "off" / "20_partition.txt").read_text().lower()
+    assert "gemm kernel" in (tmp_path / "default" / "20_partition.txt").read_text().lower()

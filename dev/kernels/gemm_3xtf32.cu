@@ -983,8 +983,18 @@ cudaError_t launch_variant(const float* A, const float* B, float* C, int M, int 
                          : gemm3x_tf32_kernel<kBKMajor, kVec, Epilogue>;
   const int bytes = v == 2 ? kWsSmemBytes : v == 1 ? kWgSmemBytes : Smem<kBKMajor>::kBytes;
   const int threads = v == 2 ? kWsThreads : kThreads;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  // The shared-memory limit is a per-device attribute of each kernel: set it once per (variant, device),
+  // not on every launch (a driver call on the hot path). A race sets it twice, which is harmless.
+  static unsigned long long configured[3] = {0, 0, 0};  // bit d: set on device d (d < 64)
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess) return err;
+  const unsigned long long bit = device < 64 ? 1ull << device : 0ull;
+  if (bit == 0 || (configured[v] & bit) == 0) {
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (err != cudaSuccess) return err;
+    configured[v] |= bit;
+  }
   const dim3 grid((M + kBM - 1) / kBM, (N + kBN - 1) / kBN, batch);
   kernel<<<grid, threads, bytes, stream>>>(A, B, C, M, N, K, lda, ldb, ldc, stride_a, stride_b, stride_c,
                                            epi);

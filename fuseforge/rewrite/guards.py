@@ -7,6 +7,7 @@ import math
 import torch
 from torch import fx
 
+from ..partition_family import size_hint
 from .engine import Guard, is_state, value
 from .pattern import Match
 
@@ -54,12 +55,7 @@ def static(size) -> int | None:
     return size if isinstance(size, int) else None
 
 
-def hint(size) -> int:
-    """A size as traced (the example value of a symbolic size)."""
-    if isinstance(size, int):
-        return size
-    h = getattr(size.node, "hint", None)
-    return int(h if h is not None else size.node.shape_env.size_hint(size.node.expr))
+hint = size_hint  # a size as traced (the example value of a symbolic size)
 
 
 def hint_numel(shape) -> int:

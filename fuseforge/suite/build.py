@@ -28,14 +28,16 @@ import sys
 import traceback
 from pathlib import Path
 
+from fuseforge.config import FAMILIES
+
 BUILD_FAILED_EXIT = 3  # verdict build_failed (fuseforge/suite/execute.py)
 ROOFLINE_FILE = "suite_roofline.json"
-FAMILIES = ("row_kernels", "channel_kernels", "gemm_kernels")  # optimize's opt-in kernel families
 
 
 def roofline(captured) -> dict:
     """The roofline floor of a captured graph (see the module docstring)."""
-    from fuseforge.cost import BANDWIDTH, CONV_FLOPS, SGEMM_FLOPS, VIEW_OPS, flops, nbytes
+    from fuseforge.cost import VIEW_OPS, flops, nbytes
+    from fuseforge.rates import BANDWIDTH, CONV_FLOPS, SGEMM_FLOPS
 
     graph = captured.graph
     compute_s = total = 0.0
@@ -55,7 +57,7 @@ def roofline(captured) -> dict:
 
 
 def _cpu_stages(model: Path, out: Path, families: dict[str, bool] | None = None):
-    """optimize's CPU stages (with the opt-in kernel FAMILIES, e.g. {"row_kernels": True}); returns the
+    """optimize's CPU stages (the kernel FAMILIES as given, e.g. {"row_kernels": False}); returns the
     captured graph (raises StageFailed)."""
     from fuseforge.config import OptimizeConfig
     from fuseforge.pipeline import optimize
@@ -105,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--candidate", type=Path, help="a check job: build this file instead of fuseforge's ModelNew")
     p.add_argument("--no-extension", action="store_true", help="skip step 3")
     for family in FAMILIES:
-        p.add_argument(f"--{family.replace('_', '-')}", action="store_true", help="as fuseforge optimize's")
+        p.add_argument(f"--{family.replace('_', '-')}", action=argparse.BooleanOptionalAction, default=True,
+                       help="as fuseforge optimize's")
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     if args.candidate is None:

@@ -15,7 +15,7 @@ import io
 import json
 import math
 
-from ..cost import BANDWIDTH, CONV_FLOPS, SGEMM_FLOPS
+from ..rates import BANDWIDTH, CONV_FLOPS, SGEMM_FLOPS
 from .report import FAST_P, job_table, totals_table, verdict_of
 
 DEFAULT_CEILINGS = {"sgemm_flops": SGEMM_FLOPS, "conv_flops": CONV_FLOPS, "bandwidth": BANDWIDTH}

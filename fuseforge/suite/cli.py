@@ -95,11 +95,11 @@ def register(app: typer.Typer) -> None:
             "--max-autotune", help="Also time torch.compile(mode='max-autotune') as a baseline, once per model, "
                                    "GPU and torch version (cached; adds minutes of autotuning per model).")] = False,
         row_kernels: Annotated[bool, typer.Option(
-            "--row-kernels", help="optimize jobs: as `fuseforge optimize --row-kernels`.")] = False,
+            "--row-kernels/--no-row-kernels", help="optimize jobs: as `fuseforge optimize`'s.")] = True,
         channel_kernels: Annotated[bool, typer.Option(
-            "--channel-kernels", help="optimize jobs: as `fuseforge optimize --channel-kernels`.")] = False,
+            "--channel-kernels/--no-channel-kernels", help="optimize jobs: as `fuseforge optimize`'s.")] = True,
         gemm_kernels: Annotated[bool, typer.Option(
-            "--gemm-kernels", help="optimize jobs: as `fuseforge optimize --gemm-kernels`.")] = False,
+            "--gemm-kernels/--no-gemm-kernels", help="optimize jobs: as `fuseforge optimize`'s.")] = True,
         ray: Annotated[str | None, typer.Option(
             help="Run the jobs on a Ray cluster: 'auto', 'ray://HOST:10001' or 'local' "
                  "(needs the optional extra: pip install 'fuseforge\\[ray]').")] = None,
@@ -117,9 +117,9 @@ def register(app: typer.Typer) -> None:
                              build_timeout_s=build_timeout, run_timeout_s=run_timeout, max_attempts=max_attempts,
                              build_command=build_command, run_command=run_command, ray=ray,
                              max_autotune=max_autotune,
-                             kernel_flags=tuple(flag for flag, on in (("--row-kernels", row_kernels),
-                                                                       ("--channel-kernels", channel_kernels),
-                                                                       ("--gemm-kernels", gemm_kernels)) if on))
+                             kernel_flags=tuple(flag for flag, on in (("--no-row-kernels", row_kernels),
+                                                                       ("--no-channel-kernels", channel_kernels),
+                                                                       ("--no-gemm-kernels", gemm_kernels)) if not on))
         raise typer.Exit(suite(config))
 
     @app.command("report")

@@ -57,7 +57,7 @@ class SuiteConfig:
     run_command: str | None = None
     ray: str | None = None  # a Ray address ("auto", "ray://host:10001", "local"): run the jobs there
     max_autotune: bool = False  # also time torch.compile max-autotune once per model x GPU x torch version
-    kernel_flags: tuple[str, ...] = ()  # optimize's opt-in kernel families, e.g. ("--row-kernels",): both phases
+    kernel_flags: tuple[str, ...] = ()  # optimize's kernel families turned off, e.g. ("--no-row-kernels",): both phases
 
     @property
     def kind(self) -> str:

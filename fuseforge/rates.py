@@ -1,0 +1,34 @@
+"""Rates measured on an H100, on which the cost model and the partitioner's choices rest.
+
+Each number names its measurement. The GEMM kernels' time is not FLOPs over a rate alone: a grid of
+128 x 128 tiles runs in whole waves over the SMs, and cuBLAS splits K where a grid would leave SMs idle,
+so a product with few output tiles and a long K is cuBLAS's to keep.
+"""
+
+from __future__ import annotations
+
+import math
+
+SMS = 132  # H100 SXM
+SGEMM_FLOPS = 51.3e12  # cuBLAS fp32 GEMM, measured on an H100
+GEMM3X_FLOPS = 91.8e12  # our 3xTF32 GEMM, variant 2, 1024x8192x8192 on an H100 (bench/results/2026-11-21_labs_h100_634af62/gemm_head_0961b1f.json)
+GEMM3X_TILE = 128  # output tile side of every variant (M and N)
+CONV_FLOPS = 100e12  # cuDNN convolutions (TF32 by default in PyTorch): a rough effective rate
+BANDWIDTH = 2.98e12  # device copy, bytes read + written per second
+LAUNCH_S = 3e-6  # per kernel launch, as seen from a stream of small ops
+
+# The measurement above in waves: 1024x8192x8192 is 8 x 64 = 512 tiles, 4 waves over the SMs, in
+# 2 * 1024 * 8192 * 8192 / GEMM3X_FLOPS seconds; so one tile of K = 8192 takes a quarter of that.
+_HEADLINE_TILES, _HEADLINE_K = 8 * 64, 8192
+_TILE_S_PER_K = 2.0 * 1024 * 8192 * 8192 / GEMM3X_FLOPS / math.ceil(_HEADLINE_TILES / SMS) / _HEADLINE_K
+
+
+def gemm3x_seconds(batch: int, m: int, n: int, k: int) -> float:
+    """Our GEMM kernel on [batch] x [m, k] x [k, n]: whole waves of tiles, each tile K steps long."""
+    tiles = batch * math.ceil(m / GEMM3X_TILE) * math.ceil(n / GEMM3X_TILE)
+    return math.ceil(tiles / SMS) * k * _TILE_S_PER_K
+
+
+def sgemm_seconds(batch: int, m: int, n: int, k: int) -> float:
+    """cuBLAS SGEMM at its measured rate (it splits K when the output has few tiles)."""
+    return 2.0 * batch * m * n * k / SGEMM_FLOPS
