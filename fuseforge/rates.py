@@ -23,6 +23,13 @@ _HEADLINE_TILES, _HEADLINE_K = 8 * 64, 8192
 _TILE_S_PER_K = 2.0 * 1024 * 8192 * 8192 / GEMM3X_FLOPS / math.ceil(_HEADLINE_TILES / SMS) / _HEADLINE_K
 
 
+# A GEMM kernel replaces cuBLAS only when the model above expects it this much faster: it does not count a
+# tile's fixed costs (pipeline fill, epilogue), and it missed a 4096x256x1024 linear (64 tiles, K = 1024) by
+# about 2x: 0.047 ms expected, the model with it 0.078 ms slower than with cuBLAS (linear_chain_no_activation,
+# bench/results/2026-11-22_suite_default_h100_73c86dd).
+GEMM3X_MARGIN = 1.25
+
+
 def gemm3x_seconds(batch: int, m: int, n: int, k: int) -> float:
     """Our GEMM kernel on [batch] x [m, k] x [k, n]: whole waves of tiles, each tile K steps long."""
     tiles = batch * math.ceil(m / GEMM3X_TILE) * math.ceil(n / GEMM3X_TILE)

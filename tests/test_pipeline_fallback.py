@@ -15,14 +15,14 @@ import torch.nn as nn
 class Model(nn.Module):
     def __init__(self):
         super().__init__()
-        self.linear = nn.Linear(64, 32)
+        self.linear = nn.Linear(64, 1024)
 
     def forward(self, x):
         return torch.relu(self.linear(x))
 
 
 def get_inputs():
-    return [torch.randn(16, 64)]
+    return [torch.randn(2048, 64)]  # 16 x 8 tiles: a GEMM kernel by default
 
 
 def get_init_inputs():

@@ -71,9 +71,13 @@ def test_the_default_commands_run_a_real_model_through_the_cpu_stages_when_no_gp
     assert json.loads((job_dir / "suite_roofline.json").read_text())["flops"] == row["flops"] > 0
 
 
+# 2048 x 1024 outputs (128 tiles of 128 x 128) over K = 64: a GEMM kernel in the default plan
+GEMM_MODEL = TINY.replace("torch.randn(16, 64)", "torch.randn(2048, 64)").replace("return [64, 32]", "return [64, 1024]")
+
+
 def test_with_a_kernel_family_turned_off_both_phases_plan_without_it_and_the_build_builds_what_the_run_runs(tmp_path):
     (tmp_path / "models").mkdir()
-    (tmp_path / "models" / "tiny.py").write_text(TINY)
+    (tmp_path / "models" / "tiny.py").write_text(GEMM_MODEL)
     config = SuiteConfig(models=tmp_path / "models", db=tmp_path / "r.sqlite", gpus=1, jobs=1,
                          kernel_flags=("--no-gemm-kernels",))
     build_template, run_template = config.commands()
@@ -89,7 +93,7 @@ def test_with_a_kernel_family_turned_off_both_phases_plan_without_it_and_the_bui
 
 def test_the_build_module_takes_optimize_s_kernel_family_flags_and_plans_with_every_family_by_default(tmp_path):
     model = tmp_path / "tiny.py"
-    model.write_text(TINY)
+    model.write_text(GEMM_MODEL)
     assert build.main([str(model), str(tmp_path / "default"), "--no-extension"]) == 0
     assert build.main([str(model), str(tmp_path / "off"), "--no-extension", "--no-gemm-kernels"]) == 0
     assert "gemm kernel" not in (tmp_path / "off" / "20_partition.txt").read_text().lower()
