@@ -19,11 +19,11 @@ import argparse
 import copy
 import importlib.util
 import json
-import statistics
 import sys
 from pathlib import Path
 
 import torch
+from bench_reduce_weight import timed  # this folder's CUDA-event timer
 from torch import nn
 
 CONVS = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
@@ -39,18 +39,7 @@ def _load(path: Path):
 
 def _time(fn, reps: int) -> float:
     """Median ms of fn() over reps, L2 flushed before each."""
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        FLUSH.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    return timed(fn, reps, FLUSH)
 
 
 def _layout_fmt(dim: int):
