@@ -38,7 +38,7 @@ from fuseforge.suite.build import build_extension; build_extension(pathlib.Path(
     done
     (cd out && tar czf "$OUT/rows.tgz" --exclude='*torch_extensions*' rows)
     ;;
-  families-tests)  # the opt-in kernel families' GPU tests (odd sizes vs float64, per family)
+  families-tests)  # the kernel families' GPU tests (odd sizes vs float64, per family)
     $PY -m pytest -v -p no:cacheprovider -rfE -m gpu tests/test_rows.py tests/test_channels.py \
         tests/test_channel_reductions.py tests/test_gemm_kernels.py > "$OUT/families_pytest.log" 2>&1
     echo "families pytest exit $?"; grep -E "PASSED|FAILED|ERROR|passed|failed" "$OUT/families_pytest.log" | tail -20
