@@ -19,6 +19,7 @@ from torch import fx
 from .capture import Captured
 from .partition import KernelStep, Plan
 from .partition_family import size_hint
+from .partition_gemm import traced_sizes
 from .rates import BANDWIDTH, CONV_FLOPS, LAUNCH_S, SGEMM_FLOPS, gemm3x_seconds
 
 READS_ONLY_METADATA = {"aten.new_ones.default", "aten.new_zeros.default", "aten.new_empty.default",
@@ -141,12 +142,6 @@ def eager_cost(captured: Captured) -> EagerCost:
     return EagerCost(seconds, moved, launches, _peak(units + keep, _sizes(by_name)), total_flops)
 
 
-def _gemm_kernel_seconds(by_name: dict, spec) -> float:
-    out = [size_hint(s) for s in by_name[spec.anchor].meta["val"].shape]
-    k = size_hint(by_name[spec.gemm.a].meta["val"].shape[-1])
-    return gemm3x_seconds(math.prod(out[:-2]), out[-2], out[-1], k)
-
-
 def estimate(eager: EagerCost, captured: Captured, plan: Plan) -> CostEstimate:
     """Cost the plan (over the rewritten graph) and set it next to eager's cost."""
     by_name = {n.name: n for n in captured.graph.nodes}
@@ -158,7 +153,7 @@ def estimate(eager: EagerCost, captured: Captured, plan: Plan) -> CostEstimate:
             moved = sum(nbytes(by_name[i]) for i in g.inputs) + sum(nbytes(by_name[o]) for o in g.outputs)
             t = _time(float(numel(by_name[g.outputs[0]]) * len(g.nodes)), SGEMM_FLOPS, moved)
             if g.gemm:  # our kernel's measured rate in whole waves of tiles (the epilogue's FLOPs are negligible)
-                t = max(_gemm_kernel_seconds(by_name, g.gemm), moved / BANDWIDTH) + LAUNCH_S
+                t = max(gemm3x_seconds(*traced_sizes(by_name[g.gemm.anchor], by_name[g.gemm.gemm.a])), moved / BANDWIDTH) + LAUNCH_S
             plan_s, plan_moved, plan_launches = plan_s + t, plan_moved + moved, plan_launches + 1
             units.append((list(g.inputs), list(g.outputs)))
         else:

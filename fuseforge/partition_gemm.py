@@ -138,12 +138,17 @@ def recognise(node: fx.Node) -> GemmAnchor | str:
                       float(a.get("alpha", 1.0)), float(a.get("beta", 1.0)), op == "bmm", transposed)
 
 
+def traced_sizes(node: fx.Node, a: fx.Node) -> tuple[int, int, int, int]:
+    """(batch, M, N, K) of a GEMM node with A operand `a`, at the traced sizes."""
+    out = [size_hint(s) for s in tensor_meta(node).shape]
+    return math.prod(out[:-2]), out[-2], out[-1], size_hint(tensor_meta(a).shape[-1])
+
+
 def _slower_than_cublas(node: fx.Node, a: fx.Node) -> str | None:
     """Why our kernel is not expected GEMM3X_MARGIN times faster than cuBLAS, if it is not (at the traced
-    sizes; typically a grid of few tiles over a long K, which cuBLAS splits). cuBLAS's side also pays what an epilogue saves: the round trip
-    of its product through memory and the launch of the kernel after it."""
-    out = [size_hint(s) for s in tensor_meta(node).shape]
-    batch, (m, n), k = math.prod(out[:-2]), out[-2:], size_hint(tensor_meta(a).shape[-1])
+    sizes; typically a grid of few tiles over a long K, which cuBLAS splits). cuBLAS's side also pays what an
+    epilogue saves: the round trip of its product through memory and the launch of the kernel after it."""
+    batch, m, n, k = traced_sizes(node, a)
     ours = rates.gemm3x_seconds(batch, m, n, k)
     theirs = rates.sgemm_seconds(batch, m, n, k) + 2 * 4 * batch * m * n / rates.BANDWIDTH + rates.LAUNCH_S
     if ours * rates.GEMM3X_MARGIN <= theirs:
