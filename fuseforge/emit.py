@@ -116,7 +116,18 @@ def in_place_batch_norms(c: Captured) -> dict[str, set[str]]:
     return found
 
 
-def _emit_torch_step(node: fx.Node, bn: dict[str, set[str]], device_expr: str) -> str | None:
+def _channels_last_call(node: fx.Node, device_expr: str) -> str:
+    """The convolution with its input and weight in channels-last order: its output comes back so."""
+    fmt = "torch.channels_last" if node.meta["val"].dim() == 4 else "torch.channels_last_3d"
+    args = [_arg(a, device_expr) for a in node.args]
+    for k in (0, 1):
+        args[k] = f"{args[k]}.contiguous(memory_format={fmt})"
+    args += [f"{k}={_arg(v, device_expr)}" for k, v in node.kwargs.items()]
+    return f"torch.ops.{op_key(node)}({', '.join(args)})"
+
+
+def _emit_torch_step(node: fx.Node, bn: dict[str, set[str]], device_expr: str,
+                     channels_last: frozenset[str] = frozenset()) -> str | None:
     """One line for a torch step, or None when an in-place BatchNorm made it unnecessary."""
     if node.name in bn:
         x, w, b, mean, var, training, momentum, eps = node.args[:8]
@@ -125,6 +136,8 @@ def _emit_torch_step(node: fx.Node, bn: dict[str, set[str]], device_expr: str) -
                 "  # updates the running statistics in place")
     if node.target is operator.getitem and node.args[0].name in bn:
         return f"{node.name} = {node.args[0].name}" if node.args[1] == 0 else None
+    if node.name in channels_last:
+        return f"{node.name} = {_channels_last_call(node, device_expr)}  # channels-last: its readers read NHWC"
     return f"{node.name} = {_call(node, device_expr)}"
 
 
@@ -172,7 +185,7 @@ def _forward(ctx: EmitContext) -> str:
                 w.line(f"{', '.join(g.outputs)}{',' if len(g.outputs) > 1 else ''} = "
                        f"kernels.{g.name}({', '.join([*g.inputs, 'stream'])})")
             else:
-                line = _emit_torch_step(by_name[step.node], bn, device_expr)
+                line = _emit_torch_step(by_name[step.node], bn, device_expr, ctx.plan.channels_last)
                 if line:
                     w.line(line)
             if release[i]:

@@ -84,6 +84,7 @@ class Plan:
     steps: list[TorchStep | KernelStep]
     groups: list[KernelGroup]
     not_fused: list[WhyNotFused] = field(default_factory=list)
+    channels_last: frozenset[str] = frozenset()  # convolutions run channels-last (set by `layout`)
 
 
 def _tensor_meta(node: fx.Node):
@@ -356,7 +357,8 @@ def format_plan(plan: Plan) -> str:
                 lines.append(f"    reads {', '.join(g.inputs)}; writes {', '.join(g.outputs)}; "
                              f"iteration shape {list(g.shape)}")
         else:
-            lines.append(f"torch  {step.node}")
+            layout = "  (channels-last input and weight: its readers read NHWC)" if step.node in plan.channels_last else ""
+            lines.append(f"torch  {step.node}{layout}")
     lines.append("")
     lines.append("# why neighbours were not fused")
     for w in plan.not_fused:

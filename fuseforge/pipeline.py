@@ -23,6 +23,7 @@ from .cost import CostEstimate, EagerCost, eager_cost, estimate
 from .cpu_check import CpuCheck, check_emitted_on_cpu, check_on_cpu, float64_reference
 from .emit import EmitContext, emit
 from .load import LoadedModel, load_model_file
+from .layout import channels_last_convs
 from .partition import Plan, format_plan, partition
 from .report import write_report
 from .rewrite import RewriteLog, format_rewrite, rewrite
@@ -77,6 +78,7 @@ def stage_rewrite(run: Run) -> None:
 def stage_partition(run: Run) -> None:
     run.plan = partition(run.captured.graph, row_kernels=run.config.row_kernels,
                          channel_kernels=run.config.channel_kernels, gemm_kernels=run.config.gemm_kernels)
+    run.plan.channels_last = channels_last_convs(run.plan, run.captured.graph)
     run.artefact("20_partition.txt").write_text(format_plan(run.plan))
     run.cost = estimate(run.eager_cost, run.captured, run.plan)
 

@@ -220,7 +220,7 @@ def spell_pool(pool: Pool) -> list[str]:
     at = "ff_i0"
     for a in range(1, pool.dims):
         at = f"({at} * ff_n{a} + ff_i{a})"
-    lines.append(f"{indent}const float ff_x = ff_cred_ldg(ff_plane + {at});")
+    lines.append(f"{indent}const float ff_x = ff_cred_ldg(ff_plane + (kNHWC ? (int64_t)({at}) * d.channels : {at}));")
     lines.append(f"{indent}" + ("if (ff_x > ff_v || ff_x != ff_x) ff_v = ff_x;  // NaN propagates, as PyTorch"
                                 if pool.op == "max" else "ff_v += ff_x;"))
     for _ in range(pool.dims):

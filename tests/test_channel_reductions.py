@@ -119,11 +119,13 @@ def test_a_reduction_that_is_not_over_the_channel_axis_of_a_spatial_tensor_is_no
     assert format_plan(flagged) == format_plan(partition(captured.graph))  # reasons unchanged too
 
 
-CHANNEL_REDUCTION_MODELS = {  # model -> (steps, ops of the channel-reduction kernel, not-fused pairs)
-    "dev/conv2d_channelmin_tanh": (["torch", "channel-reduction"], ["min", "tanh", "tanh"],
-                                   [("conv2d", "min_1")]),
-    "dev/conv3d_maxpool_sigmoid_sum": (["torch", "channel-reduction"], ["max_pool3d", "sigmoid", "sum"],
-                                       [("conv3d", "max_pool3d")]),
+CHANNEL_REDUCTION_MODELS = {  # model -> (steps, ops of the channel-reduction kernel, not-fused pairs by op)
+    # the convolution's bias is a per-channel add (rewrite): the kernel's prologue adds it, after the pool
+    "dev/conv2d_channelmin_tanh": (["torch", "torch", "channel-reduction"], ["add", "min", "tanh", "tanh"],
+                                   [("conv2d", "add"), ("view", "add")]),
+    "dev/conv3d_maxpool_sigmoid_sum": (["torch", "torch", "channel-reduction"],
+                                       ["max_pool3d", "add", "sigmoid", "sum"],
+                                       [("conv3d", "max_pool3d"), ("view", "add")]),
 }
 
 
@@ -135,7 +137,8 @@ def test_a_channel_reduction_model_gets_one_kernel_and_passes_the_float64_cpu_ch
     assert [s.group.kind if isinstance(s, KernelStep) else "torch" for s in run.plan.steps] == steps
     (group,) = run.plan.groups
     assert _ops(run.captured, group) == ops
-    assert [(w.producer, w.consumer) for w in run.plan.not_fused] == apart
+    op = {n.name: n.target.__name__.split(".")[0] for n in run.captured.graph.nodes if n.op == "call_function"}
+    assert [(op[w.producer], op[w.consumer]) for w in run.plan.not_fused] == apart
     assert all("not pointwise (stays a torch call)" in w.reason for w in run.plan.not_fused)
     assert run.cpu_check.passed and run.cpu_check.max_rel_error <= 1e-9, run.cpu_check.detail
     assert any(d.startswith("emitted output 0") for d in run.cpu_check.detail)
@@ -212,21 +215,30 @@ def test_the_command_line_plans_the_channel_min_model_as_one_channel_reduction_k
                              "--no-gpu", "--channel-kernels"], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     plan = (tmp_path / "20_partition.txt").read_text()
-    assert "kernel fused_min_tanh: min_1 -> getitem -> tanh -> tanh_1" in plan
-    assert "channel-reduction kernel: amin of conv2d over axis 1 of ['s77', 64, 254, 254] -> ['s77', 1, 254, 254]" \
+    assert "kernel fused_add_min_tanh: add_25 -> min_1 -> getitem -> tanh -> tanh_1" in plan
+    assert "channel-reduction kernel: amin of add_25 over axis 1 of ['s77', 64, 254, 254] -> ['s77', 1, 254, 254]" \
         in plan
+    assert "torch  conv2d_1  (channels-last input and weight: its readers read NHWC)" in plan
 
 
-FLAG_OFF = {  # the plans before channel reductions existed (flag off must keep them)
+FLAG_OFF = {  # the plans without channel reductions (the convolution's bias split off by the rewrite stage)
     "dev/conv2d_channelmin_tanh": (
-        "# steps, in execution order\ntorch  conv2d\ntorch  min_1\ntorch  getitem\nkernel fused_tanh: tanh -> tanh_1\n"
+        "# steps, in execution order\ntorch  conv2d_1\ntorch  view\nkernel fused_add: add_25\n"
+        "    reads conv2d_1, view; writes add_25; iteration shape ['s77', 64, 254, 254]\ntorch  min_1\n"
+        "torch  getitem\nkernel fused_tanh: tanh -> tanh_1\n"
         "    reads getitem; writes tanh_1; iteration shape ['s77', 1, 254, 254]\n\n# why neighbours were not fused\n"
+        "conv2d_1 -> add_25: aten.conv2d.default is not pointwise (stays a torch call)\n"
+        "view -> add_25: aten.view.default is not pointwise (stays a torch call)\n"
+        "add_25 -> min_1: aten.min.dim is not pointwise (stays a torch call)\n"
         "min_1 -> tanh: aten.min.dim is not pointwise (stays a torch call)\n"),
     "dev/conv3d_maxpool_sigmoid_sum": (
-        "# steps, in execution order\ntorch  conv3d\ntorch  max_pool3d\nkernel fused_sigmoid: sigmoid\n"
-        "    reads max_pool3d; writes sigmoid; iteration shape ['s77', 16, 8, 32, 32]\ntorch  sum_1\n\n"
-        "# why neighbours were not fused\nmax_pool3d -> sigmoid: aten.max_pool3d.default is not pointwise (stays a "
-        "torch call)\nsigmoid -> sum_1: aten.sum.dim_IntList is not pointwise, nor a row kernel: sum_1 reduces dims "
+        "# steps, in execution order\ntorch  conv3d_1\ntorch  view\ntorch  max_pool3d_1\n"
+        "kernel fused_add_sigmoid: add_25 -> sigmoid\n"
+        "    reads max_pool3d_1, view; writes sigmoid; iteration shape ['s77', 16, 8, 32, 32]\ntorch  sum_1\n\n"
+        "# why neighbours were not fused\n"
+        "max_pool3d_1 -> add_25: aten.max_pool3d.default is not pointwise (stays a torch call)\n"
+        "view -> add_25: aten.view.default is not pointwise (stays a torch call)\n"
+        "sigmoid -> sum_1: aten.sum.dim_IntList is not pointwise, nor a row kernel: sum_1 reduces dims "
         "[1], not the last axis alone\n"),
 }
 
@@ -399,7 +411,8 @@ def test_every_form_of_the_pool_test_model_is_a_pool_or_channel_reduction_kernel
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 @pytest.mark.parametrize("std", ["c++17", "c++20"])
-@pytest.mark.parametrize("build, kernels", [(_every_reduction, 10), (_every_pool, 5)], ids=["reductions", "pools"])
+# kernels: one per group and layout of its input (a pool reads contiguous or channels-last input: two each)
+@pytest.mark.parametrize("build, kernels", [(_every_reduction, 10), (_every_pool, 10)], ids=["reductions", "pools"])
 def test_the_channel_reduction_kernels_compile_for_hopper_without_warnings_or_spills(std, build, kernels, tmp_path):
     _, _, ext = build()
     source = tmp_path / "kernels.cu"
@@ -471,6 +484,12 @@ def _gpu_inputs(group, by_name, pooled, shape, misaligned, nan, device="cuda"):
     return values
 
 
+def _channels_last(t):
+    """t in NHWC (NDHWC) memory order, same values; 4-D and 5-D tensors only."""
+    fmt = {4: torch.channels_last, 5: torch.channels_last_3d}.get(t.dim())
+    return t.contiguous(memory_format=fmt) if fmt else t
+
+
 def _rel(got, want):
     diff = (got.double().cpu() - want).nan_to_num(0.0)
     return (diff.norm() / want.nan_to_num(0.0).norm().clamp_min(1e-30)).item()
@@ -490,9 +509,13 @@ def test_the_generated_channel_reduction_kernels_match_float64_on_odd_sizes_like
     failures = []
     for group in plan.groups:
         for pooled, shape in _cases(group):
-            for misaligned, nan in ((False, False), (True, False), (False, True)):
+            for misaligned, nan, nhwc in ((False, False, False), (True, False, False), (False, True, False),
+                                          (False, False, True), (False, True, True)):
                 torch.manual_seed(sum(shape) * 7919 + len(shape))
                 inputs = _gpu_inputs(group, by_name, pooled, shape, misaligned, nan)
+                if nhwc:  # a channels-last convolution's output: the kernel reads it in NHWC order
+                    inputs = {k: _channels_last(v) if dict(group.channel_reduce.operands)[k] in ("full", "pooled")
+                              else v for k, v in inputs.items()}
                 got = getattr(kernels, group.name)(*[inputs[i] for i in group.inputs], stream)
                 got = got if isinstance(got, (list, tuple)) else [got]
                 truth = run_kernel_reference(group, by_name, {k: v.double().cpu() for k, v in inputs.items()})
@@ -502,7 +525,7 @@ def test_the_generated_channel_reduction_kernels_match_float64_on_odd_sizes_like
                 for out, value in zip(group.outputs, got):
                     want = truth[out]
                     ours, theirs = _rel(value, want), _rel(eager[out], want)
-                    where = f"{group.name} {list(pooled or shape)} misaligned={misaligned} nan={nan} {out}"
+                    where = f"{group.name} {list(pooled or shape)} misaligned={misaligned} nan={nan} nhwc={nhwc} {out}"
                     if tuple(value.shape) != tuple(want.shape) or not ours <= 2 * theirs + 1e-6:
                         failures.append(f"{where}: shape {tuple(value.shape)}, error {ours:.2e} vs eager {theirs:.2e}")
                     if not torch.equal(torch.isnan(value).cpu(), torch.isnan(want)):
@@ -565,7 +588,8 @@ def _host_main(plan) -> str:
              "    char path[4096]; std::snprintf(path, sizeof path, \"%s/dims.txt\", argv[2]);",
              "    FILE* f = std::fopen(path, \"r\"); long long v[14]; for (int k = 0; k < 14; ++k)"
              " if (std::fscanf(f, \"%lld\", &v[k]) != 1) return 3; std::fclose(f);",
-             "    FFCredDims d{v[0], v[1], v[2], 0, v[3], {v[4], v[5], v[6]}, {v[7], v[8], v[9]}};",
+             "    FFCredDims d{v[0], v[1], v[2], 0, v[3], {v[4], v[5], v[6]}, {v[7], v[8], v[9]},",
+             "                 /*channel_step=*/v[2], /*position_step=*/1, /*pool_nhwc=*/0};",
              "    const long long out_count = v[10];"]
     for g in plan.groups:
         lines.append(f"    if (std::strcmp(argv[1], \"{g.name}\") == 0) {{")

@@ -18,7 +18,13 @@ CHANGED = {
     "gemm_mean_tanh": ["reduce_the_weight_not_the_output"],
     "linear_chain_no_activation": ["compose_linear_maps"],
     "conv2d_avgpool_linear": ["global_average_pool_of_conv", "views_that_cancel", "compose_linear_maps"],
+    "conv2d_batchnorm_relu": ["conv_bias_as_channel_add"],
+    "conv2d_channelmin_tanh": ["conv_bias_as_channel_add"],
+    "conv2d_groupnorm_hardswish": ["conv_bias_as_channel_add"],
+    "convtranspose2d_bias_tanh_scale": ["conv_bias_as_channel_add"],
+    "conv3d_maxpool_sigmoid_sum": ["conv_bias_as_channel_add", "max_pool_of_channel_shift"],
 }
+MOVES_ONLY = {"conv_bias_as_channel_add"}  # moves work to where a kernel fuses it; removes none itself
 
 
 def _loaded(path) -> LoadedModel:
@@ -44,6 +50,7 @@ def test_a_problem_model_changes_only_where_an_identity_applies_and_stays_exact_
         return
     assert [f.rule for f in log.firings] == CHANGED[path.stem]
     assert _ops(c.graph) != before
-    assert sum(f.flops_removed for f in log.firings) > 0
+    assert all(f.flops_removed >= 0 and f.bytes_removed >= 0 for f in log.firings)
+    assert sum(f.flops_removed for f in log.firings) > 0 or {f.rule for f in log.firings} <= MOVES_ONLY
     check = check_on_cpu(c, partition(c.graph), float64_reference(loaded, c))
     assert check.passed, check.detail

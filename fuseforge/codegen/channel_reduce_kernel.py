@@ -91,6 +91,8 @@ def _pool_functions(lay: _Layout, w: Writer) -> None:
         w.lines("\n".join(pooling.spell_window(pool)))
         w.line("return ff_w;")
     w.line("}")
+    w.line("// kNHWC: the pool's input is channels-last (a position's C values are contiguous)")
+    w.line("template <bool kNHWC = false>")
     w.line("FF_HD float pool(const float* ff_plane, const FFCredDims& d, const FFPoolWindow& ff_w) const {")
     with w.indent():
         w.lines("\n".join(pooling.spell_pool(pool)))
@@ -196,7 +198,7 @@ def _pool_call(lay: _Layout, first: str, keepdim: str, extremum: str, w: Writer)
     pool = lay.pool
     for what, values in (("k", pool.kernel), ("s", pool.stride), ("p", pool.padding), ("dil", pool.dilation)):
         w.line(f"const int64_t pool_{what}[{pool.dims}] = {{{', '.join(map(str, values))}}};")
-    w.line(f"const FFCredCall call = ff_cred_of_pool(kernel, {first}, {pool.dims}, pool_k, pool_s, pool_p, pool_dil, "
+    w.line(f"FFCredCall call = ff_cred_of_pool(kernel, {first}, {pool.dims}, pool_k, pool_s, pool_p, pool_dil, "
            f"/*ceil_mode=*/{'true' if pool.ceil_mode else 'false'}, /*keepdim=*/{keepdim}, "
            f"/*needs_channels=*/{extremum}, /*reduce=*/{'true' if lay.red else 'false'});")
 
@@ -216,8 +218,12 @@ def _binding(lay: _Layout) -> str:
         if lay.pool:
             _pool_call(lay, first, keepdim, extremum, w)
         else:
-            w.line(f"const FFCredCall call = ff_cred_of(kernel, {first}.sizes().vec(), /*keepdim=*/{keepdim}, "
+            w.line(f"FFCredCall call = ff_cred_of(kernel, {first}.sizes().vec(), /*keepdim=*/{keepdim}, "
                    f"/*needs_channels=*/{extremum});")
+        # full inputs may be channels-last in a reduction (a pool kernel reads them in contiguous order)
+        full = [cpp_name(i) for i in lay.full] if lay.red else []
+        pooled = f"&{cpp_name(lay.pool.data)}" if lay.pool else "nullptr"
+        w.line(f"ff_cred_set_layout(call, {{{', '.join(full)}}}, {pooled});")
         for name, i in zip(g.inputs, ins):
             w.line(f'const torch::Tensor {i}_c = ff_cred_operand(kernel, "{name}", {i}, call, {first}, '
                    f"{_CLASS_ENUM[lay.classes[name]]});")

@@ -20,7 +20,9 @@ A *pool kernel* (a pool with the pointwise ops after it, no reduction) has inste
     void pooled_element(in, c, pool, o)  // the outputs of one pooled element (n, c, s), [N, C, S] contiguous
 
 Layout: the input is [N, C, S] with S the product of the spatial sizes; output position (n, s) reduces
-the C values at (n * C + c) * S + s. One thread per output position (four consecutive positions with
+the C values at n * C * S + c * channel_step + s * position_step: (S, 1) for contiguous inputs, (1, C) for
+channels-last ones (NHWC: a convolution that ran channels-last; the binding picks the layout its full
+inputs have, and makes them contiguous when they do not all share one). The pool's input likewise. One thread per output position (four consecutive positions with
 16-byte loads and stores when S % 4 == 0 and every pointer is 16-byte aligned, one otherwise); a
 256-thread block covers 256 (or 1024) consecutive positions of one sample, so each warp's loads of one
 channel are contiguous (coalesced); each thread loads 4 channels before it combines them, so 4 loads per
@@ -39,6 +41,9 @@ struct FFCredDims {
     // with a pool: F = [N, C, *out_size] is the pooled shape, the pool's input [N, C, *in_size]
     int64_t in_positions;                // product of in_size
     int64_t in_size[3], out_size[3];     // per spatial axis (as many as the pool has)
+    int64_t channel_step, position_step; // element (n, c, s) of a full input: n * C * S + c * channel_step +
+                                         //   s * position_step; (S, 1) contiguous, (1, C) channels-last
+    int64_t pool_nhwc;                   // 1: the pool's input is channels-last, 0: contiguous
 };
 constexpr int kFFCredThreads = 256;
 """
@@ -56,6 +61,13 @@ FF_HD float ff_cred_ldg(const float* p) {  // read-only load: the read-only data
 #else
     return *p;
 #endif
+}
+
+// Channel c's plane of the pool's input at sample n: its first value; the plane's values are 1 apart
+// (contiguous) or C apart (channels-last, kNHWC).
+template <bool kNHWC>
+__device__ __forceinline__ const float* ff_pool_plane(const float* pooled, const FFCredDims& d, int64_t n, int64_t c) {
+    return kNHWC ? pooled + n * d.channels * d.in_positions + c : pooled + (n * d.channels + c) * d.in_positions;
 }
 
 template <class Op>
@@ -77,7 +89,9 @@ __device__ __forceinline__ void ff_cred_load(const Op& op, int64_t at, float (&i
     }
 }
 
-template <class Op, int V>  // V consecutive positions per thread: 4 (16-byte loads and stores) or 1
+// V consecutive positions per thread: 4 (16-byte loads and stores) or 1; kPoolNHWC: the pool's input is
+// channels-last (its own instantiation, so the contiguous one keeps its registers).
+template <class Op, int V, bool kPoolNHWC = false>
 __global__ void __launch_bounds__(kFFCredThreads) ff_cred_kernel(Op op, FFCredDims d) {
     constexpr int kBatch = 4;  // channels loaded before they are combined: loads in flight per thread
     const int64_t n = blockIdx.x / d.tiles;
@@ -85,7 +99,8 @@ __global__ void __launch_bounds__(kFFCredThreads) ff_cred_kernel(Op op, FFCredDi
     if (s >= d.positions) return;
     const int channels = (int)d.channels;
     const int64_t plane = d.positions;
-    const int64_t first = n * d.channels * plane + s;  // element (n, 0, s)
+    const int64_t first = n * d.channels * plane + s * d.position_step;  // element (n, 0, s)
+    const int64_t step = d.channel_step;  // from one channel to the next
     FFPoolWindow window{};
     if constexpr (Op::kPool) window = op.window(d, s);  // V == 1 with a pool
     float acc[V];
@@ -97,9 +112,8 @@ __global__ void __launch_bounds__(kFFCredThreads) ff_cred_kernel(Op op, FFCredDi
         float pooled[kBatch] = {};
 #pragma unroll
         for (int k = 0; k < kBatch; ++k) {
-            ff_cred_load<Op, V>(op, first + (int64_t)(c + k) * plane, in[k]);
-            if constexpr (Op::kPool)
-                pooled[k] = op.pool(op.pooled + (n * d.channels + c + k) * d.in_positions, d, window);
+            ff_cred_load<Op, V>(op, first + (int64_t)(c + k) * step, in[k]);
+            if constexpr (Op::kPool) pooled[k] = op.template pool<kPoolNHWC>(ff_pool_plane<kPoolNHWC>(op.pooled, d, n, c + k), d, window);
         }
 #pragma unroll
         for (int k = 0; k < kBatch; ++k) {
@@ -109,11 +123,11 @@ __global__ void __launch_bounds__(kFFCredThreads) ff_cred_kernel(Op op, FFCredDi
     }
     for (; c < channels; ++c) {  // the last C % 4 channels
         float in[V][FFCredFull<Op>::kSize];
-        float pooled = 0.0f;
-        ff_cred_load<Op, V>(op, first + (int64_t)c * plane, in);
-        if constexpr (Op::kPool) pooled = op.pool(op.pooled + (n * d.channels + c) * d.in_positions, d, window);
+        float value = 0.0f;
+        ff_cred_load<Op, V>(op, first + (int64_t)c * step, in);
+        if constexpr (Op::kPool) value = op.template pool<kPoolNHWC>(ff_pool_plane<kPoolNHWC>(op.pooled, d, n, c), d, window);
 #pragma unroll
-        for (int v = 0; v < V; ++v) acc[v] = Op::combine(acc[v], op.reduced(in[v], c, pooled));
+        for (int v = 0; v < V; ++v) acc[v] = Op::combine(acc[v], op.reduced(in[v], c, value));
     }
     const int64_t out_at = n * plane + s;  // position (n, s) of the [N, S] outputs
     float o[V][Op::kOut];
@@ -130,15 +144,16 @@ __global__ void __launch_bounds__(kFFCredThreads) ff_cred_kernel(Op op, FFCredDi
 }
 
 // A pool kernel: one thread per pooled element (n, c, s), grid-stride; the pointwise ops after the pool.
-template <class Op>
+template <class Op, bool kPoolNHWC>
 __global__ void __launch_bounds__(kFFCredThreads) ff_pool_kernel(Op op, FFCredDims d) {
     const int64_t total = d.batch * d.channels * d.positions;
     for (int64_t i = (int64_t)blockIdx.x * kFFCredThreads + threadIdx.x; i < total;
          i += (int64_t)gridDim.x * kFFCredThreads) {
         const int64_t plane = i / d.positions;  // n * C + c
         const int64_t s = i - plane * d.positions;
+        const int64_t n = plane / d.channels, c = plane - n * d.channels;
         const FFPoolWindow window = op.window(d, s);
-        const float pooled = op.pool(op.pooled + plane * d.in_positions, d, window);
+        const float pooled = op.template pool<kPoolNHWC>(ff_pool_plane<kPoolNHWC>(op.pooled, d, n, c), d, window);
         float in[FFCredFull<Op>::kSize];
 #pragma unroll
         for (int f = 0; f < Op::kFull; ++f) in[f] = __ldg(op.full[f] + i);
@@ -154,7 +169,12 @@ int ff_pool_launch(const Op& op, const FFCredDims& d, void* stream) {
     const int64_t total = d.batch * d.channels * d.positions;
     if (total == 0) return 0;
     cudaStream_t s = static_cast<cudaStream_t>(stream);
-    ff_pool_kernel<Op><<<ff_blocks(total, kFFCredThreads), kFFCredThreads, 0, s>>>(op, d);
+    const unsigned blocks = ff_blocks(total, kFFCredThreads);
+    if (d.pool_nhwc) {
+        ff_pool_kernel<Op, true><<<blocks, kFFCredThreads, 0, s>>>(op, d);
+    } else {
+        ff_pool_kernel<Op, false><<<blocks, kFFCredThreads, 0, s>>>(op, d);
+    }
     return (int)cudaGetLastError();
 }
 
@@ -162,7 +182,8 @@ int ff_pool_launch(const Op& op, const FFCredDims& d, void* stream) {
 template <class Op>
 int ff_cred_launch(const Op& op, FFCredDims d, void* stream) {
     if (d.batch == 0 || d.positions == 0) return 0;
-    bool aligned = d.positions % 4 == 0 && !Op::kPool;  // a pool's windows are read value by value
+    // four positions per thread: contiguous inputs only (a pool's windows are read value by value)
+    bool aligned = d.positions % 4 == 0 && !Op::kPool && d.position_step == 1;
     for (int f = 0; f < Op::kFull; ++f) aligned = aligned && reinterpret_cast<uintptr_t>(op.full[f]) % 16 == 0;
     for (int m = 0; m < Op::kOut; ++m) aligned = aligned && reinterpret_cast<uintptr_t>(op.out[m]) % 16 == 0;
     cudaStream_t s = static_cast<cudaStream_t>(stream);
@@ -170,7 +191,11 @@ int ff_cred_launch(const Op& op, FFCredDims d, void* stream) {
     d.tiles = (d.positions + per_block - 1) / per_block;
     const unsigned grid = (unsigned)(d.batch * d.tiles);
     if constexpr (Op::kPool) {
-        ff_cred_kernel<Op, 1><<<grid, kFFCredThreads, 0, s>>>(op, d);
+        if (d.pool_nhwc) {
+            ff_cred_kernel<Op, 1, true><<<grid, kFFCredThreads, 0, s>>>(op, d);
+        } else {
+            ff_cred_kernel<Op, 1, false><<<grid, kFFCredThreads, 0, s>>>(op, d);
+        }
     } else if (aligned) {
         ff_cred_kernel<Op, 4><<<grid, kFFCredThreads, 0, s>>>(op, d);
     } else {
@@ -204,6 +229,9 @@ static FFCredCall ff_cred_of(const char* kernel, const std::vector<int64_t>& siz
     for (size_t k = 2; k < call.sizes.size(); ++k) d.positions *= call.sizes[k];
     d.tiles = 0;
     d.in_positions = 0;
+    d.channel_step = d.positions;
+    d.position_step = 1;
+    d.pool_nhwc = 0;
     for (int a = 0; a < 3; ++a) d.in_size[a] = d.out_size[a] = 1;
     call.out_sizes = call.sizes;
     if (reduce && keepdim) {
@@ -253,6 +281,28 @@ static FFCredCall ff_cred_of_pool(const char* kernel, const torch::Tensor& poole
     return call;
 }
 
+// Channels-last: dense in NHWC (NDHWC) order and not also contiguous (with C == 1 or no spatial extent the
+// two orders are the same, and contiguous is the one taken).
+static bool ff_cred_channels_last(const torch::Tensor& t) {
+    if (t.is_contiguous()) return false;
+    return (t.dim() == 4 && t.is_contiguous(at::MemoryFormat::ChannelsLast)) ||
+           (t.dim() == 5 && t.is_contiguous(at::MemoryFormat::ChannelsLast3d));
+}
+
+// The layout of the full inputs (channels-last when every one is, else contiguous) and of the pool's input.
+static void ff_cred_set_layout(FFCredCall& call, const std::vector<torch::Tensor>& full, const torch::Tensor* pooled) {
+    FFCredDims& d = call.dims;
+    bool nhwc = !full.empty();
+    for (const auto& t : full) nhwc = nhwc && ff_cred_channels_last(t);
+    if (nhwc) { d.channel_step = 1; d.position_step = d.channels; }
+    if (pooled && ff_cred_channels_last(*pooled)) d.pool_nhwc = 1;
+}
+
+static bool ff_cred_is_nhwc(const FFCredCall& call, int cls) {
+    return (cls == FF_CRED_FULL && call.dims.position_step != 1) ||
+           (cls == FF_CRED_POOLED && call.dims.pool_nhwc);
+}
+
 static torch::Tensor ff_cred_operand(const char* kernel, const char* name, const torch::Tensor& t,
                                      const FFCredCall& call, const torch::Tensor& first, int cls) {
     TORCH_CHECK(t.is_cuda(), kernel, ": ", name, " must be a CUDA tensor");
@@ -268,6 +318,6 @@ static torch::Tensor ff_cred_operand(const char* kernel, const char* name, const
                                            t.sizes(), ", not [N, C, ...] of the pool");
     if (cls == FF_CRED_REDUCED) TORCH_CHECK(t.sizes().vec() == call.out_sizes, kernel, ": ", name, " has sizes ",
                                             t.sizes(), ", expected ", call.out_sizes);
-    return t.contiguous();
+    return ff_cred_is_nhwc(call, cls) ? t : t.contiguous();
 }
 """

@@ -9,7 +9,9 @@ The order of `RULES` is the order of application within a round; rounds repeat u
 2. scalar folding: scalars move out of reductions, onto the smaller tensor;
 3. linear maps: reductions fold into the weight of the linear map before them, a global average
    pool of a convolution becomes a small linear map, and two linear maps compose where cheaper
-   (after the reductions, so that a reduced map composes at its reduced size).
+   (after the reductions, so that a reduced map composes at its reduced size);
+4. channel shifts: a convolution's bias becomes a per-channel add (last: the linear-map rules above read
+   the bias in place), and a per-channel add moves after a max pool, into the kernel that reads the pool.
 
 Every firing is logged with the FLOPs and bytes it removes at the traced sizes.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 from torch import fx
 
+from .channel_shifts import conv_bias_as_channel_add, max_pool_of_channel_shift
 from .conv_pool import global_average_pool_of_conv, spatial_mean_of_conv
 from .engine import ALL, Firing, RewriteContext, RewriteLog, Rule, declined_by, run_rules
 from .identities import (
@@ -39,6 +42,8 @@ RULES: list[Rule] = [
     global_average_pool_of_conv,
     spatial_mean_of_conv,
     compose_linear_maps,
+    conv_bias_as_channel_add,
+    max_pool_of_channel_shift,
 ]
 
 __all__ = ["ALL", "RULES", "Firing", "RewriteContext", "RewriteLog", "Rule", "declined_by", "format_rewrite",

@@ -19,7 +19,7 @@ from torch import fx
 from torch._guards import detect_fake_mode
 from torch.utils import _pytree as pytree
 
-from ..cost import READS_ONLY_METADATA, VIEW_OPS, flops, nbytes
+from ..cost import VIEW_OPS, flops, op_bytes
 from .pattern import Match, Pattern
 
 ALL = "all inputs and parameters"
@@ -153,8 +153,7 @@ def work(graph: fx.Graph) -> tuple[float, int]:
         if node.op != "call_function" or str(node.target) in VIEW_OPS or value(node) is None:
             continue
         total_flops += flops(node)[0]
-        reads = [] if str(node.target) in READS_ONLY_METADATA else node.all_input_nodes
-        moved += nbytes(node) + sum(nbytes(a) for a in reads)
+        moved += op_bytes(node)
     return total_flops, moved
 
 

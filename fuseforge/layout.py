@@ -1,0 +1,52 @@
+"""Plan step `layout`: which convolutions run channels-last (NHWC) in the emitted ModelNew.
+
+On the H100 (torch 2.11, cuDNN 9.19) PyTorch's fp32 convolutions run as cuDNN NHWC kernels: given NCHW
+tensors, cuDNN converts the input and the weight to NHWC and its output back to NCHW, three extra passes
+(measured with dev/kernels/profile_kernels.py: conv2d_channelmin_tanh's convolution 0.79 ms, its
+conversions 0.86 ms back and 0.22 ms in). A convolution whose input and weight are channels-last returns
+a channels-last output, with no conversion back. That pays when every reader of the output reads
+channels-last directly: today a channel-reduction kernel (a reduction over the channels, with an optional
+pool first), whose binding takes a channels-last input as it is.
+
+The values are the same in both layouts; only the memory order differs, and every kernel's binding checks
+the layout it is given (a contiguous tensor is always accepted), so the choice affects speed, not results.
+"""
+
+from __future__ import annotations
+
+from torch import fx
+
+from .partition import Plan, TorchStep
+
+CONVS = ("aten.conv2d.default", "aten.conv3d.default", "aten.conv_transpose2d.input",
+         "aten.conv_transpose3d.input")
+
+
+def _reads_channels_last(group, value: str) -> bool:
+    """A kernel group that takes `value` channels-last: a channel-reduction kernel that reads it as its only
+    full input or as its pool's input (a pool kernel reads only its pool's input so)."""
+    spec = group.channel_reduce
+    if spec is None:
+        return False
+    classes = dict(spec.operands)
+    full = [i for i, c in spec.operands if c == "full"]
+    if classes.get(value) == "pooled":
+        return True
+    return spec.reduction is not None and full == [value]
+
+
+def channels_last_convs(plan: Plan, graph: fx.Graph) -> frozenset[str]:
+    """Convolutions (torch steps, 4-D or 5-D) whose every reader is a kernel that reads channels-last."""
+    by_name = {n.name: n for n in graph.nodes}
+    chosen = set()
+    for step in plan.steps:
+        if not isinstance(step, TorchStep):
+            continue
+        node = by_name[step.node]
+        val = node.meta.get("val")
+        if str(node.target) not in CONVS or getattr(val, "dim", lambda: 0)() not in (4, 5) or not node.users:
+            continue
+        groups = [next((g for g in plan.groups if u.name in g.nodes), None) for u in node.users]
+        if all(g is not None and _reads_channels_last(g, node.name) for g in groups):
+            chosen.add(node.name)
+    return frozenset(chosen)

@@ -1,0 +1,74 @@
+"""Family `channel shifts`: a convolution's bias is a per-channel add, moved to where a fused kernel applies it.
+
+PyTorch does not let cuDNN add a convolution's bias: it adds it in a second pass over the output (a read
+and a write of the largest tensor of most convolution models). As a pointwise add of a [C, 1, ...] tensor
+the bias joins the kernel after the convolution, which reads it once per channel. A per-channel (or
+scalar) add commutes with a max pool, whose windows never leave a channel; moved after the pool it joins
+the kernel that reads the pool's output.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .engine import Builder, Guard, guard, rule, value
+from .guards import sole_use
+from .pattern import Match, Op, arguments
+
+aten = torch.ops.aten
+FAMILY = "channel shifts"
+CONVS = ("aten.conv1d.default", "aten.conv2d.default", "aten.conv3d.default", "aten.conv_transpose1d.input",
+         "aten.conv_transpose2d.input", "aten.conv_transpose3d.input")
+MAX_POOLS = {"aten.max_pool1d.default": 1, "aten.max_pool2d.default": 2, "aten.max_pool3d.default": 3}
+
+has_bias = Guard("the convolution has a bias tensor", lambda m: value(m["b"]) is not None)
+
+
+@rule(FAMILY, Op(*CONVS, bind="conv", bias="b"), has_bias)
+def conv_bias_as_channel_add(m: Match, build: Builder):
+    """conv(x, W, b) = conv(x, W) + b[:, None, ...]   (one value of b per output channel)
+
+    The same arithmetic as eager, which also adds the bias after the convolution, in its own pass.
+    """
+    conv = m["conv"]
+    args = list(arguments(conv).values())
+    args[2] = None  # the bias: the third argument of every convolution
+    bare = build(conv.target, *args)
+    spatial = value(args[1]).dim() - 2  # the weight is [C_out, C_in / groups, *kernel] (transposed: C_in first)
+    shift = build(aten.view.default, m["b"], [value(m["b"]).shape[0], *[1] * spatial])
+    return build(aten.add.Tensor, bare, shift)
+
+
+def _shift_operand(m: Match) -> tuple | None:
+    """(full, shift) of the add under the pool: shift is a number or constant over the pooled axes."""
+    added, axes = m["added"], MAX_POOLS[str(m.root.target)]
+    out = value(added)
+    for full, shift in ((m["p"], m["q"]), (m["q"], m["p"])):
+        if value(full) is None or out is None or list(value(full).shape) != list(out.shape):
+            continue
+        if isinstance(shift, (int, float)) and not isinstance(shift, bool):
+            return full, shift
+        s = value(shift)
+        if s is not None and s.dim() <= out.dim() and all(n == 1 for n in list(s.shape)[-axes:]):
+            return full, shift
+    return None
+
+
+@guard("the add has no scale (alpha 1); one operand has its full shape, the other is a number or constant "
+       "over the pooled axes")
+def per_channel_shift(m: Match) -> bool:
+    return m["alpha"] == 1 and _shift_operand(m) is not None
+
+
+@rule(FAMILY, Op(*MAX_POOLS, self=Op("aten.add.Tensor", bind="added", self="p", other="q", alpha="alpha")),
+      sole_use("added"), per_channel_shift)
+def max_pool_of_channel_shift(m: Match, build: Builder):
+    """max_pool(x + b) = max_pool(x) + b   (b constant within every window: per channel, or a number)
+
+    Exact in floating point: rounding is monotonic, so the largest x + b of a window is the sum with the
+    largest x.
+    """
+    full, shift = _shift_operand(m)
+    pool_args = dict(arguments(m.root))
+    pool_args["self"] = full
+    return build(aten.add.Tensor, build(m.root.target, *pool_args.values()), shift)
