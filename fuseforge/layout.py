@@ -23,7 +23,7 @@ CONVS = ("aten.conv2d.default", "aten.conv3d.default", "aten.conv_transpose2d.in
 
 
 def _reads_channels_last(group, value: str) -> bool:
-    """A kernel group that takes `value` channels-last: a channel-reduction kernel that reads it as its only
+    """A kernel group that takes `value` channels-last: a channel-reduction kernel that reads it as its one
     full input or as its pool's input (a pool kernel reads only its pool's input so)."""
     spec = group.channel_reduce
     if spec is None:

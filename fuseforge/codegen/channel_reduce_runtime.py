@@ -21,8 +21,9 @@ A *pool kernel* (a pool with the pointwise ops after it, no reduction) has inste
 
 Layout: the input is [N, C, S] with S the product of the spatial sizes; output position (n, s) reduces
 the C values at n * C * S + c * channel_step + s * position_step: (S, 1) for contiguous inputs, (1, C) for
-channels-last ones (NHWC: a convolution that ran channels-last; the binding picks the layout its full
-inputs have, and makes them contiguous when they do not all share one). The pool's input likewise. One thread per output position (four consecutive positions with
+channels-last ones (NHWC: a convolution that ran channels-last; taken as it is when it is the kernel's one
+full input, made contiguous otherwise). The pool's input likewise. A channels-last full input runs
+`ff_cred_nhwc_kernel`: each warp reads 32 channels of a position at a time (coalesced) into shared memory. One thread per output position (four consecutive positions with
 16-byte loads and stores when S % 4 == 0 and every pointer is 16-byte aligned, one otherwise); a
 256-thread block covers 256 (or 1024) consecutive positions of one sample, so each warp's loads of one
 channel are contiguous (coalesced); each thread loads 4 channels before it combines them, so 4 loads per
@@ -143,6 +144,43 @@ __global__ void __launch_bounds__(kFFCredThreads) ff_cred_kernel(Op op, FFCredDi
     }
 }
 
+// A channels-last input (one full input, no pool): the C values of a position are one contiguous row, and
+// the block's 256 positions are 256 consecutive rows. Each warp reads 32 channels of a row at a time (128
+// coalesced bytes) into shared memory; then each thread combines its position's channels in order (the
+// same order as the contiguous kernel: the same result).
+template <class Op>
+__global__ void __launch_bounds__(kFFCredThreads) ff_cred_nhwc_kernel(Op op, FFCredDims d) {
+    __shared__ float tile[kFFCredThreads][33];  // [row][channel within the chunk]; 33: no bank conflicts
+    const int64_t n = blockIdx.x / d.tiles;
+    const int64_t s0 = (int64_t)(blockIdx.x - n * d.tiles) * kFFCredThreads;
+    const int64_t left = d.positions - s0;
+    const int rows = (int)(left < kFFCredThreads ? left : kFFCredThreads);
+    const int channels = (int)d.channels;
+    const float* base = op.full[0] + (n * d.positions + s0) * d.channels;  // row r, channel c: base[r * C + c]
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    float acc = Op::init();
+    for (int c0 = 0; c0 < channels; c0 += 32) {
+        const int width = channels - c0 < 32 ? channels - c0 : 32;
+        __syncthreads();  // the previous chunk has been read
+        if (lane < width) {
+            for (int r = warp; r < rows; r += kFFCredThreads / 32) tile[r][lane] = __ldg(base + (int64_t)r * channels + c0 + lane);
+        }
+        __syncthreads();
+        if ((int)threadIdx.x < rows) {
+            for (int j = 0; j < width; ++j) {
+                const float in[1] = {tile[threadIdx.x][j]};
+                acc = Op::combine(acc, op.reduced(in, c0 + j, 0.0f));
+            }
+        }
+    }
+    if ((int)threadIdx.x >= rows) return;
+    const int64_t out_at = n * d.positions + s0 + threadIdx.x;
+    float o[Op::kOut];
+    op.element(acc, channels, out_at, o);
+#pragma unroll
+    for (int m = 0; m < Op::kOut; ++m) op.out[m][out_at] = o[m];
+}
+
 // A pool kernel: one thread per pooled element (n, c, s), grid-stride; the pointwise ops after the pool.
 template <class Op, bool kPoolNHWC>
 __global__ void __launch_bounds__(kFFCredThreads) ff_pool_kernel(Op op, FFCredDims d) {
@@ -187,6 +225,13 @@ int ff_cred_launch(const Op& op, FFCredDims d, void* stream) {
     for (int f = 0; f < Op::kFull; ++f) aligned = aligned && reinterpret_cast<uintptr_t>(op.full[f]) % 16 == 0;
     for (int m = 0; m < Op::kOut; ++m) aligned = aligned && reinterpret_cast<uintptr_t>(op.out[m]) % 16 == 0;
     cudaStream_t s = static_cast<cudaStream_t>(stream);
+    if constexpr (!Op::kPool && Op::kFull == 1) {
+        if (d.position_step != 1) {  // channels-last
+            d.tiles = (d.positions + kFFCredThreads - 1) / kFFCredThreads;
+            ff_cred_nhwc_kernel<Op><<<(unsigned)(d.batch * d.tiles), kFFCredThreads, 0, s>>>(op, d);
+            return (int)cudaGetLastError();
+        }
+    }
     const int64_t per_block = (int64_t)kFFCredThreads * (aligned ? 4 : 1);
     d.tiles = (d.positions + per_block - 1) / per_block;
     const unsigned grid = (unsigned)(d.batch * d.tiles);
@@ -289,10 +334,11 @@ static bool ff_cred_channels_last(const torch::Tensor& t) {
            (t.dim() == 5 && t.is_contiguous(at::MemoryFormat::ChannelsLast3d));
 }
 
-// The layout of the full inputs (channels-last when every one is, else contiguous) and of the pool's input.
+// The layout of the full input (channels-last when the kernel has one full input and it is so, else
+// contiguous) and of the pool's input.
 static void ff_cred_set_layout(FFCredCall& call, const std::vector<torch::Tensor>& full, const torch::Tensor* pooled) {
     FFCredDims& d = call.dims;
-    bool nhwc = !full.empty();
+    bool nhwc = full.size() == 1;
     for (const auto& t : full) nhwc = nhwc && ff_cred_channels_last(t);
     if (nhwc) { d.channel_step = 1; d.position_step = d.channels; }
     if (pooled && ff_cred_channels_last(*pooled)) d.pool_nhwc = 1;
