@@ -22,8 +22,8 @@ from .config import OptimizeConfig
 from .cost import CostEstimate, EagerCost, eager_cost, estimate
 from .cpu_check import CpuCheck, check_emitted_on_cpu, check_on_cpu, float64_reference
 from .emit import EmitContext, emit
-from .load import LoadedModel, load_model_file
 from .layout import channels_last_convs
+from .load import LoadedModel, load_model_file
 from .partition import Plan, format_plan, partition
 from .report import write_report
 from .rewrite import RewriteLog, format_rewrite, rewrite
