@@ -132,7 +132,7 @@ CHANNEL_MODELS = {  # model -> (steps, nodes of the channel group, not-fused pai
                                   ["add", "_native_batch_norm_legit_functional", "relu"],
                                   [("conv2d", "add"), ("view", "add")]),
     "seed/gemm_scale_batchnorm": (["torch", "channel", "torch"], ["mul", "_native_batch_norm_legit_functional"],
-                                  [("linear", "mul_2")]),
+                                  [("linear", "mul")]),
     "dev/conv2d_groupnorm_hardswish": (["torch", "torch", "channel"], ["add", "group_norm", "hardswish"],
                                        [("conv2d", "add"), ("view", "add")]),
     "dev/gemm_groupnorm_swish_multiply": (["torch", "channel"], ["group_norm", "sigmoid", "mul", "mul"],

@@ -49,11 +49,6 @@ __device__ __forceinline__ void ff_load4(const FFShape& shape, const FFOperand& 
     if (op.mode == FF_DENSE) {
         const float4 q = __ldg(reinterpret_cast<const float4*>(op.ptr + i));
         v[0] = q.x; v[1] = q.y; v[2] = q.z; v[3] = q.w;
-    } else if (op.mode == FF_STRIDED && shape.size[shape.rank - 1] % 4 == 0) {
-        // the four elements differ only in the innermost index: one offset computation, not four
-        const int64_t at = ff_offset(shape, op, i), step = op.stride[shape.rank - 1];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) v[j] = __ldg(op.ptr + at + j * step);
     } else {
 #pragma unroll
         for (int j = 0; j < 4; ++j) v[j] = ff_load(shape, op, (index_t)(i + j));
