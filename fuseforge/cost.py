@@ -58,19 +58,20 @@ def flops(node: fx.Node) -> tuple[float, float]:
     if key.startswith("aten.conv") and len(ins) >= 2:
         w = ins[1].meta["val"]
         per_out = math.prod(size_hint(s) for s in w.shape[2:]) * size_hint(w.shape[1 if "transpose" not in key else 0])
-        bias = len(ins) > 2  # one add per output
-        return 2.0 * numel(node) * per_out + bias * numel(node), CONV_FLOPS
+        return 2.0 * numel(node) * per_out + _conv_with_bias(node) * numel(node), CONV_FLOPS  # bias: one add per output
     return float(numel(node)), SGEMM_FLOPS
+
+
+def _conv_with_bias(node: fx.Node) -> bool:
+    """A convolution given a bias tensor (its third argument in every convolution's schema)."""
+    return str(node.target).startswith("aten.conv") and len(node.args) > 2 and isinstance(node.args[2], fx.Node)
 
 
 def op_bytes(node: fx.Node) -> int:
     """Bytes one eager op moves: its inputs read and its output written. PyTorch adds a convolution's bias
     in a pass of its own after cuDNN's convolution (measured on the H100): one more read and write."""
     reads = [] if str(node.target) in READS_ONLY_METADATA else node.all_input_nodes
-    moved = sum(nbytes(a) for a in reads) + nbytes(node)
-    if str(node.target).startswith("aten.conv") and len(node.args) > 2 and isinstance(node.args[2], fx.Node):
-        moved += 2 * nbytes(node)
-    return moved
+    return sum(nbytes(a) for a in reads) + nbytes(node) + (2 * nbytes(node) if _conv_with_bias(node) else 0)
 
 
 def _time(fl: float, rate: float, moved: int) -> float:

@@ -69,7 +69,9 @@ def _arg(value, device_expr: str) -> str:
     raise EmitError(f"cannot write argument {value!r} of type {type(value).__name__}")
 
 
-def _call(node: fx.Node, device_expr: str) -> str:
+def _call(node: fx.Node, device_expr: str, memory_format: str | None = None) -> str:
+    """The op's call; with `memory_format`, its first two arguments (a convolution's input and weight) are
+    made contiguous in that format first."""
     if node.target is operator.getitem:
         return f"{node.args[0].name}[{node.args[1]!r}]"
     if isinstance(node.target, torch._ops.OpOverload):
@@ -78,7 +80,10 @@ def _call(node: fx.Node, device_expr: str) -> str:
         fn = f"operator.{node.target.__name__}"
     else:
         raise EmitError(f"cannot write a call of {node.target!r}")
-    args = [_arg(a, device_expr) for a in node.args] + [f"{k}={_arg(v, device_expr)}" for k, v in node.kwargs.items()]
+    args = [_arg(a, device_expr) for a in node.args]
+    if memory_format:
+        args[:2] = [f"{a}.contiguous(memory_format={memory_format})" for a in args[:2]]
+    args += [f"{k}={_arg(v, device_expr)}" for k, v in node.kwargs.items()]
     return f"{fn}({', '.join(args)})"
 
 
@@ -116,16 +121,6 @@ def in_place_batch_norms(c: Captured) -> dict[str, set[str]]:
     return found
 
 
-def _channels_last_call(node: fx.Node, device_expr: str) -> str:
-    """The convolution with its input and weight in channels-last order: its output comes back so."""
-    fmt = "torch.channels_last" if node.meta["val"].dim() == 4 else "torch.channels_last_3d"
-    args = [_arg(a, device_expr) for a in node.args]
-    for k in (0, 1):
-        args[k] = f"{args[k]}.contiguous(memory_format={fmt})"
-    args += [f"{k}={_arg(v, device_expr)}" for k, v in node.kwargs.items()]
-    return f"torch.ops.{op_key(node)}({', '.join(args)})"
-
-
 def _emit_torch_step(node: fx.Node, bn: dict[str, set[str]], device_expr: str,
                      channels_last: frozenset[str] = frozenset()) -> str | None:
     """One line for a torch step, or None when an in-place BatchNorm made it unnecessary."""
@@ -136,8 +131,9 @@ def _emit_torch_step(node: fx.Node, bn: dict[str, set[str]], device_expr: str,
                 "  # updates the running statistics in place")
     if node.target is operator.getitem and node.args[0].name in bn:
         return f"{node.name} = {node.args[0].name}" if node.args[1] == 0 else None
-    if node.name in channels_last:
-        return f"{node.name} = {_channels_last_call(node, device_expr)}  # channels-last: its readers read NHWC"
+    if node.name in channels_last:  # a convolution given channels-last input and weight returns its output so
+        fmt = "torch.channels_last" if node.meta["val"].dim() == 4 else "torch.channels_last_3d"
+        return f"{node.name} = {_call(node, device_expr, fmt)}  # channels-last: its readers read NHWC"
     return f"{node.name} = {_call(node, device_expr)}"
 
 

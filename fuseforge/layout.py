@@ -38,15 +38,13 @@ def _reads_channels_last(group, value: str) -> bool:
 def channels_last_convs(plan: Plan, graph: fx.Graph) -> frozenset[str]:
     """Convolutions (torch steps, 4-D or 5-D) whose every reader is a kernel that reads channels-last."""
     by_name = {n.name: n for n in graph.nodes}
+    group_of = {member: g for g in plan.groups for member in g.nodes}
     chosen = set()
     for step in plan.steps:
-        if not isinstance(step, TorchStep):
+        node = by_name[step.node] if isinstance(step, TorchStep) else None
+        if node is None or str(node.target) not in CONVS or node.meta["val"].dim() not in (4, 5):
             continue
-        node = by_name[step.node]
-        val = node.meta.get("val")
-        if str(node.target) not in CONVS or getattr(val, "dim", lambda: 0)() not in (4, 5) or not node.users:
-            continue
-        groups = [next((g for g in plan.groups if u.name in g.nodes), None) for u in node.users]
-        if all(g is not None and _reads_channels_last(g, node.name) for g in groups):
+        readers = [group_of.get(u.name) for u in node.users]  # None: a torch step or the model's output
+        if readers and all(g is not None and _reads_channels_last(g, node.name) for g in readers):
             chosen.add(node.name)
     return frozenset(chosen)

@@ -123,6 +123,10 @@ _FRIENDLY = {
 }
 
 
+RUN_ON_GPU = ("Run on an H100 in this pipeline: GPU tests on odd sizes against float64 and the problem models "
+              "(`bench/NOTES.md`).")
+
+
 def _unchanged(run: Run) -> list[str]:
     by_name = {n.name: n for n in run.captured.graph.nodes}
     lines = ["## Operators left unchanged, and why", ""]
@@ -138,6 +142,10 @@ def _unchanged(run: Run) -> list[str]:
         if updates:
             why = (f"the new value of buffer `{updates[0]}`, as the original model computes it in this mode; "
                    "too small to be worth a kernel.")
+        elif node.name in run.plan.channels_last:
+            why = ("convolution kept as the cuDNN call, given its input and weight channels-last: every reader of "
+                   "its output is a kernel that reads NHWC, so cuDNN does not convert its output back to NCHW "
+                   "(eager pays that pass; `layout.py`).")
         elif node.all_input_nodes and all(a.name in run.captured.state_names for a in node.all_input_nodes):
             why = ("derives a weight from the parameters for a rewrite above; recomputed in every forward, "
                    "so it follows training and load_state_dict.")
@@ -214,7 +222,7 @@ def _kernels_how(run: Run) -> list[str]:
             "stores when the row length is a multiple of 4 and every full-shape pointer is aligned. "
             "Statistics: online max and sum of exponentials (softmax, log_softmax, logsumexp), Welford with "
             "Chan's merge (layer_norm), fp32 sums (sum, mean), merged by warp shuffles and shared memory; "
-            "precise expf/logf/sqrtf. Not yet run on a GPU in this pipeline (the lab kernels were).",
+            "precise expf/logf/sqrtf. " + RUN_ON_GPU,
             "",
         ]
     if any(g.channel for g in run.plan.groups):
@@ -235,7 +243,7 @@ def _kernels_how(run: Run) -> list[str]:
             "running statistics are returned and copied into the buffers by `ModelNew.forward`; the "
             "num_batches_tracked increment stays a torch call. Group norm runs on the same kernels with one "
             "unit of statistics per (sample, group of C / G channels), contiguous in memory, and no running "
-            "statistics. Not yet run on a GPU in this pipeline.",
+            "statistics. " + RUN_ON_GPU,
             "",
         ]
     if any(g.gemm for g in run.plan.groups):
@@ -248,14 +256,18 @@ def _kernels_how(run: Run) -> list[str]:
             "and combine) and the epilogue (per output position) (`codegen/channel_reduce_runtime.py`). One "
             "thread per output position (n, s) walks the C channels, strided by the spatial size S, and "
             "combines them in registers in channel order (min/max propagate NaN like torch; sums in fp32): no "
-            "shared memory, no atomics, the same result on every run. A 256-thread block covers consecutive "
+            "atomics, the same result on every run. A 256-thread block covers consecutive "
             "positions of one sample, so each warp's loads are contiguous; four positions per thread with "
             "16-byte loads and stores when S % 4 == 0 and every pointer is aligned, one otherwise; each thread "
             "loads 4 channels before it combines them, to keep several loads in flight. The input is read once and only the "
             "reduced outputs are written. A max or average pool before the reduction (kernel, stride, padding, "
             "dilation, ceil_mode as captured; PyTorch's divisor rule) is computed per channel from its window "
             "in registers, so the pooled tensor is never written; a pool with only pointwise ops after it is a "
-            "pool kernel, one thread per pooled element. Not yet run on a GPU in this pipeline.",
+            "pool kernel, one thread per pooled element. A channels-last input (the output of a convolution "
+            "that `layout.py` ran channels-last) is read as it is: where it is the one full input, each warp "
+            "reads 32 channels of a position at a time (128 contiguous bytes) into shared memory and each thread "
+            "then combines its position's channels in the same order; a pool reads a channels-last input with "
+            "its values C apart. " + RUN_ON_GPU,
             "",
         ]
     lines += ["Calls in `ModelNew.forward` (`model_new.py`):", ""]
@@ -296,11 +308,11 @@ def _gemm_how() -> list[str]:
         f"unit-stride. Kernel variant {GEMM_VARIANT} ({VARIANT_NAMES[GEMM_VARIANT]}; the constant "
         "`kFFGemmVariant` in the generated source: 0 mma.sync, 1 wgmma, 2 warp-specialised wgmma). Measured "
         "in the lab on an H100 at 1024x8192x8192: 57.3, 75.7 and 91.8 TFLOP/s for variants 0, 1 and 2 (cuBLAS "
-        "SGEMM about 50); variants 0 and 1 passed the lab's full sweep (ragged, NN, batched), variant 2 has "
-        "run only the headline case. The epilogue runs per output element on the accumulator (bias, "
+        "SGEMM about 50); variants 0 and 1 passed the lab's full sweep (ragged, NN, batched), and all three "
+        "the GPU tests on odd shapes against float64. The epilogue runs per output element on the accumulator (bias, "
         "per-row and per-column vectors, scalars, full-shape inputs such as a residual are read through the "
         "read-only cache); extra outputs are written by the functor. Built for sm_90a (H100/H200) only. "
-        "Not yet run on a GPU in this pipeline.",
+        + RUN_ON_GPU,
         "",
     ]
 

@@ -23,11 +23,12 @@ Layout: the input is [N, C, S] with S the product of the spatial sizes; output p
 the C values at n * C * S + c * channel_step + s * position_step: (S, 1) for contiguous inputs, (1, C) for
 channels-last ones (NHWC: a convolution that ran channels-last; taken as it is when it is the kernel's one
 full input, made contiguous otherwise). The pool's input likewise. A channels-last full input runs
-`ff_cred_nhwc_kernel`: each warp reads 32 channels of a position at a time (coalesced) into shared memory. One thread per output position (four consecutive positions with
-16-byte loads and stores when S % 4 == 0 and every pointer is 16-byte aligned, one otherwise); a
-256-thread block covers 256 (or 1024) consecutive positions of one sample, so each warp's loads of one
-channel are contiguous (coalesced); each thread loads 4 channels before it combines them, so 4 loads per
-thread are in flight. Each thread combines its channels in order: deterministic, no atomics, no shared memory.
+`ff_cred_nhwc_kernel`: each warp reads 32 channels of a position at a time (coalesced) into shared memory.
+Otherwise one thread per output position (four consecutive positions with 16-byte loads and stores when
+S % 4 == 0 and every pointer is 16-byte aligned, one otherwise); a 256-thread block covers 256 (or 1024)
+consecutive positions of one sample, so each warp's loads of one channel are contiguous (coalesced); each
+thread loads 4 channels before it combines them, so 4 loads per thread are in flight. Each thread combines
+its channels in order (both kernels): deterministic, no atomics.
 With a pool, each thread computes its window once (start per axis, divisor) and then the pooled value of
 each channel from the window of that channel's plane (scalar loads: windows are strided). A pool kernel
 runs one thread per pooled element (grid-stride loop over N * C * S).
@@ -114,7 +115,8 @@ __global__ void __launch_bounds__(kFFCredThreads) ff_cred_kernel(Op op, FFCredDi
 #pragma unroll
         for (int k = 0; k < kBatch; ++k) {
             ff_cred_load<Op, V>(op, first + (int64_t)(c + k) * step, in[k]);
-            if constexpr (Op::kPool) pooled[k] = op.template pool<kPoolNHWC>(ff_pool_plane<kPoolNHWC>(op.pooled, d, n, c + k), d, window);
+            if constexpr (Op::kPool)
+                pooled[k] = op.template pool<kPoolNHWC>(ff_pool_plane<kPoolNHWC>(op.pooled, d, n, c + k), d, window);
         }
 #pragma unroll
         for (int k = 0; k < kBatch; ++k) {
@@ -126,7 +128,8 @@ __global__ void __launch_bounds__(kFFCredThreads) ff_cred_kernel(Op op, FFCredDi
         float in[V][FFCredFull<Op>::kSize];
         float value = 0.0f;
         ff_cred_load<Op, V>(op, first + (int64_t)c * step, in);
-        if constexpr (Op::kPool) value = op.template pool<kPoolNHWC>(ff_pool_plane<kPoolNHWC>(op.pooled, d, n, c), d, window);
+        if constexpr (Op::kPool)
+            value = op.template pool<kPoolNHWC>(ff_pool_plane<kPoolNHWC>(op.pooled, d, n, c), d, window);
 #pragma unroll
         for (int v = 0; v < V; ++v) acc[v] = Op::combine(acc[v], op.reduced(in[v], c, value));
     }
@@ -163,7 +166,8 @@ __global__ void __launch_bounds__(kFFCredThreads) ff_cred_nhwc_kernel(Op op, FFC
         const int width = channels - c0 < 32 ? channels - c0 : 32;
         __syncthreads();  // the previous chunk has been read
         if (lane < width) {
-            for (int r = warp; r < rows; r += kFFCredThreads / 32) tile[r][lane] = __ldg(base + (int64_t)r * channels + c0 + lane);
+            for (int r = warp; r < rows; r += kFFCredThreads / 32)
+                tile[r][lane] = __ldg(base + (int64_t)r * channels + c0 + lane);
         }
         __syncthreads();
         if ((int)threadIdx.x < rows) {

@@ -1,0 +1,64 @@
+"""The layout step: a convolution runs channels-last exactly when every reader of its output reads NHWC."""
+
+import textwrap
+
+import pytest
+
+from fuseforge.config import OptimizeConfig
+from fuseforge.pipeline import optimize
+
+HEAD = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv{dims}d(3, 6, 3)
+        self.bn = nn.BatchNorm2d(6)
+        self.pool = nn.MaxPool3d(2)
+
+    def forward(self, x):
+{body}
+
+def get_inputs():
+    return [torch.randn(2, 3, {size})]
+
+def get_init_inputs():
+    return []
+"""
+
+FORMS = {  # name -> (conv dims, forward body, the convolution runs channels-last)
+    "channel-min": (2, "return torch.tanh(torch.amin(self.conv(x), dim=1, keepdim=True))", True),
+    "pool-then-channel-sum": (3, "return torch.sigmoid(self.pool(self.conv(x))).sum(dim=1)", True),
+    "batch-norm-reader": (2, "return torch.relu(self.bn(self.conv(x)))", False),
+    "output-too": (2, "y = self.conv(x)\nreturn torch.amin(y, dim=1), y", False),
+    "torch-reader": (2, "return torch.softmax(self.conv(x), dim=2)", False),
+}
+
+
+def _run(tmp_path, name, **flags):
+    dims, body, _ = FORMS[name]
+    model = tmp_path / f"{name.replace('-', '_')}.py"
+    size = "9, 10" if dims == 2 else "6, 7, 8"
+    model.write_text(HEAD.format(dims=dims, body=textwrap.indent(body, " " * 8), size=size))
+    return optimize(OptimizeConfig(model_path=model, out_dir=tmp_path / "out", gpu=False, **flags))
+
+
+@pytest.mark.parametrize("name", list(FORMS))
+def test_a_convolution_runs_channels_last_only_when_every_reader_reads_nhwc_and_the_result_stays_exact(name, tmp_path):
+    run = _run(tmp_path, name)
+    dims, _, expected = FORMS[name]
+    (conv,) = [n.name for n in run.captured.graph.nodes if str(n.target).startswith("aten.conv")]
+    assert (conv in run.plan.channels_last) is expected
+    fmt = "torch.channels_last" if dims == 2 else "torch.channels_last_3d"
+    emitted = (tmp_path / "out" / "40_model_new.py").read_text()
+    assert (f"x.contiguous(memory_format={fmt})" in emitted) is expected
+    assert ("given its input and weight channels-last" in (tmp_path / "out" / "report.md").read_text()) is expected
+    assert run.cpu_check.passed, run.cpu_check.detail  # the emitted forward, channels-last included, in float64
+
+
+def test_without_the_channel_kernels_no_convolution_runs_channels_last(tmp_path):
+    run = _run(tmp_path, "channel-min", channel_kernels=False)
+    assert run.plan.channels_last == frozenset()
+    assert "memory_format" not in (tmp_path / "out" / "40_model_new.py").read_text()
