@@ -5,8 +5,9 @@ tensors, cuDNN converts the input and the weight to NHWC and its output back to 
 (measured with dev/kernels/profile_kernels.py: conv2d_channelmin_tanh's convolution 0.79 ms, its
 conversions 0.86 ms back and 0.22 ms in). A convolution whose input and weight are channels-last returns
 a channels-last output, with no conversion back. That pays when every reader of the output reads
-channels-last directly: today a channel-reduction kernel (a reduction over the channels, with an optional
-pool first), whose binding takes a channels-last input as it is.
+channels-last directly: a channel-reduction kernel (a reduction over the channels, with an optional pool
+first), a batch-norm or group-norm kernel pair, or a pointwise kernel, whose bindings take a channels-last
+input as it is (the pointwise kernel reads it through a shared-memory tile transpose and writes NCHW).
 
 The values are the same in both layouts; only the memory order differs, and every kernel's binding checks
 the layout it is given (a contiguous tensor is always accepted), so the choice affects speed, not results.
@@ -22,9 +23,18 @@ CONVS = ("aten.conv2d.default", "aten.conv3d.default", "aten.conv_transpose2d.in
          "aten.conv_transpose3d.input")
 
 
-def _reads_channels_last(group, value: str) -> bool:
+def _reads_channels_last(group, value: str, by_name: dict[str, fx.Node]) -> bool:
     """A kernel group that takes `value` channels-last: a channel-reduction kernel that reads it as its one
-    full input or as its pool's input (a pool kernel reads only its pool's input so)."""
+    full input or as its pool's input (a pool kernel reads only its pool's input so); a batch-norm or
+    group-norm kernel whose one full-shape input it is; a pointwise kernel over `value`'s shape whose
+    other inputs are no convolutions (they stay contiguous), which reads it through a tile transpose."""
+    if group.kind == "pointwise":
+        shape = by_name[value].meta["val"].shape
+        others = [by_name[i] for i in group.inputs if i != value]
+        return (all(by_name[o].meta["val"].shape == shape for o in group.outputs)
+                and not any(str(o.target) in CONVS for o in others))
+    if group.channel is not None:
+        return [i for i, c in group.channel.operands if c == "full"] == [value]
     spec = group.channel_reduce
     if spec is None:
         return False
@@ -45,6 +55,6 @@ def channels_last_convs(plan: Plan, graph: fx.Graph) -> frozenset[str]:
         if node is None or str(node.target) not in CONVS or node.meta["val"].dim() not in (4, 5):
             continue
         readers = [group_of.get(u.name) for u in node.users]  # None: a torch step or the model's output
-        if readers and all(g is not None and _reads_channels_last(g, node.name) for g in readers):
+        if readers and all(g is not None and _reads_channels_last(g, node.name, by_name) for g in readers):
             chosen.add(node.name)
     return frozenset(chosen)

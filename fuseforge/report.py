@@ -243,7 +243,12 @@ def _kernels_how(run: Run) -> list[str]:
             "running statistics are returned and copied into the buffers by `ModelNew.forward`; the "
             "num_batches_tracked increment stays a torch call. Group norm runs on the same kernels with one "
             "unit of statistics per (sample, group of C / G channels), contiguous in memory, and no running "
-            "statistics. " + RUN_ON_GPU,
+            "statistics. A channels-last input (the output of a convolution that `layout.py` ran channels-last, "
+            "when it is the group's one full-shape input) takes three launches instead "
+            "(`codegen/channel_nhwc_runtime.py`): statistics per (sample, part of the positions, channel) with "
+            "each warp reading 32 consecutive channels of a position, one warp per unit merging them in a fixed "
+            "order, and normalise + epilogue over tiles of 32 channels × 32 positions whose outputs pass through "
+            "shared memory so they are written NCHW, coalesced. " + RUN_ON_GPU,
             "",
         ]
     if any(g.gemm for g in run.plan.groups):

@@ -318,7 +318,7 @@ def test_the_channel_kernel_binding_compiles_against_torch_headers(tmp_path):
 # (N, C, spatial size): odd and even, N = 1, C odd, HW not a multiple of 4, HW a multiple of 4 (float4 path),
 # large enough for several parts per channel
 SIZES = [(1, 1, 3), (2, 3, 1), (1, 7, 5), (3, 5, 49), (4, 3, 64), (64, 33, 1), (1, 3, 4096), (9, 5, 1025),
-         (64, 16, 1024), (1000, 257, 1), (3, 2, 70001)]
+         (64, 16, 1024), (1000, 257, 1), (3, 2, 70001), (2, 37, 300)]
 
 
 def _full_shape(rank, n, c, hw, groups):
@@ -349,6 +349,20 @@ def _inputs_for(group, by_name, shape, misaligned, device):
     return values
 
 
+def _channels_last(values, group):
+    """The full-shape inputs channels-last, as a convolution that ran channels-last returns them."""
+    return {k: v.contiguous(memory_format=torch.channels_last) if dict(group.channel.operands)[k] == "full" else v
+            for k, v in values.items()}
+
+
+def _layouts(group, shape):
+    """Contiguous and misaligned; channels-last too where the binding takes it as it is (one full-shape
+    input, 4-D, more than one channel and position: otherwise the tensor is contiguous as well)."""
+    full = [i for i, c in group.channel.operands if c == "full"]
+    nhwc = len(full) == 1 and len(shape) == 4 and shape[1] > 1 and shape[2] * shape[3] > 1
+    return ["contiguous", "misaligned"] + (["channels-last"] if nhwc else [])
+
+
 def _rel(got, want):
     diff = (got.double().cpu() - want).nan_to_num(0.0)
     return (diff.norm() / want.nan_to_num(0.0).norm().clamp_min(1e-30)).item()
@@ -368,9 +382,13 @@ def test_the_generated_channel_kernels_match_float64_on_odd_sizes_like_eager_doe
     for group in [g for g in plan.groups if g.channel]:
         for n, c, hw in SIZES:
             shape = _full_shape(len(group.shape), n, c, hw, group.channel.norm.groups)
-            for misaligned in (False, True):
+            for layout in _layouts(group, shape):
                 torch.manual_seed(n * 7919 + c * 31 + hw)
-                inputs = _inputs_for(group, by_name, shape, misaligned, "cuda")
+                inputs = _inputs_for(group, by_name, shape, layout == "misaligned", "cuda")
+                if layout == "channels-last":
+                    inputs = _channels_last(inputs, group)
+                    (full,) = [inputs[i] for i, k in group.channel.operands if k == "full"]
+                    assert not full.is_contiguous()
                 got = getattr(kernels, group.name)(*[inputs[i] for i in group.inputs], stream)
                 got = got if isinstance(got, (list, tuple)) else [got]
                 again = getattr(kernels, group.name)(*[inputs[i] for i in group.inputs], stream)
@@ -382,7 +400,7 @@ def test_the_generated_channel_kernels_match_float64_on_odd_sizes_like_eager_doe
                 for out, value, repeat in zip(group.outputs, got, again):
                     want = truth[out]
                     ours, theirs = _rel(value, want), _rel(eager[out], want)
-                    where = f"{group.name} {list(shape)} misaligned={misaligned} {out}"
+                    where = f"{group.name} {list(shape)} {layout} {out}"
                     if tuple(value.shape) != tuple(want.shape) or not ours <= 2 * theirs + 1e-6:
                         failures.append(f"{where}: shape {tuple(value.shape)}, error {ours:.2e} vs eager {theirs:.2e}")
                     if not torch.equal(value, repeat):

@@ -15,7 +15,9 @@ class Model(nn.Module):
     def __init__(self):
         super().__init__()
         self.conv = nn.Conv{dims}d(3, 6, 3)
+        self.other = nn.Conv{dims}d(3, 6, 3)
         self.bn = nn.BatchNorm2d(6)
+        self.gn = nn.GroupNorm(3, 6)
         self.pool = nn.MaxPool3d(2)
 
     def forward(self, x):
@@ -31,9 +33,15 @@ def get_init_inputs():
 FORMS = {  # name -> (conv dims, forward body, the convolution runs channels-last)
     "channel-min": (2, "return torch.tanh(torch.amin(self.conv(x), dim=1, keepdim=True))", True),
     "pool-then-channel-sum": (3, "return torch.sigmoid(self.pool(self.conv(x))).sum(dim=1)", True),
-    "batch-norm-reader": (2, "return torch.relu(self.bn(self.conv(x)))", False),
-    "output-too": (2, "y = self.conv(x)\nreturn torch.amin(y, dim=1), y", False),
-    "torch-reader": (2, "return torch.softmax(self.conv(x), dim=2)", False),
+    "batch-norm-reader": (2, "return torch.relu(self.bn(self.conv(x)))", True),
+    "group-norm-reader": (2, "return torch.sigmoid(self.gn(self.conv(x))) * 2.0", True),
+    "batch-norm-of-two-convolutions": (2, "return self.bn(self.conv(x) + self.other(x))", False),
+    "unbiased-channel-min": (2, "return torch.amin(nn.functional.conv2d(x, self.conv.weight), dim=1)", True),
+    "pointwise-reader": (2, "return torch.tanh(self.conv(x) + 1.0) * 0.5", True),
+    "pointwise-of-two-convolutions": (2, "return torch.tanh(self.conv(x) + self.other(x))", False),
+    "output-too": (2, "y = nn.functional.conv2d(x, self.conv.weight)\nreturn torch.amin(y, dim=1), y", False),
+    "biased-output-too": (2, "y = self.conv(x)\nreturn torch.amin(y, dim=1), y", True),  # the bias add writes y
+    "torch-reader": (2, "return torch.softmax(nn.functional.conv2d(x, self.conv.weight), dim=2)", False),
 }
 
 
@@ -49,8 +57,8 @@ def _run(tmp_path, name, **flags):
 def test_a_convolution_runs_channels_last_only_when_every_reader_reads_nhwc_and_the_result_stays_exact(name, tmp_path):
     run = _run(tmp_path, name)
     dims, _, expected = FORMS[name]
-    (conv,) = [n.name for n in run.captured.graph.nodes if str(n.target).startswith("aten.conv")]
-    assert (conv in run.plan.channels_last) is expected
+    convs = [n.name for n in run.captured.graph.nodes if str(n.target).startswith("aten.conv")]
+    assert all((conv in run.plan.channels_last) is expected for conv in convs)
     fmt = "torch.channels_last" if dims == 2 else "torch.channels_last_3d"
     emitted = (tmp_path / "out" / "40_model_new.py").read_text()
     assert (f"x.contiguous(memory_format={fmt})" in emitted) is expected
@@ -58,7 +66,7 @@ def test_a_convolution_runs_channels_last_only_when_every_reader_reads_nhwc_and_
     assert run.cpu_check.passed, run.cpu_check.detail  # the emitted forward, channels-last included, in float64
 
 
-def test_without_the_channel_kernels_no_convolution_runs_channels_last(tmp_path):
-    run = _run(tmp_path, "channel-min", channel_kernels=False)
+def test_without_the_channel_kernels_a_convolution_read_by_a_channel_reduction_runs_contiguous(tmp_path):
+    run = _run(tmp_path, "unbiased-channel-min", channel_kernels=False)
     assert run.plan.channels_last == frozenset()
     assert "memory_format" not in (tmp_path / "out" / "40_model_new.py").read_text()

@@ -17,6 +17,7 @@ from ..partition import KernelGroup, Plan
 from ..pointwise import PRELUDE
 from ..rowwise import ROW_STATS
 from .channel_kernel import channel_kernel_source
+from .channel_nhwc_runtime import CHANNEL_NHWC_KERNEL_RUNTIME
 from .channel_reduce_kernel import channel_reduce_kernel_source
 from .channel_reduce_runtime import (
     CHANNEL_REDUCE_BINDING_RUNTIME,
@@ -73,7 +74,7 @@ def generate(plan: Plan, graph: fx.Graph, model_name: str) -> Extension:
         "#include <cuda_runtime.h>\n#include <cstdint>\n#include <math.h>",
         TYPES, PRELUDE, KERNEL_RUNTIME,
         *([ROW_STATS, ROW_KERNEL_RUNTIME] if rows else []),
-        *([CHANNEL_TYPES, CHANNEL_KERNEL_RUNTIME] if channels else []),
+        *([CHANNEL_TYPES, CHANNEL_KERNEL_RUNTIME, CHANNEL_NHWC_KERNEL_RUNTIME] if channels else []),
         *([gemm_kernel_runtime()] if gemms else []),
         *([CHANNEL_REDUCE_TYPES, CHANNEL_REDUCE_KERNEL_RUNTIME] if reductions else []),
         *[k.cuda for k in kernels],

@@ -185,15 +185,16 @@ def _binding(lay: _Layout) -> str:
            f"{', '.join([f'torch::Tensor {i}' for i in ins] + ['int64_t stream'])}) {{")
     with w.indent():
         w.line(f'const char* kernel = "{g.name}";')
-        w.line(f"const FFChanCall call = ff_channels_of(kernel, {first}, {lay.norm.groups});")
+        one_full = "true" if len(lay.full) == 1 else "false"
+        w.line(f"const FFChanCall call = ff_channels_of(kernel, {first}, {lay.norm.groups}, {one_full});")
         for name, i in zip(g.inputs, ins):
             w.line(f'const torch::Tensor {i}_c = ff_chan_operand(kernel, "{name}", {i}, call, {first}, '
                    f"{_CLASS_ENUM[lay.classes[name]]});")
         for name, o in zip(g.outputs, outs):
             sizes = "{call.dims.channels}" if name in lay.channel_nodes else "call.sizes"
             w.line(f"torch::Tensor {o} = torch::empty({sizes}, {first}.options());")
-        w.line(f"torch::Tensor ff_partial = torch::empty({{call.dims.channels * call.dims.parts * 3}}, "
-               f"{first}.options());  // statistics per (channel, part)")
+        w.line(f"torch::Tensor ff_partial = torch::empty({{ff_chan_workspace(call.dims)}}, "
+               f"{first}.options());  // statistics per (unit, part)")
         args = [f"{i}_c.data_ptr<float>()" for i in ins]
         args += [f"{cpp_name(o)}.data_ptr<float>()" for o in lay.full_outputs + lay.channel_outputs]
         args += ["call.dims", "ff_partial.data_ptr<float>()", "reinterpret_cast<void*>(stream)"]

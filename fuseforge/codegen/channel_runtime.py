@@ -14,7 +14,7 @@ Each channel group is a generated `Op` struct (codegen/channel_kernel.py) that t
 Statistics are taken per *unit*: a channel for batch norm (every axis but axis 1), one sample's group of
 C / G channels for group norm (contiguous in memory). Two launches per call, both on the caller's stream:
 1. statistics: each (unit, part) block computes Welford statistics (count, mean, M2) of its share of
-   the channel and writes them to a workspace [C][parts][3]: per thread, Welford per value (scalar path)
+   the channel and writes them to a workspace [units][parts][3]: per thread, Welford per value (scalar path)
    or per four values with Chan's merge (vectorised path); across threads, Chan's merge by warp shuffles
    and shared memory in a fixed order. No atomics: the result is the same on every run.
 2. apply: every thread merges its channel's partials in part order (the same order in every block, so
@@ -27,7 +27,8 @@ at (n * C + c) * HW, a group norm unit is C / G * HW contiguous values; one bloc
 (unit, part); 16-byte loads and stores when HW % 4 == 0 and every full-shape
 pointer is aligned (four values never straddle a plane), scalar otherwise. Columns (HW == 1, BatchNorm1d
 on [N, C]): 32 consecutive channels x 8 row lanes per block, so each warp reads 128 contiguous bytes.
-Indices within a channel are 32-bit (the binding checks a channel holds fewer than 2^31 values).
+Channels-last input (its one full-shape input; `FFChanDims::nhwc`): three launches instead, in
+`channel_nhwc_runtime.py`. Indices within a channel are 32-bit (the binding checks a channel holds fewer than 2^31 values).
 """
 
 CHANNEL_TYPES = r"""
@@ -38,7 +39,9 @@ struct FFChanDims {
     int64_t groups;               // group norm's G; 0 for batch norm
     int64_t units, per_unit;      // batch norm: C units of N * HW values; group norm: N * G of C / G * HW
     bool columns;                 // batch norm over [N, C] (HW == 1): the column layout
-    int parts;                    // blocks (planes) or block rows (columns) per unit: ff_channel_parts
+    bool nhwc;                    // the one full-shape input is channels-last: channel_nhwc_runtime.py
+    int parts;                    // blocks (planes) or block rows (columns) per unit: ff_channel_parts;
+                                  //   channels-last: parts of each sample's positions: ff_channel_nhwc_parts
 };
 constexpr int kFFChanThreads = 256;
 constexpr int kFFChanMaxParts = 64;
@@ -54,6 +57,24 @@ inline int ff_channel_parts(int64_t units, int64_t per_unit, bool columns) {
     if (parts < exact) parts = exact;
     if (parts > kFFChanMaxParts) parts = kFFChanMaxParts;
     return (int)(parts < 1 ? 1 : parts);
+}
+
+// Channels-last: parts per sample; about 1024 statistics blocks of 32 channels in all, at least 256
+// positions per part, fewer than 2^24 per part (counts are exact floats).
+inline int ff_channel_nhwc_parts(int64_t batch, int64_t channels, int64_t hw) {
+    const int64_t blocks = batch * ((channels + 31) / 32);
+    int64_t parts = (1024 + blocks - 1) / blocks;
+    if (parts > hw / 256) parts = hw / 256;
+    const int64_t exact = (hw >> 24) + 1;
+    if (parts < exact) parts = exact;
+    return (int)(parts < 1 ? 1 : parts);
+}
+
+// Floats of statistics per (unit, part), or per (sample, part, channel) channels-last.
+inline int64_t ff_chan_nhwc_partials(const FFChanDims& d) { return d.batch * d.parts * d.channels * 3; }
+// The workspace of one call: the statistics, and channels-last also each unit's mean and 1 / std.
+inline int64_t ff_chan_workspace(const FFChanDims& d) {
+    return d.nhwc ? ff_chan_nhwc_partials(d) + 2 * d.units : d.units * d.parts * 3;
 }
 """
 
@@ -322,10 +343,16 @@ __global__ void __launch_bounds__(kFFChanThreads) ff_chan_column_apply(Op op, FF
     }
 }
 
-// Launch `op` over d (checked by the binding): statistics into `partial` [C][parts][3], then apply.
+template <class Op>
+int ff_chan_nhwc_launch(const Op& op, const FFChanDims& d, float* workspace, void* stream);
+
+// Launch `op` over d (checked by the binding): statistics into `partial` [units][parts][3], then apply.
 template <class Op>
 int ff_chan_launch(const Op& op, const FFChanDims& d, float* partial, void* stream) {
     if (d.per_unit == 0 || d.units == 0) return 0;
+    if constexpr (Op::kFull == 1) {
+        if (d.nhwc) return ff_chan_nhwc_launch(op, d, partial, stream);
+    }
     cudaStream_t s = static_cast<cudaStream_t>(stream);
     if (d.columns) {
         const dim3 grid((unsigned)((d.channels + 31) / 32), (unsigned)d.parts);
@@ -365,7 +392,8 @@ struct FFChanCall {
     FFChanDims dims;
 };
 
-static FFChanCall ff_channels_of(const char* kernel, const torch::Tensor& full, int64_t groups) {
+// `one_full`: the group has one full-shape input, so a channels-last one is taken as it is.
+static FFChanCall ff_channels_of(const char* kernel, const torch::Tensor& full, int64_t groups, bool one_full) {
     TORCH_CHECK(full.dim() >= 2, kernel, ": the normalised input needs a batch and a channel axis");
     FFChanCall call;
     call.sizes = full.sizes().vec();
@@ -379,10 +407,13 @@ static FFChanCall ff_channels_of(const char* kernel, const torch::Tensor& full, 
     d.units = groups == 0 ? d.channels : d.batch * groups;
     d.per_unit = groups == 0 ? d.batch * d.hw : d.channels / groups * d.hw;
     d.columns = groups == 0 && d.hw == 1;
+    const auto format = full.dim() == 5 ? at::MemoryFormat::ChannelsLast3d : at::MemoryFormat::ChannelsLast;
+    d.nhwc = one_full && (full.dim() == 4 || full.dim() == 5) && !full.is_contiguous() && full.is_contiguous(format);
     TORCH_CHECK(d.per_unit > 0 && d.units > 0, kernel, ": normalisation of an empty tensor");
     TORCH_CHECK(d.per_unit < (int64_t(1) << 30) && d.units < (int64_t(1) << 31), kernel,
                 ": more than 2^30 values per unit or 2^31 units");
-    d.parts = ff_channel_parts(d.units, d.per_unit, d.columns);
+    d.parts = d.nhwc ? ff_channel_nhwc_parts(d.batch, d.channels, d.hw)
+                     : ff_channel_parts(d.units, d.per_unit, d.columns);
     return call;
 }
 
@@ -396,6 +427,6 @@ static torch::Tensor ff_chan_operand(const char* kernel, const char* name, const
     if (cls == FF_CHAN_CHANNEL) TORCH_CHECK(t.numel() == call.dims.channels, kernel, ": ", name,
                                             " needs one value per channel");
     if (cls == FF_CHAN_SCALAR) TORCH_CHECK(t.numel() == 1, kernel, ": ", name, " must hold one value");
-    return t.contiguous();
+    return cls == FF_CHAN_FULL && call.dims.nhwc ? t : t.contiguous();
 }
 """

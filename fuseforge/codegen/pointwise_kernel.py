@@ -5,6 +5,14 @@ The element function computes every op of the group for one element, one named l
 the iteration space with a grid-stride loop, four elements per step with 16-byte loads and stores
 when every dense operand is aligned, one element per step otherwise; operands that are broadcast
 (bias vectors, per-channel scales) are read through their strides.
+
+A second kernel, `<name>_tiled_kernel`, runs when the binding's `ff_prepare` finds a channels-last
+operand (NHWC or NDHWC memory of an [N, C, S...] iteration; see runtime.py): reading it in the output's
+order would be strided by C. A block of 8 warps takes a tile of 32 channels x 32 positions of one
+sample, reads the tiled operand along channels into shared memory, and then computes and writes the
+tile along positions, so both the read and the contiguous (NCHW) output writes are coalesced. Which
+operand is tiled is a runtime argument; each input is spelled as a choice between the tile and an
+ordinary load, so the operand descriptors are never indexed at run time (no local memory).
 """
 
 from __future__ import annotations
@@ -25,6 +33,9 @@ CPP_RESERVED = {
     "protected", "virtual", "typename", "namespace", "using", "goto", "break", "continue", "asm",
     "extern", "enum", "sizeof", "typedef", "try", "catch", "throw", "explicit", "mutable", "export",
     "shape", "n", "i", "q", "j", "stream", "first", "stride", "s", "threads", "blocks", "call", "torch",
+    # the tiled kernel's locals
+    "c", "t", "N", "C", "S", "lane", "warp", "tile", "tiled", "tiles", "src", "s0", "c0", "c_tiles",
+    "s_tiles", "batched",
 }
 
 
@@ -99,10 +110,67 @@ def _kernel(group: KernelGroup) -> str:
     return w.text()
 
 
+def _tiled_kernel(group: KernelGroup) -> str:
+    ins, outs = _names(group)
+    params = ["FFShape shape"] + [f"FFOperand {i}" for i in ins] + [f"float* __restrict__ {o}" for o in outs]
+    # the tiled operand's data: a chain of choices on `tiled`, never a runtime index into the operands
+    src = ins[-1] + ".ptr"
+    for k in range(len(ins) - 2, -1, -1):
+        src = f"tiled == {k} ? {ins[k]}.ptr : {src}"
+    w = Writer()
+    w.line("// Operand `tiled` is channels-last over [N, C, S] (or [C, S]): a block transposes 32 channels x")
+    w.line("// 32 positions of one sample through shared memory, reading along C and writing along S.")
+    w.line("template <typename index_t>")
+    w.line(f"__global__ void __launch_bounds__(256) {group.name}_tiled_kernel({', '.join(params)}, int tiled) {{")
+    with w.indent():
+        w.line("__shared__ float tile[32][33];  // [position][channel]; the pad avoids bank conflicts")
+        w.line("const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;")
+        w.line("const bool batched = shape.rank == 3;")
+        w.line("const index_t N = batched ? (index_t)shape.size[0] : 1;")
+        w.line("const index_t C = (index_t)(batched ? shape.size[1] : shape.size[0]);")
+        w.line("const index_t S = (index_t)(batched ? shape.size[2] : shape.size[1]);")
+        w.line("const index_t c_tiles = (C + 31) / 32, s_tiles = (S + 31) / 32, tiles = N * c_tiles * s_tiles;")
+        w.line(f"const float* __restrict__ src = {src};")
+        w.line("for (index_t t = blockIdx.x; t < tiles; t += gridDim.x) {")
+        with w.indent():
+            w.line("const index_t s0 = t % s_tiles * 32, c0 = t / s_tiles % c_tiles * 32, n = t / s_tiles / c_tiles;")
+            w.line("// load: warp w reads positions s0 + w + 8j, 32 consecutive channels each")
+            w.line("#pragma unroll")
+            w.line("for (int j = 0; j < 4; ++j) {")
+            with w.indent():
+                w.line("const index_t s = s0 + warp + 8 * j, c = c0 + lane;")
+                w.line("if (s < S && c < C) tile[warp + 8 * j][lane] = __ldg(src + (n * S + s) * C + c);")
+            w.line("}")
+            w.line("__syncthreads();")
+            w.line("// compute: warp w handles channels c0 + w + 8j, 32 consecutive positions each")
+            w.line("#pragma unroll")
+            w.line("for (int j = 0; j < 4; ++j) {")
+            with w.indent():
+                w.line("const index_t c = c0 + warp + 8 * j, s = s0 + lane;")
+                w.line("if (c < C && s < S) {")
+                with w.indent():
+                    w.line("const index_t i = (n * C + c) * S + s;")
+                    for k, i in enumerate(ins):
+                        w.line(f"const float {i}_v = tiled == {k} ? tile[lane][warp + 8 * j] "
+                               f": ff_load_ncs(shape, {i}, i, n, c, s);")
+                    w.line(f"float {', '.join(f'{o}_v' for o in outs)};")
+                    args = [f"{i}_v" for i in ins] + [f"{o}_v" for o in outs]
+                    w.line(f"{group.name}_element({', '.join(args)});")
+                    for o in outs:
+                        w.line(f"{o}[i] = {o}_v;")
+                w.line("}")
+            w.line("}")
+            w.line("__syncthreads();")
+        w.line("}")
+    w.line("}")
+    return w.text()
+
+
 def _launcher_signature(group: KernelGroup) -> str:
     ins, outs = _names(group)
     params = ["FFShape shape"] + [f"FFOperand {i}" for i in ins] + [f"float* {o}" for o in outs]
-    return f"int launch_{group.name}({', '.join(params + ['int64_t n', 'bool vectorized', 'void* stream'])})"
+    extra = ["int64_t n", "bool vectorized", "int tiled", "void* stream"]
+    return f"int launch_{group.name}({', '.join(params + extra)})"
 
 
 def _launcher(group: KernelGroup) -> str:
@@ -112,8 +180,15 @@ def _launcher(group: KernelGroup) -> str:
     with w.indent():
         w.line("if (n == 0) return 0;")
         w.line("const int threads = 256;")
-        w.line("const int blocks = ff_blocks(vectorized ? n / 4 : n, threads);")
         w.line("cudaStream_t s = static_cast<cudaStream_t>(stream);")
+        w.line("if (tiled >= 0) {  // a channels-last operand: one block per 32 x 32 tile")
+        with w.indent():
+            w.line("const int blocks = ff_blocks(ff_tile_count(shape) * threads, threads);")
+            w.line(f"if (n <= INT32_MAX) {group.name}_tiled_kernel<uint32_t><<<blocks, threads, 0, s>>>({args}, tiled);")
+            w.line(f"else {group.name}_tiled_kernel<uint64_t><<<blocks, threads, 0, s>>>({args}, tiled);")
+            w.line("return (int)cudaGetLastError();")
+        w.line("}")
+        w.line("const int blocks = ff_blocks(vectorized ? n / 4 : n, threads);")
         w.line("if (n <= INT32_MAX) {")
         with w.indent():
             for vec in ("true", "false"):
@@ -143,7 +218,7 @@ def _binding(group: KernelGroup) -> str:
             w.line(f"torch::Tensor {o} = torch::empty(call.out_sizes, {ins[0]}.options());")
         operands = [f"call.operands[{k}]" for k in range(len(ins))]
         ptrs = [f"{o}.data_ptr<float>()" for o in outs]
-        args = ", ".join(["call.shape", *operands, *ptrs, "call.numel", "call.vectorizable",
+        args = ", ".join(["call.shape", *operands, *ptrs, "call.numel", "call.vectorizable", "call.tiled",
                           "reinterpret_cast<void*>(stream)"])
         w.line(f'ff_check("{group.name}", launch_{group.name}({args}));')
         w.line(f"return {outs[0]};" if single else f"return {{{', '.join(outs)}}};")
@@ -156,5 +231,6 @@ def kernel_source(group: KernelGroup, by_name: dict[str, fx.Node]) -> KernelSour
     header = (f"// ---- {group.name}: {ops}\n"
               f"// reads {', '.join(group.inputs)}; writes {', '.join(group.outputs)}; "
               f"iteration shape {list(group.shape)}\n")
-    cuda = header + "\n".join([element_function(group, by_name), _kernel(group), _launcher(group)])
+    cuda = header + "\n".join([element_function(group, by_name), _kernel(group), _tiled_kernel(group),
+                                _launcher(group)])
     return KernelSource(group.name, cuda, _binding(group), _launcher_signature(group) + ";")

@@ -2,6 +2,14 @@
 
 `TYPES` is included by both translation units (kernels and torch binding), so it uses no CUDA or torch
 header. `KERNEL_RUNTIME` goes into the kernel unit; `BINDING_RUNTIME` into the torch binding.
+
+`ff_prepare` merges the dims of a call's iteration space and describes every operand over the merged
+dims. It also picks the tiled path of the pointwise kernels (`FFCall::tiled`): when the merged space is
+[N, C, S] or [C, S] and an operand is channels-last over it (strides [S*C, 1, C], or [1, C]; an NHWC or
+NDHWC tensor of an NCHW-sized iteration), reading it in the output's order would be strided by C, so the
+kernel reads the first such operand 32 x 32 tiles at a time through shared memory (`ff_offset_ncs`
+addresses the other operands of a tile's element) and still writes contiguous outputs. Ranks above 3 stay
+on the flat path.
 """
 
 TYPES = r"""
@@ -43,6 +51,23 @@ __device__ __forceinline__ float ff_load(const FFShape& shape, const FFOperand& 
     return __ldg(op.ptr + ff_offset(shape, op, i));
 }
 
+// Offset of element i = (n * C + c) * S + s of a [N, C, S] (rank 3) or [C, S] (rank 2, n == 0) iteration
+// space within an operand, from its coordinates: no division per element (the tiled kernels).
+template <typename index_t>
+__device__ __forceinline__ int64_t ff_offset_ncs(const FFShape& shape, const FFOperand& op, index_t i,
+                                                 index_t n, index_t c, index_t s) {
+    if (op.mode == FF_DENSE) return (int64_t)i;
+    if (op.mode == FF_SCALAR) return 0;
+    if (shape.rank == 3) return (int64_t)n * op.stride[0] + (int64_t)c * op.stride[1] + (int64_t)s * op.stride[2];
+    return (int64_t)c * op.stride[0] + (int64_t)s * op.stride[1];
+}
+
+template <typename index_t>
+__device__ __forceinline__ float ff_load_ncs(const FFShape& shape, const FFOperand& op, index_t i,
+                                             index_t n, index_t c, index_t s) {
+    return __ldg(op.ptr + ff_offset_ncs(shape, op, i, n, c, s));
+}
+
 // Four consecutive elements starting at `i` (a multiple of 4): one 16-byte load when dense.
 template <typename index_t>
 __device__ __forceinline__ void ff_load4(const FFShape& shape, const FFOperand& op, index_t i, float v[4]) {
@@ -71,6 +96,13 @@ inline int ff_blocks(int64_t work, int threads) {
     return (int)(wanted < 1 ? 1 : (wanted < cap ? wanted : cap));
 }
 
+// The tiled kernels' work: 32-channel x 32-position tiles of every sample of a [N, C, S] or [C, S] space.
+inline int64_t ff_tile_count(const FFShape& shape) {
+    const int64_t samples = shape.rank == 3 ? shape.size[0] : 1;
+    const int64_t channels = shape.size[shape.rank - 2], positions = shape.size[shape.rank - 1];
+    return samples * ((channels + 31) / 32) * ((positions + 31) / 32);
+}
+
 const char* ff_error_string(int code) { return cudaGetErrorString((cudaError_t)code); }
 """
 
@@ -82,6 +114,7 @@ struct FFCall {
     std::vector<int64_t> out_sizes;  // broadcast shape, as torch sees it
     int64_t numel;
     bool vectorizable;               // 16-byte loads and stores are safe
+    int tiled;                       // operand read through shared-memory tiles (channels-last), or -1
 };
 
 const char* ff_error_string(int code);
@@ -135,6 +168,17 @@ static FFCall ff_prepare(const char* kernel, const std::vector<torch::Tensor>& i
         op.mode = scalar ? FF_SCALAR : (dense ? FF_DENSE : FF_STRIDED);
         if (op.mode == FF_DENSE && reinterpret_cast<uintptr_t>(op.ptr) % 16 != 0) call.vectorizable = false;
         call.operands.push_back(op);
+    }
+    // Tiled: the merged space is [N, C, S] or [C, S] and an operand is channels-last over it (strides
+    // [S*C, 1, C] or [1, C]): the first such operand is read 32 x 32 tiles at a time, coalesced.
+    call.tiled = -1;
+    const int r = call.shape.rank;
+    for (size_t k = 0; call.tiled < 0 && (r == 2 || r == 3) && k < inputs.size(); ++k) {
+        const int64_t* st = call.operands[k].stride;
+        const int64_t channels = dims[r - 2], positions = dims[r - 1];
+        if (st[r - 2] == 1 && st[r - 1] == channels && channels > 1 && positions > 1 &&
+            (r == 2 || st[0] == channels * positions))
+            call.tiled = (int)k;
     }
     return call;
 }

@@ -1,0 +1,181 @@
+"""Fixed C++ of the channel kernels over a channels-last input (NHWC): statistics, finalise, normalise.
+
+A convolution that runs channels-last (fuseforge/layout.py) hands a batch norm or group norm an input whose
+channels are the fastest axis: value (n, c, s) at (n * S + s) * C + c. When that tensor is the group's one
+full-shape input, the binding takes it as it is (`FFChanDims::nhwc`) and three launches replace the two of
+`channel_runtime.py`, with the same Op interface:
+
+1. statistics: block (sample n, part of the positions, 32 channels): lane = channel, so each warp reads 32
+   consecutive channels of one position (128 contiguous bytes); warp w takes positions w, w + 8, ... of
+   the part, four in flight per step (Welford per four values, Chan's merge). The 8 warps' statistics of
+   each channel are merged in warp order into the workspace, one (count, mean, M2) per (n, part, channel).
+2. finalise: one warp per unit (a channel for batch norm; one sample's group of C / G channels for group
+   norm) merges the unit's entries (lane k takes entries k, k + 32, ...; then a fixed shuffle tree), writes
+   mean and 1 / sqrt(var + eps) to the workspace, and the per-unit results (running statistics) as
+   `channel_runtime.py` does.
+3. normalise + epilogue: tiles of 32 channels x 32 positions of one sample. Loads as in 1 (lane =
+   channel), each thread computes its elements, the outputs go through a shared-memory tile
+   [32 channels][33] and are written contiguous (NCHW) with lane = position: coalesced both ways.
+
+Order: the statistics blocks run from the end of the tensor to its start and the normalise tiles from the
+start to the end, so each pass begins on the data the previous one (the convolution, then the
+statistics) touched last, which may still be in the L2 cache. Every order is fixed, no atomics: the
+statistics are the same on every run.
+"""
+
+CHANNEL_NHWC_KERNEL_RUNTIME = r"""
+// ---- Channel kernels over a channels-last input: statistics, finalise, normalise (three launches).
+// See fuseforge/codegen/channel_nhwc_runtime.py.
+constexpr int kFFChanRows = kFFChanThreads / 32;  // warps per block: positions per step
+
+// Block b of the statistics launch, counted from the end: (sample, part, 32-channel chunk).
+struct FFChanNhwcBlock {
+    int64_t n, chunk;
+    int part;
+};
+__device__ __forceinline__ FFChanNhwcBlock ff_chan_nhwc_block(const FFChanDims& d, int64_t b) {
+    const int64_t chunks = (d.channels + 31) / 32;
+    const int64_t rest = b / chunks;
+    return {rest / d.parts, b - rest * chunks, (int)(rest % d.parts)};
+}
+
+template <class Op>
+__global__ void __launch_bounds__(kFFChanThreads) ff_chan_nhwc_stats(Op op, FFChanDims d, float* partial) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t blocks = (int64_t)gridDim.x;
+    const FFChanNhwcBlock b = ff_chan_nhwc_block(d, blocks - 1 - (int64_t)blockIdx.x);
+    const int64_t c = b.chunk * 32 + lane;
+    FFChanStats st;
+    st.init();
+    if (c < d.channels) {
+        const float* x = op.full[0] + b.n * d.hw * d.channels + c;
+        const uint32_t end = ff_chan_split((uint32_t)d.hw, b.part + 1, d.parts);
+        uint32_t s = ff_chan_split((uint32_t)d.hw, b.part, d.parts) + warp;
+        for (; s + 3 * kFFChanRows < end; s += 4 * kFFChanRows) {
+            float v[4][1];
+#pragma unroll
+            for (int k = 0; k < 4; ++k) v[k][0] = __ldg(x + (int64_t)(s + k * kFFChanRows) * d.channels);
+            st.add4(op.reduced(v[0], (int)c), op.reduced(v[1], (int)c), op.reduced(v[2], (int)c),
+                    op.reduced(v[3], (int)c));
+        }
+        for (; s < end; s += kFFChanRows) {
+            const float v[1] = {__ldg(x + (int64_t)s * d.channels)};
+            st.add(op.reduced(v, (int)c));
+        }
+    }
+    __shared__ FFChanStats rows[kFFChanRows][32];
+    rows[warp][lane] = st;
+    __syncthreads();
+    if (warp == 0 && c < d.channels) {
+        FFChanStats total = rows[0][lane];
+        for (int r = 1; r < kFFChanRows; ++r) total.merge(rows[r][lane]);
+        float* p = partial + ((b.n * d.parts + b.part) * d.channels + c) * 3;
+        p[0] = total.n;
+        p[1] = total.mean;
+        p[2] = total.m2;
+    }
+}
+
+// Entry e of unit u in the statistics workspace [N][parts][C][3]. Batch norm (u = channel c): e = (n, part);
+// group norm (u = n * G + g): e = (part, channel k of the group).
+__device__ __forceinline__ int64_t ff_chan_nhwc_entry(const FFChanDims& d, int64_t u, int64_t e) {
+    if (d.groups == 0) return e * d.channels + u;  // (n * parts + part) * C + c
+    const int64_t per = d.channels / d.groups;
+    const int64_t n = u / d.groups, g = u - n * d.groups;
+    const int64_t part = e / per, k = e - part * per;
+    return (n * d.parts + part) * d.channels + g * per + k;
+}
+
+template <class Op>
+__global__ void __launch_bounds__(kFFChanThreads) ff_chan_nhwc_finalize(Op op, FFChanDims d, const float* partial,
+                                                                       float* norms) {
+    const int lane = threadIdx.x & 31;
+    const int64_t u = (int64_t)blockIdx.x * kFFChanRows + (threadIdx.x >> 5);
+    if (u >= d.units) return;  // whole warps leave: the shuffles below see full warps
+    const int64_t entries = d.groups == 0 ? d.batch * d.parts : d.parts * (d.channels / d.groups);
+    FFChanStats st;
+    st.init();
+    for (int64_t e = lane; e < entries; e += 32) {
+        const float* p = partial + ff_chan_nhwc_entry(d, u, e) * 3;
+        FFChanStats o;
+        o.n = p[0];
+        o.mean = p[1];
+        o.m2 = p[2];
+        st.merge(o);
+    }
+    st = ff_chan_warp_reduce(st);
+    if (lane == 0) {
+        const float count = (float)d.per_unit;
+        FFChanNorm norm;
+        norm.mean = st.mean;
+        norm.invstd = 1.0f / sqrtf(st.m2 / count + Op::kEps);  // biased variance, eps inside the root
+        norms[2 * u] = norm.mean;
+        norms[2 * u + 1] = norm.invstd;
+        op.channel_values(norm, st.m2, count, (int)u);
+    }
+}
+
+template <class Op>
+__global__ void __launch_bounds__(kFFChanThreads) ff_chan_nhwc_apply(Op op, FFChanDims d, const float* norms) {
+    constexpr int K = Op::kOut > 0 ? Op::kOut : 1;
+    __shared__ float tile[K][32][33];  // [output][channel][position]
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t chunks = (d.channels + 31) / 32, spans = (d.hw + 31) / 32;
+    const int64_t tiles = d.batch * spans * chunks;
+    for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+        const int64_t chunk = t % chunks, rest = t / chunks;
+        const int64_t span = rest % spans, n = rest / spans;
+        const int64_t c = chunk * 32 + lane;  // this thread's channel while loading
+        if (c < d.channels) {
+            const int64_t u = d.groups == 0 ? c : n * d.groups + c / (d.channels / d.groups);
+            FFChanNorm norm;
+            norm.mean = __ldg(norms + 2 * u);
+            norm.invstd = __ldg(norms + 2 * u + 1);
+#pragma unroll
+            for (int j = 0; j < 32 / kFFChanRows; ++j) {
+                const int64_t s = span * 32 + warp + j * kFFChanRows;
+                if (s < d.hw) {
+                    const float in[1] = {__ldg(op.full[0] + (n * d.hw + s) * d.channels + c)};
+                    float o[K];
+                    op.element(in, norm, (int)c, o);
+#pragma unroll
+                    for (int m = 0; m < K; ++m) tile[m][lane][warp + j * kFFChanRows] = o[m];
+                }
+            }
+        }
+        __syncthreads();
+        const int64_t s = span * 32 + lane;  // this thread's position while storing
+#pragma unroll
+        for (int j = 0; j < 32 / kFFChanRows; ++j) {
+            const int64_t cc = chunk * 32 + warp + j * kFFChanRows;
+            if (cc < d.channels && s < d.hw) {
+#pragma unroll
+                for (int m = 0; m < Op::kOut; ++m) op.out[m][(n * d.channels + cc) * d.hw + s] = tile[m][warp + j * kFFChanRows][lane];
+            }
+        }
+        __syncthreads();
+    }
+}
+
+// Launch `op` over a channels-last input (d.nhwc; the binding allows it only with one full-shape input).
+template <class Op>
+int ff_chan_nhwc_launch(const Op& op, const FFChanDims& d, float* workspace, void* stream) {
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    float* partial = workspace;
+    float* norms = workspace + ff_chan_nhwc_partials(d);
+    const int64_t chunks = (d.channels + 31) / 32;
+    ff_chan_nhwc_stats<Op><<<(unsigned)(d.batch * d.parts * chunks), kFFChanThreads, 0, s>>>(op, d, partial);
+    int code = (int)cudaGetLastError();
+    if (code != 0) return code;
+    const int64_t warps = (d.units + kFFChanRows - 1) / kFFChanRows;
+    ff_chan_nhwc_finalize<Op><<<(unsigned)warps, kFFChanThreads, 0, s>>>(op, d, partial, norms);
+    code = (int)cudaGetLastError();
+    if (code != 0) return code;
+    if constexpr (Op::kOut > 0) {
+        const int64_t tiles = d.batch * ((d.hw + 31) / 32) * chunks;
+        ff_chan_nhwc_apply<Op><<<ff_blocks(tiles, 1), kFFChanThreads, 0, s>>>(op, d, norms);
+        code = (int)cudaGetLastError();
+    }
+    return code;
+}
+"""

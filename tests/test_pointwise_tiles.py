@@ -1,0 +1,220 @@
+"""Pointwise kernels read a channels-last operand through shared-memory tiles and write contiguous outputs.
+
+The generated text (a tiled kernel, chosen by the launcher from `ff_prepare`'s runtime flag), nvcc and
+ptxas on it (no spills, no local memory), g++ on the binding, and on a GPU the kernel against the same
+ops in torch fp32 on odd sizes, with the channels-last operand first, second or both.
+"""
+
+import re
+import shutil
+import subprocess
+import sysconfig
+
+import pytest
+import torch
+from test_partition import _captured
+from torch import nn
+from torch.utils.cpp_extension import include_paths
+
+from fuseforge.codegen import generate
+from fuseforge.codegen.runtime import BINDING_RUNTIME
+from fuseforge.partition import partition
+
+NVCC = shutil.which("nvcc")
+GXX = shutil.which("g++")
+
+
+class BiasTanhScaleResidual(nn.Module):
+    """A convolution's epilogue: per-channel bias, tanh, a scalar parameter, a constant, a residual."""
+
+    def __init__(self, c=5):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(c))
+        self.scale = nn.Parameter(torch.tensor(0.75))
+
+    def forward(self, x, y):
+        return torch.tanh(x + self.bias.view(-1, 1, 1)) * self.scale * 0.5 + y
+
+
+def _eager(x, bias, scale, y):
+    """The same fp32 ops as the model, for any rank."""
+    return torch.tanh(x + bias.view(-1, *[1] * (x.dim() - 2))) * scale * 0.5 + y
+
+
+@pytest.fixture(scope="module")
+def generated():
+    captured = _captured(BiasTanhScaleResidual(), torch.randn(2, 5, 7, 9), torch.randn(2, 5, 7, 9))
+    plan = partition(captured.graph)
+    (group,) = plan.groups
+    assert group.inputs == ("x", "view", "p_scale", "y")
+    return group, generate(plan, captured.graph, "bias_tanh_scale_residual.py")
+
+
+def test_a_channels_last_operand_is_read_through_a_tile_and_the_output_is_contiguous(generated):
+    group, ext = generated
+    (kernel,) = ext.kernels
+    name = group.name
+    tiled = kernel.cuda[kernel.cuda.index(f"{name}_tiled_kernel("):kernel.cuda.index(f"int launch_{name}(")]
+    assert "__shared__ float tile[32][33]" in tiled
+    # read along channels from the tiled operand, written along positions of the contiguous output
+    assert "tile[warp + 8 * j][lane] = __ldg(src + (n * S + s) * C + c)" in tiled
+    assert "const index_t i = (n * C + c) * S + s;" in tiled
+    assert "add_21[i] = add_21_v;" in tiled
+    # each input is the tile or an ordinary load, chosen by the runtime flag: never a runtime index into
+    # the operand descriptors (that would put them in local memory)
+    for k, i in enumerate(group.inputs):
+        assert f"const float {i}_v = tiled == {k} ? tile[lane][warp + 8 * j] : ff_load_ncs(shape, {i}, i, n, c, s);" \
+            in tiled
+    assert "tiled == 0 ? x.ptr : tiled == 1 ? view.ptr : tiled == 2 ? p_scale.ptr : y.ptr" in tiled
+    assert tiled.count("__syncthreads();") == 2
+    # the launcher takes the flag and launches the tiled kernel, and only it, when it is set
+    launcher = kernel.cuda[kernel.cuda.index(f"int launch_{name}("):]
+    branch = launcher[launcher.index("if (tiled >= 0) {"):launcher.index("const int blocks = ff_blocks(vectorized")]
+    assert f"{name}_tiled_kernel<uint32_t><<<" in branch and f"{name}_tiled_kernel<uint64_t><<<" in branch
+    assert "ff_tile_count(shape)" in branch and f"{name}_kernel<" not in branch
+    assert "return (int)cudaGetLastError();" in branch
+    assert "int tiled, void* stream)" in kernel.launcher_decl
+    # the binding hands over ff_prepare's choice; the output stays a plain (contiguous) empty tensor
+    assert "call.vectorizable, call.tiled, reinterpret_cast<void*>(stream)" in kernel.binding
+    assert "torch::empty(call.out_sizes, x.options())" in kernel.binding
+    assert "call.tiled = (int)k;" in BINDING_RUNTIME
+
+
+def _ptxas_report(stderr: str) -> dict[str, dict[str, int]]:
+    """Registers, stack frame and spills of every entry function in `ptxas -v` output."""
+    report, current = {}, None
+    for line in stderr.splitlines():
+        if m := re.search(r"Function properties for (\S+)", line):
+            current = report.setdefault(m.group(1), {})
+        elif current is not None and (m := re.search(
+                r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)):
+            current.update(stack=int(m.group(1)), spill_stores=int(m.group(2)), spill_loads=int(m.group(3)))
+        elif current is not None and (m := re.search(r"Used (\d+) registers", line)):
+            current["registers"] = int(m.group(1))
+            current = None
+    return report
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+def test_the_tiled_kernel_compiles_for_hopper_without_spills_or_local_memory(generated, tmp_path):
+    group, ext = generated
+    source = tmp_path / "kernels.cu"
+    source.write_text(ext.cuda)
+    result = subprocess.run(
+        [NVCC, "-cubin", "-O3", "-gencode=arch=compute_90a,code=sm_90a", "-Werror", "all-warnings",
+         "-Xptxas", "-v,-warn-spills,-warn-lmem-usage", "-o", str(tmp_path / "k.cubin"), str(source)],
+        capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "warning" not in result.stderr.lower(), result.stderr[-3000:]
+    report = _ptxas_report(result.stderr)
+    tiled = {f: r for f, r in report.items() if f"{group.name}_tiled_kernel" in f}
+    assert len(tiled) == 2  # 32- and 64-bit indices
+    assert len(report) == 6  # and the four flat kernels, unchanged
+    for function, r in report.items():
+        assert r["stack"] == r["spill_stores"] == r["spill_loads"] == 0, (function, r)
+        assert r["registers"] <= 64, (function, r)
+
+
+@pytest.mark.skipif(GXX is None, reason="g++ is not installed")
+def test_the_binding_with_the_tiled_flag_compiles_against_torch_headers(generated, tmp_path):
+    _, ext = generated
+    source = tmp_path / "binding.cpp"
+    source.write_text(ext.binding)
+    includes = [f"-I{p}" for p in include_paths()] + [f"-I{sysconfig.get_paths()['include']}"]
+    result = subprocess.run([GXX, "-std=c++20", "-fsyntax-only", "-Wall", *includes, str(source)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+# ---------------------------------------------------------------------------------------- GPU
+
+# N = 1 (merged space [C, S]) and N = 3 ([N, C, S]); C and S mostly no multiple of 32; 5-D (NDHWC) too
+SHAPES = [(n, c, *spatial) for n in (1, 3) for c in (1, 5, 16, 33, 64)
+          for spatial in ((7, 9), (128, 128), (1, 1), (3, 5, 7))]
+# (x channels-last, y channels-last)
+LAYOUTS = [(False, False), (True, False), (False, True), (True, True)]
+
+
+def _layout(t, channels_last):
+    if not channels_last:
+        return t.contiguous()
+    return t.contiguous(memory_format=torch.channels_last if t.dim() == 4 else torch.channels_last_3d)
+
+
+def _tiles(shape, layout):
+    """Whether ff_prepare picks the tiled kernel: a channels-last operand with C > 1 and S > 1."""
+    spatial = 1
+    for d in shape[2:]:
+        spatial *= d
+    return any(layout) and shape[1] > 1 and spatial > 1
+
+
+def _case(shape, layout, device="cuda"):
+    torch.manual_seed(hash((shape, layout)) % 2**31)
+    x = torch.randn(shape, device=device) * 3
+    y = torch.randn(shape, device=device)
+    flat = x.view(-1)
+    flat[::97] = float("nan")  # NaN and infinities propagate as torch's ops propagate them
+    flat[13::101] = float("inf")
+    flat[29::103] = -float("inf")
+    bias = torch.randn(shape[1], device=device)
+    scale = torch.tensor(0.75, device=device)
+    return _layout(x, layout[0]), bias, scale, _layout(y, layout[1])
+
+
+@pytest.fixture(scope="module")
+def built(generated):
+    from torch.utils.cpp_extension import load_inline
+
+    group, ext = generated
+    kernels = load_inline(name=ext.name, cpp_sources=[ext.binding], cuda_sources=[ext.cuda],
+                          functions=list(ext.functions), extra_cflags=["-O3"], extra_cuda_cflags=["-O3"],
+                          no_implicit_headers=True)
+    return group, getattr(kernels, group.name)
+
+
+def _call(kernel, x, bias, scale, y):
+    view = bias.view(-1, *[1] * (x.dim() - 2))
+    return kernel(x, view, scale, y, torch.cuda.current_stream().cuda_stream)
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_kernel_matches_torch_for_channels_last_and_contiguous_operands_on_odd_sizes(built):
+    _, kernel = built
+    failures = []
+    for shape in SHAPES:
+        for layout in LAYOUTS:
+            x, bias, scale, y = _case(shape, layout)
+            got = _call(kernel, x, bias, scale, y)
+            again = _call(kernel, x, bias, scale, y)
+            want = _eager(x, bias, scale, y)
+            where = f"{list(shape)} channels-last (x, y) = {layout}"
+            if tuple(got.shape) != shape or not got.is_contiguous():
+                failures.append(f"{where}: shape {tuple(got.shape)}, strides {got.stride()}")
+                continue
+            try:
+                torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6, equal_nan=True)
+            except AssertionError as error:
+                failures.append(f"{where}: {str(error).splitlines()[:4]}")
+            if not torch.equal(got.nan_to_num(), again.nan_to_num()) or not torch.equal(got.isnan(), again.isnan()):
+                failures.append(f"{where}: two runs differ")
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_tiled_kernel_runs_exactly_when_an_operand_is_channels_last(built):
+    group, kernel = built
+    from torch.profiler import ProfilerActivity, profile
+
+    cases = [(shape, layout) for shape in [(1, 5, 7, 9), (3, 33, 128, 128), (3, 16, 3, 5, 7), (3, 64, 1, 1),
+                                           (1, 1, 7, 9)]
+             for layout in LAYOUTS]
+    for shape, layout in cases:
+        inputs = _case(shape, layout)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            _call(kernel, *inputs)
+            torch.cuda.synchronize()
+        names = [e.name for e in prof.events() if group.name in e.name]
+        assert len(names) == 1, (shape, layout, names)
+        assert ("_tiled_kernel" in names[0]) == _tiles(shape, layout), (shape, layout, names)
