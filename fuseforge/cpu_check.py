@@ -243,6 +243,9 @@ class _ReferenceKernels:
         self._by_name = by_name
 
     def __getattr__(self, name: str):
+        if name == "ff_channels_last":  # the layout conversion: the same values in channels-last memory
+            return lambda x, _stream: x.contiguous(
+                memory_format=torch.channels_last if x.dim() == 4 else torch.channels_last_3d)
         group = self._groups[name]
 
         def call(*args):

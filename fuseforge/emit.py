@@ -71,7 +71,8 @@ def _arg(value, device_expr: str) -> str:
 
 def _call(node: fx.Node, device_expr: str, memory_format: str | None = None) -> str:
     """The op's call; with `memory_format`, its first two arguments (a convolution's input and weight) are
-    made contiguous in that format first."""
+    made channels-last first: the input by the extension's `ff_channels_last` transpose kernel, the weight by
+    PyTorch."""
     if node.target is operator.getitem:
         return f"{node.args[0].name}[{node.args[1]!r}]"
     if isinstance(node.target, torch._ops.OpOverload):
@@ -82,7 +83,7 @@ def _call(node: fx.Node, device_expr: str, memory_format: str | None = None) -> 
         raise EmitError(f"cannot write a call of {node.target!r}")
     args = [_arg(a, device_expr) for a in node.args]
     if memory_format:
-        args[:2] = [f"{a}.contiguous(memory_format={memory_format})" for a in args[:2]]
+        args[:2] = [f"kernels.ff_channels_last({args[0]}, stream)", f"{args[1]}.contiguous(memory_format={memory_format})"]
     args += [f"{k}={_arg(v, device_expr)}" for k, v in node.kwargs.items()]
     return f"{fn}({', '.join(args)})"
 

@@ -247,7 +247,7 @@ def _kernels_how(run: Run) -> list[str]:
             "when it is the group's one full-shape input) takes three launches instead "
             "(`codegen/channel_nhwc_runtime.py`): statistics per (sample, part of the positions, channel) with "
             "each warp reading 32 consecutive channels of a position, one warp per unit merging them in a fixed "
-            "order, and normalise + epilogue over tiles of 32 channels × 32 positions whose outputs pass through "
+            "order, and normalise + epilogue over tiles of 32 channels × 64 positions whose outputs pass through "
             "shared memory so they are written NCHW, coalesced. " + RUN_ON_GPU,
             "",
         ]

@@ -3,6 +3,7 @@
 import textwrap
 
 import pytest
+import torch
 
 from fuseforge.config import OptimizeConfig
 from fuseforge.pipeline import optimize
@@ -61,7 +62,8 @@ def test_a_convolution_runs_channels_last_only_when_every_reader_reads_nhwc_and_
     assert all((conv in run.plan.channels_last) is expected for conv in convs)
     fmt = "torch.channels_last" if dims == 2 else "torch.channels_last_3d"
     emitted = (tmp_path / "out" / "40_model_new.py").read_text()
-    assert (f"x.contiguous(memory_format={fmt})" in emitted) is expected
+    assert ("kernels.ff_channels_last(x, stream)" in emitted) is expected
+    assert (f"p_conv_weight.contiguous(memory_format={fmt})" in emitted) is expected
     assert ("given its input and weight channels-last" in (tmp_path / "out" / "report.md").read_text()) is expected
     assert run.cpu_check.passed, run.cpu_check.detail  # the emitted forward, channels-last included, in float64
 
@@ -70,3 +72,28 @@ def test_without_the_channel_kernels_a_convolution_read_by_a_channel_reduction_r
     run = _run(tmp_path, "unbiased-channel-min", channel_kernels=False)
     assert run.plan.channels_last == frozenset()
     assert "memory_format" not in (tmp_path / "out" / "40_model_new.py").read_text()
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_channels_last_conversion_keeps_every_value_at_odd_sizes(tmp_path):
+    from torch.utils.cpp_extension import load_inline
+
+    from fuseforge.codegen import generate
+
+    run = _run(tmp_path, "channel-min")
+    ext = generate(run.plan, run.captured.graph, "layout_test.py")
+    assert "ff_channels_last" in ext.functions
+    kernels = load_inline(name=ext.name, cpp_sources=[ext.binding], cuda_sources=[ext.cuda],
+                          functions=list(ext.functions), extra_cflags=["-O3"], extra_cuda_cflags=["-O3"],
+                          no_implicit_headers=True)
+    stream = torch.cuda.current_stream().cuda_stream
+    for shape in [(1, 1, 5, 7), (2, 3, 9, 10), (3, 33, 17, 5), (1, 70, 64, 65), (2, 5, 3, 4, 7), (0, 3, 4, 4)]:
+        x = torch.randn(shape, device="cuda")
+        x.view(-1)[::97] = float("nan")
+        fmt = torch.channels_last if len(shape) == 4 else torch.channels_last_3d
+        got = kernels.ff_channels_last(x, stream)
+        assert got.is_contiguous(memory_format=fmt) and got.shape == x.shape, shape
+        assert torch.equal(got.nan_to_num(7.0), x.nan_to_num(7.0)), shape
+        assert torch.equal(got.isnan(), x.isnan()), shape
+    strided = torch.randn(2, 4, 6, 8, device="cuda")[:, :, ::2]  # not contiguous: PyTorch converts it
+    assert torch.equal(kernels.ff_channels_last(strided, stream), strided)

@@ -55,7 +55,7 @@ def test_a_channels_last_operand_is_read_through_a_tile_and_the_output_is_contig
     (kernel,) = ext.kernels
     name = group.name
     tiled = kernel.cuda[kernel.cuda.index(f"{name}_tiled_kernel("):kernel.cuda.index(f"int launch_{name}(")]
-    assert "__shared__ float tile[32][33]" in tiled
+    assert "__shared__ float tile[64][33]" in tiled  # 64 positions x 32 channels
     # read along channels from the tiled operand, written along positions of the contiguous output
     assert "tile[warp + 8 * j][lane] = __ldg(src + (n * S + s) * C + c)" in tiled
     assert "const index_t i = (n * C + c) * S + s;" in tiled
@@ -63,8 +63,8 @@ def test_a_channels_last_operand_is_read_through_a_tile_and_the_output_is_contig
     # each input is the tile or an ordinary load, chosen by the runtime flag: never a runtime index into
     # the operand descriptors (that would put them in local memory)
     for k, i in enumerate(group.inputs):
-        assert f"const float {i}_v = tiled == {k} ? tile[lane][warp + 8 * j] : ff_load_ncs(shape, {i}, i, n, c, s);" \
-            in tiled
+        assert (f"const float {i}_v = tiled == {k} ? tile[32 * (j / 4) + lane][warp + 8 * (j % 4)] "
+                f": ff_load_ncs(shape, {i}, i, n, c, s);") in tiled
     assert "tiled == 0 ? x.ptr : tiled == 1 ? view.ptr : tiled == 2 ? p_scale.ptr : y.ptr" in tiled
     assert tiled.count("__syncthreads();") == 2
     # the launcher takes the flag and launches the tiled kernel, and only it, when it is set

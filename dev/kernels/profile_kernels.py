@@ -1,6 +1,7 @@
 """Which GPU kernels a model runs, and for how long: eager vs torch.compile (default mode), per call.
 
     .venv/bin/python dev/kernels/profile_kernels.py MODEL.py [MODEL.py ...] --out $OUT/kernels.json
+    .venv/bin/python dev/kernels/profile_kernels.py MODEL.py --new MODEL_NEW.py   # ours too ("ours")
 
 For each model file (class Model, get_inputs, get_init_inputs) at its own sizes: warm up, then run
 --calls calls under torch.profiler and sum the CUDA time of every kernel by name, divided by the number of
@@ -47,14 +48,16 @@ def kernel_table(fn, calls: int) -> list[dict]:
     return sorted(rows, key=lambda r: -r["us_per_call"])
 
 
-def profile_model(path: Path, calls: int) -> dict:
+def profile_model(path: Path, calls: int, new: Path | None = None) -> dict:
     module = _load(path)
     torch.manual_seed(0)
     model = module.Model(*module.get_init_inputs()).cuda()
     inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
     result = {"model": path.stem}
-    compiled = torch.compile(model)
-    for mode, fn in (("eager", model), ("compile", compiled)):
+    modes = [("eager", model), ("compile", torch.compile(model))]
+    if new is not None:  # an emitted ModelNew file (standalone: its kernels build at the first call)
+        modes.append(("ours", _load(new).ModelNew(*module.get_init_inputs()).cuda()))
+    for mode, fn in modes:
         out = fn(*inputs)
         out = out[0] if isinstance(out, (tuple, list)) else out
         table = kernel_table(lambda fn=fn: fn(*inputs), calls)
@@ -69,12 +72,14 @@ def main() -> int:
     p.add_argument("--calls", type=int, default=10)
     p.add_argument("--grad", action="store_true", help="profile with autograd on (default: under no_grad)")
     p.add_argument("--out", type=Path)
+    p.add_argument("--new", type=Path, nargs="*", default=[], help="emitted ModelNew files, one per model, in order")
     args = p.parse_args()
     results = []
-    for path in args.models:
+    for k, path in enumerate(args.models):
         try:
             with torch.set_grad_enabled(args.grad):
-                results.append(profile_model(path, args.calls))
+                new = args.new[k] if k < len(args.new) else None
+                results.append(profile_model(path, args.calls, new))
         except Exception as exc:  # a lab: record and go on
             results.append({"model": path.stem, "error": f"{type(exc).__name__}: {exc}"})
         print(json.dumps({k: v for k, v in results[-1].items() if k == "model" or k == "error"}), flush=True)
@@ -85,7 +90,7 @@ def main() -> int:
         if "error" in r:
             print(f"== {r['model']}: {r['error']}")
             continue
-        for mode in ("eager", "compile"):
+        for mode in [m for m in ("eager", "compile", "ours") if m in r]:
             m = r[mode]
             print(f"== {r['model']} {mode}: {m['total_us']:.1f} us, output stride {m['output_stride']}")
             for k in m["kernels"][:8]:

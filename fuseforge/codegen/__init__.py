@@ -27,6 +27,7 @@ from .channel_reduce_runtime import (
 from .channel_runtime import CHANNEL_BINDING_RUNTIME, CHANNEL_KERNEL_RUNTIME, CHANNEL_TYPES
 from .gemm_kernel import gemm_kernel_source
 from .gemm_runtime import GEMM_BINDING_RUNTIME, GEMM_CUDA_FLAGS, gemm_kernel_runtime
+from .layout_kernel import LAYOUT_BINDING_RUNTIME, LAYOUT_KERNEL_RUNTIME
 from .pointwise_kernel import KernelSource, kernel_source
 from .row_kernel import row_kernel_source
 from .row_runtime import ROW_BINDING_RUNTIME, ROW_KERNEL_RUNTIME
@@ -69,6 +70,7 @@ def generate(plan: Plan, graph: fx.Graph, model_name: str) -> Extension:
     channels = any(g.channel for g in plan.groups)
     gemms = any(g.gemm for g in plan.groups)
     reductions = any(g.channel_reduce for g in plan.groups)
+    layouts = bool(plan.channels_last)  # ff_channels_last converts the channels-last convolutions' inputs
     cuda = "\n".join([
         _banner(model_name, "CUDA kernels"),
         "#include <cuda_runtime.h>\n#include <cstdint>\n#include <math.h>",
@@ -77,6 +79,7 @@ def generate(plan: Plan, graph: fx.Graph, model_name: str) -> Extension:
         *([CHANNEL_TYPES, CHANNEL_KERNEL_RUNTIME, CHANNEL_NHWC_KERNEL_RUNTIME] if channels else []),
         *([gemm_kernel_runtime()] if gemms else []),
         *([CHANNEL_REDUCE_TYPES, CHANNEL_REDUCE_KERNEL_RUNTIME] if reductions else []),
+        *([LAYOUT_KERNEL_RUNTIME] if layouts else []),
         *[k.cuda for k in kernels],
     ])
     binding = "\n".join([
@@ -90,8 +93,9 @@ def generate(plan: Plan, graph: fx.Graph, model_name: str) -> Extension:
         *[k.launcher_decl for k in kernels],
         "",
         *[k.binding for k in kernels],
+        *([LAYOUT_BINDING_RUNTIME] if layouts else []),
     ])
     digest = hashlib.sha256((cuda + binding).encode()).hexdigest()[:10]
     stem = "".join(c if c.isalnum() else "_" for c in model_name)
-    return Extension(f"ff_{stem}_{digest}", cuda, binding, tuple(k.name for k in kernels), kernels,
-                     GEMM_CUDA_FLAGS if gemms else ())
+    functions = tuple(k.name for k in kernels) + (("ff_channels_last",) if layouts else ())
+    return Extension(f"ff_{stem}_{digest}", cuda, binding, functions, kernels, GEMM_CUDA_FLAGS if gemms else ())

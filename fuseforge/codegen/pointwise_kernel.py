@@ -8,7 +8,7 @@ when every dense operand is aligned, one element per step otherwise; operands th
 
 A second kernel, `<name>_tiled_kernel`, runs when the binding's `ff_prepare` finds a channels-last
 operand (NHWC or NDHWC memory of an [N, C, S...] iteration; see runtime.py): reading it in the output's
-order would be strided by C. A block of 8 warps takes a tile of 32 channels x 32 positions of one
+order would be strided by C. A block of 8 warps takes a tile of 32 channels x 64 positions of one
 sample, reads the tiled operand along channels into shared memory, and then computes and writes the
 tile along positions, so both the read and the contiguous (NCHW) output writes are coalesced. Which
 operand is tiled is a runtime argument; each input is spelled as a choice between the tile and an
@@ -119,39 +119,39 @@ def _tiled_kernel(group: KernelGroup) -> str:
         src = f"tiled == {k} ? {ins[k]}.ptr : {src}"
     w = Writer()
     w.line("// Operand `tiled` is channels-last over [N, C, S] (or [C, S]): a block transposes 32 channels x")
-    w.line("// 32 positions of one sample through shared memory, reading along C and writing along S.")
+    w.line("// 64 positions of one sample through shared memory, reading along C and writing along S.")
     w.line("template <typename index_t>")
     w.line(f"__global__ void __launch_bounds__(256) {group.name}_tiled_kernel({', '.join(params)}, int tiled) {{")
     with w.indent():
-        w.line("__shared__ float tile[32][33];  // [position][channel]; the pad avoids bank conflicts")
+        w.line("__shared__ float tile[64][33];  // [position][channel]; the pad avoids bank conflicts")
         w.line("const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;")
         w.line("const bool batched = shape.rank == 3;")
         w.line("const index_t N = batched ? (index_t)shape.size[0] : 1;")
         w.line("const index_t C = (index_t)(batched ? shape.size[1] : shape.size[0]);")
         w.line("const index_t S = (index_t)(batched ? shape.size[2] : shape.size[1]);")
-        w.line("const index_t c_tiles = (C + 31) / 32, s_tiles = (S + 31) / 32, tiles = N * c_tiles * s_tiles;")
+        w.line("const index_t c_tiles = (C + 31) / 32, s_tiles = (S + 63) / 64, tiles = N * c_tiles * s_tiles;")
         w.line(f"const float* __restrict__ src = {src};")
         w.line("for (index_t t = blockIdx.x; t < tiles; t += gridDim.x) {")
         with w.indent():
-            w.line("const index_t s0 = t % s_tiles * 32, c0 = t / s_tiles % c_tiles * 32, n = t / s_tiles / c_tiles;")
-            w.line("// load: warp w reads positions s0 + w + 8j, 32 consecutive channels each")
+            w.line("const index_t s0 = t % s_tiles * 64, c0 = t / s_tiles % c_tiles * 32, n = t / s_tiles / c_tiles;")
+            w.line("// load: warp w reads positions s0 + w + 8j, 32 consecutive channels each (8 loads in flight)")
             w.line("#pragma unroll")
-            w.line("for (int j = 0; j < 4; ++j) {")
+            w.line("for (int j = 0; j < 8; ++j) {")
             with w.indent():
                 w.line("const index_t s = s0 + warp + 8 * j, c = c0 + lane;")
                 w.line("if (s < S && c < C) tile[warp + 8 * j][lane] = __ldg(src + (n * S + s) * C + c);")
             w.line("}")
             w.line("__syncthreads();")
-            w.line("// compute: warp w handles channels c0 + w + 8j, 32 consecutive positions each")
+            w.line("// compute: warp w handles channels c0 + w + 8j, positions s0 + lane and s0 + 32 + lane")
             w.line("#pragma unroll")
-            w.line("for (int j = 0; j < 4; ++j) {")
+            w.line("for (int j = 0; j < 8; ++j) {")
             with w.indent():
-                w.line("const index_t c = c0 + warp + 8 * j, s = s0 + lane;")
+                w.line("const index_t c = c0 + warp + 8 * (j % 4), s = s0 + 32 * (j / 4) + lane;")
                 w.line("if (c < C && s < S) {")
                 with w.indent():
                     w.line("const index_t i = (n * C + c) * S + s;")
                     for k, i in enumerate(ins):
-                        w.line(f"const float {i}_v = tiled == {k} ? tile[lane][warp + 8 * j] "
+                        w.line(f"const float {i}_v = tiled == {k} ? tile[32 * (j / 4) + lane][warp + 8 * (j % 4)] "
                                f": ff_load_ncs(shape, {i}, i, n, c, s);")
                     w.line(f"float {', '.join(f'{o}_v' for o in outs)};")
                     args = [f"{i}_v" for i in ins] + [f"{o}_v" for o in outs]
@@ -181,7 +181,7 @@ def _launcher(group: KernelGroup) -> str:
         w.line("if (n == 0) return 0;")
         w.line("const int threads = 256;")
         w.line("cudaStream_t s = static_cast<cudaStream_t>(stream);")
-        w.line("if (tiled >= 0) {  // a channels-last operand: one block per 32 x 32 tile")
+        w.line("if (tiled >= 0) {  // a channels-last operand: one block per 32 x 64 tile")
         with w.indent():
             w.line("const int blocks = ff_blocks(ff_tile_count(shape) * threads, threads);")
             w.line(f"if (n <= INT32_MAX) {group.name}_tiled_kernel<uint32_t><<<blocks, threads, 0, s>>>({args}, tiled);")

@@ -7,7 +7,7 @@ header. `KERNEL_RUNTIME` goes into the kernel unit; `BINDING_RUNTIME` into the t
 dims. It also picks the tiled path of the pointwise kernels (`FFCall::tiled`): when the merged space is
 [N, C, S] or [C, S] and an operand is channels-last over it (strides [S*C, 1, C], or [1, C]; an NHWC or
 NDHWC tensor of an NCHW-sized iteration), reading it in the output's order would be strided by C, so the
-kernel reads the first such operand 32 x 32 tiles at a time through shared memory (`ff_offset_ncs`
+kernel reads the first such operand 32 x 64 tiles at a time through shared memory (`ff_offset_ncs`
 addresses the other operands of a tile's element) and still writes contiguous outputs. Ranks above 3 stay
 on the flat path.
 """
@@ -96,11 +96,11 @@ inline int ff_blocks(int64_t work, int threads) {
     return (int)(wanted < 1 ? 1 : (wanted < cap ? wanted : cap));
 }
 
-// The tiled kernels' work: 32-channel x 32-position tiles of every sample of a [N, C, S] or [C, S] space.
+// The tiled kernels' work: 32-channel x 64-position tiles of every sample of a [N, C, S] or [C, S] space.
 inline int64_t ff_tile_count(const FFShape& shape) {
     const int64_t samples = shape.rank == 3 ? shape.size[0] : 1;
     const int64_t channels = shape.size[shape.rank - 2], positions = shape.size[shape.rank - 1];
-    return samples * ((channels + 31) / 32) * ((positions + 31) / 32);
+    return samples * ((channels + 31) / 32) * ((positions + 63) / 64);
 }
 
 const char* ff_error_string(int code) { return cudaGetErrorString((cudaError_t)code); }
@@ -170,7 +170,7 @@ static FFCall ff_prepare(const char* kernel, const std::vector<torch::Tensor>& i
         call.operands.push_back(op);
     }
     // Tiled: the merged space is [N, C, S] or [C, S] and an operand is channels-last over it (strides
-    // [S*C, 1, C] or [1, C]): the first such operand is read 32 x 32 tiles at a time, coalesced.
+    // [S*C, 1, C] or [1, C]): the first such operand is read 32 x 64 tiles at a time, coalesced.
     call.tiled = -1;
     const int r = call.shape.rank;
     for (size_t k = 0; call.tiled < 0 && (r == 2 || r == 3) && k < inputs.size(); ++k) {
