@@ -143,7 +143,8 @@ def _unchanged(run: Run) -> list[str]:
             why = (f"the new value of buffer `{updates[0]}`, as the original model computes it in this mode; "
                    "too small to be worth a kernel.")
         elif node.name in run.plan.channels_last:
-            why = ("convolution kept as the cuDNN call, given its input and weight channels-last: every reader of "
+            why = ("convolution kept as the cuDNN call, given its input and weight channels-last (the input "
+                   "converted by the extension's `ff_channels_last` transpose kernel from 32 channels): every reader of "
                    "its output is a kernel that reads NHWC, so cuDNN does not convert its output back to NCHW "
                    "(eager pays that pass; `layout.py`).")
         elif node.all_input_nodes and all(a.name in run.captured.state_names for a in node.all_input_nodes):
@@ -206,7 +207,10 @@ def _kernels_how(run: Run) -> list[str]:
         "with 16-byte `float4` loads and stores when the element count is a multiple of 4 and every dense "
         "operand is 16-byte aligned, else one element per step. Broadcast operands (bias vectors, "
         "per-channel scales, scalars) are read through their strides after the binding merges mergeable "
-        "dimensions. 32-bit indexing is used below 2^31 elements. 256 threads per block, at most 8 blocks "
+        "dimensions. An operand that is channels-last over an [N, C, S] output (a convolution that "
+        "`layout.py` ran channels-last) switches the kernel to its tiled form: 32 channels × 64 positions "
+        "of one sample pass through shared memory, read along channels and written along positions, both "
+        "coalesced; the output stays contiguous. 32-bit indexing is used below 2^31 elements. 256 threads per block, at most 8 blocks "
         "per multiprocessor. The binding (`30_kernels/binding.cpp`) checks dtypes and devices, allocates "
         "the outputs and launches on the caller's current CUDA stream; every launch is checked.",
         "",

@@ -11,15 +11,14 @@ import re
 import shutil
 import subprocess
 import sys
-import sysconfig
 from dataclasses import replace
 
 import pytest
 import torch
+from compile_check import GXX, compile_binding
 from conftest import ALL_MODELS, PROBLEMS
 from test_partition import _captured
 from torch import nn
-from torch.utils.cpp_extension import include_paths
 
 from fuseforge import channel_reductions, pooling
 from fuseforge.codegen import generate
@@ -29,7 +28,6 @@ from fuseforge.partition import KernelStep, format_plan, partition
 from fuseforge.pipeline import optimize
 
 NVCC = shutil.which("nvcc")
-GXX = shutil.which("g++")
 
 
 def _plan(model, *inputs):
@@ -432,11 +430,7 @@ def test_the_channel_reduction_kernels_compile_for_hopper_without_warnings_or_sp
 @pytest.mark.parametrize("build", [_every_reduction, _every_pool], ids=["reductions", "pools"])
 def test_the_channel_reduction_binding_compiles_against_torch_headers(build, tmp_path):
     _, _, ext = build()
-    source = tmp_path / "binding.cpp"
-    source.write_text(ext.binding)
-    includes = [f"-I{p}" for p in include_paths()] + [f"-I{sysconfig.get_paths()['include']}"]
-    result = subprocess.run([GXX, "-std=c++20", "-fsyntax-only", "-Wall", *includes, str(source)],
-                            capture_output=True, text=True, timeout=300)
+    result = compile_binding(ext.binding, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
 
 

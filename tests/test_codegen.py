@@ -2,18 +2,16 @@
 
 import shutil
 import subprocess
-import sysconfig
 
 import pytest
 import torch
+from compile_check import GXX, compile_binding
 from test_partition import _captured
 from torch import nn
-from torch.utils.cpp_extension import include_paths
 
 from fuseforge.codegen import generate
 from fuseforge.partition import partition
 
-GXX = shutil.which("g++")
 NVCC = shutil.which("nvcc")
 
 
@@ -48,11 +46,7 @@ def test_the_extension_name_changes_when_the_source_changes(extension):
 
 @pytest.mark.skipif(GXX is None, reason="g++ is not installed")
 def test_the_binding_unit_compiles_against_torch_headers(extension, tmp_path):
-    source = tmp_path / "binding.cpp"
-    source.write_text(extension.binding)
-    includes = [f"-I{p}" for p in include_paths()] + [f"-I{sysconfig.get_paths()['include']}"]
-    result = subprocess.run([GXX, "-std=c++20", "-fsyntax-only", "-Wall", *includes, str(source)],
-                            capture_output=True, text=True, timeout=300)
+    result = compile_binding(extension.binding, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
 
 

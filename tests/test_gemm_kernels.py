@@ -12,14 +12,13 @@ import re
 import shutil
 import subprocess
 import sys
-import sysconfig
 
 import pytest
 import torch
+from compile_check import GXX, compile_binding
 from conftest import ALL_MODELS, PROBLEMS, REPO
 from test_partition import _captured
 from torch import nn
-from torch.utils.cpp_extension import include_paths
 
 from fuseforge.codegen import generate
 from fuseforge.codegen.gemm_runtime import GEMM_VARIANT
@@ -28,7 +27,6 @@ from fuseforge.partition import KernelStep, format_plan, partition
 from fuseforge.partition_gemm import gemm_op_reason
 
 NVCC = shutil.which("nvcc")
-GXX = shutil.which("g++")
 GIT = shutil.which("git")
 
 
@@ -329,11 +327,7 @@ def test_the_gemm_kernels_compile_for_hopper_without_warnings_or_spills(std, tmp
 @pytest.mark.skipif(GXX is None, reason="g++ is not installed")
 def test_the_gemm_kernel_binding_compiles_against_torch_headers(tmp_path):
     _, _, ext = _every_epilogue()
-    source = tmp_path / "binding.cpp"
-    source.write_text(ext.binding)
-    includes = [f"-I{p}" for p in include_paths()] + [f"-I{sysconfig.get_paths()['include']}"]
-    result = subprocess.run([GXX, "-std=c++20", "-fsyntax-only", "-Wall", *includes, str(source)],
-                            capture_output=True, text=True, timeout=300)
+    result = compile_binding(ext.binding, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
 
 

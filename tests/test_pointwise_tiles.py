@@ -8,20 +8,18 @@ ops in torch fp32 on odd sizes, with the channels-last operand first, second or 
 import re
 import shutil
 import subprocess
-import sysconfig
 
 import pytest
 import torch
+from compile_check import GXX, compile_binding
 from test_partition import _captured
 from torch import nn
-from torch.utils.cpp_extension import include_paths
 
 from fuseforge.codegen import generate
 from fuseforge.codegen.runtime import BINDING_RUNTIME
 from fuseforge.partition import partition
 
 NVCC = shutil.which("nvcc")
-GXX = shutil.which("g++")
 
 
 class BiasTanhScaleResidual(nn.Module):
@@ -118,11 +116,7 @@ def test_the_tiled_kernel_compiles_for_hopper_without_spills_or_local_memory(gen
 @pytest.mark.skipif(GXX is None, reason="g++ is not installed")
 def test_the_binding_with_the_tiled_flag_compiles_against_torch_headers(generated, tmp_path):
     _, ext = generated
-    source = tmp_path / "binding.cpp"
-    source.write_text(ext.binding)
-    includes = [f"-I{p}" for p in include_paths()] + [f"-I{sysconfig.get_paths()['include']}"]
-    result = subprocess.run([GXX, "-std=c++20", "-fsyntax-only", "-Wall", *includes, str(source)],
-                            capture_output=True, text=True, timeout=300)
+    result = compile_binding(ext.binding, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
 
 

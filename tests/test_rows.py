@@ -8,15 +8,14 @@ and on a GPU the generated kernels against float64 on odd sizes.
 import re
 import shutil
 import subprocess
-import sysconfig
 from dataclasses import replace
 
 import pytest
 import torch
+from compile_check import GXX, compile_binding
 from conftest import PROBLEMS
 from test_partition import _captured
 from torch import nn
-from torch.utils.cpp_extension import include_paths
 
 from fuseforge import rowwise
 from fuseforge.codegen import generate
@@ -26,7 +25,6 @@ from fuseforge.partition import KernelStep, TorchStep, partition
 from fuseforge.pipeline import optimize
 
 NVCC = shutil.which("nvcc")
-GXX = shutil.which("g++")
 
 
 def _plan(model, *inputs):
@@ -292,11 +290,7 @@ def test_the_row_kernels_compile_for_hopper_without_warnings_or_spills(std, tmp_
 @pytest.mark.skipif(GXX is None, reason="g++ is not installed")
 def test_the_row_kernel_binding_compiles_against_torch_headers(tmp_path):
     _, _, ext = _every_form()
-    source = tmp_path / "binding.cpp"
-    source.write_text(ext.binding)
-    includes = [f"-I{p}" for p in include_paths()] + [f"-I{sysconfig.get_paths()['include']}"]
-    result = subprocess.run([GXX, "-std=c++20", "-fsyntax-only", "-Wall", *includes, str(source)],
-                            capture_output=True, text=True, timeout=300)
+    result = compile_binding(ext.binding, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
 
 

@@ -71,10 +71,7 @@ __global__ void __launch_bounds__(kFFChanThreads) ff_chan_nhwc_stats(Op op, FFCh
     if (warp == 0 && c < d.channels) {
         FFChanStats total = rows[0][lane];
         for (int r = 1; r < kFFChanRows; ++r) total.merge(rows[r][lane]);
-        float* p = partial + ((b.n * d.parts + b.part) * d.channels + c) * 3;
-        p[0] = total.n;
-        p[1] = total.mean;
-        p[2] = total.m2;
+        total.store(partial + ((b.n * d.parts + b.part) * d.channels + c) * 3);
     }
 }
 
@@ -97,23 +94,12 @@ __global__ void __launch_bounds__(kFFChanThreads) ff_chan_nhwc_finalize(Op op, F
     const int64_t entries = d.groups == 0 ? d.batch * d.parts : d.parts * (d.channels / d.groups);
     FFChanStats st;
     st.init();
-    for (int64_t e = lane; e < entries; e += 32) {
-        const float* p = partial + ff_chan_nhwc_entry(d, u, e) * 3;
-        FFChanStats o;
-        o.n = p[0];
-        o.mean = p[1];
-        o.m2 = p[2];
-        st.merge(o);
-    }
+    for (int64_t e = lane; e < entries; e += 32) st.merge(FFChanStats::at(partial + ff_chan_nhwc_entry(d, u, e) * 3));
     st = ff_chan_warp_reduce(st);
     if (lane == 0) {
-        const float count = (float)d.per_unit;
-        FFChanNorm norm;
-        norm.mean = st.mean;
-        norm.invstd = 1.0f / sqrtf(st.m2 / count + Op::kEps);  // biased variance, eps inside the root
+        const FFChanNorm norm = ff_chan_norm(op, st, d, u, true);
         norms[2 * u] = norm.mean;
         norms[2 * u + 1] = norm.invstd;
-        op.channel_values(norm, st.m2, count, (int)u);
     }
 }
 

@@ -93,6 +93,8 @@ FF_HD float ff_chan_ldg(const float* p) {  // read-only load: the read-only data
 struct FFChanStats {
     float n, mean, m2;
     FF_HD void init() { n = 0.0f; mean = 0.0f; m2 = 0.0f; }
+    FF_HD static FFChanStats at(const float* p) { return {p[0], p[1], p[2]}; }  // a workspace entry
+    FF_HD void store(float* p) const { p[0] = n; p[1] = mean; p[2] = m2; }
     FF_HD void add(float v) {
         n += 1.0f;
         const float d = v - mean;
@@ -153,14 +155,23 @@ __device__ __forceinline__ FFChanStats ff_chan_block_reduce(FFChanStats st) {
 
 __device__ __forceinline__ void ff_chan_store_partial(float* partial, const FFChanDims& d, int64_t c, int part,
                                                       const FFChanStats& st) {
-    float* p = partial + (c * d.parts + part) * 3;
-    p[0] = st.n;
-    p[1] = st.mean;
-    p[2] = st.m2;
+    st.store(partial + (c * d.parts + part) * 3);
 }
 
 __device__ __forceinline__ uint32_t ff_chan_split(uint32_t total, int k, int parts) {
     return (uint32_t)((uint64_t)total * (uint64_t)k / (uint64_t)parts);
+}
+
+// Unit u's final statistics `st`: mean and 1 / std; `write`: this thread writes the per-unit results.
+template <class Op>
+__device__ __forceinline__ FFChanNorm ff_chan_norm(const Op& op, const FFChanStats& st, const FFChanDims& d,
+                                                   int64_t u, bool write) {
+    const float count = (float)d.per_unit;
+    FFChanNorm norm;
+    norm.mean = st.mean;
+    norm.invstd = 1.0f / sqrtf(st.m2 / count + Op::kEps);  // biased variance, eps inside the root
+    if (write) op.channel_values(norm, st.m2, count, (int)u);
+    return norm;
 }
 
 // Merge unit c's partials in part order; finalise; `write`: this thread writes the per-unit results.
@@ -169,20 +180,8 @@ __device__ __forceinline__ FFChanNorm ff_chan_finalize(const Op& op, const float
                                                        int64_t c, bool write) {
     FFChanStats st;
     st.init();
-    for (int part = 0; part < d.parts; ++part) {
-        const float* p = partial + (c * d.parts + part) * 3;
-        FFChanStats o;
-        o.n = p[0];
-        o.mean = p[1];
-        o.m2 = p[2];
-        st.merge(o);
-    }
-    const float count = (float)d.per_unit;
-    FFChanNorm norm;
-    norm.mean = st.mean;
-    norm.invstd = 1.0f / sqrtf(st.m2 / count + Op::kEps);  // biased variance, eps inside the root
-    if (write) op.channel_values(norm, st.m2, count, (int)c);
-    return norm;
+    for (int part = 0; part < d.parts; ++part) st.merge(FFChanStats::at(partial + (c * d.parts + part) * 3));
+    return ff_chan_norm(op, st, d, c, write);
 }
 
 // Where value j of a unit lies, and its channel. Batch norm: j = n * HW + s of channel `unit`; group norm:

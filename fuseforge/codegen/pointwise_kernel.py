@@ -72,6 +72,15 @@ def _names(group: KernelGroup) -> tuple[list[str], list[str]]:
     return [cpp_name(i) for i in group.inputs], [cpp_name(o) for o in group.outputs]
 
 
+def _element_at_i(group: KernelGroup, values: list[str], w: Writer) -> None:
+    """The element function on the input values `values`, its outputs stored at index i."""
+    outs = _names(group)[1]
+    w.line(f"float {', '.join(f'{o}_v' for o in outs)};")
+    w.line(f"{group.name}_element({', '.join(values + [f'{o}_v' for o in outs])});")
+    for o in outs:
+        w.line(f"{o}[i] = {o}_v;")
+
+
 def _kernel(group: KernelGroup) -> str:
     ins, outs = _names(group)
     params = ["FFShape shape"] + [f"FFOperand {i}" for i in ins] + [f"float* __restrict__ {o}" for o in outs]
@@ -99,11 +108,7 @@ def _kernel(group: KernelGroup) -> str:
         with w.indent():
             w.line("for (index_t i = first; i < n; i += stride) {")
             with w.indent():
-                w.line(f"float {', '.join(f'{o}_v' for o in outs)};")
-                args = [f"ff_load(shape, {i}, i)" for i in ins] + [f"{o}_v" for o in outs]
-                w.line(f"{group.name}_element({', '.join(args)});")
-                for o in outs:
-                    w.line(f"{o}[i] = {o}_v;")
+                _element_at_i(group, [f"ff_load(shape, {i}, i)" for i in ins], w)
             w.line("}")
         w.line("}")
     w.line("}")
@@ -153,11 +158,7 @@ def _tiled_kernel(group: KernelGroup) -> str:
                     for k, i in enumerate(ins):
                         w.line(f"const float {i}_v = tiled == {k} ? tile[32 * (j / 4) + lane][warp + 8 * (j % 4)] "
                                f": ff_load_ncs(shape, {i}, i, n, c, s);")
-                    w.line(f"float {', '.join(f'{o}_v' for o in outs)};")
-                    args = [f"{i}_v" for i in ins] + [f"{o}_v" for o in outs]
-                    w.line(f"{group.name}_element({', '.join(args)});")
-                    for o in outs:
-                        w.line(f"{o}[i] = {o}_v;")
+                    _element_at_i(group, [f"{i}_v" for i in ins], w)
                 w.line("}")
             w.line("}")
             w.line("__syncthreads();")
