@@ -87,7 +87,8 @@ def test_on_a_gpu_the_channels_last_conversion_keeps_every_value_at_odd_sizes(tm
                           functions=list(ext.functions), extra_cflags=["-O3"], extra_cuda_cflags=["-O3"],
                           no_implicit_headers=True)
     stream = torch.cuda.current_stream().cuda_stream
-    for shape in [(1, 1, 5, 7), (2, 3, 9, 10), (3, 33, 17, 5), (1, 70, 64, 65), (2, 5, 3, 4, 7), (0, 3, 4, 4)]:
+    for shape in [(1, 1, 5, 7), (2, 3, 9, 10), (2, 16, 33, 31), (3, 33, 17, 5), (1, 70, 64, 65), (2, 5, 3, 4, 7),
+                  (3, 2, 70, 70), (0, 3, 4, 4)]:
         x = torch.randn(shape, device="cuda")
         x.view(-1)[::97] = float("nan")
         fmt = torch.channels_last if len(shape) == 4 else torch.channels_last_3d

@@ -53,23 +53,27 @@ def test_a_channels_last_operand_is_read_through_a_tile_and_the_output_is_contig
     (kernel,) = ext.kernels
     name = group.name
     tiled = kernel.cuda[kernel.cuda.index(f"{name}_tiled_kernel("):kernel.cuda.index(f"int launch_{name}(")]
-    assert "__shared__ float tile[64][33]" in tiled  # 64 positions x 32 channels
-    # read along channels from the tiled operand, written along positions of the contiguous output
-    assert "tile[warp + 8 * j][lane] = __ldg(src + (n * S + s) * C + c)" in tiled
-    assert "const index_t i = (n * C + c) * S + s;" in tiled
+    assert "__shared__ float tile[FF_TILE_SLOTS];" in tiled and "const FFTiles tiles = FFTiles::of(shape);" in tiled
+    # read along channels from the tiled operand (all 8 loads before the stores), written along positions
+    # of the contiguous output
+    assert "tiles.along_channels(j * FF_TILE_THREADS + threadIdx.x, p, ch);" in tiled
+    assert "v[j] = at[j] >= 0 ? __ldg(src + ((index_t)n * S + s) * C + c) : 0.0f;" in tiled
+    assert tiled.index("v[j] = at[j]") < tiled.index("if (at[j] >= 0) tile[at[j]] = v[j];")
+    assert "tiles.along_positions(j * FF_TILE_THREADS + threadIdx.x, p, ch);" in tiled
+    assert "const index_t i = ((index_t)n * C + c) * S + s;" in tiled
     assert "add_21[i] = add_21_v;" in tiled
     # each input is the tile or an ordinary load, chosen by the runtime flag: never a runtime index into
     # the operand descriptors (that would put them in local memory)
     for k, i in enumerate(group.inputs):
-        assert (f"const float {i}_v = tiled == {k} ? tile[32 * (j / 4) + lane][warp + 8 * (j % 4)] "
-                f": ff_load_ncs(shape, {i}, i, n, c, s);") in tiled
+        assert (f"const float {i}_v = tiled == {k} ? tile[tiles.slot(p, ch)] "
+                f": ff_load_ncs(shape, {i}, i, (index_t)n, c, s);") in tiled
     assert "tiled == 0 ? x.ptr : tiled == 1 ? view.ptr : tiled == 2 ? p_scale.ptr : y.ptr" in tiled
     assert tiled.count("__syncthreads();") == 2
     # the launcher takes the flag and launches the tiled kernel, and only it, when it is set
     launcher = kernel.cuda[kernel.cuda.index(f"int launch_{name}("):]
     branch = launcher[launcher.index("if (tiled >= 0) {"):launcher.index("const int blocks = ff_blocks(vectorized")]
     assert f"{name}_tiled_kernel<uint32_t><<<" in branch and f"{name}_tiled_kernel<uint64_t><<<" in branch
-    assert "ff_tile_count(shape)" in branch and f"{name}_kernel<" not in branch
+    assert "FFTiles::of(shape).count" in branch and f"{name}_kernel<" not in branch
     assert "return (int)cudaGetLastError();" in branch
     assert "int tiled, void* stream)" in kernel.launcher_decl
     # the binding hands over ff_prepare's choice; the output stays a plain (contiguous) empty tensor

@@ -8,9 +8,10 @@ when every dense operand is aligned, one element per step otherwise; operands th
 
 A second kernel, `<name>_tiled_kernel`, runs when the binding's `ff_prepare` finds a channels-last
 operand (NHWC or NDHWC memory of an [N, C, S...] iteration; see runtime.py): reading it in the output's
-order would be strided by C. A block of 8 warps takes a tile of 32 channels x 64 positions of one
-sample, reads the tiled operand along channels into shared memory, and then computes and writes the
-tile along positions, so both the read and the contiguous (NCHW) output writes are coalesced. Which
+order would be strided by C. A block of 8 warps takes a tile of one sample (runtime.py's `FFTiles`: up to
+32 channels x 2048 / width positions, so a 16-channel tensor gets 16 x 128 tiles and no idle lanes), reads
+the tiled operand along channels into shared memory, and then computes and writes the tile along
+positions, so both the read and the contiguous (NCHW) output writes are coalesced. Which
 operand is tiled is a runtime argument; each input is spelled as a choice between the tile and an
 ordinary load, so the operand descriptors are never indexed at run time (no local memory).
 """
@@ -34,8 +35,7 @@ CPP_RESERVED = {
     "extern", "enum", "sizeof", "typedef", "try", "catch", "throw", "explicit", "mutable", "export",
     "shape", "n", "i", "q", "j", "stream", "first", "stride", "s", "threads", "blocks", "call", "torch",
     # the tiled kernel's locals
-    "c", "t", "N", "C", "S", "lane", "warp", "tile", "tiled", "tiles", "src", "s0", "c0", "c_tiles",
-    "s_tiles", "batched",
+    "c", "t", "C", "S", "p", "ch", "v", "at", "tile", "tiled", "tiles", "src", "s0", "c0",
 }
 
 
@@ -123,41 +123,50 @@ def _tiled_kernel(group: KernelGroup) -> str:
     for k in range(len(ins) - 2, -1, -1):
         src = f"tiled == {k} ? {ins[k]}.ptr : {src}"
     w = Writer()
-    w.line("// Operand `tiled` is channels-last over [N, C, S] (or [C, S]): a block transposes 32 channels x")
-    w.line("// 64 positions of one sample through shared memory, reading along C and writing along S.")
+    w.line("// Operand `tiled` is channels-last over [N, C, S] (or [C, S]): a block moves one tile (FFTiles: up to")
+    w.line("// 32 channels x 2048 / width positions of one sample) through shared memory, reading along C and")
+    w.line("// computing and writing along S.")
     w.line("template <typename index_t>")
-    w.line(f"__global__ void __launch_bounds__(256) {group.name}_tiled_kernel({', '.join(params)}, int tiled) {{")
+    w.line(f"__global__ void __launch_bounds__(FF_TILE_THREADS) {group.name}_tiled_kernel("
+           f"{', '.join(params)}, int tiled) {{")
     with w.indent():
-        w.line("__shared__ float tile[64][33];  // [position][channel]; the pad avoids bank conflicts")
-        w.line("const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;")
-        w.line("const bool batched = shape.rank == 3;")
-        w.line("const index_t N = batched ? (index_t)shape.size[0] : 1;")
-        w.line("const index_t C = (index_t)(batched ? shape.size[1] : shape.size[0]);")
-        w.line("const index_t S = (index_t)(batched ? shape.size[2] : shape.size[1]);")
-        w.line("const index_t c_tiles = (C + 31) / 32, s_tiles = (S + 63) / 64, tiles = N * c_tiles * s_tiles;")
+        w.line("__shared__ float tile[FF_TILE_SLOTS];")
+        w.line("const FFTiles tiles = FFTiles::of(shape);")
+        w.line("const index_t C = (index_t)tiles.channels, S = (index_t)tiles.positions;")
         w.line(f"const float* __restrict__ src = {src};")
-        w.line("for (index_t t = blockIdx.x; t < tiles; t += gridDim.x) {")
+        w.line("for (int64_t t = blockIdx.x; t < tiles.count; t += gridDim.x) {")
         with w.indent():
-            w.line("const index_t s0 = t % s_tiles * 64, c0 = t / s_tiles % c_tiles * 32, n = t / s_tiles / c_tiles;")
-            w.line("// load: warp w reads positions s0 + w + 8j, 32 consecutive channels each (8 loads in flight)")
+            w.line("int64_t n, c0, s0;")
+            w.line("tiles.origin(t, n, c0, s0);")
+            w.line("// load along channels, all 8 loads of a thread issued before any is stored")
+            w.line("float v[8];")
+            w.line("int at[8];  // the element's shared-memory slot, -1 outside the tensor")
             w.line("#pragma unroll")
             w.line("for (int j = 0; j < 8; ++j) {")
             with w.indent():
-                w.line("const index_t s = s0 + warp + 8 * j, c = c0 + lane;")
-                w.line("if (s < S && c < C) tile[warp + 8 * j][lane] = __ldg(src + (n * S + s) * C + c);")
+                w.line("int p, ch;")
+                w.line("tiles.along_channels(j * FF_TILE_THREADS + threadIdx.x, p, ch);")
+                w.line("const index_t s = (index_t)(s0 + p), c = (index_t)(c0 + ch);")
+                w.line("at[j] = s < S && c < C ? tiles.slot(p, ch) : -1;")
+                w.line("v[j] = at[j] >= 0 ? __ldg(src + ((index_t)n * S + s) * C + c) : 0.0f;")
             w.line("}")
+            w.line("#pragma unroll")
+            w.line("for (int j = 0; j < 8; ++j)")
+            w.line("    if (at[j] >= 0) tile[at[j]] = v[j];")
             w.line("__syncthreads();")
-            w.line("// compute: warp w handles channels c0 + w + 8j, positions s0 + lane and s0 + 32 + lane")
+            w.line("// compute and write along positions: a warp's 32 outputs are consecutive")
             w.line("#pragma unroll")
             w.line("for (int j = 0; j < 8; ++j) {")
             with w.indent():
-                w.line("const index_t c = c0 + warp + 8 * (j % 4), s = s0 + 32 * (j / 4) + lane;")
+                w.line("int p, ch;")
+                w.line("tiles.along_positions(j * FF_TILE_THREADS + threadIdx.x, p, ch);")
+                w.line("const index_t s = (index_t)(s0 + p), c = (index_t)(c0 + ch);")
                 w.line("if (c < C && s < S) {")
                 with w.indent():
-                    w.line("const index_t i = (n * C + c) * S + s;")
+                    w.line("const index_t i = ((index_t)n * C + c) * S + s;")
                     for k, i in enumerate(ins):
-                        w.line(f"const float {i}_v = tiled == {k} ? tile[32 * (j / 4) + lane][warp + 8 * (j % 4)] "
-                               f": ff_load_ncs(shape, {i}, i, n, c, s);")
+                        w.line(f"const float {i}_v = tiled == {k} ? tile[tiles.slot(p, ch)] "
+                               f": ff_load_ncs(shape, {i}, i, (index_t)n, c, s);")
                     _element_at_i(group, [f"{i}_v" for i in ins], w)
                 w.line("}")
             w.line("}")
@@ -182,9 +191,9 @@ def _launcher(group: KernelGroup) -> str:
         w.line("if (n == 0) return 0;")
         w.line("const int threads = 256;")
         w.line("cudaStream_t s = static_cast<cudaStream_t>(stream);")
-        w.line("if (tiled >= 0) {  // a channels-last operand: one block per 32 x 64 tile")
+        w.line("if (tiled >= 0) {  // a channels-last operand: one block per tile")
         with w.indent():
-            w.line("const int blocks = ff_blocks(ff_tile_count(shape) * threads, threads);")
+            w.line("const int blocks = ff_blocks(FFTiles::of(shape).count * threads, threads);")
             w.line(f"if (n <= INT32_MAX) {group.name}_tiled_kernel<uint32_t><<<blocks, threads, 0, s>>>({args}, tiled);")
             w.line(f"else {group.name}_tiled_kernel<uint64_t><<<blocks, threads, 0, s>>>({args}, tiled);")
             w.line("return (int)cudaGetLastError();")

@@ -7,7 +7,7 @@ header. `KERNEL_RUNTIME` goes into the kernel unit; `BINDING_RUNTIME` into the t
 dims. It also picks the tiled path of the pointwise kernels (`FFCall::tiled`): when the merged space is
 [N, C, S] or [C, S] and an operand is channels-last over it (strides [S*C, 1, C], or [1, C]; an NHWC or
 NDHWC tensor of an NCHW-sized iteration), reading it in the output's order would be strided by C, so the
-kernel reads the first such operand 32 x 64 tiles at a time through shared memory (`ff_offset_ncs`
+kernel reads the first such operand a tile at a time through shared memory (`FFTiles`) (`ff_offset_ncs`
 addresses the other operands of a tile's element) and still writes contiguous outputs. Ranks above 3 stay
 on the flat path.
 """
@@ -26,6 +26,53 @@ struct FFOperand {
     int64_t stride[FF_MAX_RANK]; // element strides over FFShape's dims (0 where broadcast)
 };
 enum FFMode { FF_DENSE = 0, FF_SCALAR = 1, FF_STRIDED = 2 };
+"""
+
+TILES = r"""
+// The transposing kernels' tiles over a [N, C, S] space (N == 1 for [C, S]). A tile is `width` channels
+// (C rounded up to a power of two, at most 32) x `span` = 2048 / width positions of one sample, so a
+// block's 256 threads move 8 elements each whatever C is: with fewer than 32 channels the tile grows
+// along positions instead of leaving lanes idle, and when C == width a tile's channels-last elements are
+// one contiguous run. In shared memory, element (position p, channel c) sits at p * (width | 1) + c: an
+// odd row pitch, so 32 lanes reading along positions hit 32 banks.
+constexpr int FF_TILE_THREADS = 256, FF_TILE_ELEMENTS = 2048, FF_TILE_LOG_ELEMENTS = 11;
+struct FFTiles {
+    int64_t channels, positions, c_tiles, s_tiles, count;
+    int log_width, log_span;
+    __host__ __device__ FFTiles(int64_t samples, int64_t C, int64_t S) : channels(C), positions(S) {
+        log_width = 0;
+        while (log_width < 5 && ((int64_t)1 << log_width) < C) ++log_width;
+        log_span = FF_TILE_LOG_ELEMENTS - log_width;
+        c_tiles = (C + (1 << log_width) - 1) >> log_width;
+        s_tiles = (S + (1 << log_span) - 1) >> log_span;
+        count = samples * c_tiles * s_tiles;
+    }
+    // A [N, C, S] or [C, S] iteration space (constant indices: a runtime index into a kernel parameter
+    // would copy it to local memory).
+    __host__ __device__ static FFTiles of(const FFShape& shape) {
+        const bool batched = shape.rank == 3;
+        return FFTiles(batched ? shape.size[0] : 1, batched ? shape.size[1] : shape.size[0],
+                       batched ? shape.size[2] : shape.size[1]);
+    }
+    // Tile t: its sample, first channel and first position.
+    __device__ __forceinline__ void origin(int64_t t, int64_t& n, int64_t& c0, int64_t& s0) const {
+        s0 = (t % s_tiles) << log_span;
+        c0 = (t / s_tiles % c_tiles) << log_width;
+        n = t / s_tiles / c_tiles;
+    }
+    // Element k of a tile counted along channels (channels-last order) or along positions (NCHW order).
+    __device__ __forceinline__ void along_channels(int k, int& p, int& c) const {
+        c = k & ((1 << log_width) - 1);
+        p = k >> log_width;
+    }
+    __device__ __forceinline__ void along_positions(int k, int& p, int& c) const {
+        p = k & ((1 << log_span) - 1);
+        c = k >> log_span;
+    }
+    __device__ __forceinline__ int slot(int p, int c) const { return p * ((1 << log_width) | 1) + c; }
+};
+// Shared memory of one tile: 2048 elements plus one pad per position (at most 2048 positions).
+constexpr int FF_TILE_SLOTS = 2 * FF_TILE_ELEMENTS;
 """
 
 KERNEL_RUNTIME = r"""
@@ -96,13 +143,7 @@ inline int ff_blocks(int64_t work, int threads) {
     return (int)(wanted < 1 ? 1 : (wanted < cap ? wanted : cap));
 }
 
-// The tiled kernels' work: 32-channel x 64-position tiles of every sample of a [N, C, S] or [C, S] space.
-inline int64_t ff_tile_count(const FFShape& shape) {
-    const int64_t samples = shape.rank == 3 ? shape.size[0] : 1;
-    const int64_t channels = shape.size[shape.rank - 2], positions = shape.size[shape.rank - 1];
-    return samples * ((channels + 31) / 32) * ((positions + 63) / 64);
-}
-
+""" + TILES + r"""
 const char* ff_error_string(int code) { return cudaGetErrorString((cudaError_t)code); }
 """
 
@@ -170,7 +211,7 @@ static FFCall ff_prepare(const char* kernel, const std::vector<torch::Tensor>& i
         call.operands.push_back(op);
     }
     // Tiled: the merged space is [N, C, S] or [C, S] and an operand is channels-last over it (strides
-    // [S*C, 1, C] or [1, C]): the first such operand is read 32 x 64 tiles at a time, coalesced.
+    // [S*C, 1, C] or [1, C]): the first such operand is read a tile at a time (FFTiles), coalesced.
     call.tiled = -1;
     const int r = call.shape.rank;
     for (size_t k = 0; call.tiled < 0 && (r == 2 || r == 3) && k < inputs.size(); ++k) {

@@ -1,0 +1,119 @@
+"""The transposing kernels (runtime.py's FFTiles) against PyTorch and torch.compile, at the conv models' sizes.
+
+    .venv/bin/python dev/kernels/bench_tiles.py --out $OUT/tiles.json
+
+Two rows per shape [N, C, H, W] (or 5-D):
+  to_cl     a contiguous tensor to channels-last: our ff_channels_last, PyTorch's
+            x.contiguous(memory_format=...), torch.compile of that line
+  epilogue  a channels-last tensor through tanh(x + bias) * 0.5 to a contiguous output: our generated
+            pointwise kernel (its tiled path), torch.compile of the same function (its output layout is
+            its own choice), and our kernel on a contiguous input (the flat path: the same bytes, no
+            transpose) as the floor
+Medians of --reps CUDA-event timings, L2 flushed before each; the rate counts one read and one write.
+Every result is compared with PyTorch's values before it is timed. Prints a table last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+from bench_reduce_weight import timed  # this folder's CUDA-event timer
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
+
+SHAPES = [(64, 16, 128, 128), (32, 16, 256, 256), (64, 16, 256, 256), (32, 4, 18, 66, 66), (64, 32, 64, 64),
+          (64, 64, 128, 128), (8, 5, 100, 100)]
+
+
+class BiasTanhScale(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(c))
+
+    def forward(self, x):
+        return torch.tanh(x + self.bias.view(-1, *[1] * (x.dim() - 2))) * 0.5
+
+
+def _fmt(dim):
+    return torch.channels_last if dim == 4 else torch.channels_last_3d
+
+
+def _build(model, example):
+    from test_partition import _captured
+    from torch.utils.cpp_extension import load_inline
+
+    from fuseforge.codegen import generate
+    from fuseforge.codegen.layout_kernel import LAYOUT_BINDING_RUNTIME, LAYOUT_KERNEL_RUNTIME
+    from fuseforge.partition import partition
+
+    captured = _captured(model, example)
+    plan = partition(captured.graph)
+    (group,) = plan.groups
+    ext = generate(plan, captured.graph, f"bench_tiles_{example.dim()}d.py")
+    # the pointwise kernel plus ff_channels_last (which a plan adds only for a channels-last convolution)
+    lib = load_inline(name=ext.name + "_cl", cpp_sources=[ext.binding + LAYOUT_BINDING_RUNTIME],
+                      cuda_sources=[ext.cuda + LAYOUT_KERNEL_RUNTIME],
+                      functions=[*ext.functions, "ff_channels_last"], extra_cflags=["-O3"], extra_cuda_cflags=["-O3"],
+                      no_implicit_headers=True)
+    return group, lib
+
+
+def bench_shape(shape, group, lib, reps: int, flush: torch.Tensor) -> dict:
+    dim, fmt = len(shape), _fmt(len(shape))
+    stream = torch.cuda.current_stream().cuda_stream
+    model = BiasTanhScale(shape[1]).cuda()
+    bias_view = model.bias.detach().view(-1, *[1] * (dim - 2))
+    x = torch.randn(shape, device="cuda")
+    x_cl = x.contiguous(memory_format=fmt)
+    ours_cl = lib.ff_channels_last(x, stream)
+    assert ours_cl.is_contiguous(memory_format=fmt) and torch.equal(ours_cl, x), shape
+    to_cl = torch.compile(lambda t: t.contiguous(memory_format=fmt))
+    row = {"shape": list(shape),
+           "to_cl_ours_ms": timed(lambda: lib.ff_channels_last(x, stream), reps, flush),
+           "to_cl_torch_ms": timed(lambda: x.contiguous(memory_format=fmt), reps, flush),
+           "to_cl_compile_ms": timed(lambda: to_cl(x), reps, flush)}
+    kernel = getattr(lib, group.name)
+    with torch.no_grad():
+        got = kernel(x_cl, bias_view, stream)
+        assert got.is_contiguous(), shape
+        torch.testing.assert_close(got, model(x), rtol=1e-6, atol=1e-6)
+        compiled = torch.compile(model)
+        row["epilogue_ours_ms"] = timed(lambda: kernel(x_cl, bias_view, stream), reps, flush)
+        row["epilogue_compile_ms"] = timed(lambda: compiled(x_cl), reps, flush)
+        row["epilogue_flat_ms"] = timed(lambda: kernel(x, bias_view, stream), reps, flush)
+    gbytes = 2 * x.numel() * 4 / 1e9
+    for key in [k for k in row if k.endswith("_ms")]:
+        row[key.replace("_ms", "_gbps")] = gbytes / (row[key] / 1e3)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--reps", type=int, default=50)
+    args = parser.parse_args()
+    flush = torch.empty(64 * 2**20, device="cuda")
+    built = {}
+    rows = []
+    for shape in SHAPES:
+        dim = len(shape)
+        if dim not in built:
+            built[dim] = _build(BiasTanhScale(3), torch.randn(2, 3, *[5] * (dim - 2)))
+        rows.append(bench_shape(shape, *built[dim], args.reps, flush))
+        print(json.dumps(rows[-1]), flush=True)
+    meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}
+    if args.out:
+        args.out.write_text(json.dumps(meta, indent=1))
+    print(f"\n{'shape':<22}{'to_cl ours/torch/compile ms':>32}{'epilogue ours/compile/flat ms':>34}")
+    for r in rows:
+        print(f"{str(r['shape']):<22}{r['to_cl_ours_ms']:>12.3f}{r['to_cl_torch_ms']:>10.3f}{r['to_cl_compile_ms']:>10.3f}"
+              f"{r['epilogue_ours_ms']:>14.3f}{r['epilogue_compile_ms']:>10.3f}{r['epilogue_flat_ms']:>10.3f}")
+
+
+if __name__ == "__main__":
+    main()
