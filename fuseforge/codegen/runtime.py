@@ -19,11 +19,13 @@ constexpr int FF_MAX_RANK = 8;
 struct FFShape {
     int rank;                    // dims after size-1 dims were dropped and mergeable dims merged
     int64_t size[FF_MAX_RANK];
-};
+    int64_t inner;               // size[rank - 1] (1 for rank 0): kernels never index the arrays by rank,
+};                               // which would copy the descriptors to local memory
 struct FFOperand {
     const float* ptr;
     int mode;                    // FF_DENSE: offset == index; FF_SCALAR: one value; FF_STRIDED: by strides
     int64_t stride[FF_MAX_RANK]; // element strides over FFShape's dims (0 where broadcast)
+    int64_t inner_stride;        // stride[rank - 1] (0 for rank 0)
 };
 enum FFMode { FF_DENSE = 0, FF_SCALAR = 1, FF_STRIDED = 2 };
 """
@@ -115,12 +117,19 @@ __device__ __forceinline__ float ff_load_ncs(const FFShape& shape, const FFOpera
     return __ldg(op.ptr + ff_offset_ncs(shape, op, i, n, c, s));
 }
 
-// Four consecutive elements starting at `i` (a multiple of 4): one 16-byte load when dense.
+// Four consecutive elements starting at `i` (a multiple of 4): one 16-byte load when dense; one offset
+// computation, not four, when strided and the four share their outer indices.
 template <typename index_t>
 __device__ __forceinline__ void ff_load4(const FFShape& shape, const FFOperand& op, index_t i, float v[4]) {
     if (op.mode == FF_DENSE) {
         const float4 q = __ldg(reinterpret_cast<const float4*>(op.ptr + i));
         v[0] = q.x; v[1] = q.y; v[2] = q.z; v[3] = q.w;
+        return;
+    }
+    if (op.mode == FF_SCALAR || shape.inner % 4 == 0) {  // i, i + 1, i + 2, i + 3 in one innermost row
+        const int64_t at = ff_offset(shape, op, i);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) v[j] = __ldg(op.ptr + at + j * op.inner_stride);
     } else {
 #pragma unroll
         for (int j = 0; j < 4; ++j) v[j] = ff_load(shape, op, (index_t)(i + j));
@@ -194,6 +203,7 @@ static FFCall ff_prepare(const char* kernel, const std::vector<torch::Tensor>& i
     TORCH_CHECK((int)dims.size() <= FF_MAX_RANK, kernel, ": more than ", FF_MAX_RANK, " non-mergeable dims");
     call.shape.rank = (int)dims.size();
     for (size_t d = 0; d < dims.size(); ++d) call.shape.size[d] = dims[d];
+    call.shape.inner = dims.empty() ? 1 : dims.back();
     call.vectorizable = call.numel % 4 == 0;
     for (size_t k = 0; k < inputs.size(); ++k) {
         FFOperand op;
@@ -206,6 +216,7 @@ static FFCall ff_prepare(const char* kernel, const std::vector<torch::Tensor>& i
             scalar = scalar && op.stride[d] == 0;
             expected *= dims[d];
         }
+        op.inner_stride = dims.empty() ? 0 : op.stride[call.shape.rank - 1];
         op.mode = scalar ? FF_SCALAR : (dense ? FF_DENSE : FF_STRIDED);
         if (op.mode == FF_DENSE && reinterpret_cast<uintptr_t>(op.ptr) % 16 != 0) call.vectorizable = false;
         call.operands.push_back(op);
