@@ -53,13 +53,19 @@ def test_a_channels_last_operand_is_read_through_a_tile_and_the_output_is_contig
     (kernel,) = ext.kernels
     name = group.name
     tiled = kernel.cuda[kernel.cuda.index(f"{name}_tiled_kernel("):kernel.cuda.index(f"int launch_{name}(")]
-    assert "__shared__ float tile[FF_TILE_SLOTS];" in tiled and "const FFTiles tiles = FFTiles::of(shape);" in tiled
-    # read along channels from the tiled operand (all 8 loads before the stores), written along positions
-    # of the contiguous output
-    assert "tiles.along_channels(j * FF_TILE_THREADS + threadIdx.x, p, ch);" in tiled
+    assert "__shared__ __align__(16) float tile[FF_TILE_SLOTS];" in tiled
+    assert "const FFTiles tiles = FFTiles::of(shape, aligned);" in tiled
+    # quads: one 16-byte load along channels of the tiled operand, one 16-byte store along positions of
+    # each contiguous output
+    assert "tiles.quad_along_channels(threadIdx.x, p, ch);" in tiled
+    assert "__ldg(reinterpret_cast<const float4*>(src + ((index_t)n * S + s) * C + c))" in tiled
+    assert "tiles.quad_along_positions(threadIdx.x, p, ch);" in tiled
+    assert "ff_store4(add_21, i, add_21_q);" in tiled
+    # single elements otherwise: all 4 loads before the stores, written along positions
+    assert "tiles.element_along_channels(j * FF_TILE_THREADS + threadIdx.x, p, ch);" in tiled
     assert "v[j] = at[j] >= 0 ? __ldg(src + ((index_t)n * S + s) * C + c) : 0.0f;" in tiled
     assert tiled.index("v[j] = at[j]") < tiled.index("if (at[j] >= 0) tile[at[j]] = v[j];")
-    assert "tiles.along_positions(j * FF_TILE_THREADS + threadIdx.x, p, ch);" in tiled
+    assert "tiles.element_along_positions(j * FF_TILE_THREADS + threadIdx.x, p, ch);" in tiled
     assert "const index_t i = ((index_t)n * C + c) * S + s;" in tiled
     assert "add_21[i] = add_21_v;" in tiled
     # each input is the tile or an ordinary load, chosen by the runtime flag: never a runtime index into
@@ -67,13 +73,15 @@ def test_a_channels_last_operand_is_read_through_a_tile_and_the_output_is_contig
     for k, i in enumerate(group.inputs):
         assert (f"const float {i}_v = tiled == {k} ? tile[tiles.slot(p, ch)] "
                 f": ff_load_ncs(shape, {i}, i, (index_t)n, c, s);") in tiled
+        assert (f"const float {i}_v = tiled == {k} ? row[j] "
+                f": ff_load_ncs(shape, {i}, i + j, (index_t)n, c, s + j);") in tiled
     assert "tiled == 0 ? x.ptr : tiled == 1 ? view.ptr : tiled == 2 ? p_scale.ptr : y.ptr" in tiled
-    assert tiled.count("__syncthreads();") == 2
+    assert tiled.count("__syncthreads();") == 2  # one tile at a time, whichever path
     # the launcher takes the flag and launches the tiled kernel, and only it, when it is set
     launcher = kernel.cuda[kernel.cuda.index(f"int launch_{name}("):]
     branch = launcher[launcher.index("if (tiled >= 0) {"):launcher.index("const int blocks = ff_blocks(vectorized")]
     assert f"{name}_tiled_kernel<uint32_t><<<" in branch and f"{name}_tiled_kernel<uint64_t><<<" in branch
-    assert "FFTiles::of(shape).count" in branch and f"{name}_kernel<" not in branch
+    assert "FFTiles::of(shape, vectorized).count" in branch and f"{name}_kernel<" not in branch
     assert "return (int)cudaGetLastError();" in branch
     assert "int tiled, void* stream)" in kernel.launcher_decl
     # the binding hands over ff_prepare's choice; the output stays a plain (contiguous) empty tensor
@@ -127,8 +135,9 @@ def test_the_binding_with_the_tiled_flag_compiles_against_torch_headers(generate
 # ---------------------------------------------------------------------------------------- GPU
 
 # N = 1 (merged space [C, S]) and N = 3 ([N, C, S]); C and S mostly no multiple of 32; 5-D (NDHWC) too
-SHAPES = [(n, c, *spatial) for n in (1, 3) for c in (1, 5, 16, 33, 64)
-          for spatial in ((7, 9), (128, 128), (1, 1), (3, 5, 7))]
+# quads (16-byte accesses) where C and S are multiples of 4: C in {16, 20, 64} with 128 x 128 or 12 x 12
+SHAPES = [(n, c, *spatial) for n in (1, 3) for c in (1, 5, 16, 20, 33, 64)
+          for spatial in ((7, 9), (128, 128), (12, 12), (1, 1), (3, 5, 7))]
 # (x channels-last, y channels-last)
 LAYOUTS = [(False, False), (True, False), (False, True), (True, True)]
 
@@ -197,6 +206,19 @@ def test_on_a_gpu_the_kernel_matches_torch_for_channels_last_and_contiguous_oper
             if not torch.equal(got.nan_to_num(), again.nan_to_num()) or not torch.equal(got.isnan(), again.isnan()):
                 failures.append(f"{where}: two runs differ")
     assert not failures, "\n".join(failures)
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_channels_last_operand_off_the_16_byte_grid_is_read_one_element_at_a_time(built):
+    _, kernel = built
+    for shape in [(3, 16, 12, 12), (1, 64, 8, 8)]:
+        x, bias, scale, y = _case(shape, (True, False))
+        # the same channels-last strides, the data one float past a 16-byte boundary
+        shifted = torch.empty(x.numel() + 1, device="cuda")[1:].as_strided(x.shape, x.stride())
+        shifted.copy_(x)
+        assert shifted.data_ptr() % 16 != 0 and shifted.stride() == x.stride()
+        torch.testing.assert_close(_call(kernel, shifted, bias, scale, y), _eager(x, bias, scale, y),
+                                   rtol=1e-6, atol=1e-6, equal_nan=True)
 
 
 @pytest.mark.gpu

@@ -3,8 +3,10 @@
 The pointwise tiled kernel and `ff_channels_last` move [N, C, S] tensors through shared memory one tile
 at a time. A C++ program enumerates every tile of many shapes and checks what the kernels rely on: the
 tiles cover every element exactly once; both orders (along channels, along positions) visit the same
-2048 elements of a tile, in distinct shared-memory slots inside the buffer; a warp reading along positions
-hits 32 distinct banks; and no lane idles when C is a power of two up to 32 (the reason for the geometry).
+1024 elements of a tile, four per thread, in distinct shared-memory slots inside the buffer; with quads
+(16-byte accesses) only where C and S are multiples of 4 and the data aligned, and then 16-byte aligned
+slots; single elements read along positions hit 32 distinct banks per warp; and no lane idles when C is
+a power of two up to 32 (the reason for the geometry).
 """
 
 import subprocess
@@ -26,29 +28,52 @@ CHECKER = r"""
 static int failures = 0;
 #define EXPECT(cond, ...) do { if (!(cond)) { ++failures; if (failures < 20) { printf(__VA_ARGS__); printf("\n"); } } } while (0)
 
-static void check(int64_t N, int64_t C, int64_t S) {
-    const FFTiles tiles(N, C, S);
+// The four elements thread k moves, in one order: (position, channel) pairs.
+static std::vector<std::pair<int, int>> four(const FFTiles& tiles, int k, bool along_channels) {
+    std::vector<std::pair<int, int>> out;
+    int p, c;
+    for (int j = 0; j < 4; ++j) {
+        if (tiles.quads) {
+            if (along_channels) { tiles.quad_along_channels(k, p, c); out.push_back({p, c + j}); }
+            else { tiles.quad_along_positions(k, p, c); out.push_back({p + j, c}); }
+        } else {
+            if (along_channels) tiles.element_along_channels(j * FF_TILE_THREADS + k, p, c);
+            else tiles.element_along_positions(j * FF_TILE_THREADS + k, p, c);
+            out.push_back({p, c});
+        }
+    }
+    return out;
+}
+
+static void check(int64_t N, int64_t C, int64_t S, bool aligned) {
+    const FFTiles tiles(N, C, S, aligned);
     const int width = 1 << tiles.log_width, span = 1 << tiles.log_span;
     int want = 1;
     while (want < C && want < 32) want *= 2;
     EXPECT(width == want, "C=%lld: width %d, want %d", (long long)C, width, want);
     EXPECT(width * span == FF_TILE_ELEMENTS, "C=%lld: %d x %d elements", (long long)C, width, span);
+    EXPECT(tiles.quads == (aligned && C % 4 == 0 && S % 4 == 0), "C=%lld S=%lld: quads %d", (long long)C,
+           (long long)S, (int)tiles.quads);
     std::vector<int> seen(N * C * S, 0);
     for (int64_t t = 0; t < tiles.count; ++t) {
         int64_t n, c0, s0;
         tiles.origin(t, n, c0, s0);
         std::set<std::pair<int, int>> by_channels, by_positions;
         std::set<int> slots;
-        for (int k = 0; k < FF_TILE_ELEMENTS; ++k) {
-            int p, c;
-            tiles.along_channels(k, p, c);
-            by_channels.insert({p, c});
-            const int slot = tiles.slot(p, c);
-            EXPECT(slot >= 0 && slot < FF_TILE_SLOTS, "slot %d outside the buffer", slot);
-            slots.insert(slot);
-            if (n < N && c0 + c < C && s0 + p < S) seen[(n * C + c0 + c) * S + s0 + p] += 1;
-            tiles.along_positions(k, p, c);
-            by_positions.insert({p, c});
+        for (int k = 0; k < FF_TILE_THREADS; ++k) {
+            for (auto [p, c] : four(tiles, k, true)) {
+                by_channels.insert({p, c});
+                const int slot = tiles.slot(p, c);
+                EXPECT(slot >= 0 && slot < FF_TILE_SLOTS, "slot %d outside the buffer", slot);
+                slots.insert(slot);
+                if (c0 + c < C && s0 + p < S) seen[(n * C + c0 + c) * S + s0 + p] += 1;
+            }
+            for (auto pc : four(tiles, k, false)) by_positions.insert(pc);
+            if (tiles.quads) {  // a quad along positions is one 16-byte shared-memory access
+                int p, c;
+                tiles.quad_along_positions(k, p, c);
+                EXPECT(tiles.slot(p, c) % 4 == 0, "a quad's slot %d is not 16-byte aligned", tiles.slot(p, c));
+            }
         }
         EXPECT(by_channels.size() == FF_TILE_ELEMENTS && by_channels == by_positions,
                "C=%lld S=%lld tile %lld: the two orders differ", (long long)C, (long long)S, (long long)t);
@@ -57,25 +82,29 @@ static void check(int64_t N, int64_t C, int64_t S) {
     for (size_t e = 0; e < seen.size(); ++e)
         EXPECT(seen[e] == 1, "N=%lld C=%lld S=%lld: element %zu covered %d times", (long long)N, (long long)C,
                (long long)S, e, seen[e]);
-    for (int warp = 0; warp < FF_TILE_ELEMENTS / 32; ++warp) {
-        std::set<int> banks;
-        int p0, c0;
-        tiles.along_positions(warp * 32, p0, c0);
-        for (int lane = 0; lane < 32; ++lane) {
-            int p, c;
-            tiles.along_positions(warp * 32 + lane, p, c);
-            EXPECT(c == c0 && p == p0 + lane, "along positions a warp is not 32 consecutive positions of a channel");
-            banks.insert(tiles.slot(p, c) % 32);
+    if (!tiles.quads) {  // single elements: a warp reading along positions takes 32 of one channel, 32 banks
+        for (int warp = 0; warp < FF_TILE_ELEMENTS / 32; ++warp) {
+            std::set<int> banks;
+            int p0, c0;
+            tiles.element_along_positions(warp * 32, p0, c0);
+            for (int lane = 0; lane < 32; ++lane) {
+                int p, c;
+                tiles.element_along_positions(warp * 32 + lane, p, c);
+                EXPECT(c == c0 && p == p0 + lane, "along positions a warp is not 32 consecutive positions");
+                banks.insert(tiles.slot(p, c) % 32);
+            }
+            EXPECT(banks.size() == 32, "C=%lld: a warp reading along positions hits %zu banks", (long long)C,
+                   banks.size());
         }
-        EXPECT(banks.size() == 32, "C=%lld: a warp reading along positions hits %zu banks", (long long)C, banks.size());
     }
 }
 
 int main() {
     for (int64_t N : {1, 3})
-        for (int64_t C : {1, 2, 3, 5, 8, 16, 17, 31, 32, 33, 64, 100})
-            for (int64_t S : {1, 7, 130, 2049})
-                check(N, C, S);
+        for (int64_t C : {1, 2, 3, 4, 5, 8, 16, 17, 20, 31, 32, 33, 64, 100})
+            for (int64_t S : {1, 7, 12, 130, 2049, 2052})
+                for (bool aligned : {false, true})
+                    check(N, C, S, aligned);
     printf("failures %d\n", failures);
     return failures == 0 ? 0 : 1;
 }

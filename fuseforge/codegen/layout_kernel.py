@@ -4,9 +4,9 @@ A convolution that `layout.py` runs channels-last needs its input channels-last.
 `x.contiguous(memory_format=torch.channels_last)` does it with its generic strided copy (measured on the
 H100 with dev/kernels/profile_kernels.py: 144 us for the 134 MB input of conv2d_batchnorm_relu, where
 torch.compile's transposing kernel takes 90 us). This kernel is a tile transpose per sample: [C, S] ->
-[S, C] through shared memory in runtime.py's `FFTiles` (up to 32 channels x 2048 / width positions, so a
+[S, C] through shared memory in runtime.py's `FFTiles` (up to 32 channels x 1024 / width positions, so a
 4- or 16-channel input leaves no lane idle), reading along positions and writing along channels, both
-coalesced. Anything but a contiguous float32 4-D or 5-D CUDA tensor is converted by PyTorch as before, so
+coalesced, 16 bytes per access when C and S are multiples of 4. Anything but a contiguous float32 4-D or 5-D CUDA tensor is converted by PyTorch as before, so
 the result is always the same tensor values in channels-last memory. (Fixed 32 x 64 tiles, measured at
 62d60db, were slower than PyTorch below 32 channels: 160 us for conv3d_maxpool_sigmoid_sum's 4-channel
 input, cuDNN's own conversion 113 us; 296 us for conv2d_channelmin_tanh's 16 channels, compile 173 us.)
@@ -16,31 +16,42 @@ LAYOUT_KERNEL_RUNTIME = r"""
 // ---- ff_channels_last: [N, C, S] contiguous -> [N, S, C] (channels-last), tile transpose per sample (FFTiles).
 __global__ void __launch_bounds__(FF_TILE_THREADS) ff_channels_last_kernel(const float* __restrict__ in,
                                                                         float* __restrict__ out, FFTiles tiles) {
-    __shared__ float tile[FF_TILE_SLOTS];
+    __shared__ __align__(16) float tile[FF_TILE_SLOTS];  // [channel][position], rows of tiles.pitch()
     const int64_t C = tiles.channels, S = tiles.positions;
     for (int64_t t = blockIdx.x; t < tiles.count; t += gridDim.x) {
         int64_t n, c0, s0;
         tiles.origin(t, n, c0, s0);
-        float v[8];
-        int at[8];  // the element's shared-memory slot, -1 outside the tensor
+        int p, ch;
+        if (tiles.quads) {  // read four positions of one channel, write four channels of one position
+            tiles.quad_along_positions(threadIdx.x, p, ch);
+            if (s0 + p < S && c0 + ch < C)
+                *reinterpret_cast<float4*>(tile + tiles.slot(p, ch)) =
+                    __ldg(reinterpret_cast<const float4*>(in + (n * C + c0 + ch) * S + s0 + p));
+            __syncthreads();
+            tiles.quad_along_channels(threadIdx.x, p, ch);
+            if (s0 + p < S && c0 + ch < C) {
+                const float* row = tile + tiles.slot(p, ch);
+                *reinterpret_cast<float4*>(out + (n * S + s0 + p) * C + c0 + ch) =
+                    make_float4(row[0], row[tiles.pitch()], row[2 * tiles.pitch()], row[3 * tiles.pitch()]);
+            }
+        } else {  // four single elements each way, all loads issued before any is stored
+            float v[4];
+            int at[4];  // the element's shared-memory slot, -1 outside the tensor
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {  // read along positions, all 8 loads issued before any is stored
-            int p, ch;
-            tiles.along_positions(j * FF_TILE_THREADS + threadIdx.x, p, ch);
-            const int64_t s = s0 + p, c = c0 + ch;
-            at[j] = s < S && c < C ? tiles.slot(p, ch) : -1;
-            v[j] = at[j] >= 0 ? __ldg(in + (n * C + c) * S + s) : 0.0f;
-        }
+            for (int j = 0; j < 4; ++j) {
+                tiles.element_along_positions(j * FF_TILE_THREADS + threadIdx.x, p, ch);
+                at[j] = s0 + p < S && c0 + ch < C ? tiles.slot(p, ch) : -1;
+                v[j] = at[j] >= 0 ? __ldg(in + (n * C + c0 + ch) * S + s0 + p) : 0.0f;
+            }
 #pragma unroll
-        for (int j = 0; j < 8; ++j)
-            if (at[j] >= 0) tile[at[j]] = v[j];
-        __syncthreads();
+            for (int j = 0; j < 4; ++j)
+                if (at[j] >= 0) tile[at[j]] = v[j];
+            __syncthreads();
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {  // write along channels
-            int p, ch;
-            tiles.along_channels(j * FF_TILE_THREADS + threadIdx.x, p, ch);
-            const int64_t s = s0 + p, c = c0 + ch;
-            if (s < S && c < C) out[(n * S + s) * C + c] = tile[tiles.slot(p, ch)];
+            for (int j = 0; j < 4; ++j) {
+                tiles.element_along_channels(j * FF_TILE_THREADS + threadIdx.x, p, ch);
+                if (s0 + p < S && c0 + ch < C) out[(n * S + s0 + p) * C + c0 + ch] = tile[tiles.slot(p, ch)];
+            }
         }
         __syncthreads();
     }
@@ -48,7 +59,8 @@ __global__ void __launch_bounds__(FF_TILE_THREADS) ff_channels_last_kernel(const
 
 int launch_ff_channels_last(const float* in, float* out, int64_t batch, int64_t channels, int64_t positions,
                             void* stream) {
-    const FFTiles tiles(batch, channels, positions);
+    const bool aligned = reinterpret_cast<uintptr_t>(in) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
+    const FFTiles tiles(batch, channels, positions, aligned);
     if (tiles.count == 0) return 0;
     ff_channels_last_kernel<<<ff_blocks(tiles.count, 1), FF_TILE_THREADS, 0, static_cast<cudaStream_t>(stream)>>>(
         in, out, tiles);

@@ -9,7 +9,8 @@ when every dense operand is aligned, one element per step otherwise; operands th
 A second kernel, `<name>_tiled_kernel`, runs when the binding's `ff_prepare` finds a channels-last
 operand (NHWC or NDHWC memory of an [N, C, S...] iteration; see runtime.py): reading it in the output's
 order would be strided by C. A block of 8 warps takes a tile of one sample (runtime.py's `FFTiles`: up to
-32 channels x 2048 / width positions, so a 16-channel tensor gets 16 x 128 tiles and no idle lanes), reads
+32 channels x 1024 / width positions, so a 16-channel tensor gets 16 x 64 tiles and no idle lanes; each
+thread moves four elements, as one 16-byte access on either side when C and S are multiples of 4), reads
 the tiled operand along channels into shared memory, and then computes and writes the tile along
 positions, so both the read and the contiguous (NCHW) output writes are coalesced. Which
 operand is tiled is a runtime argument; each input is spelled as a choice between the tile and an
@@ -35,7 +36,7 @@ CPP_RESERVED = {
     "extern", "enum", "sizeof", "typedef", "try", "catch", "throw", "explicit", "mutable", "export",
     "shape", "n", "i", "q", "j", "stream", "first", "stride", "s", "threads", "blocks", "call", "torch",
     # the tiled kernel's locals
-    "c", "t", "C", "S", "p", "ch", "v", "at", "tile", "tiled", "tiles", "src", "s0", "c0",
+    "c", "t", "C", "S", "p", "ch", "v", "at", "row", "tile", "tiled", "tiles", "src", "s0", "c0", "aligned",
 }
 
 
@@ -124,50 +125,87 @@ def _tiled_kernel(group: KernelGroup) -> str:
         src = f"tiled == {k} ? {ins[k]}.ptr : {src}"
     w = Writer()
     w.line("// Operand `tiled` is channels-last over [N, C, S] (or [C, S]): a block moves one tile (FFTiles: up to")
-    w.line("// 32 channels x 2048 / width positions of one sample) through shared memory, reading along C and")
-    w.line("// computing and writing along S.")
+    w.line("// 32 channels x 1024 / width positions of one sample) through shared memory, reading along C and")
+    w.line("// computing and writing along S; four elements per thread, as one 16-byte access each way when")
+    w.line("// tiles.quads.")
     w.line("template <typename index_t>")
     w.line(f"__global__ void __launch_bounds__(FF_TILE_THREADS) {group.name}_tiled_kernel("
-           f"{', '.join(params)}, int tiled) {{")
+           f"{', '.join(params)}, int tiled, bool aligned) {{")
     with w.indent():
-        w.line("__shared__ float tile[FF_TILE_SLOTS];")
-        w.line("const FFTiles tiles = FFTiles::of(shape);")
+        w.line("__shared__ __align__(16) float tile[FF_TILE_SLOTS];  // [channel][position], rows of tiles.pitch()")
+        w.line("const FFTiles tiles = FFTiles::of(shape, aligned);")
         w.line("const index_t C = (index_t)tiles.channels, S = (index_t)tiles.positions;")
         w.line(f"const float* __restrict__ src = {src};")
         w.line("for (int64_t t = blockIdx.x; t < tiles.count; t += gridDim.x) {")
         with w.indent():
             w.line("int64_t n, c0, s0;")
             w.line("tiles.origin(t, n, c0, s0);")
-            w.line("// load along channels, all 8 loads of a thread issued before any is stored")
-            w.line("float v[8];")
-            w.line("int at[8];  // the element's shared-memory slot, -1 outside the tensor")
-            w.line("#pragma unroll")
-            w.line("for (int j = 0; j < 8; ++j) {")
+            w.line("int p, ch;")
+            w.line("if (tiles.quads) {  // load along channels: four channels of one position")
             with w.indent():
-                w.line("int p, ch;")
-                w.line("tiles.along_channels(j * FF_TILE_THREADS + threadIdx.x, p, ch);")
+                w.line("tiles.quad_along_channels(threadIdx.x, p, ch);")
                 w.line("const index_t s = (index_t)(s0 + p), c = (index_t)(c0 + ch);")
-                w.line("at[j] = s < S && c < C ? tiles.slot(p, ch) : -1;")
-                w.line("v[j] = at[j] >= 0 ? __ldg(src + ((index_t)n * S + s) * C + c) : 0.0f;")
-            w.line("}")
-            w.line("#pragma unroll")
-            w.line("for (int j = 0; j < 8; ++j)")
-            w.line("    if (at[j] >= 0) tile[at[j]] = v[j];")
-            w.line("__syncthreads();")
-            w.line("// compute and write along positions: a warp's 32 outputs are consecutive")
-            w.line("#pragma unroll")
-            w.line("for (int j = 0; j < 8; ++j) {")
+                w.line("if (s < S && c < C) {")
+                with w.indent():
+                    w.line("const float4 q = __ldg(reinterpret_cast<const float4*>(src + ((index_t)n * S + s) * C + c));")
+                    w.line("float* row = tile + tiles.slot(p, ch);")
+                    w.line("row[0] = q.x; row[tiles.pitch()] = q.y; row[2 * tiles.pitch()] = q.z; "
+                           "row[3 * tiles.pitch()] = q.w;")
+                w.line("}")
+            w.line("} else {  // load along channels: four single elements, all loads issued before any is stored")
             with w.indent():
-                w.line("int p, ch;")
-                w.line("tiles.along_positions(j * FF_TILE_THREADS + threadIdx.x, p, ch);")
+                w.line("float v[4];")
+                w.line("int at[4];  // the element's shared-memory slot, -1 outside the tensor")
+                w.line("#pragma unroll")
+                w.line("for (int j = 0; j < 4; ++j) {")
+                with w.indent():
+                    w.line("tiles.element_along_channels(j * FF_TILE_THREADS + threadIdx.x, p, ch);")
+                    w.line("const index_t s = (index_t)(s0 + p), c = (index_t)(c0 + ch);")
+                    w.line("at[j] = s < S && c < C ? tiles.slot(p, ch) : -1;")
+                    w.line("v[j] = at[j] >= 0 ? __ldg(src + ((index_t)n * S + s) * C + c) : 0.0f;")
+                w.line("}")
+                w.line("#pragma unroll")
+                w.line("for (int j = 0; j < 4; ++j)")
+                w.line("    if (at[j] >= 0) tile[at[j]] = v[j];")
+            w.line("}")
+            w.line("__syncthreads();")
+            w.line("if (tiles.quads) {  // compute and write along positions: four positions of one channel")
+            with w.indent():
+                w.line("tiles.quad_along_positions(threadIdx.x, p, ch);")
                 w.line("const index_t s = (index_t)(s0 + p), c = (index_t)(c0 + ch);")
                 w.line("if (c < C && s < S) {")
                 with w.indent():
                     w.line("const index_t i = ((index_t)n * C + c) * S + s;")
-                    for k, i in enumerate(ins):
-                        w.line(f"const float {i}_v = tiled == {k} ? tile[tiles.slot(p, ch)] "
-                               f": ff_load_ncs(shape, {i}, i, (index_t)n, c, s);")
-                    _element_at_i(group, [f"{i}_v" for i in ins], w)
+                    w.line("const float4 q = *reinterpret_cast<const float4*>(tile + tiles.slot(p, ch));")
+                    w.line("const float row[4] = {q.x, q.y, q.z, q.w};")
+                    w.line(f"float {', '.join(f'{o}_q[4]' for o in outs)};")
+                    w.line("#pragma unroll")
+                    w.line("for (int j = 0; j < 4; ++j) {")
+                    with w.indent():
+                        for k, i in enumerate(ins):
+                            w.line(f"const float {i}_v = tiled == {k} ? row[j] "
+                                   f": ff_load_ncs(shape, {i}, i + j, (index_t)n, c, s + j);")
+                        args = [f"{i}_v" for i in ins] + [f"{o}_q[j]" for o in outs]
+                        w.line(f"{group.name}_element({', '.join(args)});")
+                    w.line("}")
+                    for o in outs:
+                        w.line(f"ff_store4({o}, i, {o}_q);")
+                w.line("}")
+            w.line("} else {  // compute and write along positions: a warp's 32 outputs are consecutive")
+            with w.indent():
+                w.line("#pragma unroll")
+                w.line("for (int j = 0; j < 4; ++j) {")
+                with w.indent():
+                    w.line("tiles.element_along_positions(j * FF_TILE_THREADS + threadIdx.x, p, ch);")
+                    w.line("const index_t s = (index_t)(s0 + p), c = (index_t)(c0 + ch);")
+                    w.line("if (c < C && s < S) {")
+                    with w.indent():
+                        w.line("const index_t i = ((index_t)n * C + c) * S + s;")
+                        for k, i in enumerate(ins):
+                            w.line(f"const float {i}_v = tiled == {k} ? tile[tiles.slot(p, ch)] "
+                                   f": ff_load_ncs(shape, {i}, i, (index_t)n, c, s);")
+                        _element_at_i(group, [f"{i}_v" for i in ins], w)
+                    w.line("}")
                 w.line("}")
             w.line("}")
             w.line("__syncthreads();")
@@ -193,9 +231,10 @@ def _launcher(group: KernelGroup) -> str:
         w.line("cudaStream_t s = static_cast<cudaStream_t>(stream);")
         w.line("if (tiled >= 0) {  // a channels-last operand: one block per tile")
         with w.indent():
-            w.line("const int blocks = ff_blocks(FFTiles::of(shape).count * threads, threads);")
-            w.line(f"if (n <= INT32_MAX) {group.name}_tiled_kernel<uint32_t><<<blocks, threads, 0, s>>>({args}, tiled);")
-            w.line(f"else {group.name}_tiled_kernel<uint64_t><<<blocks, threads, 0, s>>>({args}, tiled);")
+            w.line("const int blocks = ff_blocks(FFTiles::of(shape, vectorized).count * threads, threads);")
+            w.line(f"if (n <= INT32_MAX) {group.name}_tiled_kernel<uint32_t><<<blocks, threads, 0, s>>>"
+                   f"({args}, tiled, vectorized);")
+            w.line(f"else {group.name}_tiled_kernel<uint64_t><<<blocks, threads, 0, s>>>({args}, tiled, vectorized);")
             w.line("return (int)cudaGetLastError();")
         w.line("}")
         w.line("const int blocks = ff_blocks(vectorized ? n / 4 : n, threads);")

@@ -32,29 +32,37 @@ enum FFMode { FF_DENSE = 0, FF_SCALAR = 1, FF_STRIDED = 2 };
 
 TILES = r"""
 // The transposing kernels' tiles over a [N, C, S] space (N == 1 for [C, S]). A tile is `width` channels
-// (C rounded up to a power of two, at most 32) x `span` = 2048 / width positions of one sample, so a
-// block's 256 threads move 8 elements each whatever C is: with fewer than 32 channels the tile grows
-// along positions instead of leaving lanes idle, and when C == width a tile's channels-last elements are
-// one contiguous run. In shared memory, element (position p, channel c) sits at p * (width | 1) + c: an
-// odd row pitch, so 32 lanes reading along positions hit 32 banks.
-constexpr int FF_TILE_THREADS = 256, FF_TILE_ELEMENTS = 2048, FF_TILE_LOG_ELEMENTS = 11;
+// (C rounded up to a power of two, at most 32) x `span` = 1024 / width positions of one sample, so with
+// fewer than 32 channels it grows along positions instead of leaving lanes idle. A block of 256 threads
+// moves one tile, four elements per thread. With `quads` (C and S multiples of 4 and the data 16-byte
+// aligned, decided by the host) a thread's four elements are one 16-byte access on either side: four
+// consecutive channels of one position in channels-last memory, four consecutive positions of one
+// channel in NCHW memory (measured with dev/kernels/transpose_lab.cu on the H100: 2.3-2.8 TB/s, against
+// 1.5-1.7 TB/s for scalar accesses). Otherwise the four are single elements. Shared memory holds the tile
+// as `width` channel rows of `span` + 4 positions: a row stays 16-byte aligned and the pad moves the
+// rows' banks apart.
+constexpr int FF_TILE_THREADS = 256, FF_TILE_ELEMENTS = 1024, FF_TILE_LOG_ELEMENTS = 10;
+constexpr int FF_TILE_SLOTS = FF_TILE_ELEMENTS + 4 * 32;  // width * (span + 4) for width <= 32
 struct FFTiles {
     int64_t channels, positions, c_tiles, s_tiles, count;
     int log_width, log_span;
-    __host__ __device__ FFTiles(int64_t samples, int64_t C, int64_t S) : channels(C), positions(S) {
+    bool quads;
+    __host__ __device__ FFTiles(int64_t samples, int64_t C, int64_t S, bool aligned)
+        : channels(C), positions(S) {
         log_width = 0;
         while (log_width < 5 && ((int64_t)1 << log_width) < C) ++log_width;
         log_span = FF_TILE_LOG_ELEMENTS - log_width;
         c_tiles = (C + (1 << log_width) - 1) >> log_width;
         s_tiles = (S + (1 << log_span) - 1) >> log_span;
         count = samples * c_tiles * s_tiles;
+        quads = aligned && C % 4 == 0 && S % 4 == 0;
     }
     // A [N, C, S] or [C, S] iteration space (constant indices: a runtime index into a kernel parameter
     // would copy it to local memory).
-    __host__ __device__ static FFTiles of(const FFShape& shape) {
+    __host__ __device__ static FFTiles of(const FFShape& shape, bool aligned) {
         const bool batched = shape.rank == 3;
         return FFTiles(batched ? shape.size[0] : 1, batched ? shape.size[1] : shape.size[0],
-                       batched ? shape.size[2] : shape.size[1]);
+                       batched ? shape.size[2] : shape.size[1], aligned);
     }
     // Tile t: its sample, first channel and first position.
     __device__ __forceinline__ void origin(int64_t t, int64_t& n, int64_t& c0, int64_t& s0) const {
@@ -62,19 +70,28 @@ struct FFTiles {
         c0 = (t / s_tiles % c_tiles) << log_width;
         n = t / s_tiles / c_tiles;
     }
-    // Element k of a tile counted along channels (channels-last order) or along positions (NCHW order).
-    __device__ __forceinline__ void along_channels(int k, int& p, int& c) const {
-        c = k & ((1 << log_width) - 1);
-        p = k >> log_width;
+    // Thread k's four elements of a tile (k < 256). Along channels (channels-last order): position p,
+    // channels c .. c + 3 (quads) or element k + 256 j (single elements). Along positions (NCHW order):
+    // channel c, positions p .. p + 3, or element k + 256 j.
+    __device__ __forceinline__ void quad_along_channels(int k, int& p, int& c) const {
+        c = (k & ((1 << (log_width - 2)) - 1)) << 2;
+        p = k >> (log_width - 2);
     }
-    __device__ __forceinline__ void along_positions(int k, int& p, int& c) const {
-        p = k & ((1 << log_span) - 1);
-        c = k >> log_span;
+    __device__ __forceinline__ void quad_along_positions(int k, int& p, int& c) const {
+        p = (k & ((1 << (log_span - 2)) - 1)) << 2;
+        c = k >> (log_span - 2);
     }
-    __device__ __forceinline__ int slot(int p, int c) const { return p * ((1 << log_width) | 1) + c; }
+    __device__ __forceinline__ void element_along_channels(int e, int& p, int& c) const {
+        c = e & ((1 << log_width) - 1);
+        p = e >> log_width;
+    }
+    __device__ __forceinline__ void element_along_positions(int e, int& p, int& c) const {
+        p = e & ((1 << log_span) - 1);
+        c = e >> log_span;
+    }
+    __device__ __forceinline__ int pitch() const { return (1 << log_span) + 4; }
+    __device__ __forceinline__ int slot(int p, int c) const { return c * pitch() + p; }
 };
-// Shared memory of one tile: 2048 elements plus one pad per position (at most 2048 positions).
-constexpr int FF_TILE_SLOTS = 2 * FF_TILE_ELEMENTS;
 """
 
 KERNEL_RUNTIME = r"""
@@ -163,7 +180,7 @@ struct FFCall {
     std::vector<FFOperand> operands;
     std::vector<int64_t> out_sizes;  // broadcast shape, as torch sees it
     int64_t numel;
-    bool vectorizable;               // 16-byte loads and stores are safe
+    bool vectorizable;               // 16-byte loads and stores are safe (of the tiled operand when tiled)
     int tiled;                       // operand read through shared-memory tiles (channels-last), or -1
 };
 
@@ -232,6 +249,10 @@ static FFCall ff_prepare(const char* kernel, const std::vector<torch::Tensor>& i
             (r == 2 || st[0] == channels * positions))
             call.tiled = (int)k;
     }
+    // The tiled kernel reads only the tiled operand 16 bytes at a time (FFTiles::quads adds C % 4 == 0 and
+    // S % 4 == 0); its outputs are new tensors, so aligned.
+    if (call.tiled >= 0)
+        call.vectorizable = reinterpret_cast<uintptr_t>(call.operands[call.tiled].ptr) % 16 == 0;
     return call;
 }
 
