@@ -43,6 +43,9 @@ TILES = r"""
 // rows' banks apart.
 constexpr int FF_TILE_THREADS = 256, FF_TILE_ELEMENTS = 1024, FF_TILE_LOG_ELEMENTS = 10;
 constexpr int FF_TILE_SLOTS = FF_TILE_ELEMENTS + 4 * 32;  // width * (span + 4) for width <= 32
+// Blocks per multiprocessor the kernels are compiled for (at most 40 registers): with one 16-byte load in
+// flight per thread, occupancy is what keeps enough bytes in flight (48 registers left 5 blocks).
+constexpr int FF_TILE_BLOCKS = 6;
 struct FFTiles {
     int64_t channels, positions, c_tiles, s_tiles, count;
     int log_width, log_span;
