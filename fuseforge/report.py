@@ -144,7 +144,7 @@ def _unchanged(run: Run) -> list[str]:
                    "too small to be worth a kernel.")
         elif node.name in run.plan.channels_last:
             why = ("convolution kept as the cuDNN call, given its input and weight channels-last (the input "
-                   "converted by the extension's `ff_channels_last` transpose kernel from 32 channels): every reader of "
+                   "converted by the extension's `ff_channels_last` tile-transpose kernel): every reader of "
                    "its output is a kernel that reads NHWC, so cuDNN does not convert its output back to NCHW "
                    "(eager pays that pass; `layout.py`).")
         elif node.all_input_nodes and all(a.name in run.captured.state_names for a in node.all_input_nodes):
@@ -207,10 +207,12 @@ def _kernels_how(run: Run) -> list[str]:
         "with 16-byte `float4` loads and stores when the element count is a multiple of 4 and every dense "
         "operand is 16-byte aligned, else one element per step. Broadcast operands (bias vectors, "
         "per-channel scales, scalars) are read through their strides after the binding merges mergeable "
-        "dimensions. An operand that is channels-last over an [N, C, S] output (a convolution that "
-        "`layout.py` ran channels-last) switches the kernel to its tiled form: 32 channels × 64 positions "
-        "of one sample pass through shared memory, read along channels and written along positions, both "
-        "coalesced; the output stays contiguous. 32-bit indexing is used below 2^31 elements. 256 threads per block, at most 8 blocks "
+        "dimensions (one offset per four elements when the innermost dimension is a multiple of 4). An "
+        "operand that is channels-last over an [N, C, S] output (a convolution that `layout.py` ran "
+        "channels-last) switches the kernel to its tiled form: tiles of one sample, C rounded up to a power "
+        "of two (at most 32) channels × 1024 / that positions, pass through shared memory, read along "
+        "channels and written along positions, both coalesced and 16 bytes per access when C and the "
+        "positions are multiples of 4; the output stays contiguous. 32-bit indexing is used below 2^31 elements. 256 threads per block, at most 8 blocks "
         "per multiprocessor. The binding (`30_kernels/binding.cpp`) checks dtypes and devices, allocates "
         "the outputs and launches on the caller's current CUDA stream; every launch is checked.",
         "",
