@@ -14,7 +14,7 @@ input, cuDNN's own conversion 113 us; 296 us for conv2d_channelmin_tanh's 16 cha
 
 LAYOUT_KERNEL_RUNTIME = r"""
 // ---- ff_channels_last: [N, C, S] contiguous -> [N, S, C] (channels-last), tile transpose per sample (FFTiles).
-__global__ void __launch_bounds__(FF_TILE_THREADS, FF_TILE_BLOCKS) ff_channels_last_kernel(const float* __restrict__ in,
+__global__ void __launch_bounds__(FF_TILE_THREADS) ff_channels_last_kernel(const float* __restrict__ in,
                                                                         float* __restrict__ out, FFTiles tiles) {
     __shared__ __align__(16) float tile[FF_TILE_SLOTS];  // [channel][position], rows of tiles.pitch()
     const int64_t C = tiles.channels, S = tiles.positions;

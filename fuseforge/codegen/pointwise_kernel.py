@@ -129,7 +129,7 @@ def _tiled_kernel(group: KernelGroup) -> str:
     w.line("// computing and writing along S; four elements per thread, as one 16-byte access each way when")
     w.line("// tiles.quads.")
     w.line("template <typename index_t>")
-    w.line(f"__global__ void __launch_bounds__(FF_TILE_THREADS, FF_TILE_BLOCKS) {group.name}_tiled_kernel("
+    w.line(f"__global__ void __launch_bounds__(FF_TILE_THREADS) {group.name}_tiled_kernel("
            f"{', '.join(params)}, int tiled, bool aligned) {{")
     with w.indent():
         w.line("__shared__ __align__(16) float tile[FF_TILE_SLOTS];  // [channel][position], rows of tiles.pitch()")

@@ -41,11 +41,13 @@ TILES = r"""
 // 1.5-1.7 TB/s for scalar accesses). Otherwise the four are single elements. Shared memory holds the tile
 // as `width` channel rows of `span` + 4 positions: a row stays 16-byte aligned and the pad moves the
 // rows' banks apart.
-constexpr int FF_TILE_THREADS = 256, FF_TILE_ELEMENTS = 1024, FF_TILE_LOG_ELEMENTS = 10;
-constexpr int FF_TILE_SLOTS = FF_TILE_ELEMENTS + 4 * 32;  // width * (span + 4) for width <= 32
-// Blocks per multiprocessor the kernels are compiled for (at most 40 registers): with one 16-byte load in
-// flight per thread, occupancy is what keeps enough bytes in flight (48 registers left 5 blocks).
-constexpr int FF_TILE_BLOCKS = 6;
+// (an enum: units without a tiled kernel leave them unused, which a constexpr variable would warn about)
+enum : int {
+    FF_TILE_THREADS = 256, FF_TILE_ELEMENTS = 1024, FF_TILE_LOG_ELEMENTS = 10,
+    FF_TILE_SLOTS = FF_TILE_ELEMENTS + 4 * 32,  // width * (span + 4) for width <= 32
+};
+// (Compiling them for 6 blocks per multiprocessor, 40 registers, measured no faster and spilled in
+// convtranspose2d_bias_tanh_scale's 64-bit-index kernel.)
 struct FFTiles {
     int64_t channels, positions, c_tiles, s_tiles, count;
     int log_width, log_span;
