@@ -69,13 +69,14 @@ CASES = [
 ]
 
 
-def build(build_dir: Path, stages: int, reuse: bool = False) -> tuple[Path, str]:
-    lib = build_dir / f"libgemm3x_s{stages}.so"
+def build(build_dir: Path, stages: int, reuse: bool = False, source: Path = SOURCE,
+          tag: str = "") -> tuple[Path, str]:
+    lib = build_dir / f"libgemm3x_s{stages}{'_' + tag if tag else ''}.so"
     if reuse and lib.exists():
         return lib, f"(reused {lib})"
     nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
     cmd = [nvcc, "-shared", "-Xcompiler", "-fPIC", *NVCC_FLAGS, f"-DGEMM3X_STAGES={stages}",
-           "-o", str(lib), str(SOURCE)]
+           "-o", str(lib), str(source)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"nvcc failed:\n{' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
