@@ -3,15 +3,17 @@
 // with a cp.async shared-memory pipeline; 1 (sm_90a) wgmma; 2 (sm_90a) warp-specialised
 // wgmma with A from registers; 1 and 2 are described above their kernels.
 //
-// Math. Each fp32 operand value x is split into two TF32 values (10 explicit mantissa bits each):
-//     big   = x with its low 13 bits cleared    (bits & 0xffffe000: TF32 by truncation)
-//     small = x - big                           (exact in fp32; up to 13 significant bits)
-// The tensor core reads a .tf32 operand from a 32-bit register or shared-memory word by dropping its low
-// 13 bits, so it sees big as it is and small truncated to TF32: big + tf32(small) reproduces x to 2^-21
-// relative. That costs 2 instructions per value (LOP, FADD), and big needs none where the fp32 value
-// itself can be handed to the tensor core (variant 2's B tile). (Rounding both parts to nearest instead,
-// 5 instructions, gave 3.8e-7 vs 6.3e-7 on the headline shape, cuBLAS SGEMM 1.6e-6, at 97 vs 105 TFLOP/s:
-// dev/kernels/gemm_ablate.py.) Products
+// Math. Each fp32 operand value x is split into two TF32 values (10 explicit mantissa bits each), so that
+// big + small reproduces x to 2^-21 relative with an error of either sign (unbiased). The tensor core reads
+// a .tf32 operand from a 32-bit word by dropping its low 13 bits (truncation), which the split uses:
+//   A (and both operands of variants 0/1): big = rna_tf32(x) ((bits + 0x1000) & 0xffffe000, round to
+//       nearest), small = x - big left in fp32 (exact; |small| <= half a TF32 ulp of x, either sign, so
+//       the tensor core's truncation of it errs either way);
+//   variant 2's B: big = the fp32 tile itself (the tensor core truncates it: no instruction, no store),
+//       small = rna_tf32(x - trunc(x)) (x - trunc(x) has x's sign; rounding it to nearest errs either way).
+// Truncating both parts instead (fewer instructions) biases every value toward zero: on the headline shape
+// 6.3e-7 vs 3.8e-7 (SGEMM 1.6e-6) but 10x eager's error on short K (K = 1-65 after an exp epilogue), which
+// DESIGN's verification rule rejects. Products
 //     a_small*b_big + a_big*b_small + a_big*b_big           (small*small dropped)
 // are accumulated on the tensor core in fp32 -- but per k-tile only:
 //
@@ -147,11 +149,17 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 }
 
-// x -> (big, small): big = x truncated to TF32 (low 13 bits cleared), small = x - big, exact in fp32.
-// The tensor core drops small's low 13 bits when it reads it, so big + tf32(small) = x to 2^-21 relative.
-// Inf and NaN: big = x, small = NaN (as with any split, the product is then NaN).
+// fp32 -> TF32 with round-to-nearest, ties away from zero, in integer arithmetic: add half of the dropped
+// 13 bits to the magnitude, then clear them (what ptxas emits for cvt.rna.tf32.f32 on sm_90, less its
+// Inf/NaN select: this form maps Inf to Inf and NaN to NaN anyway).
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+  return (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+}
+
+// x -> (big, small): big = rna_tf32(x), small = x - big exact in fp32 (the tensor core truncates it when it
+// reads it): big + tf32(small) = x to 2^-21 relative, either sign. Inf/NaN: small = NaN (product NaN).
 __device__ __forceinline__ void split_tf32(float x, uint32_t& big, uint32_t& small) {
-  big = __float_as_uint(x) & 0xffffe000u;
+  big = to_tf32(x);
   small = __float_as_uint(x - __uint_as_float(big));
 }
 
@@ -409,9 +417,10 @@ __device__ __forceinline__ void st_shared_v4(uint32_t addr, uint32_t x, uint32_t
                : "memory");
 }
 
-// small = x - trunc_tf32(x) of an fp32 bit pattern (split_tf32's small, when big is x itself).
+// small = rna_tf32(x - trunc_tf32(x)) of an fp32 bit pattern: the small part when big is x itself (the
+// tensor core truncates x). x - trunc(x) has x's sign; rounding it to nearest keeps the error unbiased.
 __device__ __forceinline__ uint32_t tf32_remainder(uint32_t bits) {
-  return __float_as_uint(__uint_as_float(bits) - __uint_as_float(bits & 0xffffe000u));
+  return to_tf32(__uint_as_float(bits) - __uint_as_float(bits & 0xffffe000u));
 }
 
 __device__ __forceinline__ void split4_store(uint32_t big_addr, uint32_t small_addr, float x0, float x1,
@@ -617,7 +626,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 //       zero-filling cp.async copies of the fp32 A tile and the fp32 B tile into slot s, then
 //       cp.async.mbarrier.arrive.noinc on loaded[s] (the arrival happens when the thread's copies have
 //       landed; 64 complete the phase). Loaders run up to 4 tiles ahead of the consumers.
-//     - splitter warps 10, 11: wait loaded[s], write B_small = B - trunc_tf32(B) (swizzled) next to B,
+//     - splitter warps 10, 11: wait loaded[s], write B_small = rna_tf32(B - trunc(B)) (swizzled) next to B,
 //       fence.proxy.async (their st.shared -> visible to the consumers' wgmmas), arrive on full[s] (64).
 //       They have no cp.async of their own in flight, so the fence's MEMBAR waits for nothing else.
 // Slot layout (48 KB, 1024-byte aligned): A fp32 [128][32] in the 128-byte swizzle layout (an ldmatrix
@@ -854,7 +863,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       cp_async_commit();
       cp_async_wait<0>();  // no copies left in flight when the thread exits
     } else {
-      // Splitter warps 10, 11: once a tile has landed, B_small = B - trunc_tf32(B) next to it (the fp32
+      // Splitter warps 10, 11: once a tile has landed, B_small = rna_tf32(B - trunc(B)) next to it (the fp32
       // B tile is B_big); then release the slot to the consumers.
       const int stid = ptid - kWsLoaderThreads;
       uint32_t s = 0;
@@ -907,8 +916,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   uint32_t phase = 0;
 #pragma unroll 1
   for (int kt = 0; kt < k_tiles_padded; kt += kWsTilesPerFlush) {
-    // Each k-tile of the flush: its A fragments (the fp32 value is a_big as it is: the tensor core drops its
-    // low 13 bits; a_small = a - trunc_tf32(a)), then its 12 wgmmas as one commit group, issued while the
+    // Each k-tile of the flush: its A fragments, split in registers, then its 12 wgmmas as one commit group, issued while the
     // previous tile's are still running. The slots are released in order as their groups complete.
     uint32_t a_big[kWsTilesPerFlush][kBK / 8][4];
     uint32_t a_small[kWsTilesPerFlush][kBK / 8][4];
@@ -920,10 +928,10 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       const uint32_t b_small = b_big + kWgTileBytes;
 #pragma unroll
       for (int kk = 0; kk < kBK / 8; ++kk) {
-        uint32_t* a = a_big[h][kk];
+        uint32_t a[4];
         ldsm_x4(sa + a_lane_off + ((a_chunk ^ (2u * kk)) << 4), a[0], a[1], a[2], a[3]);
 #pragma unroll
-        for (int e = 0; e < 4; ++e) a_small[h][kk][e] = tf32_remainder(a[e]);
+        for (int e = 0; e < 4; ++e) split_tf32(__uint_as_float(a[e]), a_big[h][kk][e], a_small[h][kk][e]);
       }
       wgmma_fence();  // A registers (and, for h = 0, the accumulator's last reader) before the wgmmas
 #pragma unroll
