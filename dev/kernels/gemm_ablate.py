@@ -32,8 +32,8 @@ NO_WGMMA = [  # one wgmma per flush instead of 24
 ]
 NO_B_SPLIT = [("for (int i = 0; i < kWsChunksPerSplitter; ++i) {  // 8 lanes",
                "for (int i = 0; i < 0; ++i) {  // 8 lanes")]
-NO_A_SPLIT = [("for (int e = 0; e < 4; ++e) a_small[h][kk][e] = tf32_remainder(a[e]);",
-               "for (int e = 0; e < 4; ++e) a_small[h][kk][e] = a[e];")]
+NO_A_SPLIT = [("for (int e = 0; e < 4; ++e) split_tf32(__uint_as_float(a[e]), a_big[h][kk][e], a_small[h][kk][e]);",
+               "for (int e = 0; e < 4; ++e) a_big[h][kk][e] = a_small[h][kk][e] = a[e];")]
 NO_FLUSH = [("    for (int i = 0; i < 64; ++i) acc[i] += tile[i];\n  }\n\n  // Epilogue from the accumulator",
              "    if (kt + kWsTilesPerFlush >= k_tiles_padded)\n"
              "      for (int i = 0; i < 64; ++i) acc[i] += tile[i];\n  }\n\n  // Epilogue from the accumulator")]
