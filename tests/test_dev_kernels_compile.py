@@ -242,7 +242,8 @@ def split(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def split_b_in_place(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Variant 2's B: big = the fp32 value, which the tensor core truncates; small = rna(x - trunc(x))."""
+    """B as the fp32 value (the tensor core truncates it), small = rna(x - trunc(x)): tried and dropped
+    (to 2^-21 only; B's error is the same for every output row and survives a mean over rows)."""
     big = tf32_trunc(x)
     return big, tf32_rna(x - big)
 
@@ -357,7 +358,7 @@ def _mma_block(c: np.ndarray, products: np.ndarray) -> np.ndarray:
 
 
 def _emulated_3xtf32(a: np.ndarray, b: np.ndarray, k_steps_per_flush: int | None, split=split,
-                     split_b=split_b_in_place) -> np.ndarray:
+                     split_b=split_rna) -> np.ndarray:
     """C = a . b^T as the kernel computes it: per k8 step the mmas a_small.b_big, a_big.b_small, a_big.b_big
     on the tensor-core accumulator; every k_steps_per_flush steps (None: never) that accumulator is
     added into an fp32 register (round to nearest) and restarted from zero."""
