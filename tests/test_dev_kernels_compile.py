@@ -574,3 +574,16 @@ def test_the_variant2_protocol_model_catches_a_wrong_parity():
     # for a phase nobody completes before it has loaded anything: a hang.
     with pytest.raises(RuntimeError, match="hang"):
         _simulate_ws_pipeline(16, _ws_constant("kWsStages"), 0, loader_parity_flip=0)
+
+
+def test_every_gemm_ablate_experiment_patches_the_kernel_file_as_it_is():
+    # gemm_ablate.py stops on a patch whose text is missing; this catches that before a GPU session does
+    sys.path.insert(0, str(KERNELS))
+    try:
+        import gemm_ablate
+    finally:
+        sys.path.remove(str(KERNELS))
+    original = SOURCE.read_text()
+    for name, _, replacements in gemm_ablate.EXPERIMENTS:
+        patched = gemm_ablate.patched_source(replacements)
+        assert (patched == original) == (not replacements), name
