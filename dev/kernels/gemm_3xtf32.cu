@@ -1,14 +1,19 @@
 // gemm_3xtf32.cu -- fp32-class GEMM on tensor cores with 3xTF32 (issue #5). Only CUDA headers.
 // Three kernels behind the same launchers, chosen by gemm3x_set_variant: 0 (default) mma.sync m16n8k8 TF32
-// with a cp.async shared-memory pipeline; 1 (sm_90a) wgmma; 2 (sm_90a, not yet run on a GPU) warp-specialised
+// with a cp.async shared-memory pipeline; 1 (sm_90a) wgmma; 2 (sm_90a) warp-specialised
 // wgmma with A from registers; 1 and 2 are described above their kernels.
 //
-// Math. Each fp32 operand value x is split into two TF32 values (10 explicit mantissa bits each):
-//     big   = rna_tf32(x)            (round to nearest, ties away from zero: (bits + 0x1000) & 0xffffe000)
-//     small = rna_tf32(x - big)      (x - big is exact in fp32)
-// so big + small reproduces x to 2^-22 relative, and both have their low 13 bits clear (exact TF32
-// values: nothing depends on what the tensor core does with those bits). ptxas lowers cvt.rna.tf32.f32 on sm_90 to the same add-and-mask (plus an
-// Inf/NaN select), so this is the same function in 2 instructions instead of 4. Products
+// Math. Each fp32 operand value x is split into two TF32 values (10 explicit mantissa bits each), so that
+// big + small reproduces x to 2^-21 relative with an error of either sign (unbiased). The tensor core reads
+// a .tf32 operand from a 32-bit word by dropping its low 13 bits (truncation), which the split uses:
+//   A (and both operands of variants 0/1): big = rna_tf32(x) ((bits + 0x1000) & 0xffffe000, round to
+//       nearest), small = x - big left in fp32 (exact; |small| <= half a TF32 ulp of x, either sign, so
+//       the tensor core's truncation of it errs either way);
+//   variant 2's B: big = the fp32 tile itself (the tensor core truncates it: no instruction, no store),
+//       small = rna_tf32(x - trunc(x)) (x - trunc(x) has x's sign; rounding it to nearest errs either way).
+// Truncating both parts instead (fewer instructions) biases every value toward zero: on the headline shape
+// 6.3e-7 vs 3.8e-7 (SGEMM 1.6e-6) but 10x eager's error on short K (K = 1-65 after an exp epilogue), which
+// DESIGN's verification rule rejects. Products
 //     a_small*b_big + a_big*b_small + a_big*b_big           (small*small dropped)
 // are accumulated on the tensor core in fp32 -- but per k-tile only:
 //
@@ -144,20 +149,18 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 }
 
-// fp32 -> TF32 with round-to-nearest, ties away from zero, done in integer arithmetic: add half of the
-// dropped 13 bits to the magnitude, then clear them. This is bit-for-bit what ptxas emits for
-// cvt.rna.tf32.f32 on sm_90 (VIADD +0x1000, LOP3 & 0xffffe000, plus an FSETP/SEL that leaves Inf/NaN
-// alone; the integer form maps Inf to Inf and NaN to NaN anyway), in 2 instructions instead of 4.
-// The low 13 bits of the result are zero, so x - big below is exact and small is itself a TF32 value
-// (the tensor core never has to drop bits of either operand).
+// fp32 -> TF32 with round-to-nearest, ties away from zero, in integer arithmetic: add half of the dropped
+// 13 bits to the magnitude, then clear them (what ptxas emits for cvt.rna.tf32.f32 on sm_90, less its
+// Inf/NaN select: this form maps Inf to Inf and NaN to NaN anyway).
 __device__ __forceinline__ uint32_t to_tf32(float x) {
   return (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
 }
 
-// x -> (big, small) with big + small = x to 2^-22 relative, both TF32 bit patterns in .b32 registers.
+// x -> (big, small): big = rna_tf32(x), small = x - big exact in fp32 (the tensor core truncates it when it
+// reads it): big + tf32(small) = x to 2^-21 relative, either sign. Inf/NaN: small = NaN (product NaN).
 __device__ __forceinline__ void split_tf32(float x, uint32_t& big, uint32_t& small) {
   big = to_tf32(x);
-  small = to_tf32(x - __uint_as_float(big));
+  small = __float_as_uint(x - __uint_as_float(big));
 }
 
 // ldmatrix of four 8x8 b16 matrices = four 8-row x 4-column fp32 blocks. Lanes 8i..8i+7 give the
@@ -414,6 +417,12 @@ __device__ __forceinline__ void st_shared_v4(uint32_t addr, uint32_t x, uint32_t
                : "memory");
 }
 
+// small = rna_tf32(x - trunc_tf32(x)) of an fp32 bit pattern: the small part when big is x itself (the
+// tensor core truncates x). x - trunc(x) has x's sign; rounding it to nearest keeps the error unbiased.
+__device__ __forceinline__ uint32_t tf32_remainder(uint32_t bits) {
+  return to_tf32(__uint_as_float(bits) - __uint_as_float(bits & 0xffffe000u));
+}
+
 __device__ __forceinline__ void split4_store(uint32_t big_addr, uint32_t small_addr, float x0, float x1,
                                              float x2, float x3) {
   uint32_t b0, b1, b2, b3, s0, s1, s2, s3;
@@ -596,7 +605,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Variant 2 (sm_90a): warp-specialised wgmma with A from registers -- NOT YET RUN ON A GPU, selected with
+// Variant 2 (sm_90a): warp-specialised wgmma with A from registers, selected with
 // gemm3x_set_variant(2).
 //
 // 384 threads = 3 warpgroups, block tile 128 x 128 x 32 (same tiling of C as variants 0 and 1), a ring of
@@ -617,13 +626,14 @@ __global__ void __launch_bounds__(kThreads, 1)
 //       zero-filling cp.async copies of the fp32 A tile and the fp32 B tile into slot s, then
 //       cp.async.mbarrier.arrive.noinc on loaded[s] (the arrival happens when the thread's copies have
 //       landed; 64 complete the phase). Loaders run up to 4 tiles ahead of the consumers.
-//     - splitter warps 10, 11: wait loaded[s], split B in place into B_big / B_small (TF32, swizzled),
+//     - splitter warps 10, 11: wait loaded[s], write B_small = rna_tf32(B - trunc(B)) (swizzled) next to B,
 //       fence.proxy.async (their st.shared -> visible to the consumers' wgmmas), arrive on full[s] (64).
 //       They have no cp.async of their own in flight, so the fence's MEMBAR waits for nothing else.
 // Slot layout (48 KB, 1024-byte aligned): A fp32 [128][32] in the 128-byte swizzle layout (an ldmatrix
 // phase reads 8 consecutive rows = 8 different 16-byte bank groups), B_big [128 n][32 k] and B_small
-// [128 n][32 k] TF32 in the swizzle layout wgmma reads. The fp32 B tile is copied into the B_small region
-// at the same swizzled offsets, so the split reads and writes each chunk in place.
+// [128 n][32 k] TF32 in the swizzle layout wgmma reads. The fp32 B tile is copied into the B_big region
+// and is B_big as it is (the tensor core drops the low 13 bits of what it reads); the split writes only
+// B_small, at the same swizzled offsets.
 // NN's B ([K][N] in global) is transposed by the copy: 4-byte cp.async of B[k][n] to (n, k); consecutive
 // threads take consecutive n (coalesced global reads, 4-way smem write conflicts). A, and TN's B, use
 // 16-byte copies when aligned (kVec = 4), else 4-byte copies, as the other variants.
@@ -635,6 +645,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 // tests/test_dev_kernels_compile.py). Registers: 384 threads put 3 warps on a sub-partition, so ptxas
 // caps the kernel at 168; setmaxnreg moves registers from the producer to the consumers, which need 186.
 constexpr int kWsStages = 4;
+constexpr int kWsPrefetchTiles = 0;  // loaders ask L2 for the rows of k-tile kt + this while copying kt (0: off)
+constexpr int kWsTilesPerFlush = 2;  // k-tiles per fresh accumulator (consumers take slots in pairs)
+static_assert(kWsStages % kWsTilesPerFlush == 0, "a flush's slots never wrap around the ring");
+static_assert(kWsTilesPerFlush == 1 || kWsTilesPerFlush == 2, "wgmma_wait_pending covers 0 and 1");
 constexpr int kWsLoaderThreads = 64;                // producer warps 8, 9: cp.async
 constexpr int kWsSplitterThreads = 64;              // producer warps 10, 11: B split
 constexpr int kWsThreads = 256 + kWsLoaderThreads + kWsSplitterThreads;  // 384
@@ -663,18 +677,10 @@ static_assert(kWsConsumerRegs % 8 == 0 && kWsConsumerRegs >= kWsLaunchRegs && kW
 static_assert(kWsProducerRegs * 128 + kWsConsumerRegs * 256 <= kWsLaunchRegs * kWsThreads,
               "setmaxnreg must not ask for more registers than the block holds");
 
-// Named barriers of the consumers' ping-pong (0 is __syncthreads'): 128 threads arrive, 128 sync.
-constexpr int kWsBarWg0Issued = 1;
-constexpr int kWsBarWg1Issued = 2;
-__device__ __forceinline__ void named_bar_sync_if(int id, int count, bool pred) {
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n@p bar.sync %0, %1;\n}\n" ::"r"(id), "r"(count),
-               "r"(static_cast<int>(pred))
-               : "memory");
-}
-__device__ __forceinline__ void named_bar_arrive_if(int id, int count, bool pred) {
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n@p bar.arrive %0, %1;\n}\n" ::"r"(id), "r"(count),
-               "r"(static_cast<int>(pred))
-               : "memory");
+// wgmma.wait_group with a constant operand: at most `pending` commit groups still in flight.
+__device__ __forceinline__ void wgmma_wait_pending(int pending) {
+  if (pending == 0) asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  if (pending == 1) asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
 }
 
 template <int kRegs>
@@ -735,6 +741,9 @@ __device__ __forceinline__ void ws_load_kmajor(uint32_t dst_tile, const float* g
 #pragma unroll
   for (int i = 0; i < kWsChunksPerLoader; ++i) {
     const bool row_ok = 8 * i < rows_left;
+    if (kWsPrefetchTiles > 0 && kq == 0 && row_ok && k_left > kWsPrefetchTiles * kBK) {
+      asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p + kWsPrefetchTiles * kBK));
+    }
     if constexpr (kVec == 4) {
       int valid = k_left < 0 ? 0 : (k_left > 4 ? 4 : k_left);
       if (!row_ok) valid = 0;
@@ -812,6 +821,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   const int tid = static_cast<int>(threadIdx.x);
   const int wg = tid / 128;
   const int k_tiles = (K + kBK - 1) / kBK;
+  // whole flushes: the tiles past K are zero-filled by the loaders and add exact zeros
+  const int k_tiles_padded = (k_tiles + kWsTilesPerFlush - 1) / kWsTilesPerFlush * kWsTilesPerFlush;
 
   if (tid == 0) {
 #pragma unroll
@@ -831,10 +842,10 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       // Loader warps 8, 9: fp32 A and B tiles -> slot, up to kWsStages tiles ahead of the consumers.
       uint32_t s = 0;
       uint32_t phase = 0;
-      for (int it = 0; it < k_tiles; ++it) {
+      for (int it = 0; it < k_tiles_padded; ++it) {
         mbar_wait(empty_bar + 8 * s, phase ^ 1u);  // passes at once on each slot's first use
         const uint32_t sa = ring + s * kWsSlotBytes;
-        const uint32_t sb = sa + 2 * kWgTileBytes;  // fp32 B staged in the B_small region
+        const uint32_t sb = sa + kWgTileBytes;  // fp32 B, read by the tensor core as B_big
         const int k0 = it * kBK;
         ws_load_kmajor<kVec>(sa, A, lda, m0, M, k0, K, ptid);
         if constexpr (kBKMajor) {
@@ -852,12 +863,12 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       cp_async_commit();
       cp_async_wait<0>();  // no copies left in flight when the thread exits
     } else {
-      // Splitter warps 10, 11: once a tile has landed, B (fp32, staged in B_small) -> B_big, B_small
-      // in place; then release the slot to the consumers.
+      // Splitter warps 10, 11: once a tile has landed, B_small = rna_tf32(B - trunc(B)) next to it (the fp32
+      // B tile is B_big); then release the slot to the consumers.
       const int stid = ptid - kWsLoaderThreads;
       uint32_t s = 0;
       uint32_t phase = 0;
-      for (int j = 0; j < k_tiles; ++j) {
+      for (int j = 0; j < k_tiles_padded; ++j) {
         mbar_wait(loaded_bar + 8 * s, phase);
         const uint32_t b_big = ring + s * kWsSlotBytes + kWgTileBytes;
         const uint32_t b_small = b_big + kWgTileBytes;
@@ -865,9 +876,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         for (int i = 0; i < kWsChunksPerSplitter; ++i) {  // 8 lanes = one 128-byte row: conflict-free
           const int c = i * kWsSplitterThreads + stid;
           const uint32_t off = sw128(c >> 3, (c & 7) * 4);
-          const uint4 v = ld_shared_v4(b_small + off);
-          split4_store(b_big + off, b_small + off, __uint_as_float(v.x), __uint_as_float(v.y),
-                       __uint_as_float(v.z), __uint_as_float(v.w));
+          const uint4 v = ld_shared_v4(b_big + off);
+          st_shared_v4(b_small + off, tf32_remainder(v.x), tf32_remainder(v.y), tf32_remainder(v.z),
+                       tf32_remainder(v.w));
         }
         fence_proxy_async();  // this thread's split stores -> visible to the consumers' wgmmas
         mbar_arrive(full_bar + 8 * s);
@@ -901,46 +912,53 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   const uint32_t a_lane_off = static_cast<uint32_t>(a_row * 128);
   const uint32_t a_chunk = static_cast<uint32_t>((lane >> 4) ^ (lane & 7));
 
-  uint32_t s = 0;
+  uint32_t s = 0;  // first slot of the flush (kWsStages is a multiple of kWsTilesPerFlush: s + h never wraps)
   uint32_t phase = 0;
 #pragma unroll 1
-  for (int kt = 0; kt < k_tiles; ++kt) {
-    mbar_wait(full_bar + 8 * s, phase);
-    const uint32_t sa = ring + s * kWsSlotBytes;
-    const uint32_t b_big = sa + kWgTileBytes;
-    const uint32_t b_small = b_big + kWgTileBytes;
-
-    uint32_t a_big[4][4];
-    uint32_t a_small[4][4];
+  for (int kt = 0; kt < k_tiles_padded; kt += kWsTilesPerFlush) {
+    // One flush: a fresh accumulator gets the two small-part products of every k-tile of the flush first,
+    // then the big products (see "Accumulation" at the top: each wgmma truncates the running sum toward
+    // zero, so the sum should be small for as many of them as possible). Tile h's A fragments are split in
+    // registers once its slot has landed. Commit groups: group 0 = all small products and tile 0's big
+    // ones, group h = tile h's big ones, so slot s + h is free once group h has completed.
+    uint32_t a_big[kWsTilesPerFlush][kBK / 8][4];
+    uint32_t a_small[kWsTilesPerFlush][kBK / 8][4];
+    uint32_t b_big[kWsTilesPerFlush];
 #pragma unroll
-    for (int kk = 0; kk < kBK / 8; ++kk) {
-      uint32_t a[4];
-      ldsm_x4(sa + a_lane_off + ((a_chunk ^ (2u * kk)) << 4), a[0], a[1], a[2], a[3]);
+    for (int h = 0; h < kWsTilesPerFlush; ++h) {
+      mbar_wait(full_bar + 8 * (s + h), phase);
+      const uint32_t sa = ring + (s + h) * kWsSlotBytes;
+      b_big[h] = sa + kWgTileBytes;
+      const uint32_t b_small = b_big[h] + kWgTileBytes;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) split_tf32(__uint_as_float(a[e]), a_big[kk][e], a_small[kk][e]);
+      for (int kk = 0; kk < kBK / 8; ++kk) {
+        uint32_t a[4];
+        ldsm_x4(sa + a_lane_off + ((a_chunk ^ (2u * kk)) << 4), a[0], a[1], a[2], a[3]);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) split_tf32(__uint_as_float(a[e]), a_big[h][kk][e], a_small[h][kk][e]);
+      }
+      wgmma_fence();  // A registers (and, for h = 0, the accumulator's last reader) before the wgmmas
+#pragma unroll
+      for (int kk = 0; kk < kBK / 8; ++kk) {
+        const uint32_t off = kk * 32;
+        wgmma_m64n128k8_rs(tile, a_small[h][kk], wg_desc(b_big[h] + off), h == 0 && kk == 0 ? 0 : 1);
+        wgmma_m64n128k8_rs(tile, a_big[h][kk], wg_desc(b_small + off), 1);
+      }
     }
-    // Ping-pong: warpgroup 0 issues tile kt's wgmmas only after warpgroup 1 issued tile kt-1's, and
-    // warpgroup 1 only after warpgroup 0 issued tile kt's. The tensor cores then run one warpgroup's 12
-    // wgmmas after the other's instead of interleaving them, so each warpgroup's flush and next split
-    // overlap the other's wgmmas (in lock-step both would flush while the tensor cores idle).
-    // (Predicated barriers, not branches: with control flow around the wgmma sequence ptxas serialises
-    // the wgmmas -- a wait after each -- without a warning; the SASS test checks for that.)
-    named_bar_sync_if(cw == 0 ? kWsBarWg1Issued : kWsBarWg0Issued, 256, cw != 0 || kt > 0);
-    wgmma_fence();  // A registers (and the accumulator) written before the wgmmas read them
 #pragma unroll
-    for (int kk = 0; kk < kBK / 8; ++kk) {
-      const uint32_t off = kk * 32;
-      wgmma_m64n128k8_rs(tile, a_small[kk], wg_desc(b_big + off), kk == 0 ? 0 : 1);
-      wgmma_m64n128k8_rs(tile, a_big[kk], wg_desc(b_small + off), 1);
-      wgmma_m64n128k8_rs(tile, a_big[kk], wg_desc(b_big + off), 1);
+    for (int h = 0; h < kWsTilesPerFlush; ++h) {
+#pragma unroll
+      for (int kk = 0; kk < kBK / 8; ++kk) wgmma_m64n128k8_rs(tile, a_big[h][kk], wg_desc(b_big[h] + kk * 32), 1);
+      wgmma_commit();
     }
-    wgmma_commit();
-    // (warpgroup 1 skips its last arrival, which warpgroup 0 would never wait for)
-    named_bar_arrive_if(cw == 0 ? kWsBarWg0Issued : kWsBarWg1Issued, 256, cw == 0 || kt + 1 < k_tiles);
-    wgmma_wait0();
-    __syncwarp();
-    if (lane == 0) mbar_arrive(empty_bar + 8 * s);  // this warp is done with slot s (smem and registers)
-    if (++s == kWsStages) {
+#pragma unroll
+    for (int h = 0; h < kWsTilesPerFlush; ++h) {
+      wgmma_wait_pending(kWsTilesPerFlush - 1 - h);  // tile h's group has completed
+      __syncwarp();
+      if (lane == 0) mbar_arrive(empty_bar + 8 * (s + h));  // this warp is done with slot s + h
+    }
+    s += kWsTilesPerFlush;
+    if (s == kWsStages) {
       s = 0;
       phase ^= 1u;
     }

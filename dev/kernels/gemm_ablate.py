@@ -24,46 +24,48 @@ from pathlib import Path
 
 import bench_gemm as bg
 
-# The experiments below are text patches of gemm_3xtf32.cu as it is now (per-tile flush, rounded split,
-# ping-pong on issue). The round of 2026-11-22 patched later versions; bench/results/2026-11-22_gemm_h100_b1f684f
-# has their numbers and dev/kernels/README.md what they changed.
-NO_WGMMA = [  # one wgmma per k-tile instead of 12
-    ("      wgmma_m64n128k8_rs(tile, a_small[kk], wg_desc(b_big + off), kk == 0 ? 0 : 1);\n"
-     "      wgmma_m64n128k8_rs(tile, a_big[kk], wg_desc(b_small + off), 1);\n"
-     "      wgmma_m64n128k8_rs(tile, a_big[kk], wg_desc(b_big + off), 1);\n",
-     "      if (kk == 0) wgmma_m64n128k8_rs(tile, a_small[kk], wg_desc(b_big + off), 0);\n"),
-]
+# The experiments below are text patches of gemm_3xtf32.cu as it is now (variant 2: a fresh accumulator every
+# kWsTilesPerFlush k-tiles, small-part products first; A big rounded, A small raw; B tile = B_big, B small
+# rounded). Earlier rounds patched earlier versions: bench/results/2026-11-22_gemm_h100_b1f684f has their numbers.
 NO_B_SPLIT = [("for (int i = 0; i < kWsChunksPerSplitter; ++i) {  // 8 lanes",
                "for (int i = 0; i < 0; ++i) {  // 8 lanes")]
-NO_A_SPLIT = [("for (int e = 0; e < 4; ++e) split_tf32(__uint_as_float(a[e]), a_big[kk][e], a_small[kk][e]);",
-               "for (int e = 0; e < 4; ++e) { a_big[kk][e] = a[e]; a_small[kk][e] = a[e]; }")]
-NO_FLUSH = [
-    ("    wgmma_wait0();\n    __syncwarp();\n    if (lane == 0) mbar_arrive(empty_bar + 8 * s);",
-     "    wgmma_wait0();\n    __syncwarp();\n    if (lane == 0) mbar_arrive(empty_bar + 8 * s);\n"
-     "    if (kt + 1 < k_tiles) { if (++s == kWsStages) { s = 0; phase ^= 1u; } continue; }"),
-]
+NO_A_SPLIT = [("for (int e = 0; e < 4; ++e) split_tf32(__uint_as_float(a[e]), a_big[h][kk][e], a_small[h][kk][e]);",
+               "for (int e = 0; e < 4; ++e) a_big[h][kk][e] = a_small[h][kk][e] = a[e];")]
+NO_FLUSH = [("    for (int i = 0; i < 64; ++i) acc[i] += tile[i];\n  }\n\n  // Epilogue from the accumulator",
+             "    if (kt + kWsTilesPerFlush >= k_tiles_padded)\n"
+             "      for (int i = 0; i < 64; ++i) acc[i] += tile[i];\n  }\n\n  // Epilogue from the accumulator")]
 NO_LOADS = [
     ("        ws_load_kmajor<kVec>(sa, A, lda, m0, M, k0, K, ptid);\n", ""),
     ("          ws_load_kmajor<kVec>(sb, B, ldb, n0, N, k0, K, ptid);\n", ""),
 ]
-NO_PINGPONG = [
-    ("    named_bar_sync_if(cw == 0 ? kWsBarWg1Issued : kWsBarWg0Issued, 256, cw != 0 || kt > 0);\n", ""),
-    ("    named_bar_arrive_if(cw == 0 ? kWsBarWg0Issued : kWsBarWg1Issued, 256, cw == 0 || kt + 1 < k_tiles);\n",
-     ""),
+# Each k-step's three products in a row (a_small.b_big, a_big.b_small, a_big.b_big), tile after tile: the order
+# before the small-first one. More wgmmas truncate a large running sum (gemm_scale_batchnorm's running mean).
+INTERLEAVED = [
+    ("        wgmma_m64n128k8_rs(tile, a_big[h][kk], wg_desc(b_small + off), 1);\n      }\n    }\n",
+     "        wgmma_m64n128k8_rs(tile, a_big[h][kk], wg_desc(b_small + off), 1);\n"
+     "        wgmma_m64n128k8_rs(tile, a_big[h][kk], wg_desc(b_big[h] + off), 1);\n      }\n"
+     "      wgmma_commit();\n    }\n"),
+    ("      for (int kk = 0; kk < kBK / 8; ++kk) wgmma_m64n128k8_rs(tile, a_big[h][kk], wg_desc(b_big[h] + kk * 32), 1);\n"
+     "      wgmma_commit();\n", ""),
 ]
-# small = x - big left for the tensor core to truncate (the round's first gain: 91 -> 97 TFLOP/s, same error)
-SMALL_UNROUNDED = [("small = to_tf32(x - __uint_as_float(big));", "small = __float_as_uint(x - __uint_as_float(big));")]
+
+
+def _set(name: str, old: int, new: int) -> list[tuple[str, str]]:
+    return [(f"constexpr int {name} = {old};", f"constexpr int {name} = {new};")]
+
+
+FLUSH_EVERY_TILE = _set("kWsTilesPerFlush", 2, 1)
 
 # (name, kind, replacements): kind "ablation" (time only) or "candidate" (time and error both count)
 EXPERIMENTS: list[tuple[str, str, list[tuple[str, str]]]] = [
     ("baseline", "candidate", []),
-    ("small_unrounded", "candidate", SMALL_UNROUNDED),
-    ("no_pingpong", "candidate", NO_PINGPONG),
+    ("interleaved", "candidate", INTERLEAVED),
+    ("flush_every_tile", "candidate", FLUSH_EVERY_TILE),
+    ("flush_every_tile_interleaved", "candidate", FLUSH_EVERY_TILE + INTERLEAVED),
     ("no_b_split", "ablation", NO_B_SPLIT),
     ("no_a_split", "ablation", NO_A_SPLIT),
     ("no_flush", "ablation", NO_FLUSH),
     ("no_loads", "ablation", NO_LOADS),
-    ("no_wgmma", "ablation", NO_WGMMA),
 ]
 
 
@@ -78,10 +80,39 @@ def patched_source(replacements: list[tuple[str, str]]) -> str:
 
 
 def build_one(build_dir: Path, name: str, replacements) -> tuple[str, Path, str]:
+    """replacements: text patches of the kernel file, or the Path of another kernel file to build as it is."""
     src = build_dir / f"{name}.cu"
-    src.write_text(patched_source(replacements))
+    src.write_text(replacements.read_text() if isinstance(replacements, Path) else patched_source(replacements))
     lib, log = bg.build(build_dir, 3, source=src, tag=name)
     return name, lib, log
+
+
+def column_mean_errors(torch, lib, m: int = 1024, n: int = 8192, k: int = 8192) -> dict:
+    """Error of the column means of C = A.B^T vs float64, ours and cuBLAS SGEMM's, on the operands of a Linear
+    layer followed by train-mode BatchNorm (A = torch.rand: every row has the same positive mean, B = nn.Linear's
+    uniform init): BatchNorm's batch mean (and so its running mean) averages the random part of each element's
+    error away over the rows, and keeps what every row shares (a bias toward zero of the accumulation, or
+    the error of B's split). rms over columns of the mean over rows, in float64 ("f64_mean") and as BatchNorm
+    takes it, in float32 ("f32_mean")."""
+    g = torch.Generator(device=bg.DEVICE).manual_seed(1)
+    a = torch.rand(m, k, device=bg.DEVICE, generator=g)
+    bound = k ** -0.5
+    b = (torch.rand(n, k, device=bg.DEVICE, generator=g) * 2 - 1) * bound
+    c = torch.full((m, n), float("nan"), device=bg.DEVICE)
+    stream = torch.cuda.current_stream().cuda_stream
+    rc = lib.gemm3x_tn(a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, k, k, n, None, stream)
+    if rc != 0:
+        return {"error": f"launch returned cudaError {rc}"}
+    bg.set_tf32(torch, False)
+    sgemm = a @ b.T
+    truth = (a.double() @ b.double().T).mean(0)
+    out = {}
+    for label, res in (("ours", c), ("sgemm", sgemm)):
+        out[label] = {"f64_mean": (res.double().mean(0) - truth).square().mean().sqrt().item(),
+                      "f32_mean": (res.mean(0).double() - truth).square().mean().sqrt().item()}
+    out["ratio_f64_mean"] = out["ours"]["f64_mean"] / out["sgemm"]["f64_mean"]
+    out["ratio_f32_mean"] = out["ours"]["f32_mean"] / out["sgemm"]["f32_mean"]
+    return out
 
 
 def time_one(args) -> int:
@@ -91,8 +122,17 @@ def time_one(args) -> int:
     lib.gemm3x_set_variant(bg.VARIANTS["ws"])
     flush = torch.empty(256 * 1024 * 1024 // 4, device="cuda")
     row = bg.run_case(torch, lib, bg.CASES[0], flush, args)
+    row["column_mean"] = column_mean_errors(torch, lib)
     args.out.write_text(json.dumps(row))
     return 0
+
+
+def _colmean(row: dict) -> str:
+    cm = row.get("column_mean", {})
+    if "ours" not in cm:
+        return cm.get("error", "-")
+    return (f"{cm['ours']['f64_mean']:.2e} = {cm['ratio_f64_mean']:.2f}x sgemm's "
+            f"(f32 mean {cm['ratio_f32_mean']:.2f}x)")
 
 
 def main() -> int:
@@ -103,12 +143,19 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--build-dir", type=Path, default=Path("/tmp/gemm_ablate"))
     parser.add_argument("--build-only", action="store_true")
+    parser.add_argument("--extra", action="append", default=[], metavar="NAME=PATH",
+                        help="also time another kernel file as it is (e.g. an earlier version, for reference)")
     parser.add_argument("--time-one", type=Path, help="(internal) time this library's variant 2, write --out")
     args = parser.parse_args()
     if args.time_one:
         return time_one(args)
     wanted = {w for w in args.only.split(",") if w}
     experiments = [e for e in EXPERIMENTS if not wanted or e[0] in wanted]
+    for spec in args.extra:
+        name, _, path = spec.partition("=")
+        if not Path(path).is_file():
+            sys.exit(f"--extra {spec}: no such file")
+        experiments.append((name, "reference", Path(path)))
     args.build_dir.mkdir(parents=True, exist_ok=True)
 
     with ThreadPoolExecutor(max_workers=len(experiments)) as pool:
@@ -134,17 +181,18 @@ def main() -> int:
         if "error" in row:
             print(f"{name:<18} {kind:<9} failed: {row['error']}", flush=True)
             continue
-        print(f"{name:<18} {kind:<9} {row['tflops']['ours']:7.1f} TFLOP/s  {row['ms']['ours']:.3f} ms  "
-              f"err {row['rel_err_vs_fp64']['ours']:.2e} (sgemm {row['rel_err_vs_fp64']['sgemm']:.2e})", flush=True)
+        print(f"{name:<28} {kind:<9} {row['tflops']['ours']:7.1f} TFLOP/s  {row['ms']['ours']:.3f} ms  "
+              f"err {row['rel_err_vs_fp64']['ours']:.2e} (sgemm {row['rel_err_vs_fp64']['sgemm']:.2e})  "
+              f"column-mean err {_colmean(row)}", flush=True)
     base = rows[0]["ms"]["ours"] if rows and "ms" in rows[0] and rows[0]["experiment"] == "baseline" else None
-    print(f"\n{'experiment':<18} {'kind':<9} {'ms':>7} {'TFLOP/s':>8} {'saves':>7} {'err':>9}")
+    print(f"\n{'experiment':<28} {'kind':<9} {'ms':>7} {'TFLOP/s':>8} {'saves':>7} {'err':>9}  column-mean err")
     for r in rows:
         if "error" in r:
-            print(f"{r['experiment']:<18} {r['kind']:<9} failed: {r['error']}")
+            print(f"{r['experiment']:<28} {r['kind']:<9} failed: {r['error']}")
             continue
         saves = f"{100 * (1 - r['ms']['ours'] / base):6.1f}%" if base else ""
-        print(f"{r['experiment']:<18} {r['kind']:<9} {r['ms']['ours']:7.3f} {r['tflops']['ours']:8.1f} {saves:>7} "
-              f"{r['rel_err_vs_fp64']['ours']:9.2e}")
+        print(f"{r['experiment']:<28} {r['kind']:<9} {r['ms']['ours']:7.3f} {r['tflops']['ours']:8.1f} {saves:>7} "
+              f"{r['rel_err_vs_fp64']['ours']:9.2e}  {_colmean(r)}")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"case": bg.CASES[0].name, "rows": rows}, indent=2))
