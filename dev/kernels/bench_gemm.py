@@ -65,6 +65,7 @@ CASES = [
     Case("nn ragged 1000x1000x999", "nn", 1000, 1000, 999),
     Case("nn ragged 77x130x33 +bias", "nn", 77, 130, 33, epilogue="bias"),
     Case("tn batched 8x512x1024x1024", "tn", 512, 1024, 1024, batch=8),
+    Case("tn batched 64x1024x1024x64 (attention scores: short K, many tiles)", "tn", 1024, 1024, 64, batch=64),
     Case("nn batched 8x512x1024x1024", "nn", 512, 1024, 1024, batch=8),
 ]
 

@@ -800,11 +800,18 @@ __device__ __forceinline__ void wgmma_m64n128k8_rs(float (&d)[64], const uint32_
       : "memory");
 }
 
+// Output tile t of a persistent block: tiles are numbered m-tile fastest, then n-tile, then batch.
+struct WsTile {
+  int batch, m0, n0;
+  __device__ __forceinline__ WsTile(int t, int tiles_m, int tiles_n)
+      : batch(t / (tiles_m * tiles_n)), m0((t % tiles_m) * kBM), n0((t / tiles_m) % tiles_n * kBN) {}
+};
+
 template <bool kBKMajor, int kVec, class Epilogue>
 __global__ void __launch_bounds__(kWsThreads, 1)
     gemm3x_ws_kernel(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
                      int M, int N, int K, int lda, int ldb, int ldc, long long stride_a, long long stride_b,
-                     long long stride_c, Epilogue epi) {
+                     long long stride_c, int tiles_m, int tiles_n, int tiles, Epilogue epi) {
   extern __shared__ __align__(1024) unsigned char ws_smem_raw[];
   const uint32_t raw_addr = smem_addr(ws_smem_raw);
   const uint32_t ring = raw_addr + ((1024u - (raw_addr & 1023u)) & 1023u);  // slot s at ring + s * 48 KB
@@ -812,12 +819,6 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   const uint32_t empty_bar = full_bar + kWsStages * 8;
   const uint32_t loaded_bar = empty_bar + kWsStages * 8;
 
-  const int batch = static_cast<int>(blockIdx.z);
-  A += batch * stride_a;
-  B += batch * stride_b;
-  C += batch * stride_c;
-  const int m0 = static_cast<int>(blockIdx.x) * kBM;
-  const int n0 = static_cast<int>(blockIdx.y) * kBN;
   const int tid = static_cast<int>(threadIdx.x);
   const int wg = tid / 128;
   const int k_tiles = (K + kBK - 1) / kBK;
@@ -842,22 +843,27 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       // Loader warps 8, 9: fp32 A and B tiles -> slot, up to kWsStages tiles ahead of the consumers.
       uint32_t s = 0;
       uint32_t phase = 0;
-      for (int it = 0; it < k_tiles_padded; ++it) {
-        mbar_wait(empty_bar + 8 * s, phase ^ 1u);  // passes at once on each slot's first use
-        const uint32_t sa = ring + s * kWsSlotBytes;
-        const uint32_t sb = sa + kWgTileBytes;  // fp32 B, read by the tensor core as B_big
-        const int k0 = it * kBK;
-        ws_load_kmajor<kVec>(sa, A, lda, m0, M, k0, K, ptid);
-        if constexpr (kBKMajor) {
-          ws_load_kmajor<kVec>(sb, B, ldb, n0, N, k0, K, ptid);
-        } else {
-          ws_load_nn_b(sb, B, ldb, n0, N, k0, K, ptid);
-        }
-        // loaded[s] counts this thread's arrival when all of its cp.asyncs so far have landed.
-        cp_async_mbar_arrive_noinc(loaded_bar + 8 * s);
-        if (++s == kWsStages) {
-          s = 0;
-          phase ^= 1u;
+      for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x)) {
+        const WsTile out(t, tiles_m, tiles_n);
+        const float* a_batch = A + out.batch * stride_a;
+        const float* b_batch = B + out.batch * stride_b;
+        for (int it = 0; it < k_tiles_padded; ++it) {
+          mbar_wait(empty_bar + 8 * s, phase ^ 1u);  // passes at once on each slot's first use
+          const uint32_t sa = ring + s * kWsSlotBytes;
+          const uint32_t sb = sa + kWgTileBytes;  // fp32 B, read by the tensor core as B_big
+          const int k0 = it * kBK;
+          ws_load_kmajor<kVec>(sa, a_batch, lda, out.m0, M, k0, K, ptid);
+          if constexpr (kBKMajor) {
+            ws_load_kmajor<kVec>(sb, b_batch, ldb, out.n0, N, k0, K, ptid);
+          } else {
+            ws_load_nn_b(sb, b_batch, ldb, out.n0, N, k0, K, ptid);
+          }
+          // loaded[s] counts this thread's arrival when all of its cp.asyncs so far have landed.
+          cp_async_mbar_arrive_noinc(loaded_bar + 8 * s);
+          if (++s == kWsStages) {
+            s = 0;
+            phase ^= 1u;
+          }
         }
       }
       cp_async_commit();
@@ -868,7 +874,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       const int stid = ptid - kWsLoaderThreads;
       uint32_t s = 0;
       uint32_t phase = 0;
-      for (int j = 0; j < k_tiles_padded; ++j) {
+      const int my_tiles = (tiles - static_cast<int>(blockIdx.x) + static_cast<int>(gridDim.x) - 1) /
+                           static_cast<int>(gridDim.x);  // as many as the loaders' and consumers' loops
+      for (int j = 0; j < my_tiles * k_tiles_padded; ++j) {
         mbar_wait(loaded_bar + 8 * s, phase);
         const uint32_t b_big = ring + s * kWsSlotBytes + kWgTileBytes;
         const uint32_t b_small = b_big + kWgTileBytes;
@@ -901,8 +909,6 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   float acc[64];
   float tile[64];
 #pragma unroll
-  for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-#pragma unroll
   for (int i = 0; i < 64; ++i) tile[i] = 0.0f;
 
   // ldmatrix row of this lane: blocks (rows 0-7, k 0-3), (rows 8-15, k 0-3), (rows 0-7, k 4-7),
@@ -915,71 +921,79 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   uint32_t s = 0;  // first slot of the flush (kWsStages is a multiple of kWsTilesPerFlush: s + h never wraps)
   uint32_t phase = 0;
 #pragma unroll 1
-  for (int kt = 0; kt < k_tiles_padded; kt += kWsTilesPerFlush) {
-    // One flush: a fresh accumulator gets the two small-part products of every k-tile of the flush first,
-    // then the big products (see "Accumulation" at the top: each wgmma truncates the running sum toward
-    // zero, so the sum should be small for as many of them as possible). Tile h's A fragments are split in
-    // registers once its slot has landed. Commit groups: group 0 = all small products and tile 0's big
-    // ones, group h = tile h's big ones, so slot s + h is free once group h has completed.
-    uint32_t a_big[kWsTilesPerFlush][kBK / 8][4];
-    uint32_t a_small[kWsTilesPerFlush][kBK / 8][4];
-    uint32_t b_big[kWsTilesPerFlush];
+  for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x)) {
+    const WsTile out(t, tiles_m, tiles_n);
 #pragma unroll
-    for (int h = 0; h < kWsTilesPerFlush; ++h) {
-      mbar_wait(full_bar + 8 * (s + h), phase);
-      const uint32_t sa = ring + (s + h) * kWsSlotBytes;
-      b_big[h] = sa + kWgTileBytes;
-      const uint32_t b_small = b_big[h] + kWgTileBytes;
+    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+#pragma unroll 1
+    for (int kt = 0; kt < k_tiles_padded; kt += kWsTilesPerFlush) {
+      // One flush: a fresh accumulator gets the two small-part products of every k-tile of the flush first,
+      // then the big products (see "Accumulation" at the top: each wgmma truncates the running sum toward
+      // zero, so the sum should be small for as many of them as possible). Tile h's A fragments are split in
+      // registers once its slot has landed. Commit groups: group 0 = all small products and tile 0's big
+      // ones, group h = tile h's big ones, so slot s + h is free once group h has completed.
+      uint32_t a_big[kWsTilesPerFlush][kBK / 8][4];
+      uint32_t a_small[kWsTilesPerFlush][kBK / 8][4];
+      uint32_t b_big[kWsTilesPerFlush];
 #pragma unroll
-      for (int kk = 0; kk < kBK / 8; ++kk) {
-        uint32_t a[4];
-        ldsm_x4(sa + a_lane_off + ((a_chunk ^ (2u * kk)) << 4), a[0], a[1], a[2], a[3]);
+      for (int h = 0; h < kWsTilesPerFlush; ++h) {
+        mbar_wait(full_bar + 8 * (s + h), phase);
+        const uint32_t sa = ring + (s + h) * kWsSlotBytes;
+        b_big[h] = sa + kWgTileBytes;
+        const uint32_t b_small = b_big[h] + kWgTileBytes;
 #pragma unroll
-        for (int e = 0; e < 4; ++e) split_tf32(__uint_as_float(a[e]), a_big[h][kk][e], a_small[h][kk][e]);
+        for (int kk = 0; kk < kBK / 8; ++kk) {
+          uint32_t a[4];
+          ldsm_x4(sa + a_lane_off + ((a_chunk ^ (2u * kk)) << 4), a[0], a[1], a[2], a[3]);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) split_tf32(__uint_as_float(a[e]), a_big[h][kk][e], a_small[h][kk][e]);
+        }
+        wgmma_fence();  // A registers (and, for h = 0, the accumulator's last reader) before the wgmmas
+#pragma unroll
+        for (int kk = 0; kk < kBK / 8; ++kk) {
+          const uint32_t off = kk * 32;
+          wgmma_m64n128k8_rs(tile, a_small[h][kk], wg_desc(b_big[h] + off), h == 0 && kk == 0 ? 0 : 1);
+          wgmma_m64n128k8_rs(tile, a_big[h][kk], wg_desc(b_small + off), 1);
+        }
       }
-      wgmma_fence();  // A registers (and, for h = 0, the accumulator's last reader) before the wgmmas
 #pragma unroll
-      for (int kk = 0; kk < kBK / 8; ++kk) {
-        const uint32_t off = kk * 32;
-        wgmma_m64n128k8_rs(tile, a_small[h][kk], wg_desc(b_big[h] + off), h == 0 && kk == 0 ? 0 : 1);
-        wgmma_m64n128k8_rs(tile, a_big[h][kk], wg_desc(b_small + off), 1);
+      for (int h = 0; h < kWsTilesPerFlush; ++h) {
+#pragma unroll
+        for (int kk = 0; kk < kBK / 8; ++kk) wgmma_m64n128k8_rs(tile, a_big[h][kk], wg_desc(b_big[h] + kk * 32), 1);
+        wgmma_commit();
       }
-    }
 #pragma unroll
-    for (int h = 0; h < kWsTilesPerFlush; ++h) {
+      for (int h = 0; h < kWsTilesPerFlush; ++h) {
+        wgmma_wait_pending(kWsTilesPerFlush - 1 - h);  // tile h's group has completed
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty_bar + 8 * (s + h));  // this warp is done with slot s + h
+      }
+      s += kWsTilesPerFlush;
+      if (s == kWsStages) {
+        s = 0;
+        phase ^= 1u;
+      }
 #pragma unroll
-      for (int kk = 0; kk < kBK / 8; ++kk) wgmma_m64n128k8_rs(tile, a_big[h][kk], wg_desc(b_big[h] + kk * 32), 1);
-      wgmma_commit();
+      for (int i = 0; i < 64; ++i) acc[i] += tile[i];
     }
-#pragma unroll
-    for (int h = 0; h < kWsTilesPerFlush; ++h) {
-      wgmma_wait_pending(kWsTilesPerFlush - 1 - h);  // tile h's group has completed
-      __syncwarp();
-      if (lane == 0) mbar_arrive(empty_bar + 8 * (s + h));  // this warp is done with slot s + h
-    }
-    s += kWsTilesPerFlush;
-    if (s == kWsStages) {
-      s = 0;
-      phase ^= 1u;
-    }
-#pragma unroll
-    for (int i = 0; i < 64; ++i) acc[i] += tile[i];
-  }
 
-  // Epilogue from the accumulator fragment (variant 1's layout), bounds-checked.
-  const int row_base = m0 + 64 * cw + 16 * q + (lane >> 2);
-  const int col_base = n0 + 2 * (lane & 3);
+    // Epilogue from the accumulator fragment (variant 1's layout), bounds-checked. The stores drain while
+    // the next tile's wgmmas run (the producer has already loaded its first k-tiles).
+    float* c_batch = C + out.batch * stride_c;
+    const int row_base = out.m0 + 64 * cw + 16 * q + (lane >> 2);
+    const int col_base = out.n0 + 2 * (lane & 3);
 #pragma unroll
-  for (int j = 0; j < 16; ++j) {
+    for (int j = 0; j < 16; ++j) {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int row = row_base + (e >> 1) * 8;
-      const int col = col_base + j * 8 + (e & 1);
-      if (row < M && col < N) {
-        C[static_cast<long long>(row) * ldc + col] = epi(acc[4 * j + e], batch, row, col);
+      for (int e = 0; e < 4; ++e) {
+        const int row = row_base + (e >> 1) * 8;
+        const int col = col_base + j * 8 + (e & 1);
+        if (row < M && col < N) {
+          c_batch[static_cast<long long>(row) * ldc + col] = epi(acc[4 * j + e], out.batch, row, col);
+        }
       }
     }
-  }
+  }  // output tiles
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -996,24 +1010,43 @@ cudaError_t launch_variant(const float* A, const float* B, float* C, int M, int 
                            int ldc, int batch, long long stride_a, long long stride_b, long long stride_c,
                            Epilogue epi, cudaStream_t stream) {
   const int v = variant();
-  auto kernel = v == 2   ? gemm3x_ws_kernel<kBKMajor, kVec, Epilogue>
-                : v == 1 ? gemm3x_wgmma_kernel<kBKMajor, kVec, Epilogue>
-                         : gemm3x_tf32_kernel<kBKMajor, kVec, Epilogue>;
+  auto ws_kernel = gemm3x_ws_kernel<kBKMajor, kVec, Epilogue>;
+  auto kernel = v == 1 ? gemm3x_wgmma_kernel<kBKMajor, kVec, Epilogue> : gemm3x_tf32_kernel<kBKMajor, kVec, Epilogue>;
   const int bytes = v == 2 ? kWsSmemBytes : v == 1 ? kWgSmemBytes : Smem<kBKMajor>::kBytes;
   const int threads = v == 2 ? kWsThreads : kThreads;
   // The shared-memory limit is a per-device attribute of each kernel: set it once per (variant, device),
   // not on every launch (a driver call on the hot path). A race sets it twice, which is harmless.
   static unsigned long long configured[3] = {0, 0, 0};  // bit d: set on device d (d < 64)
+  static int sms[64] = {0};                              // multiprocessors of device d (variant 2's grid)
   int device = 0;
   cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess) return err;
   const unsigned long long bit = device < 64 ? 1ull << device : 0ull;
   if (bit == 0 || (configured[v] & bit) == 0) {
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    err = v == 2 ? cudaFuncSetAttribute(ws_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)
+                 : cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     if (err != cudaSuccess) return err;
     configured[v] |= bit;
   }
-  const dim3 grid((M + kBM - 1) / kBM, (N + kBN - 1) / kBN, batch);
+  const int tiles_m = (M + kBM - 1) / kBM, tiles_n = (N + kBN - 1) / kBN;
+  if (v == 2) {
+    // Persistent: one block per multiprocessor (the kernel's registers and shared memory allow one), each
+    // looping over output tiles t = blockIdx.x, + gridDim.x, ...: a tile's first loads start while the
+    // previous tile's last wgmmas run and its stores drain, which matters when K is short.
+    int count = device < 64 ? sms[device] : 0;
+    if (count == 0) {
+      err = cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+      if (err != cudaSuccess) return err;
+      if (device < 64) sms[device] = count;
+    }
+    const long long tiles = static_cast<long long>(tiles_m) * tiles_n * batch;
+    if (tiles > 0x7fffffffLL) return cudaErrorInvalidValue;
+    const int grid = static_cast<int>(tiles < count ? tiles : count);
+    ws_kernel<<<grid, threads, bytes, stream>>>(A, B, C, M, N, K, lda, ldb, ldc, stride_a, stride_b, stride_c,
+                                                tiles_m, tiles_n, static_cast<int>(tiles), epi);
+    return cudaGetLastError();
+  }
+  const dim3 grid(tiles_m, tiles_n, batch);
   kernel<<<grid, threads, bytes, stream>>>(A, B, C, M, N, K, lda, ldb, ldc, stride_a, stride_b, stride_c,
                                            epi);
   return cudaGetLastError();

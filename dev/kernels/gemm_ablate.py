@@ -31,22 +31,22 @@ NO_B_SPLIT = [("for (int i = 0; i < kWsChunksPerSplitter; ++i) {  // 8 lanes",
                "for (int i = 0; i < 0; ++i) {  // 8 lanes")]
 NO_A_SPLIT = [("for (int e = 0; e < 4; ++e) split_tf32(__uint_as_float(a[e]), a_big[h][kk][e], a_small[h][kk][e]);",
                "for (int e = 0; e < 4; ++e) a_big[h][kk][e] = a_small[h][kk][e] = a[e];")]
-NO_FLUSH = [("    for (int i = 0; i < 64; ++i) acc[i] += tile[i];\n  }\n\n  // Epilogue from the accumulator",
-             "    if (kt + kWsTilesPerFlush >= k_tiles_padded)\n"
-             "      for (int i = 0; i < 64; ++i) acc[i] += tile[i];\n  }\n\n  // Epilogue from the accumulator")]
+NO_FLUSH = [("      for (int i = 0; i < 64; ++i) acc[i] += tile[i];\n    }\n\n    // Epilogue from the accumulator",
+             "      if (kt + kWsTilesPerFlush >= k_tiles_padded)\n"
+             "        for (int i = 0; i < 64; ++i) acc[i] += tile[i];\n    }\n\n    // Epilogue from the accumulator")]
 NO_LOADS = [
-    ("        ws_load_kmajor<kVec>(sa, A, lda, m0, M, k0, K, ptid);\n", ""),
-    ("          ws_load_kmajor<kVec>(sb, B, ldb, n0, N, k0, K, ptid);\n", ""),
+    ("          ws_load_kmajor<kVec>(sa, a_batch, lda, out.m0, M, k0, K, ptid);\n", ""),
+    ("            ws_load_kmajor<kVec>(sb, b_batch, ldb, out.n0, N, k0, K, ptid);\n", ""),
 ]
 # Each k-step's three products in a row (a_small.b_big, a_big.b_small, a_big.b_big), tile after tile: the order
 # before the small-first one. More wgmmas truncate a large running sum (gemm_scale_batchnorm's running mean).
 INTERLEAVED = [
-    ("        wgmma_m64n128k8_rs(tile, a_big[h][kk], wg_desc(b_small + off), 1);\n      }\n    }\n",
-     "        wgmma_m64n128k8_rs(tile, a_big[h][kk], wg_desc(b_small + off), 1);\n"
-     "        wgmma_m64n128k8_rs(tile, a_big[h][kk], wg_desc(b_big[h] + off), 1);\n      }\n"
-     "      wgmma_commit();\n    }\n"),
-    ("      for (int kk = 0; kk < kBK / 8; ++kk) wgmma_m64n128k8_rs(tile, a_big[h][kk], wg_desc(b_big[h] + kk * 32), 1);\n"
-     "      wgmma_commit();\n", ""),
+    ("          wgmma_m64n128k8_rs(tile, a_big[h][kk], wg_desc(b_small + off), 1);\n        }\n      }\n",
+     "          wgmma_m64n128k8_rs(tile, a_big[h][kk], wg_desc(b_small + off), 1);\n"
+     "          wgmma_m64n128k8_rs(tile, a_big[h][kk], wg_desc(b_big[h] + off), 1);\n        }\n"
+     "        wgmma_commit();\n      }\n"),
+    ("        for (int kk = 0; kk < kBK / 8; ++kk) wgmma_m64n128k8_rs(tile, a_big[h][kk], wg_desc(b_big[h] + kk * 32), 1);\n"
+     "        wgmma_commit();\n", ""),
 ]
 
 
@@ -115,13 +115,21 @@ def column_mean_errors(torch, lib, m: int = 1024, n: int = 8192, k: int = 8192) 
     return out
 
 
+def cases_of(args) -> list:
+    """The headline case, then the bench cases whose name contains one of --cases' comma-separated texts."""
+    texts = [t for t in args.cases.split(",") if t]
+    return [bg.CASES[0]] + [c for c in bg.CASES[1:] if any(t in c.name for t in texts)]
+
+
 def time_one(args) -> int:
     import torch
 
     lib = bg.load(args.time_one)
     lib.gemm3x_set_variant(bg.VARIANTS["ws"])
     flush = torch.empty(256 * 1024 * 1024 // 4, device="cuda")
-    row = bg.run_case(torch, lib, bg.CASES[0], flush, args)
+    rows = [bg.run_case(torch, lib, case, flush, args) for case in cases_of(args)]
+    row = rows[0]
+    row["more_cases"] = rows[1:]
     row["column_mean"] = column_mean_errors(torch, lib)
     args.out.write_text(json.dumps(row))
     return 0
@@ -143,6 +151,8 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--build-dir", type=Path, default=Path("/tmp/gemm_ablate"))
     parser.add_argument("--build-only", action="store_true")
+    parser.add_argument("--cases", default="", help="also time the bench cases whose name contains one of these "
+                        "comma-separated texts (the headline always runs)")
     parser.add_argument("--extra", action="append", default=[], metavar="NAME=PATH",
                         help="also time another kernel file as it is (e.g. an earlier version, for reference)")
     parser.add_argument("--time-one", type=Path, help="(internal) time this library's variant 2, write --out")
@@ -172,7 +182,7 @@ def main() -> int:
     for (name, kind, _), (_, lib_path, _) in zip(experiments, built):
         out = args.build_dir / f"{name}.json"
         cmd = [sys.executable, str(Path(__file__).resolve()), "--time-one", str(lib_path), "--out", str(out),
-               "--reps", str(args.reps), "--warmup", str(args.warmup)]
+               "--reps", str(args.reps), "--warmup", str(args.warmup), "--cases", args.cases]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         row = json.loads(out.read_text()) if proc.returncode == 0 and out.exists() else {
             "error": f"exit {proc.returncode}: {proc.stderr.strip()[-400:]}"}
@@ -184,6 +194,11 @@ def main() -> int:
         print(f"{name:<28} {kind:<9} {row['tflops']['ours']:7.1f} TFLOP/s  {row['ms']['ours']:.3f} ms  "
               f"err {row['rel_err_vs_fp64']['ours']:.2e} (sgemm {row['rel_err_vs_fp64']['sgemm']:.2e})  "
               f"column-mean err {_colmean(row)}", flush=True)
+        for more in row["more_cases"]:
+            ok = more.get("ok") and "ms" in more
+            print(f"    {more['case']['name']}: " + (f"{more['ms']['ours']:.3f} ms ({more['tflops']['ours']:.1f} TFLOP/s), "
+                  f"sgemm {more['ms']['sgemm']:.3f} ms, err {more['rel_err_vs_fp64']['ours']:.2e}" if ok
+                  else f"FAILED {more.get('error', '(wrong result)')}"), flush=True)
     base = rows[0]["ms"]["ours"] if rows and "ms" in rows[0] and rows[0]["experiment"] == "baseline" else None
     print(f"\n{'experiment':<28} {'kind':<9} {'ms':>7} {'TFLOP/s':>8} {'saves':>7} {'err':>9}  column-mean err")
     for r in rows:
