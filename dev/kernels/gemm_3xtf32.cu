@@ -811,7 +811,7 @@ template <bool kBKMajor, int kVec, class Epilogue>
 __global__ void __launch_bounds__(kWsThreads, 1)
     gemm3x_ws_kernel(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
                      int M, int N, int K, int lda, int ldb, int ldc, long long stride_a, long long stride_b,
-                     long long stride_c, int tiles_m, int tiles_n, int tiles, Epilogue epi) {
+                     long long stride_c, int tiles_m, int tiles_n, int tiles, bool c_pairs, Epilogue epi) {
   extern __shared__ __align__(1024) unsigned char ws_smem_raw[];
   const uint32_t raw_addr = smem_addr(ws_smem_raw);
   const uint32_t ring = raw_addr + ((1024u - (raw_addr & 1023u)) & 1023u);  // slot s at ring + s * 48 KB
@@ -977,19 +977,31 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       for (int i = 0; i < 64; ++i) acc[i] += tile[i];
     }
 
-    // Epilogue from the accumulator fragment (variant 1's layout), bounds-checked. The stores drain while
-    // the next tile's wgmmas run (the producer has already loaded its first k-tiles).
+    // Epilogue from the accumulator fragment (variant 1's layout), bounds-checked: each thread holds pairs of
+    // adjacent columns (2t, 2t + 1), stored as one 8-byte access when C's rows allow (c_pairs), so a warp's
+    // store fills whole 32-byte sectors. The stores drain while the next tile's loads and wgmmas start.
     float* c_batch = C + out.batch * stride_c;
     const int row_base = out.m0 + 64 * cw + 16 * q + (lane >> 2);
     const int col_base = out.n0 + 2 * (lane & 3);
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
+      for (int e = 0; e < 4; e += 2) {
         const int row = row_base + (e >> 1) * 8;
-        const int col = col_base + j * 8 + (e & 1);
-        if (row < M && col < N) {
-          c_batch[static_cast<long long>(row) * ldc + col] = epi(acc[4 * j + e], out.batch, row, col);
+        const int col = col_base + j * 8;
+        if (row >= M || col >= N) continue;
+        float* c_row = c_batch + static_cast<long long>(row) * ldc;
+        const float v0 = epi(acc[4 * j + e], out.batch, row, col);
+        if (col + 1 < N) {
+          const float v1 = epi(acc[4 * j + e + 1], out.batch, row, col + 1);
+          if (c_pairs) {
+            *reinterpret_cast<float2*>(c_row + col) = make_float2(v0, v1);
+          } else {
+            c_row[col] = v0;
+            c_row[col + 1] = v1;
+          }
+        } else {
+          c_row[col] = v0;
         }
       }
     }
@@ -1042,8 +1054,10 @@ cudaError_t launch_variant(const float* A, const float* B, float* C, int M, int 
     const long long tiles = static_cast<long long>(tiles_m) * tiles_n * batch;
     if (tiles > 0x7fffffffLL) return cudaErrorInvalidValue;
     const int grid = static_cast<int>(tiles < count ? tiles : count);
+    // C[row][2i], C[row][2i + 1] as one 8-byte store: every row (and batch) start 8-byte aligned
+    const bool c_pairs = (reinterpret_cast<uintptr_t>(C) & 7u) == 0 && ldc % 2 == 0 && (batch == 1 || stride_c % 2 == 0);
     ws_kernel<<<grid, threads, bytes, stream>>>(A, B, C, M, N, K, lda, ldb, ldc, stride_a, stride_b, stride_c,
-                                                tiles_m, tiles_n, static_cast<int>(tiles), epi);
+                                                tiles_m, tiles_n, static_cast<int>(tiles), c_pairs, epi);
     return cudaGetLastError();
   }
   const dim3 grid(tiles_m, tiles_n, batch);
