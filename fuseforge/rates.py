@@ -11,7 +11,7 @@ import math
 
 SMS = 132  # H100 SXM
 SGEMM_FLOPS = 51.3e12  # cuBLAS fp32 GEMM, measured on an H100
-GEMM3X_FLOPS = 91.8e12  # our 3xTF32 GEMM, variant 2, 1024x8192x8192 on an H100 (bench/results/2026-11-21_labs_h100_634af62/gemm_head_0961b1f.json)
+GEMM3X_FLOPS = 103.9e12  # our 3xTF32 GEMM, variant 2, 1024x8192x8192 on an H100 (bench/results/2026-11-22_gemm_h100_b2736b1/run05_ablate_pairs_b2736b1.json)
 GEMM3X_TILE = 128  # output tile side of every variant (M and N)
 CONV_FLOPS = 100e12  # cuDNN convolutions (TF32 by default in PyTorch): a rough effective rate
 BANDWIDTH = 2.98e12  # device copy, bytes read + written per second

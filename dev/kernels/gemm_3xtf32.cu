@@ -15,7 +15,7 @@
 // 6.3e-7 vs 3.8e-7 (SGEMM 1.6e-6) but 10x eager's error on short K (K = 1-65 after an exp epilogue), which
 // DESIGN's verification rule rejects. Products
 //     a_small*b_big + a_big*b_small + a_big*b_big           (small*small dropped)
-// are accumulated on the tensor core in fp32 -- but per k-tile only:
+// are accumulated on the tensor core in fp32 -- but only over a few k-tiles at a time:
 //
 // Accumulation. The tensor core's fp32 accumulation is not IEEE round-to-nearest. The first H100 run
 // (one accumulator chained through all K/8 * 3 mmas) had errors vs fp64 growing linearly in K: 3.1e-7 at
@@ -23,14 +23,23 @@
 // mma adds its 8 exact products to the accumulator after aligning all 9 terms to the largest and
 // truncating 2 bits below fp32's 24, then rounds the sum toward zero, reproduces those numbers within a
 // few percent (tests/test_dev_kernels_compile.py): the rounding toward zero shrinks the running sum a
-// little at every step. So each k-tile (BK = 32: 4 k-steps x 3 mmas) goes into a fresh accumulator
-// (the first mma reads zeros) that is then added into the running sum with an ordinary fp32 add (round to
-// nearest). The model gives 3.9e-7 at K=8192 for that; this costs 64 FADDs per thread per k-tile.
+// little at every step. So a few k-tiles go into a fresh accumulator (the first mma reads zeros) that is
+// then added into the running sum with an ordinary fp32 add (round to nearest): variants 0 and 1 one k-tile
+// (BK = 32: 4 k-steps x 3 mmas), variant 2 kWsTilesPerFlush (2) k-tiles, 64 FADDs per thread per flush.
+// The rounding toward zero is a bias: the mean over the rows of C keeps it (train-mode BatchNorm's batch
+// mean after a Linear layer, which verification compares), while each element's random error averages out.
+// Each wgmma shrinks the chain's running sum, so variant 2 orders a flush's 24 wgmmas to keep that sum
+// small for as many as possible: the 16 small-part products of both k-tiles first (they add ~2^-11 of the
+// result), then the 8 big ones. H100, 1024x8192x8192, error of the column means in units of cuBLAS
+// SGEMM's: 3.75x for one k-tile per flush in k-step order, 7.55x for two (which failed verification on
+// gemm_scale_batchnorm's running mean), 2.74x for two with the small products first (element error 2.9e-7
+// vs SGEMM's 1.6e-6). The model gives these within ~10% (tests/test_dev_kernels_compile.py).
 //
 // Layouts (all row-major, leading dimensions in elements):
 //   TN: C[M,N] = A[M,K] . B[N,K]^T   (x @ W.T, W as nn.Linear stores it)   B tile in smem as [n][k]
 //   NN: C[M,N] = A[M,K] . B[K,N]                                          B tile in smem as [k][n]
-//   Batched: blockIdx.z picks the batch; A, B, C (and the epilogue's residual) advance by their strides.
+//   Batched: blockIdx.z picks the batch (variant 2: the output tile's number); A, B, C (and the epilogue's
+//   residual) advance by their strides.
 //
 // Tiling (variant 0). Block tile BM x BN x BK = 128 x 128 x 32, 256 threads = 8 warps arranged 2 (m) x 4 (n);
 // each warp owns a 64 x 32 sub-tile = 4 (m16) x 4 (n8) mma tiles = 64 fp32 accumulators per thread.
@@ -609,20 +618,24 @@ __global__ void __launch_bounds__(kThreads, 1)
 // gemm3x_set_variant(2).
 //
 // 384 threads = 3 warpgroups, block tile 128 x 128 x 32 (same tiling of C as variants 0 and 1), a ring of
-// kWsStages (4) slots in shared memory, three mbarriers per slot (loaded, full, empty):
+// kWsStages (4) slots in shared memory, three mbarriers per slot (loaded, full, empty). Persistent: the
+// launcher starts one block per multiprocessor (min(tiles, SMs)), and every role loops over output tiles
+// t = blockIdx.x, + gridDim.x, ... (WsTile: m-tile fastest, then n-tile, then batch), the ring's slot and
+// parity running on from one tile to the next, so a tile's first loads overlap the previous tile's last
+// wgmmas and its stores (K = 64, 64 x 1024 x 1024: 0.322 -> 0.133 ms with the 8-byte stores below).
 //   * warpgroups 0, 1 = consumers (setmaxnreg.inc: kWsConsumerRegs), rows 64 w .. 64 w + 63 of the tile.
-//     Per k-tile: wait full[s]; ldmatrix.x4 the fp32 A fragments of the 4 k8 steps from the slot and split
-//     them in registers (wgmma with A from registers: the m64k8 tf32 A fragment is the m16n8k8 one per
-//     warp, a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4), warp q of the warpgroup on rows
-//     16q..16q+15); 12 x wgmma.m64n128k8 (a_small.b_big, a_big.b_small, a_big.b_big per k8; B from the
-//     swizzled smem tiles through descriptors exactly as variant 1) into a fresh accumulator (the first
-//     with scale-d = 0); wgmma.wait_group 0; one lane per warp arrives on empty[s] (8 arrivals complete
-//     the phase); then the per-tile round-to-nearest flush acc += tile (the accuracy scheme of variants 0
-//     and 1, unchanged). Ping-pong: two named barriers make the warpgroups issue their wgmmas in turn
-//     (0: tile kt, 1: tile kt, 0: tile kt+1, ...), so one's wait, flush and next split overlap the other's
-//     wgmmas on the tensor cores.
+//     Per flush of kWsTilesPerFlush (2) k-tiles, each k-tile h: wait full[s + h]; ldmatrix.x4 the fp32 A
+//     fragments of its 4 k8 steps from the slot and split them in registers (wgmma with A from registers:
+//     the m64k8 tf32 A fragment is the m16n8k8 one per warp, a0 (g, t), a1 (g+8, t), a2 (g, t+4),
+//     a3 (g+8, t+4), warp q of the warpgroup on rows 16q..16q+15); its 8 small-part wgmma.m64n128k8
+//     (a_small.b_big, a_big.b_small per k8; B from the swizzled smem tiles through descriptors exactly as
+//     variant 1) into the flush's fresh accumulator (the first with scale-d = 0). Then the big products
+//     a_big.b_big, 4 per k-tile, one commit group per k-tile (see "Accumulation" at the top for the order).
+//     wgmma.wait_group 1, then 0: as k-tile h's group completes, one lane per warp arrives on empty[s + h]
+//     (8 arrivals complete the phase). Then the round-to-nearest flush acc += tile. After the last flush
+//     the epilogue stores the tile (pairs of columns as 8-byte stores when C's rows are 8-byte aligned).
 //   * warpgroup 2 = producer (setmaxnreg.dec: kWsProducerRegs), two roles:
-//     - loader warps 8, 9: for k-tile kt wait empty[s] (s = kt % 4), issue the bounds-checked,
+//     - loader warps 8, 9: for each k-tile wait empty[s] (s = the k-tile's count % 4), issue the bounds-checked,
 //       zero-filling cp.async copies of the fp32 A tile and the fp32 B tile into slot s, then
 //       cp.async.mbarrier.arrive.noinc on loaded[s] (the arrival happens when the thread's copies have
 //       landed; 64 complete the phase). Loaders run up to 4 tiles ahead of the consumers.
@@ -639,9 +652,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 // 16-byte copies when aligned (kVec = 4), else 4-byte copies, as the other variants.
 // Shared memory: 4 slots x 48 KB + 1 KB alignment + 12 mbarriers = 197,728 bytes. No shape or alignment
 // falls back to another variant: all copies and stores are bounds-checked as in variants 0/1.
-// Sync: phases are waited by parity: loaded[s] and full[s] with (kt / 4) & 1, empty[s] with
-// ((kt / 4) & 1) ^ 1 (which passes at once on each slot's first use). Every thread of a role runs all
-// k-tiles, so arrival counts always match; a mismatch would hang, not crash (the protocol is modelled in
+// Sync: phases are waited by parity: loaded[s] and full[s] with (j / 4) & 1, empty[s] with ((j / 4) & 1) ^ 1
+// (which passes at once on each slot's first use), j counting the block's k-tiles over all its output tiles.
+// Every thread of a role runs the same k-tiles (K is padded to whole flushes; the loaders zero-fill past K),
+// so arrival counts always match; a mismatch would hang, not crash (the protocol is modelled in
 // tests/test_dev_kernels_compile.py). Registers: 384 threads put 3 warps on a sub-partition, so ptxas
 // caps the kernel at 168; setmaxnreg moves registers from the producer to the consumers, which need 186.
 constexpr int kWsStages = 4;
