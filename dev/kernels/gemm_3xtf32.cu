@@ -673,13 +673,11 @@ constexpr int kWsSmemBytes = kWsStages * kWsSlotBytes + 1024 + 3 * kWsStages * 8
 static_assert(kWsLoaderThreads + kWsSplitterThreads == 128, "one producer warpgroup (setmaxnreg is per warpgroup)");
 static_assert(1024 % kWsLoaderThreads == 0 && 1024 % kWsSplitterThreads == 0, "whole chunks per thread");
 // 384 threads put 3 warps on some SM sub-partition, so ptxas caps every thread at 168 registers; the
-// consumers need more: 64 + 64 accumulators, 64 A fragment registers (two k-tiles, live until their wgmmas
-// complete), addresses, and the previous output tile's epilogue, which runs while a flush is in flight (with
-// 72 for the producer and 216 for the consumers, BiasSigmoidScaleResidual's epilogue spilled). setmaxnreg
-// moves registers from the producer warpgroup (which uses <= 54) to the consumers (224); ptxas allocates
-// each role's code within its new limit.
+// consumers need a few more (64 + 64 accumulators + 32 A fragment registers + addresses: 186 in SASS).
+// setmaxnreg moves registers from the producer warpgroup (which uses <= 54) to the consumers; ptxas
+// allocates each role's code within its new limit.
 #ifndef GEMM3X_WS_PRODUCER_REGS
-#define GEMM3X_WS_PRODUCER_REGS 56
+#define GEMM3X_WS_PRODUCER_REGS 72
 #endif
 constexpr int kWsProducerRegs = GEMM3X_WS_PRODUCER_REGS;
 // The pool setmaxnreg.inc draws from is what the block was launched with (168 x 384 = 64512 registers,
@@ -925,7 +923,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   float acc[64];
   float tile[64];
 #pragma unroll
-  for (int i = 0; i < 64; ++i) acc[i] = tile[i] = 0.0f;
+  for (int i = 0; i < 64; ++i) tile[i] = 0.0f;
 
   // ldmatrix row of this lane: blocks (rows 0-7, k 0-3), (rows 8-15, k 0-3), (rows 0-7, k 4-7),
   // (rows 8-15, k 4-7) of the warp's 16 x 8 slice of each k8 step. In the swizzled A tile, k8 step kk's
@@ -934,43 +932,13 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   const uint32_t a_lane_off = static_cast<uint32_t>(a_row * 128);
   const uint32_t a_chunk = static_cast<uint32_t>((lane >> 4) ^ (lane & 7));
 
-  // Epilogue of output tile t_done from the accumulator fragment (variant 1's layout), bounds-checked: each
-  // thread holds pairs of adjacent columns (2t, 2t + 1), stored as one 8-byte access when C's rows allow
-  // (c_pairs), so a warp's store fills whole 32-byte sectors.
-  auto store_tile = [&](int t_done) {
-    const WsTile out(t_done, tiles_m, tiles_n);
-    float* c_batch = C + out.batch * stride_c;
-    const int row_base = out.m0 + 64 * cw + 16 * q + (lane >> 2);
-    const int col_base = out.n0 + 2 * (lane & 3);
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; e += 2) {
-        const int row = row_base + (e >> 1) * 8;
-        const int col = col_base + j * 8;
-        if (row >= M || col >= N) continue;
-        float* c_row = c_batch + static_cast<long long>(row) * ldc;
-        const float v0 = epi(acc[4 * j + e], out.batch, row, col);
-        if (col + 1 < N) {
-          const float v1 = epi(acc[4 * j + e + 1], out.batch, row, col + 1);
-          if (c_pairs) {
-            *reinterpret_cast<float2*>(c_row + col) = make_float2(v0, v1);
-          } else {
-            c_row[col] = v0;
-            c_row[col + 1] = v1;
-          }
-        } else {
-          c_row[col] = v0;
-        }
-      }
-    }
-  };
-
   uint32_t s = 0;  // first slot of the flush (kWsStages is a multiple of kWsTilesPerFlush: s + h never wraps)
   uint32_t phase = 0;
-  int stored_late = -1;  // the output tile whose results are in acc, not yet stored
 #pragma unroll 1
   for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x)) {
+    const WsTile out(t, tiles_m, tiles_n);
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
 #pragma unroll 1
     for (int kt = 0; kt < k_tiles_padded; kt += kWsTilesPerFlush) {
       // One flush: a fresh accumulator gets the two small-part products of every k-tile of the flush first,
@@ -1008,9 +976,6 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         for (int kk = 0; kk < kBK / 8; ++kk) wgmma_m64n128k8_rs(tile, a_big[h][kk], wg_desc(b_big[h] + kk * 32), 1);
         wgmma_commit();
       }
-      // The previous output tile's stores run while this tile's first flush is on the tensor cores (its
-      // wgmmas write `tile`; acc holds the previous tile's sums until the flush below replaces them).
-      if (kt == 0 && stored_late >= 0) store_tile(stored_late);
 #pragma unroll
       for (int h = 0; h < kWsTilesPerFlush; ++h) {
         wgmma_wait_pending(kWsTilesPerFlush - 1 - h);  // tile h's group has completed
@@ -1023,11 +988,38 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         phase ^= 1u;
       }
 #pragma unroll
-      for (int i = 0; i < 64; ++i) acc[i] = kt == 0 ? tile[i] : acc[i] + tile[i];
+      for (int i = 0; i < 64; ++i) acc[i] += tile[i];
     }
-    stored_late = t;
-  }
-  if (stored_late >= 0) store_tile(stored_late);
+
+    // Epilogue from the accumulator fragment (variant 1's layout), bounds-checked: each thread holds pairs of
+    // adjacent columns (2t, 2t + 1), stored as one 8-byte access when C's rows allow (c_pairs), so a warp's
+    // store fills whole 32-byte sectors. The stores drain while the next tile's loads and wgmmas start.
+    float* c_batch = C + out.batch * stride_c;
+    const int row_base = out.m0 + 64 * cw + 16 * q + (lane >> 2);
+    const int col_base = out.n0 + 2 * (lane & 3);
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; e += 2) {
+        const int row = row_base + (e >> 1) * 8;
+        const int col = col_base + j * 8;
+        if (row >= M || col >= N) continue;
+        float* c_row = c_batch + static_cast<long long>(row) * ldc;
+        const float v0 = epi(acc[4 * j + e], out.batch, row, col);
+        if (col + 1 < N) {
+          const float v1 = epi(acc[4 * j + e + 1], out.batch, row, col + 1);
+          if (c_pairs) {
+            *reinterpret_cast<float2*>(c_row + col) = make_float2(v0, v1);
+          } else {
+            c_row[col] = v0;
+            c_row[col + 1] = v1;
+          }
+        } else {
+          c_row[col] = v0;
+        }
+      }
+    }
+  }  // output tiles
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -31,9 +31,9 @@ NO_B_SPLIT = [("for (int i = 0; i < kWsChunksPerSplitter; ++i) {  // 8 lanes",
                "for (int i = 0; i < 0; ++i) {  // 8 lanes")]
 NO_A_SPLIT = [("for (int e = 0; e < 4; ++e) split_tf32(__uint_as_float(a[e]), a_big[h][kk][e], a_small[h][kk][e]);",
                "for (int e = 0; e < 4; ++e) a_big[h][kk][e] = a_small[h][kk][e] = a[e];")]
-NO_FLUSH = [("      for (int i = 0; i < 64; ++i) acc[i] = kt == 0 ? tile[i] : acc[i] + tile[i];",
+NO_FLUSH = [("      for (int i = 0; i < 64; ++i) acc[i] += tile[i];\n    }\n\n    // Epilogue from the accumulator",
              "      if (kt + kWsTilesPerFlush >= k_tiles_padded)\n"
-             "        for (int i = 0; i < 64; ++i) acc[i] = tile[i];")]
+             "        for (int i = 0; i < 64; ++i) acc[i] += tile[i];\n    }\n\n    // Epilogue from the accumulator")]
 NO_LOADS = [
     ("          ws_load_kmajor<kVec>(sa, a_batch, lda, out.m0, M, k0, K, ptid);\n", ""),
     ("            ws_load_kmajor<kVec>(sb, b_batch, ldb, out.n0, N, k0, K, ptid);\n", ""),
