@@ -55,16 +55,16 @@ def test_a_channels_last_operand_is_read_through_a_tile_and_the_output_is_contig
     tiled = kernel.cuda[kernel.cuda.index(f"{name}_tiled_kernel("):kernel.cuda.index(f"int launch_{name}(")]
     assert "__shared__ __align__(16) float tile[FF_TILE_SLOTS];" in tiled
     assert "const FFTiles tiles = FFTiles::of(shape, aligned);" in tiled
-    # quads: one 16-byte load along channels of the tiled operand, one 16-byte store along positions of
-    # each contiguous output
-    assert "tiles.quad_along_channels(threadIdx.x, p, ch);" in tiled
-    assert "__ldg(reinterpret_cast<const float4*>(src + ((index_t)n * S + s) * C + c))" in tiled
+    # the tiled operand is read along channels by FFTiles' fixed phase (16-byte loads with quads, else all
+    # 4 single loads before the stores: runtime.py, run on the host by test_tiles.py), then the tile is
+    # computed and written along positions
+    load = "tiles.load_channels_last(tile, src, n, c0, s0, C, S);"
+    assert load in tiled and tiled.index(load) < tiled.index("__syncthreads();")
+    assert "void load_channels_last(float* tile, const float* __restrict__ src" in ext.cuda  # FFTiles is there
+    # quads: one 16-byte store along positions of each contiguous output
     assert "tiles.quad_along_positions(threadIdx.x, p, ch);" in tiled
     assert "ff_store4(add_21, i, add_21_q);" in tiled
-    # single elements otherwise: all 4 loads before the stores, written along positions
-    assert "tiles.element_along_channels(j * FF_TILE_THREADS + threadIdx.x, p, ch);" in tiled
-    assert "v[j] = at[j] >= 0 ? __ldg(src + ((index_t)n * S + s) * C + c) : 0.0f;" in tiled
-    assert tiled.index("v[j] = at[j]") < tiled.index("if (at[j] >= 0) tile[at[j]] = v[j];")
+    # single elements otherwise, written along positions
     assert "tiles.element_along_positions(j * FF_TILE_THREADS + threadIdx.x, p, ch);" in tiled
     assert "const index_t i = ((index_t)n * C + c) * S + s;" in tiled
     assert "add_21[i] = add_21_v;" in tiled

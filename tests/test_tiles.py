@@ -6,7 +6,10 @@ tiles cover every element exactly once; both orders (along channels, along posit
 1024 elements of a tile, four per thread, in distinct shared-memory slots inside the buffer; with quads
 (16-byte accesses) only where C and S are multiples of 4 and the data aligned, and then 16-byte aligned
 slots; single elements read along positions hit 32 distinct banks per warp; and no lane idles when C is
-a power of two up to 32 (the reason for the geometry).
+a power of two up to 32 (the reason for the geometry). It also runs FFTiles' memory phases, every thread of
+a block one after another and a phase only once all threads finished the one before (the kernels'
+__syncthreads()): load_nchw then store_channels_last transposes (ff_channels_last), and load_channels_last
+reads the result back into the same tile (the pointwise tiled kernel), with 32- and 64-bit indices.
 """
 
 import subprocess
@@ -20,10 +23,17 @@ CHECKER = r"""
 #define __host__
 #define __device__
 #define __forceinline__ inline
+#include <algorithm>
 #include <cstdio>
 #include <set>
+#include <string>
 #include <tuple>
 #include <vector>
+// Host stand-ins for the CUDA that the tile phases use: a block's threads run one after another.
+struct float4 { float x, y, z, w; };
+static float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+template <typename T> static T __ldg(const T* p) { return *p; }
+static struct { unsigned x; } threadIdx;
 """ + TYPES + TILES + r"""
 static int failures = 0;
 #define EXPECT(cond, ...) do { if (!(cond)) { ++failures; if (failures < 20) { printf(__VA_ARGS__); printf("\n"); } } } while (0)
@@ -99,24 +109,80 @@ static void check(int64_t N, int64_t C, int64_t S, bool aligned) {
     }
 }
 
-int main() {
+// Every tile through FFTiles' phases, each phase run by all 256 threads before the next starts.
+template <typename index_t>
+static void check_phases(int64_t N, int64_t C, int64_t S, bool aligned) {
+    const FFTiles tiles(N, C, S, aligned);
+    std::vector<float> nchw(N * C * S), channels_last(N * C * S, -1.0f);
+    for (size_t e = 0; e < nchw.size(); ++e) nchw[e] = (float)e;
+    std::vector<float> tile(FF_TILE_SLOTS), again(FF_TILE_SLOTS);
+    const index_t C_ = (index_t)C, S_ = (index_t)S;
+    for (int64_t t = 0; t < tiles.count; ++t) {
+        int64_t n, c0, s0;
+        tiles.origin(t, n, c0, s0);
+        std::fill(tile.begin(), tile.end(), -1.0f);
+        std::fill(again.begin(), again.end(), -1.0f);
+        for (threadIdx.x = 0; threadIdx.x < FF_TILE_THREADS; ++threadIdx.x)
+            tiles.load_nchw(tile.data(), nchw.data(), n, c0, s0, C_, S_);
+        for (int c = 0; c < 1 << tiles.log_width; ++c)
+            for (int p = 0; p < 1 << tiles.log_span; ++p) {
+                const bool inside = c0 + c < C && s0 + p < S;
+                const float want = inside ? nchw[(n * C + c0 + c) * S + s0 + p] : -1.0f;
+                EXPECT(tile[tiles.slot(p, c)] == want, "C=%lld S=%lld quads %d: load_nchw put %g at (%d, %d), "
+                       "want %g", (long long)C, (long long)S, (int)tiles.quads, tile[tiles.slot(p, c)], p, c, want);
+            }
+        for (threadIdx.x = 0; threadIdx.x < FF_TILE_THREADS; ++threadIdx.x)
+            tiles.store_channels_last(tile.data(), channels_last.data(), n, c0, s0, C_, S_);
+        for (threadIdx.x = 0; threadIdx.x < FF_TILE_THREADS; ++threadIdx.x)
+            tiles.load_channels_last(again.data(), channels_last.data(), n, c0, s0, C_, S_);
+        EXPECT(again == tile, "C=%lld S=%lld quads %d tile %lld: load_channels_last read another tile",
+               (long long)C, (long long)S, (int)tiles.quads, (long long)t);
+    }
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t c = 0; c < C; ++c)
+            for (int64_t s = 0; s < S; ++s)
+                EXPECT(channels_last[(n * S + s) * C + c] == nchw[(n * C + c) * S + s],
+                       "N=%lld C=%lld S=%lld quads %d: (%lld, %lld, %lld) not transposed", (long long)N,
+                       (long long)C, (long long)S, (int)tiles.quads, (long long)n, (long long)c, (long long)s);
+}
+
+int main(int argc, char** argv) {
+    const bool phases = argc > 1 && std::string(argv[1]) == "phases";  // else the geometry
     for (int64_t N : {1, 3})
         for (int64_t C : {1, 2, 3, 4, 5, 8, 16, 17, 20, 31, 32, 33, 64, 100})
             for (int64_t S : {1, 7, 12, 130, 2049, 2052})
-                for (bool aligned : {false, true})
-                    check(N, C, S, aligned);
+                for (bool aligned : {false, true}) {
+                    if (!phases) {
+                        check(N, C, S, aligned);
+                    } else {
+                        check_phases<uint32_t>(N, C, S, aligned);
+                        check_phases<int64_t>(N, C, S, aligned);
+                    }
+                }
     printf("failures %d\n", failures);
     return failures == 0 ? 0 : 1;
 }
 """
 
 
-@pytest.mark.skipif(GXX is None, reason="g++ is not installed")
-def test_tiles_cover_every_element_once_and_keep_every_lane_busy(tmp_path):
-    source, binary = tmp_path / "tiles.cpp", tmp_path / "tiles"
+@pytest.fixture(scope="module")
+def checker(tmp_path_factory):
+    if GXX is None:
+        pytest.skip("g++ is not installed")
+    folder = tmp_path_factory.mktemp("tiles")
+    source, binary = folder / "tiles.cpp", folder / "tiles"
     source.write_text(CHECKER)
-    built = subprocess.run([GXX, "-std=c++17", "-O1", "-o", str(binary), str(source)], capture_output=True,
-                           text=True, timeout=300)
+    built = subprocess.run([GXX, "-std=c++17", "-O1", "-fno-strict-aliasing", "-o", str(binary), str(source)],
+                           capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr
-    run = subprocess.run([str(binary)], capture_output=True, text=True, timeout=300)
+    return binary
+
+
+def test_tiles_cover_every_element_once_and_keep_every_lane_busy(checker):
+    run = subprocess.run([str(checker)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "failures 0" in run.stdout, run.stdout
+
+
+def test_the_tile_phases_transpose_to_channels_last_and_read_it_back_into_the_same_tile(checker):
+    run = subprocess.run([str(checker), "phases"], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0 and "failures 0" in run.stdout, run.stdout

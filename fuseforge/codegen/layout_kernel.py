@@ -6,8 +6,10 @@ H100 with dev/kernels/profile_kernels.py: 144 us for the 134 MB input of conv2d_
 torch.compile's transposing kernel takes 90 us). This kernel is a tile transpose per sample: [C, S] ->
 [S, C] through shared memory in runtime.py's `FFTiles` (up to 32 channels x 1024 / width positions, so a
 4- or 16-channel input leaves no lane idle), reading along positions and writing along channels, both
-coalesced, 16 bytes per access when C and S are multiples of 4. Anything but a contiguous float32 4-D or 5-D CUDA tensor is converted by PyTorch as before, so
-the result is always the same tensor values in channels-last memory. (Fixed 32 x 64 tiles, measured at
+coalesced, 16 bytes per access when C and S are multiples of 4 (the phases `FFTiles::load_nchw` and
+`FFTiles::store_channels_last`; the pointwise tiled kernel reads with `FFTiles::load_channels_last`).
+Anything but a contiguous float32 4-D or 5-D CUDA tensor is converted by PyTorch as before, so the result
+is always the same tensor values in channels-last memory. (Fixed 32 x 64 tiles, measured at
 62d60db, were slower than PyTorch below 32 channels: 160 us for conv3d_maxpool_sigmoid_sum's 4-channel
 input, cuDNN's own conversion 113 us; 296 us for conv2d_channelmin_tanh's 16 channels, compile 173 us.)
 """
@@ -21,37 +23,17 @@ __global__ void __launch_bounds__(FF_TILE_THREADS) ff_channels_last_kernel(const
     for (int64_t t = blockIdx.x; t < tiles.count; t += gridDim.x) {
         int64_t n, c0, s0;
         tiles.origin(t, n, c0, s0);
-        int p, ch;
-        if (tiles.quads) {  // read four positions of one channel, write four channels of one position
-            tiles.quad_along_positions(threadIdx.x, p, ch);
-            if (s0 + p < S && c0 + ch < C)
-                *reinterpret_cast<float4*>(tile + tiles.slot(p, ch)) =
-                    __ldg(reinterpret_cast<const float4*>(in + (n * C + c0 + ch) * S + s0 + p));
+        // Read along positions, write along channels. One branch on the path per tile with the barrier inside
+        // it, so that each branch's phases compile for its path (one barrier between two phases that each test
+        // tiles.quads measured 3-14% slower in the scalar path on the H100).
+        if (tiles.quads) {
+            tiles.load_nchw(tile, in, n, c0, s0, C, S);
             __syncthreads();
-            tiles.quad_along_channels(threadIdx.x, p, ch);
-            if (s0 + p < S && c0 + ch < C) {
-                const float* row = tile + tiles.slot(p, ch);
-                *reinterpret_cast<float4*>(out + (n * S + s0 + p) * C + c0 + ch) =
-                    make_float4(row[0], row[tiles.pitch()], row[2 * tiles.pitch()], row[3 * tiles.pitch()]);
-            }
-        } else {  // four single elements each way, all loads issued before any is stored
-            float v[4];
-            int at[4];  // the element's shared-memory slot, -1 outside the tensor
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                tiles.element_along_positions(j * FF_TILE_THREADS + threadIdx.x, p, ch);
-                at[j] = s0 + p < S && c0 + ch < C ? tiles.slot(p, ch) : -1;
-                v[j] = at[j] >= 0 ? __ldg(in + (n * C + c0 + ch) * S + s0 + p) : 0.0f;
-            }
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-                if (at[j] >= 0) tile[at[j]] = v[j];
+            tiles.store_channels_last(tile, out, n, c0, s0, C, S);
+        } else {
+            tiles.load_nchw(tile, in, n, c0, s0, C, S);
             __syncthreads();
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                tiles.element_along_channels(j * FF_TILE_THREADS + threadIdx.x, p, ch);
-                if (s0 + p < S && c0 + ch < C) out[(n * S + s0 + p) * C + c0 + ch] = tile[tiles.slot(p, ch)];
-            }
+            tiles.store_channels_last(tile, out, n, c0, s0, C, S);
         }
         __syncthreads();
     }

@@ -11,8 +11,9 @@ operand (NHWC or NDHWC memory of an [N, C, S...] iteration; see runtime.py): rea
 order would be strided by C. A block of 8 warps takes a tile of one sample (runtime.py's `FFTiles`: up to
 32 channels x 1024 / width positions, so a 16-channel tensor gets 16 x 64 tiles and no idle lanes; each
 thread moves four elements, as one 16-byte access on either side when C and S are multiples of 4), reads
-the tiled operand along channels into shared memory, and then computes and writes the tile along
-positions, so both the read and the contiguous (NCHW) output writes are coalesced. Which
+the tiled operand along channels into shared memory with the fixed `FFTiles::load_channels_last` (shared
+with `ff_channels_last`, layout_kernel.py), and then computes and writes the tile along positions, so both
+the read and the contiguous (NCHW) output writes are coalesced. Which
 operand is tiled is a runtime argument; each input is spelled as a choice between the tile and an
 ordinary load, so the operand descriptors are never indexed at run time (no local memory).
 """
@@ -140,35 +141,9 @@ def _tiled_kernel(group: KernelGroup) -> str:
         with w.indent():
             w.line("int64_t n, c0, s0;")
             w.line("tiles.origin(t, n, c0, s0);")
-            w.line("int p, ch;")
-            w.line("if (tiles.quads) {  // load along channels: four channels of one position")
-            with w.indent():
-                w.line("tiles.quad_along_channels(threadIdx.x, p, ch);")
-                w.line("const index_t s = (index_t)(s0 + p), c = (index_t)(c0 + ch);")
-                w.line("if (s < S && c < C) {")
-                with w.indent():
-                    w.line("const float4 q = __ldg(reinterpret_cast<const float4*>(src + ((index_t)n * S + s) * C + c));")
-                    w.line("float* row = tile + tiles.slot(p, ch);")
-                    w.line("row[0] = q.x; row[tiles.pitch()] = q.y; row[2 * tiles.pitch()] = q.z; "
-                           "row[3 * tiles.pitch()] = q.w;")
-                w.line("}")
-            w.line("} else {  // load along channels: four single elements, all loads issued before any is stored")
-            with w.indent():
-                w.line("float v[4];")
-                w.line("int at[4];  // the element's shared-memory slot, -1 outside the tensor")
-                w.line("#pragma unroll")
-                w.line("for (int j = 0; j < 4; ++j) {")
-                with w.indent():
-                    w.line("tiles.element_along_channels(j * FF_TILE_THREADS + threadIdx.x, p, ch);")
-                    w.line("const index_t s = (index_t)(s0 + p), c = (index_t)(c0 + ch);")
-                    w.line("at[j] = s < S && c < C ? tiles.slot(p, ch) : -1;")
-                    w.line("v[j] = at[j] >= 0 ? __ldg(src + ((index_t)n * S + s) * C + c) : 0.0f;")
-                w.line("}")
-                w.line("#pragma unroll")
-                w.line("for (int j = 0; j < 4; ++j)")
-                w.line("    if (at[j] >= 0) tile[at[j]] = v[j];")
-            w.line("}")
+            w.line("tiles.load_channels_last(tile, src, n, c0, s0, C, S);  // read the tiled operand along channels")
             w.line("__syncthreads();")
+            w.line("int p, ch;")
             w.line("if (tiles.quads) {  // compute and write along positions: four positions of one channel")
             with w.indent():
                 w.line("tiles.quad_along_positions(threadIdx.x, p, ch);")
