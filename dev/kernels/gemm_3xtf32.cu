@@ -1121,7 +1121,7 @@ cudaError_t launch_bias(const float* A, const float* B, float* C, int M, int N, 
 // ---------------------------------------------------------------------------------------------------
 
 // Selects the kernel of every later launch: 0 = mma.sync (default), 1 = wgmma (sm_90a), 2 = warp-specialised
-// wgmma with A from registers (sm_90a, not yet run on a GPU).
+// wgmma with A from registers (sm_90a).
 // Returns the previous variant, or -1 (and changes nothing) for an unknown one.
 extern "C" int gemm3x_set_variant(int v) {
   if (v != 0 && v != 1 && v != 2) return -1;

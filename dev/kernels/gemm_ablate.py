@@ -4,11 +4,15 @@ stage removed, for a GPU session.
     python3 dev/kernels/gemm_ablate.py --out $OUT/ablate.json            # every experiment, headline shape
     python3 dev/kernels/gemm_ablate.py --only baseline,no_b_split        # some of them
     python3 dev/kernels/gemm_ablate.py --build-only                      # patch and compile (no GPU)
+    python3 dev/kernels/gemm_ablate.py --only baseline --extra old=OLD.cu --cases attention,batched
 
 Each experiment is a list of exact text replacements applied to a copy of gemm_3xtf32.cu (the file itself is
 never changed; a replacement whose text is missing fails the run, so a stale experiment cannot silently time
-the unpatched kernel). All copies are compiled in parallel, then each is timed on the headline case
-(1024x8192x8192, A.B^T) with bench_gemm's timing (L2 flushed, median of --reps) and checked against float64.
+the unpatched kernel); --extra NAME=PATH adds another kernel file as it is (an earlier version, for reference).
+All copies are compiled in parallel, then each is timed on the headline case (1024x8192x8192, A.B^T; --cases
+adds bench_gemm cases by name) with bench_gemm's timing (L2 flushed, median of --reps) and checked against
+float64, and the error of C's column means is measured on a Linear layer's operands (column_mean_errors: what
+train-mode BatchNorm's running mean sees), in units of cuBLAS SGEMM's.
 "Ablations" leave work out and give wrong results: only their time means something. "Candidates" are
 changes that could be kept; their error says whether they may be.
 """
