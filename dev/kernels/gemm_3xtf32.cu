@@ -445,7 +445,12 @@ __device__ __forceinline__ void split4_store(uint32_t big_addr, uint32_t small_a
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// wgmma.wait_group with a constant operand (pending folds to 0 or 1 after unrolling): at most `pending` commit
+// groups still in flight.
+__device__ __forceinline__ void wgmma_wait_pending(int pending) {
+  if (pending == 0) asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  if (pending == 1) asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+}
 __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
@@ -589,7 +594,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                             // the barrier that ended iteration kt-1
     }
     // 3. Flush this tile's products into the running sum (round to nearest).
-    wgmma_wait0();
+    wgmma_wait_pending(0);
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] += tile[i];
     __syncthreads();  // split kt+1 visible to both warpgroups; both done reading buffer kt%2
@@ -659,7 +664,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 // tests/test_dev_kernels_compile.py). Registers: 384 threads put 3 warps on a sub-partition, so ptxas
 // caps the kernel at 168; setmaxnreg moves registers from the producer to the consumers, which need 186.
 constexpr int kWsStages = 4;
-constexpr int kWsPrefetchTiles = 0;  // loaders ask L2 for the rows of k-tile kt + this while copying kt (0: off)
 constexpr int kWsTilesPerFlush = 2;  // k-tiles per fresh accumulator (consumers take slots in pairs)
 static_assert(kWsStages % kWsTilesPerFlush == 0, "a flush's slots never wrap around the ring");
 static_assert(kWsTilesPerFlush == 1 || kWsTilesPerFlush == 2, "wgmma_wait_pending covers 0 and 1");
@@ -690,12 +694,6 @@ static_assert(kWsConsumerRegs % 8 == 0 && kWsConsumerRegs >= kWsLaunchRegs && kW
               "setmaxnreg.inc range");
 static_assert(kWsProducerRegs * 128 + kWsConsumerRegs * 256 <= kWsLaunchRegs * kWsThreads,
               "setmaxnreg must not ask for more registers than the block holds");
-
-// wgmma.wait_group with a constant operand: at most `pending` commit groups still in flight.
-__device__ __forceinline__ void wgmma_wait_pending(int pending) {
-  if (pending == 0) asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-  if (pending == 1) asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-}
 
 template <int kRegs>
 __device__ __forceinline__ void setmaxnreg_dec() {
@@ -755,9 +753,6 @@ __device__ __forceinline__ void ws_load_kmajor(uint32_t dst_tile, const float* g
 #pragma unroll
   for (int i = 0; i < kWsChunksPerLoader; ++i) {
     const bool row_ok = 8 * i < rows_left;
-    if (kWsPrefetchTiles > 0 && kq == 0 && row_ok && k_left > kWsPrefetchTiles * kBK) {
-      asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p + kWsPrefetchTiles * kBK));
-    }
     if constexpr (kVec == 4) {
       int valid = k_left < 0 ? 0 : (k_left > 4 ? 4 : k_left);
       if (!row_ok) valid = 0;
@@ -1037,7 +1032,8 @@ cudaError_t launch_variant(const float* A, const float* B, float* C, int M, int 
                            Epilogue epi, cudaStream_t stream) {
   const int v = variant();
   auto ws_kernel = gemm3x_ws_kernel<kBKMajor, kVec, Epilogue>;
-  auto kernel = v == 1 ? gemm3x_wgmma_kernel<kBKMajor, kVec, Epilogue> : gemm3x_tf32_kernel<kBKMajor, kVec, Epilogue>;
+  auto kernel =
+      v == 1 ? gemm3x_wgmma_kernel<kBKMajor, kVec, Epilogue> : gemm3x_tf32_kernel<kBKMajor, kVec, Epilogue>;
   const int bytes = v == 2 ? kWsSmemBytes : v == 1 ? kWgSmemBytes : Smem<kBKMajor>::kBytes;
   const int threads = v == 2 ? kWsThreads : kThreads;
   // The shared-memory limit is a per-device attribute of each kernel: set it once per (variant, device),
@@ -1069,7 +1065,8 @@ cudaError_t launch_variant(const float* A, const float* B, float* C, int M, int 
     if (tiles > 0x7fffffffLL) return cudaErrorInvalidValue;
     const int grid = static_cast<int>(tiles < count ? tiles : count);
     // C[row][2i], C[row][2i + 1] as one 8-byte store: every row (and batch) start 8-byte aligned
-    const bool c_pairs = (reinterpret_cast<uintptr_t>(C) & 7u) == 0 && ldc % 2 == 0 && (batch == 1 || stride_c % 2 == 0);
+    const bool c_pairs =
+        (reinterpret_cast<uintptr_t>(C) & 7u) == 0 && ldc % 2 == 0 && (batch == 1 || stride_c % 2 == 0);
     ws_kernel<<<grid, threads, bytes, stream>>>(A, B, C, M, N, K, lda, ldb, ldc, stride_a, stride_b, stride_c,
                                                 tiles_m, tiles_n, static_cast<int>(tiles), c_pairs, epi);
     return cudaGetLastError();
