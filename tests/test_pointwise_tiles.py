@@ -54,7 +54,8 @@ def test_a_channels_last_operand_is_read_through_a_tile_and_the_output_is_contig
     name = group.name
     tiled = kernel.cuda[kernel.cuda.index(f"{name}_tiled_kernel("):kernel.cuda.index(f"int launch_{name}(")]
     assert "__shared__ __align__(16) float tile[FF_TILE_SLOTS];" in tiled
-    assert "const FFTiles tiles = FFTiles::of(shape, aligned);" in tiled
+    # one kernel per path (quads or single elements), the host's FFTiles passed in
+    assert "int tiled, FFTiles tiles) {" in tiled and "tiles.quads = kQuads;" in tiled
     # the tiled operand is read along channels by FFTiles' fixed phase (16-byte loads with quads, else all
     # 4 single loads before the stores: runtime.py, run on the host by test_tiles.py), then the tile is
     # computed and written along positions
@@ -62,10 +63,12 @@ def test_a_channels_last_operand_is_read_through_a_tile_and_the_output_is_contig
     assert load in tiled and tiled.index(load) < tiled.index("__syncthreads();")
     assert "void load_channels_last(float* tile, const float* __restrict__ src" in ext.cuda  # FFTiles is there
     # quads: one 16-byte store along positions of each contiguous output
-    assert "tiles.quad_along_positions(threadIdx.x, p, ch);" in tiled
+    assert "for (int k = 0; k < FF_TILE_QUADS; ++k) {" in tiled
+    assert "tiles.quad_along_positions(FFTiles::item(k), p, ch);" in tiled
     assert "ff_store4(add_21, i, add_21_q);" in tiled
     # single elements otherwise, written along positions
-    assert "tiles.element_along_positions(j * FF_TILE_THREADS + threadIdx.x, p, ch);" in tiled
+    assert "for (int j = 0; j < 4 * FF_TILE_QUADS; ++j) {" in tiled
+    assert "tiles.element_along_positions(FFTiles::item(j), p, ch);" in tiled
     assert "const index_t i = ((index_t)n * C + c) * S + s;" in tiled
     assert "add_21[i] = add_21_v;" in tiled
     # each input is the tile or an ordinary load, chosen by the runtime flag: never a runtime index into
@@ -80,8 +83,10 @@ def test_a_channels_last_operand_is_read_through_a_tile_and_the_output_is_contig
     # the launcher takes the flag and launches the tiled kernel, and only it, when it is set
     launcher = kernel.cuda[kernel.cuda.index(f"int launch_{name}("):]
     branch = launcher[launcher.index("if (tiled >= 0) {"):launcher.index("const int blocks = ff_blocks(vectorized")]
-    assert f"{name}_tiled_kernel<uint32_t><<<" in branch and f"{name}_tiled_kernel<uint64_t><<<" in branch
-    assert "FFTiles::of(shape, vectorized).count" in branch and f"{name}_kernel<" not in branch
+    for quads in ("true", "false"):
+        for index_t in ("uint32_t", "uint64_t"):
+            assert f"{name}_tiled_kernel<{quads}, {index_t}><<<tiles.blocks(), threads, 0, s>>>" in branch
+    assert "const FFTiles tiles = FFTiles::of(shape, vectorized);" in branch and f"{name}_kernel<" not in branch
     assert "return (int)cudaGetLastError();" in branch
     assert "int tiled, void* stream)" in kernel.launcher_decl
     # the binding hands over ff_prepare's choice; the output stays a plain (contiguous) empty tensor
@@ -118,11 +123,15 @@ def test_the_tiled_kernel_compiles_for_hopper_without_spills_or_local_memory(gen
     assert "warning" not in result.stderr.lower(), result.stderr[-3000:]
     report = _ptxas_report(result.stderr)
     tiled = {f: r for f, r in report.items() if f"{group.name}_tiled_kernel" in f}
-    assert len(tiled) == 2  # 32- and 64-bit indices
-    assert len(report) == 6  # and the four flat kernels, unchanged
+    assert len(tiled) == 4  # quads or single elements, 32- or 64-bit indices
+    assert len(report) == 8  # and the four flat kernels, unchanged
     for function, r in report.items():
         assert r["stack"] == r["spill_stores"] == r["spill_loads"] == 0, (function, r)
         assert r["registers"] <= 64, (function, r)
+    # the common path (quads, 32-bit indices) compiles on its own: at most 40 registers, six blocks per
+    # multiprocessor (one kernel for both paths took 64: four)
+    (quads32,) = [r for f, r in tiled.items() if "_tiled_kernelILb1EjE" in f]
+    assert quads32["registers"] <= 40, quads32
 
 
 @pytest.mark.skipif(GXX is None, reason="g++ is not installed")

@@ -3,7 +3,7 @@
 The pointwise tiled kernel and `ff_channels_last` move [N, C, S] tensors through shared memory one tile
 at a time. A C++ program enumerates every tile of many shapes and checks what the kernels rely on: the
 tiles cover every element exactly once; both orders (along channels, along positions) visit the same
-1024 elements of a tile, four per thread, in distinct shared-memory slots inside the buffer; with quads
+2048 elements of a tile, eight per thread (two quads), in distinct shared-memory slots inside the buffer; with quads
 (16-byte accesses) only where C and S are multiples of 4 and the data aligned, and then 16-byte aligned
 slots; single elements read along positions hit 32 distinct banks per warp; and no lane idles when C is
 a power of two up to 32 (the reason for the geometry). It also runs FFTiles' memory phases, every thread of
@@ -38,19 +38,22 @@ static struct { unsigned x; } threadIdx;
 static int failures = 0;
 #define EXPECT(cond, ...) do { if (!(cond)) { ++failures; if (failures < 20) { printf(__VA_ARGS__); printf("\n"); } } } while (0)
 
-// The four elements thread k moves, in one order: (position, channel) pairs.
-static std::vector<std::pair<int, int>> four(const FFTiles& tiles, int k, bool along_channels) {
+// The elements thread k moves, in one order: (position, channel) pairs.
+static std::vector<std::pair<int, int>> items(const FFTiles& tiles, int k, bool along_channels) {
     std::vector<std::pair<int, int>> out;
     int p, c;
-    for (int j = 0; j < 4; ++j) {
-        if (tiles.quads) {
-            if (along_channels) { tiles.quad_along_channels(k, p, c); out.push_back({p, c + j}); }
-            else { tiles.quad_along_positions(k, p, c); out.push_back({p + j, c}); }
-        } else {
-            if (along_channels) tiles.element_along_channels(j * FF_TILE_THREADS + k, p, c);
-            else tiles.element_along_positions(j * FF_TILE_THREADS + k, p, c);
-            out.push_back({p, c});
-        }
+    if (tiles.quads) {
+        for (int j = 0; j < FF_TILE_QUADS; ++j)
+            for (int e = 0; e < 4; ++e) {
+                if (along_channels) { tiles.quad_along_channels(j * FF_TILE_THREADS + k, p, c); out.push_back({p, c + e}); }
+                else { tiles.quad_along_positions(j * FF_TILE_THREADS + k, p, c); out.push_back({p + e, c}); }
+            }
+        return out;
+    }
+    for (int j = 0; j < 4 * FF_TILE_QUADS; ++j) {
+        if (along_channels) tiles.element_along_channels(j * FF_TILE_THREADS + k, p, c);
+        else tiles.element_along_positions(j * FF_TILE_THREADS + k, p, c);
+        out.push_back({p, c});
     }
     return out;
 }
@@ -71,17 +74,17 @@ static void check(int64_t N, int64_t C, int64_t S, bool aligned) {
         std::set<std::pair<int, int>> by_channels, by_positions;
         std::set<int> slots;
         for (int k = 0; k < FF_TILE_THREADS; ++k) {
-            for (auto [p, c] : four(tiles, k, true)) {
+            for (auto [p, c] : items(tiles, k, true)) {
                 by_channels.insert({p, c});
                 const int slot = tiles.slot(p, c);
                 EXPECT(slot >= 0 && slot < FF_TILE_SLOTS, "slot %d outside the buffer", slot);
                 slots.insert(slot);
                 if (c0 + c < C && s0 + p < S) seen[(n * C + c0 + c) * S + s0 + p] += 1;
             }
-            for (auto pc : four(tiles, k, false)) by_positions.insert(pc);
-            if (tiles.quads) {  // a quad along positions is one 16-byte shared-memory access
+            for (auto pc : items(tiles, k, false)) by_positions.insert(pc);
+            for (int j = 0; tiles.quads && j < FF_TILE_QUADS; ++j) {  // a quad along positions: one 16-byte access
                 int p, c;
-                tiles.quad_along_positions(k, p, c);
+                tiles.quad_along_positions(j * FF_TILE_THREADS + k, p, c);
                 EXPECT(tiles.slot(p, c) % 4 == 0, "a quad's slot %d is not 16-byte aligned", tiles.slot(p, c));
             }
         }

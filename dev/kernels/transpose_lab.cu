@@ -7,7 +7,7 @@
 // do now), 16-byte accesses on one or both sides, and 16 elements per thread. Tiles are W channels x P
 // positions (W = C rounded up to a power of two, at most 32). Every variant's output is checked against a
 // plain per-element transpose. Prints GB/s counting one read and one write, and a cudaMemcpy D2D as the
-// ceiling.
+// ceiling. Variant names: <kind><per thread>x<blocks per SM>, x0 = one tile per block (grid = tiles).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -184,7 +184,7 @@ static float time_ms(F launch, float* flush, size_t flush_bytes) {
 int main() {
     int sms = 0;
     CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-    const int64_t shapes[][3] = {{64, 16, 16384}, {64, 32, 4096}, {64, 64, 16384}, {32, 4, 78408}, {64, 16, 65536}};
+    const int64_t shapes[][3] = {{64, 16, 16384}, {64, 32, 4096}, {64, 32, 16384}, {64, 64, 16384}, {32, 4, 78408}, {64, 16, 65536}};
     const size_t flush_bytes = 256u << 20;
     float* flush;
     CHECK(cudaMalloc(&flush, flush_bytes));
@@ -234,7 +234,7 @@ int main() {
 #define RUN_VECTOR(QPT, BPS)                                                                               \
     if (C % 4 == 0 && S % 4 == 0) {                                                                        \
         const Geo g = geo(N, C, S, 1024 * QPT);                                                            \
-        const int blocks = (int)std::min<int64_t>(g.count, (int64_t)sms * BPS);                            \
+        const int blocks = (int)(BPS ? std::min<int64_t>(g.count, (int64_t)sms * BPS) : g.count);         \
         auto launch = [&] {                                                                                \
             if (to_nhwc) vector_kernel<true, QPT><<<blocks, 256>>>(in, out, g);                            \
             else vector_kernel<false, QPT><<<blocks, 256>>>(in, out, g);                                   \
@@ -250,18 +250,21 @@ int main() {
             RUN_VECTOR(4, 8)
             RUN_VECTOR(4, 4)
             RUN_VECTOR(1, 8)
+            RUN_VECTOR(1, 0)
+            RUN_VECTOR(2, 0)
+            RUN_VECTOR(4, 0)
             if (!to_nhwc && C % 4 == 0 && S % 4 == 0) {
-                for (int qpt : {1, 2}) {
-                    const Geo g = geo(N, C, S, 1024 * qpt);
-                    const int blocks = (int)std::min<int64_t>(g.count, (int64_t)sms * 8);
+                for (int qpt : {1, 2, -1, -2}) {  // negative: one tile per block (grid = tiles)
+                    const Geo g = geo(N, C, S, 1024 * std::abs(qpt));
+                    const int blocks = (int)(qpt > 0 ? std::min<int64_t>(g.count, (int64_t)sms * 8) : g.count);
                     auto launch = [&] {
-                        if (qpt == 1) vector_rows_kernel<1><<<blocks, 256>>>(in, out, g);
+                        if (std::abs(qpt) == 1) vector_rows_kernel<1><<<blocks, 256>>>(in, out, g);
                         else vector_rows_kernel<2><<<blocks, 256>>>(in, out, g);
                     };
                     const float ms = time_ms(launch, flush, flush_bytes);
                     launch();
                     CHECK(cudaDeviceSynchronize());
-                    verify(qpt == 1 ? "rows1x8" : "rows2x8", ms);
+                    verify(qpt == 1 ? "rows1x8" : qpt == 2 ? "rows2x8" : qpt == -1 ? "rows1x0" : "rows2x0", ms);
                 }
             }
         }

@@ -13,11 +13,13 @@ full-shape input, the binding takes it as it is (`FFChanDims::nhwc`) and three l
    norm) merges the unit's entries (lane k takes entries k, k + 32, ...; then a fixed shuffle tree), writes
    mean and 1 / sqrt(var + eps) to the workspace, and the per-unit results (running statistics) as
    `channel_runtime.py` does.
-3. normalise + epilogue: tiles of 32 channels x 64 positions of one sample. Loads as in 1 (lane =
-   channel; each thread issues its 8 loads before it uses them), each thread computes its elements, the
-   outputs go through a shared-memory tile [32 channels][65] and are written contiguous (NCHW) with
-   lane = position: coalesced both ways. (32 x 32 tiles with one load per step ran at 1.4 TB/s on the
-   H100: too few loads in flight.)
+3. normalise + epilogue: one block per tile of runtime.py's `FFTiles` (up to 32 channels x 2048 / width
+   positions of one sample; the transposing kernels' geometry). The input tile is read along channels
+   into shared memory (16 bytes per load when C and positions are multiples of 4 and the data aligned),
+   then each thread computes its quads along positions (four positions of one channel: one channel's
+   statistics) and writes them to the NCHW outputs, 16 bytes per store: coalesced both ways. (Earlier
+   tiles of 32 channels x 64 positions with 4-byte accesses took 212 us for conv2d_batchnorm_relu's
+   [64, 64, 128, 128], where torch.compile's kernel takes 177 us and the transposing lab 185 us.)
 
 Order: the statistics blocks run from the end of the tensor to its start and the normalise tiles from the
 start to the end, so each pass begins on the data the previous one (the convolution, then the
@@ -103,56 +105,64 @@ __global__ void __launch_bounds__(kFFChanThreads) ff_chan_nhwc_finalize(Op op, F
     }
 }
 
-// Tiles of 32 channels x kFFChanSpan positions: each thread has kFFChanSpan / 8 loads in flight.
-constexpr int kFFChanSpan = 64;
+// Unit u's finalised statistics for channel c of sample n.
+__device__ __forceinline__ FFChanNorm ff_chan_nhwc_norm(const FFChanDims& d, const float* norms, int64_t n,
+                                                        int64_t c) {
+    const int64_t u = d.groups == 0 ? c : n * d.groups + c / (d.channels / d.groups);
+    return {__ldg(norms + 2 * u), __ldg(norms + 2 * u + 1)};
+}
 
-template <class Op>
-__global__ void __launch_bounds__(kFFChanThreads) ff_chan_nhwc_apply(Op op, FFChanDims d, const float* norms) {
+// One block per FFTiles tile (runtime.py): the input tile is read along channels into shared memory, then
+// each thread computes its items along positions (a quad is four positions of one channel: one channel's
+// statistics) and writes them to the NCHW outputs. `kQuads` is tiles.quads: one kernel per path, so that
+// each gets the registers its own path needs (as ff_channels_last).
+template <bool kQuads, class Op>
+__device__ __forceinline__ void ff_chan_nhwc_apply_tile(const Op& op, const FFChanDims& d, const float* norms,
+                                                        const FFTiles& tiles, float* tile, int64_t t) {
     constexpr int K = Op::kOut > 0 ? Op::kOut : 1;
-    constexpr int kLoads = kFFChanSpan / kFFChanRows;
-    __shared__ float tile[K][32][kFFChanSpan + 1];  // [output][channel][position]; the pad avoids bank conflicts
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int64_t chunks = (d.channels + 31) / 32, spans = (d.hw + kFFChanSpan - 1) / kFFChanSpan;
-    const int64_t tiles = d.batch * spans * chunks;
-    for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-        const int64_t chunk = t % chunks, rest = t / chunks;
-        const int64_t s0 = rest % spans * kFFChanSpan, n = rest / spans;
-        const int64_t c = chunk * 32 + lane;  // this thread's channel while loading
-        if (c < d.channels) {
-            float v[kLoads][1];  // all loads first: kLoads in flight
+    const int64_t C = d.channels, S = d.hw;
+    int64_t n, c0, s0;
+    tiles.origin(t, n, c0, s0);
+    tiles.load_channels_last(tile, op.full[0], n, c0, s0, C, S);
+    __syncthreads();
+    int p, ch;
+    if (kQuads) {
 #pragma unroll
-            for (int j = 0; j < kLoads; ++j) {
-                const int64_t s = s0 + warp + j * kFFChanRows;
-                v[j][0] = s < d.hw ? __ldg(op.full[0] + (n * d.hw + s) * d.channels + c) : 0.0f;
-            }
-            const int64_t u = d.groups == 0 ? c : n * d.groups + c / (d.channels / d.groups);
-            FFChanNorm norm;
-            norm.mean = __ldg(norms + 2 * u);
-            norm.invstd = __ldg(norms + 2 * u + 1);
+        for (int k = 0; k < FF_TILE_QUADS; ++k) {
+            tiles.quad_along_positions(FFTiles::item(k), p, ch);
+            const int64_t c = c0 + ch, s = s0 + p;
+            if (c >= C || s >= S) continue;
+            const FFChanNorm norm = ff_chan_nhwc_norm(d, norms, n, c);
+            const float4 q = *reinterpret_cast<const float4*>(tile + tiles.slot(p, ch));
+            const float in[4] = {q.x, q.y, q.z, q.w};
+            float o[4][K];
 #pragma unroll
-            for (int j = 0; j < kLoads; ++j) {
-                float o[K];
-                op.element(v[j], norm, (int)c, o);
+            for (int j = 0; j < 4; ++j) op.element(in + j, norm, (int)c, o[j]);
 #pragma unroll
-                for (int m = 0; m < K; ++m) tile[m][lane][warp + j * kFFChanRows] = o[m];
-            }
+            for (int m = 0; m < Op::kOut; ++m)
+                *reinterpret_cast<float4*>(op.out[m] + (n * C + c) * S + s) = make_float4(o[0][m], o[1][m], o[2][m], o[3][m]);
         }
-        __syncthreads();
+    } else {  // single elements: a warp's 32 outputs are consecutive positions of one channel
+#pragma unroll 4
+        for (int j = 0; j < 4 * FF_TILE_QUADS; ++j) {
+            tiles.element_along_positions(FFTiles::item(j), p, ch);
+            const int64_t c = c0 + ch, s = s0 + p;
+            if (c >= C || s >= S) continue;
+            float o[K];
+            op.element(tile + tiles.slot(p, ch), ff_chan_nhwc_norm(d, norms, n, c), (int)c, o);
 #pragma unroll
-        for (int j = 0; j < 32 / kFFChanRows; ++j) {
-            const int64_t cc = chunk * 32 + warp + j * kFFChanRows;  // this thread's channel while storing
-#pragma unroll
-            for (int h = 0; h < kFFChanSpan / 32; ++h) {
-                const int64_t s = s0 + h * 32 + lane;
-                if (cc < d.channels && s < d.hw) {
-#pragma unroll
-                    for (int m = 0; m < Op::kOut; ++m)
-                        op.out[m][(n * d.channels + cc) * d.hw + s] = tile[m][warp + j * kFFChanRows][h * 32 + lane];
-                }
-            }
+            for (int m = 0; m < Op::kOut; ++m) op.out[m][(n * C + c) * S + s] = o[m];
         }
-        __syncthreads();
     }
+    __syncthreads();
+}
+
+template <bool kQuads, class Op>
+__global__ void __launch_bounds__(FF_TILE_THREADS) ff_chan_nhwc_apply(Op op, FFChanDims d, const float* norms,
+                                                                     FFTiles tiles) {
+    __shared__ __align__(16) float tile[FF_TILE_SLOTS];  // [channel][position], rows of tiles.pitch()
+    tiles.quads = kQuads;  // a constant for the phases' branches
+    for (int64_t t = blockIdx.x; t < tiles.count; t += gridDim.x) ff_chan_nhwc_apply_tile<kQuads>(op, d, norms, tiles, tile, t);
 }
 
 // Launch `op` over a channels-last input (d.nhwc; the binding allows it only with one full-shape input).
@@ -170,8 +180,11 @@ int ff_chan_nhwc_launch(const Op& op, const FFChanDims& d, float* workspace, voi
     code = (int)cudaGetLastError();
     if (code != 0) return code;
     if constexpr (Op::kOut > 0) {
-        const int64_t tiles = d.batch * ((d.hw + kFFChanSpan - 1) / kFFChanSpan) * chunks;
-        ff_chan_nhwc_apply<Op><<<ff_blocks(tiles, 1), kFFChanThreads, 0, s>>>(op, d, norms);
+        bool aligned = reinterpret_cast<uintptr_t>(op.full[0]) % 16 == 0;
+        for (int m = 0; m < Op::kOut; ++m) aligned = aligned && reinterpret_cast<uintptr_t>(op.out[m]) % 16 == 0;
+        const FFTiles tiles(d.batch, d.channels, d.hw, aligned);
+        if (tiles.quads) ff_chan_nhwc_apply<true, Op><<<tiles.blocks(), FF_TILE_THREADS, 0, s>>>(op, d, norms, tiles);
+        else ff_chan_nhwc_apply<false, Op><<<tiles.blocks(), FF_TILE_THREADS, 0, s>>>(op, d, norms, tiles);
         code = (int)cudaGetLastError();
     }
     return code;

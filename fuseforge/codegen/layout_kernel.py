@@ -4,7 +4,7 @@ A convolution that `layout.py` runs channels-last needs its input channels-last.
 `x.contiguous(memory_format=torch.channels_last)` does it with its generic strided copy (measured on the
 H100 with dev/kernels/profile_kernels.py: 144 us for the 134 MB input of conv2d_batchnorm_relu, where
 torch.compile's transposing kernel takes 90 us). This kernel is a tile transpose per sample: [C, S] ->
-[S, C] through shared memory in runtime.py's `FFTiles` (up to 32 channels x 1024 / width positions, so a
+[S, C] through shared memory in runtime.py's `FFTiles` (up to 32 channels x 2048 / width positions, so a
 4- or 16-channel input leaves no lane idle), reading along positions and writing along channels, both
 coalesced, 16 bytes per access when C and S are multiples of 4 (the phases `FFTiles::load_nchw` and
 `FFTiles::store_channels_last`; the pointwise tiled kernel reads with `FFTiles::load_channels_last`).
@@ -16,25 +16,21 @@ input, cuDNN's own conversion 113 us; 296 us for conv2d_channelmin_tanh's 16 cha
 
 LAYOUT_KERNEL_RUNTIME = r"""
 // ---- ff_channels_last: [N, C, S] contiguous -> [N, S, C] (channels-last), tile transpose per sample (FFTiles).
+// Read along positions, write along channels. kQuads is tiles.quads: one kernel per path, so that each gets
+// the registers its own path needs (with both paths in one kernel the scalar path's 64-bit addresses took
+// 118 registers, two blocks per multiprocessor).
+template <bool kQuads>
 __global__ void __launch_bounds__(FF_TILE_THREADS) ff_channels_last_kernel(const float* __restrict__ in,
                                                                         float* __restrict__ out, FFTiles tiles) {
     __shared__ __align__(16) float tile[FF_TILE_SLOTS];  // [channel][position], rows of tiles.pitch()
     const int64_t C = tiles.channels, S = tiles.positions;
+    tiles.quads = kQuads;  // a constant for the phases' branches
     for (int64_t t = blockIdx.x; t < tiles.count; t += gridDim.x) {
         int64_t n, c0, s0;
         tiles.origin(t, n, c0, s0);
-        // Read along positions, write along channels. One branch on the path per tile with the barrier inside
-        // it, so that each branch's phases compile for its path (one barrier between two phases that each test
-        // tiles.quads measured 3-14% slower in the scalar path on the H100).
-        if (tiles.quads) {
-            tiles.load_nchw(tile, in, n, c0, s0, C, S);
-            __syncthreads();
-            tiles.store_channels_last(tile, out, n, c0, s0, C, S);
-        } else {
-            tiles.load_nchw(tile, in, n, c0, s0, C, S);
-            __syncthreads();
-            tiles.store_channels_last(tile, out, n, c0, s0, C, S);
-        }
+        tiles.load_nchw(tile, in, n, c0, s0, C, S);
+        __syncthreads();
+        tiles.store_channels_last(tile, out, n, c0, s0, C, S);
         __syncthreads();
     }
 }
@@ -44,8 +40,9 @@ int launch_ff_channels_last(const float* in, float* out, int64_t batch, int64_t 
     const bool aligned = reinterpret_cast<uintptr_t>(in) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
     const FFTiles tiles(batch, channels, positions, aligned);
     if (tiles.count == 0) return 0;
-    ff_channels_last_kernel<<<ff_blocks(tiles.count, 1), FF_TILE_THREADS, 0, static_cast<cudaStream_t>(stream)>>>(
-        in, out, tiles);
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    if (tiles.quads) ff_channels_last_kernel<true><<<tiles.blocks(), FF_TILE_THREADS, 0, s>>>(in, out, tiles);
+    else ff_channels_last_kernel<false><<<tiles.blocks(), FF_TILE_THREADS, 0, s>>>(in, out, tiles);
     return (int)cudaGetLastError();
 }
 """

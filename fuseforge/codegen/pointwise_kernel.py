@@ -9,8 +9,8 @@ when every dense operand is aligned, one element per step otherwise; operands th
 A second kernel, `<name>_tiled_kernel`, runs when the binding's `ff_prepare` finds a channels-last
 operand (NHWC or NDHWC memory of an [N, C, S...] iteration; see runtime.py): reading it in the output's
 order would be strided by C. A block of 8 warps takes a tile of one sample (runtime.py's `FFTiles`: up to
-32 channels x 1024 / width positions, so a 16-channel tensor gets 16 x 64 tiles and no idle lanes; each
-thread moves four elements, as one 16-byte access on either side when C and S are multiples of 4), reads
+32 channels x 2048 / width positions, so a 16-channel tensor gets 16 x 128 tiles and no idle lanes; each
+thread moves eight elements, as two 16-byte accesses on either side when C and S are multiples of 4), reads
 the tiled operand along channels into shared memory with the fixed `FFTiles::load_channels_last` (shared
 with `ff_channels_last`, layout_kernel.py), and then computes and writes the tile along positions, so both
 the read and the contiguous (NCHW) output writes are coalesced. Which
@@ -37,7 +37,7 @@ CPP_RESERVED = {
     "extern", "enum", "sizeof", "typedef", "try", "catch", "throw", "explicit", "mutable", "export",
     "shape", "n", "i", "q", "j", "stream", "first", "stride", "s", "threads", "blocks", "call", "torch",
     # the tiled kernel's locals
-    "c", "t", "C", "S", "p", "ch", "v", "at", "row", "tile", "tiled", "tiles", "src", "s0", "c0", "aligned",
+    "c", "t", "C", "S", "p", "ch", "v", "at", "row", "tile", "tiled", "tiles", "src", "s0", "c0", "aligned", "k",
 }
 
 
@@ -126,15 +126,16 @@ def _tiled_kernel(group: KernelGroup) -> str:
         src = f"tiled == {k} ? {ins[k]}.ptr : {src}"
     w = Writer()
     w.line("// Operand `tiled` is channels-last over [N, C, S] (or [C, S]): a block moves one tile (FFTiles: up to")
-    w.line("// 32 channels x 1024 / width positions of one sample) through shared memory, reading along C and")
-    w.line("// computing and writing along S; four elements per thread, as one 16-byte access each way when")
-    w.line("// tiles.quads.")
-    w.line("template <typename index_t>")
+    w.line("// 32 channels x 2048 / width positions of one sample) through shared memory, reading along C and")
+    w.line("// computing and writing along S; eight elements per thread, as two 16-byte accesses each way when")
+    w.line("// tiles.quads. kQuads is tiles.quads: one kernel per path, so that each gets the registers its own")
+    w.line("// path needs (with both in one kernel the quads path ran at 64 registers, four blocks per SM).")
+    w.line("template <bool kQuads, typename index_t>")
     w.line(f"__global__ void __launch_bounds__(FF_TILE_THREADS) {group.name}_tiled_kernel("
-           f"{', '.join(params)}, int tiled, bool aligned) {{")
+           f"{', '.join(params)}, int tiled, FFTiles tiles) {{")
     with w.indent():
         w.line("__shared__ __align__(16) float tile[FF_TILE_SLOTS];  // [channel][position], rows of tiles.pitch()")
-        w.line("const FFTiles tiles = FFTiles::of(shape, aligned);")
+        w.line("tiles.quads = kQuads;  // a constant for the phases' branches")
         w.line("const index_t C = (index_t)tiles.channels, S = (index_t)tiles.positions;")
         w.line(f"const float* __restrict__ src = {src};")
         w.line("for (int64_t t = blockIdx.x; t < tiles.count; t += gridDim.x) {")
@@ -144,34 +145,39 @@ def _tiled_kernel(group: KernelGroup) -> str:
             w.line("tiles.load_channels_last(tile, src, n, c0, s0, C, S);  // read the tiled operand along channels")
             w.line("__syncthreads();")
             w.line("int p, ch;")
-            w.line("if (tiles.quads) {  // compute and write along positions: four positions of one channel")
+            w.line("if (kQuads) {  // compute and write along positions: quads of four positions of one channel")
             with w.indent():
-                w.line("tiles.quad_along_positions(threadIdx.x, p, ch);")
-                w.line("const index_t s = (index_t)(s0 + p), c = (index_t)(c0 + ch);")
-                w.line("if (c < C && s < S) {")
+                w.line("#pragma unroll")
+                w.line("for (int k = 0; k < FF_TILE_QUADS; ++k) {")
                 with w.indent():
-                    w.line("const index_t i = ((index_t)n * C + c) * S + s;")
-                    w.line("const float4 q = *reinterpret_cast<const float4*>(tile + tiles.slot(p, ch));")
-                    w.line("const float row[4] = {q.x, q.y, q.z, q.w};")
-                    w.line(f"float {', '.join(f'{o}_q[4]' for o in outs)};")
-                    w.line("#pragma unroll")
-                    w.line("for (int j = 0; j < 4; ++j) {")
+                    w.line("tiles.quad_along_positions(FFTiles::item(k), p, ch);")
+                    w.line("const index_t s = (index_t)(s0 + p), c = (index_t)(c0 + ch);")
+                    w.line("if (c < C && s < S) {")
                     with w.indent():
-                        for k, i in enumerate(ins):
-                            w.line(f"const float {i}_v = tiled == {k} ? row[j] "
-                                   f": ff_load_ncs(shape, {i}, i + j, (index_t)n, c, s + j);")
-                        args = [f"{i}_v" for i in ins] + [f"{o}_q[j]" for o in outs]
-                        w.line(f"{group.name}_element({', '.join(args)});")
+                        w.line("const index_t i = ((index_t)n * C + c) * S + s;")
+                        w.line("const float4 q = *reinterpret_cast<const float4*>(tile + tiles.slot(p, ch));")
+                        w.line("const float row[4] = {q.x, q.y, q.z, q.w};")
+                        w.line(f"float {', '.join(f'{o}_q[4]' for o in outs)};")
+                        w.line("#pragma unroll")
+                        w.line("for (int j = 0; j < 4; ++j) {")
+                        with w.indent():
+                            for k, i in enumerate(ins):
+                                w.line(f"const float {i}_v = tiled == {k} ? row[j] "
+                                       f": ff_load_ncs(shape, {i}, i + j, (index_t)n, c, s + j);")
+                            args = [f"{i}_v" for i in ins] + [f"{o}_q[j]" for o in outs]
+                            w.line(f"{group.name}_element({', '.join(args)});")
+                        w.line("}")
+                        for o in outs:
+                            w.line(f"ff_store4({o}, i, {o}_q);")
                     w.line("}")
-                    for o in outs:
-                        w.line(f"ff_store4({o}, i, {o}_q);")
                 w.line("}")
             w.line("} else {  // compute and write along positions: a warp's 32 outputs are consecutive")
             with w.indent():
-                w.line("#pragma unroll")
-                w.line("for (int j = 0; j < 4; ++j) {")
+                # (fully unrolled, ptxas spilled the 32-bit-index kernel at 64 registers)
+                w.line("#pragma unroll 4")
+                w.line("for (int j = 0; j < 4 * FF_TILE_QUADS; ++j) {")
                 with w.indent():
-                    w.line("tiles.element_along_positions(j * FF_TILE_THREADS + threadIdx.x, p, ch);")
+                    w.line("tiles.element_along_positions(FFTiles::item(j), p, ch);")
                     w.line("const index_t s = (index_t)(s0 + p), c = (index_t)(c0 + ch);")
                     w.line("if (c < C && s < S) {")
                     with w.indent():
@@ -206,10 +212,15 @@ def _launcher(group: KernelGroup) -> str:
         w.line("cudaStream_t s = static_cast<cudaStream_t>(stream);")
         w.line("if (tiled >= 0) {  // a channels-last operand: one block per tile")
         with w.indent():
-            w.line("const int blocks = ff_blocks(FFTiles::of(shape, vectorized).count * threads, threads);")
-            w.line(f"if (n <= INT32_MAX) {group.name}_tiled_kernel<uint32_t><<<blocks, threads, 0, s>>>"
-                   f"({args}, tiled, vectorized);")
-            w.line(f"else {group.name}_tiled_kernel<uint64_t><<<blocks, threads, 0, s>>>({args}, tiled, vectorized);")
+            w.line("const FFTiles tiles = FFTiles::of(shape, vectorized);")
+            for index_t, cond in (("uint32_t", "if (n <= INT32_MAX) {"), ("uint64_t", "} else {")):
+                w.line(cond)
+                with w.indent():
+                    for quads in ("true", "false"):
+                        launch = (f"{group.name}_tiled_kernel<{quads}, {index_t}><<<tiles.blocks(), threads, 0, s>>>"
+                                  f"({args}, tiled, tiles);")
+                        w.line(f"if (tiles.quads) {launch}" if quads == "true" else f"else {launch}")
+            w.line("}")
             w.line("return (int)cudaGetLastError();")
         w.line("}")
         w.line("const int blocks = ff_blocks(vectorized ? n / 4 : n, threads);")
