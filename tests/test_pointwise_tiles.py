@@ -76,8 +76,8 @@ def test_a_channels_last_operand_is_read_through_a_tile_and_the_output_is_contig
     for k, i in enumerate(group.inputs):
         assert (f"const float {i}_v = tiled == {k} ? tile[tiles.slot(p, ch)] "
                 f": ff_load_ncs(shape, {i}, i, (index_t)n, c, s);") in tiled
-        assert (f"const float {i}_v = tiled == {k} ? row[j] "
-                f": ff_load_ncs(shape, {i}, i + j, (index_t)n, c, s + j);") in tiled
+        assert (f"if (tiled == {k}) {{ for (int j = 0; j < 4; ++j) {i}_q[j] = row[j]; }} "
+                f"else ff_load4_ncs(shape, {i}, i, (index_t)n, c, s, {i}_q);") in tiled
     assert "tiled == 0 ? x.ptr : tiled == 1 ? view.ptr : tiled == 2 ? p_scale.ptr : y.ptr" in tiled
     assert tiled.count("__syncthreads();") == 2  # one tile at a time, whichever path
     # the launcher takes the flag and launches the tiled kernel, and only it, when it is set
@@ -128,10 +128,12 @@ def test_the_tiled_kernel_compiles_for_hopper_without_spills_or_local_memory(gen
     for function, r in report.items():
         assert r["stack"] == r["spill_stores"] == r["spill_loads"] == 0, (function, r)
         assert r["registers"] <= 64, (function, r)
-    # the common path (quads, 32-bit indices) compiles on its own: at most 40 registers, six blocks per
-    # multiprocessor (one kernel for both paths took 64: four)
+    # the common path (quads, 32-bit indices) compiles on its own: at most 48 registers, five blocks per
+    # multiprocessor (one kernel for both paths took 64: four). Each of the four inputs' quads is loaded
+    # before the element function runs (ff_load4_ncs; 31 registers when loaded one element at a time, but
+    # the epilogue of dev/kernels/bench_tiles.py went from 0.062 to 0.052 ms on the H100).
     (quads32,) = [r for f, r in tiled.items() if "_tiled_kernelILb1EjE" in f]
-    assert quads32["registers"] <= 40, quads32
+    assert quads32["registers"] <= 48, quads32
 
 
 @pytest.mark.skipif(GXX is None, reason="g++ is not installed")

@@ -244,6 +244,18 @@ __device__ __forceinline__ float ff_load_ncs(const FFShape& shape, const FFOpera
     return __ldg(op.ptr + ff_offset_ncs(shape, op, i, n, c, s));
 }
 
+// A tiled kernel's quad: positions s .. s + 3 of one channel (S % 4 == 0, so they share n and c), element i
+// first. One offset, then steps along positions (1 when dense, 0 for a scalar); 4-byte loads, since with a
+// tiled operand only that one is known to be 16-byte aligned.
+template <typename index_t>
+__device__ __forceinline__ void ff_load4_ncs(const FFShape& shape, const FFOperand& op, index_t i, index_t n,
+                                             index_t c, index_t s, float v[4]) {
+    const int64_t at = ff_offset_ncs(shape, op, i, n, c, s);
+    const int64_t step = op.mode == FF_DENSE ? 1 : op.mode == FF_SCALAR ? 0 : op.inner_stride;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) v[j] = __ldg(op.ptr + at + j * step);
+}
+
 // Four consecutive elements starting at `i` (a multiple of 4): one 16-byte load when dense; one offset
 // computation, not four, when strided and the four share their outer indices.
 template <typename index_t>
