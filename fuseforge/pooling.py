@@ -2,7 +2,7 @@
 
 A pool is the prologue of a channel kernel (`--channel-kernels`): each output value of the pool is
 computed from its window of the pool's input in registers, so the pooled tensor is never written.
-`recognise(node)` says which pool a node computes (max_pool2d/3d, with or without indices; avg_pool2d/3d),
+`recognise(node)` says which pool a node computes (max_pool1d/2d/3d, with or without indices; avg_pool1d/2d/3d),
 with its window as captured (kernel, stride, padding, dilation, ceil_mode; count_include_pad and
 divisor_override for average pools), or raises `NotSpellable` saying why it is not one. For a pool that
 returns (values, indices), the indices must be unused. An entry names
@@ -30,6 +30,9 @@ from .pointwise import NotSpellable, bind_arguments, op_key
 
 # ATen overload -> (pool kind, spatial axes, whether it returns (values, indices))
 _OPS = {
+    "aten.max_pool1d.default": ("max", 1, False),
+    "aten.max_pool1d_with_indices.default": ("max", 1, True),
+    "aten.avg_pool1d.default": ("avg", 1, False),
     "aten.max_pool2d.default": ("max", 2, False),
     "aten.max_pool3d.default": ("max", 3, False),
     "aten.max_pool2d_with_indices.default": ("max", 2, True),

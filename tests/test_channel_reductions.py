@@ -305,7 +305,9 @@ POOLS = [  # (op, dims, kernel, stride, padding, dilation, ceil_mode, count_incl
     ("max", 3, 3, 2, 1, 1, True, True, None), ("avg", 2, 3, 2, 1, 1, True, True, None),
     ("avg", 2, 3, 2, 1, 1, True, False, None), ("avg", 2, 2, 3, 1, 1, True, False, None),
     ("avg", 2, 3, 2, 0, 1, False, True, 5), ("avg", 3, 3, 2, 1, 1, True, False, None),
-    ("avg", 3, 2, 1, 1, 1, False, True, None),
+    ("avg", 3, 2, 1, 1, 1, False, True, None), ("max", 1, 3, 2, 1, 2, True, True, None),
+    ("max", 1, 2, 2, 0, 1, False, True, None), ("avg", 1, 3, 2, 1, 1, True, False, None),
+    ("avg", 1, 4, 3, 2, 1, True, True, None),
 ]
 
 
@@ -318,8 +320,9 @@ def test_the_pool_reference_equals_torch_in_float64_with_padding_dilation_and_ce
     pool = _pool(op, dims, k, s, p, d, ceil, include, override)
     got = pooling.reference(pool, v)
     fn = getattr(nn.functional, f"{op}_pool{dims}d")
+    override_arg = {} if dims == 1 else {"divisor_override": override}  # avg_pool1d has no divisor_override
     want = fn(v, k, s, p, d, ceil_mode=ceil) if op == "max" else \
-        fn(v, k, s, p, ceil_mode=ceil, count_include_pad=include, divisor_override=override)
+        fn(v, k, s, p, ceil_mode=ceil, count_include_pad=include, **override_arg)
     assert got.shape == want.shape and torch.allclose(got, want, rtol=1e-12, atol=1e-12)
     assert list(got.shape[2:]) == [pooling.out_size(pool, a, n) for a, n in enumerate(shape[2:dims + 2])]
 
@@ -355,20 +358,23 @@ class EveryReduction(nn.Module):
 class EveryPool(nn.Module):
     """A pool in every form: max_pool3d -> sigmoid -> channel sum (the dev model's form), an average pool with
     padding, ceil_mode and count_include_pad=False before a channel amax, a max pool with padding and dilation
-    before a mean with a per-channel prologue; pool kernels: a max pool with ceil_mode and a full input of the
-    pooled shape, an average pool with divisor_override and two outputs."""
+    before a mean with a per-channel prologue, a 1-D max pool with padding, dilation and ceil_mode before a
+    channel sum; pool kernels: a max pool with ceil_mode and a full input of the pooled shape, an average pool
+    with divisor_override and two outputs, a 1-D average pool with count_include_pad=False."""
 
     def __init__(self, c=3):
         super().__init__()
         self.scale = nn.Parameter(torch.randn(c, 1, 1))
 
-    def forward(self, x, v, y, w):
+    def forward(self, x, v, y, w, u):
         a = torch.sigmoid(nn.functional.max_pool3d(x, 2)).sum(dim=1, keepdim=True)
         b = nn.functional.avg_pool2d(v, 3, 2, 1, ceil_mode=True, count_include_pad=False).amax(dim=1)
         c = (nn.functional.max_pool2d(v, 3, 1, 1, dilation=2) * self.scale).mean(dim=1, keepdim=True)
         e = torch.relu(nn.functional.max_pool2d(v, 2, ceil_mode=True) + y)
         f = nn.functional.avg_pool3d(w, 2, 1, 1, divisor_override=3)
-        return a, b, c, e, torch.tanh(f), f
+        g = torch.tanh(nn.functional.max_pool1d(u, 3, 2, 1, dilation=2, ceil_mode=True)).sum(dim=1)
+        h = torch.relu(nn.functional.avg_pool1d(u, 3, 2, 1, ceil_mode=True, count_include_pad=False))
+        return a, b, c, e, torch.tanh(f), f, g, h
 
 
 def _every_reduction():
@@ -380,7 +386,8 @@ def _every_reduction():
 
 
 def _every_pool():
-    inputs = (torch.randn(2, 3, 4, 6, 6), torch.randn(2, 3, 7, 9), torch.randn(2, 3, 4, 5), torch.randn(2, 3, 3, 4, 5))
+    inputs = (torch.randn(2, 3, 4, 6, 6), torch.randn(2, 3, 7, 9), torch.randn(2, 3, 4, 5), torch.randn(2, 3, 3, 4, 5),
+              torch.randn(2, 3, 11))
     captured = _captured(EveryPool(), *inputs)
     plan = partition(captured.graph, channel_kernels=True)
     return captured, plan, generate(plan, captured.graph, "every_pool.py")
@@ -398,20 +405,20 @@ def test_every_form_of_the_test_model_is_a_channel_reduction_kernel():
 
 def test_every_form_of_the_pool_test_model_is_a_pool_or_channel_reduction_kernel():
     captured, plan, ext = _every_pool()
-    assert sorted(g.kind for g in plan.groups) == ["channel-reduction"] * 3 + ["pool"] * 2
+    assert sorted(g.kind for g in plan.groups) == ["channel-reduction"] * 4 + ["pool"] * 3
     assert all(g.channel_reduce.pool for g in plan.groups)
     assert sorted((g.channel_reduce.pool.op, g.channel_reduce.pool.dims) for g in plan.groups) == \
-        [("avg", 2), ("avg", 3), ("max", 2), ("max", 2), ("max", 3)]
+        [("avg", 1), ("avg", 2), ("avg", 3), ("max", 1), ("max", 2), ("max", 2), ("max", 3)]
     assert {c for g in plan.groups for _, c in g.channel_reduce.operands} == {"pooled", "full", "channel"}
-    assert sorted(len(g.outputs) for g in plan.groups) == [1, 1, 1, 1, 2]
-    assert ext.cuda.count("(pool kernel)") == 2 and ext.cuda.count("(channel-reduction kernel)") == 3
+    assert sorted(len(g.outputs) for g in plan.groups) == [1, 1, 1, 1, 1, 1, 2]
+    assert ext.cuda.count("(pool kernel)") == 3 and ext.cuda.count("(channel-reduction kernel)") == 4
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 @pytest.mark.parametrize("std", ["c++17", "c++20"])
 # kernels: reductions, 5 groups of 4 or 1 positions per thread, and the 4 with one full input a channels-last
-# kernel too (14); pools, 5 groups reading a contiguous or a channels-last pool input (10)
-@pytest.mark.parametrize("build, kernels", [(_every_reduction, 14), (_every_pool, 10)], ids=["reductions", "pools"])
+# kernel too (14); pools, 7 groups reading a contiguous or a channels-last pool input (14)
+@pytest.mark.parametrize("build, kernels", [(_every_reduction, 14), (_every_pool, 14)], ids=["reductions", "pools"])
 def test_the_channel_reduction_kernels_compile_for_hopper_without_warnings_or_spills(std, build, kernels, tmp_path):
     _, _, ext = build()
     source = tmp_path / "kernels.cu"
@@ -441,7 +448,8 @@ def test_the_channel_reduction_binding_compiles_against_torch_headers(build, tmp
 SIZES = [(1, 1, 1), (2, 3, 1), (1, 7, 5), (3, 5, 49), (4, 3, 64), (1, 64, 4096), (9, 5, 1025), (2, 257, 3),
          (64, 16, 1024), (3, 6, 70001)]
 # pools: (N, C, spatial sizes of the pool's input): odd and even, N = 1, C = 1, windows past the edges
-POOL_SIZES = {2: [(1, 1, (5, 5)), (2, 3, (7, 9)), (3, 5, (8, 6)), (1, 17, (33, 31)), (4, 16, (64, 64))],
+POOL_SIZES = {1: [(1, 1, (5,)), (2, 3, (9,)), (3, 17, (1001,)), (4, 16, (4096,))],
+              2: [(1, 1, (5, 5)), (2, 3, (7, 9)), (3, 5, (8, 6)), (1, 17, (33, 31)), (4, 16, (64, 64))],
               3: [(1, 1, (3, 4, 5)), (2, 3, (5, 7, 9)), (2, 16, (16, 64, 64))]}
 
 
@@ -634,7 +642,7 @@ def _host_dims(group, pooled, shape) -> list[int]:
 
 
 HOST_SIZES = [(1, 1, 1), (2, 3, 5), (1, 7, 12), (3, 5, 49), (2, 9, 33)]
-HOST_POOL_SIZES = {2: [(1, 1, (5, 5)), (2, 3, (7, 9)), (3, 5, (8, 6))], 3: [(1, 1, (3, 4, 5)), (2, 3, (5, 7, 9))]}
+HOST_POOL_SIZES = {1: [(1, 1, (5,)), (2, 3, (9,))], 2: [(1, 1, (5, 5)), (2, 3, (7, 9)), (3, 5, (8, 6))], 3: [(1, 1, (3, 4, 5)), (2, 3, (5, 7, 9))]}
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")

@@ -86,3 +86,16 @@ class Op:
             elif not sub.match(given[name], m):
                 return False
         return True
+
+
+class Item:
+    """Tuple access `of[index]` (operator.getitem) of a node that `of` matches."""
+
+    def __init__(self, index: int, of: Pattern):
+        self.index = index
+        self.of = of
+
+    def match(self, value, m: Match) -> bool:
+        if not isinstance(value, fx.Node) or value.op != "call_function" or value.target is not operator.getitem:
+            return False
+        return value.args[1] == self.index and self.of.match(value.args[0], m)
