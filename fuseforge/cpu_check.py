@@ -18,6 +18,7 @@ own ops. The generated C++ itself is checked by the op-table tests.
 from __future__ import annotations
 
 import copy
+import math
 import operator
 from dataclasses import dataclass
 
@@ -58,18 +59,32 @@ def _run_node(node: fx.Node, env: dict[str, object]):
 
 
 def _check_row_operands(group: KernelGroup, inputs: dict[str, object]) -> None:
-    """What the row kernel's binding checks: each input fits the class it is read as."""
+    """What the row kernel's binding checks: each input fits the class it is read as (broadcast as torch does)."""
     full = [inputs[i] for i, c in group.row.operands if c == "full"]
     if not full:
         raise ValueError(f"{group.name}: no full-shape input")
-    sizes = full[0].shape
-    cols, rows = sizes[-1], full[0].numel() // max(1, sizes[-1])
-    expected = {"full": None, "col": cols, "row": rows, "scalar": 1}
+    sizes = list(full[0].shape)
+    axes = group.row.reduction.axes
+    lead, trail = sizes[:len(sizes) - axes], sizes[len(sizes) - axes:]
     for name, cls in group.row.operands:
-        t = inputs[name]
-        ok = t.shape == sizes if cls == "full" else t.numel() == expected[cls]
+        t = list(inputs[name].shape)
+        if cls == "full":
+            ok = t == sizes
+        elif cls == "scalar":
+            ok = math.prod(t) == 1
+        elif cls == "col":
+            ok = len(t) <= len(sizes) and all(d == 1 for d in t[:max(0, len(t) - axes)]) \
+                and _broadcasts(t[max(0, len(t) - axes):], trail)
+        else:
+            ok = _broadcasts(t, lead + [1] * axes if cls == "row" else lead)
         if not ok:
-            raise ValueError(f"{group.name}: input {name} of shape {list(t.shape)} is not {cls} for rows {list(sizes)}")
+            raise ValueError(f"{group.name}: input {name} of shape {t} is not {cls} for rows of the last {axes} "
+                             f"axes of {sizes}")
+
+
+def _broadcasts(shape: list, to: list) -> bool:
+    """Whether `shape` broadcasts to `to` (right-aligned, size-1 axes stretched)."""
+    return len(shape) <= len(to) and all(a == 1 or a == b for a, b in zip(reversed(shape), reversed(to)))
 
 
 def _check_channel_operands(group: KernelGroup, inputs: dict[str, object]) -> None:

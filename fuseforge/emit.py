@@ -173,7 +173,7 @@ def _forward(ctx: EmitContext) -> str:
             if isinstance(step, KernelStep):
                 g = step.group
                 what = f"one GEMM kernel (3xTF32 {g.gemm.gemm.layout}, epilogue fused)" if g.gemm else \
-                    f"one row kernel ({g.row.reduction.op} over the last axis)" if g.row else \
+                    f"one row kernel ({g.row.reduction.op} {g.row.reduction.over})" if g.row else \
                     f"channel kernels ({g.channel.norm.describe}: statistics, then normalise)" if g.channel \
                     else f"one {g.kind} kernel ({g.channel_reduce.describe})" if g.channel_reduce \
                     else "one kernel"

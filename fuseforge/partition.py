@@ -331,7 +331,7 @@ def format_plan(plan: Plan) -> str:
             if g.row:
                 r = g.row
                 per_row = f"; one value per row: {', '.join(r.row_nodes)}" if r.row_nodes else ""
-                lines.append(f"    row kernel: {r.reduction.op} of {r.reduction.data} over the last axis of "
+                lines.append(f"    row kernel: {r.reduction.op} of {r.reduction.data} {r.reduction.over} of "
                              f"{list(g.shape)}{per_row}")
                 lines.append(f"    reads {', '.join(f'{i} ({c})' for i, c in r.operands)}; writes {', '.join(g.outputs)}")
             elif g.gemm:

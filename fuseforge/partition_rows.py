@@ -1,16 +1,20 @@
-"""Row groups: a reduction or normalisation over the last axis, with the pointwise ops around it, as one kernel.
+"""Row groups: a reduction or normalisation over the trailing axes, with the pointwise ops around it, as one kernel.
 
 Runs after the pointwise groups are formed. Each node of the row-reduction table (`rowwise.recognise`:
-softmax, log_softmax, logsumexp, layer_norm, mean, sum, amax, amin over the last axis) becomes a row
-group, which then takes in neighbouring pointwise groups (the prologue that computes the reduced value,
-the epilogues that read its result, and groups feeding those) while the whole stays a row group:
+softmax, log_softmax, logsumexp, layer_norm, mean, sum, amax, amin over the last axis, or over the last k
+axes together for all but softmax and log_softmax) becomes a row group, which then takes in neighbouring
+pointwise groups (the prologue that computes the reduced value, the epilogues that read its result, and
+groups feeding those) while the whole stays a row group:
 
 - convex (no path leaves the group and comes back);
 - every member has the *row shape* F (the reduced tensor's shape: one value per element) or the
-  *per-row shape* (F with the last axis 1 or dropped: one value per row, computed after the reduction);
+  *per-row shape* (F with the reduced axes 1 or dropped: one value per row, computed after the reduction);
   the prologue (what the reduction reads) has the row shape;
-- every external input is *full* (shape F), *per-column* ([..., C] with leading ones), *per-row*
-  (F with the last axis 1; or dropped, read only by per-row members) or a *scalar*, and float32;
+- every external input is float32 and, broadcast as torch does, *full* (shape F), *per-column* (constant
+  along the leading axes: [..., C]; or [C, 1, 1] against rows of [C, H, W]), *per-row* (constant along the
+  reduced axes: [N, C, 1, 1], or [C, 1, 1] against rows of [H, W]; `row-flat`: broadcast against the
+  per-row shape without the reduced axes, read only by per-row members of that shape) or a *scalar*.
+  The binding expands a broadcast per-row or per-column input to one value per row or column;
 - at least one input is full (it gives the kernel its rows at run time); outputs are float32.
 
 One reduction per group. Whenever a neighbour stays apart, the reason is recorded (WhyNotFused).
@@ -35,7 +39,7 @@ from .partition_family import (
 from .pointwise import NotSpellable
 from .rowwise import RowReduction
 
-OPERAND_CLASSES = ("full", "col", "row", "scalar")
+OPERAND_CLASSES = ("full", "col", "row", "row-flat", "scalar")
 
 
 @dataclass(frozen=True)
@@ -44,7 +48,7 @@ class RowSpec:
 
     anchor: str  # the reduction or normalisation node
     reduction: RowReduction
-    operands: tuple[tuple[str, str], ...]  # (input, class): full, col, row or scalar
+    operands: tuple[tuple[str, str], ...]  # (input, class): full, col, row, row-flat or scalar
     row_nodes: tuple[str, ...]  # members with one value per row (the anchor too, if its value is per row)
     full_shape: tuple  # the row shape F (symbolic sizes as names)
 
@@ -52,16 +56,35 @@ class RowSpec:
         return dict(self.operands)[name]
 
 
-def _operand_class(shape: tuple, full: tuple) -> str | None:
-    if shape == full:
-        return "full"
-    if shape == full[:-1] + (1,) or shape == full[:-1]:
-        return "row"
+def _broadcasts(shape: tuple, to: tuple) -> bool:
+    return len(shape) == len(to) and all(a == 1 or a == b for a, b in zip(shape, to))
+
+
+def _operand_class(shape: tuple, full: tuple, axes: int, flat: bool) -> str | None:
+    """The class of an input of `shape` read by an op of the row shape F (`flat` False) or of the per-row
+    shape without the reduced axes (`flat` True): broadcasting as torch does (shapes right-aligned)."""
+    frame = full[:len(full) - axes] if flat else full
+    if len(shape) > len(frame):
+        return None
+    shape = (1,) * (len(frame) - len(shape)) + tuple(shape)
     if all(d == 1 for d in shape):
         return "scalar"
-    if len(shape) <= len(full) and shape[-1] == full[-1] and all(d == 1 for d in shape[:-1]):
+    if flat:
+        return "row-flat" if _broadcasts(shape, frame) else None
+    if shape == full:
+        return "full"
+    lead, trail = len(full) - axes, full[len(full) - axes:]
+    if all(d == 1 for d in shape[lead:]) and _broadcasts(shape[:lead], full[:lead]):
+        return "row"
+    if all(d == 1 for d in shape[:lead]) and _broadcasts(shape[lead:], trail):
         return "col"
     return None
+
+
+def _per_row_shapes(full: tuple, axes: int) -> tuple[tuple, tuple]:
+    """The per-row shape with the reduced axes kept (size 1), and without them."""
+    lead = full[:len(full) - axes]
+    return lead + (1,) * axes, lead
 
 
 def _kinds(members: list[str], anchor: fx.Node, red: RowReduction, by_name, below) -> dict[str, str] | str:
@@ -79,7 +102,7 @@ def _kinds(members: list[str], anchor: fx.Node, red: RowReduction, by_name, belo
         shape = traced_shape(node)
         if shape == full:
             kinds[name] = "element"
-        elif shape in (full[:-1] + (1,), full[:-1]) and anchor.name not in below[name]:
+        elif shape in _per_row_shapes(full, red.axes) and anchor.name not in below[name]:
             kinds[name] = "row"
         else:
             return (f"{name} has shape {list(shape)}: a row kernel computes values of the row shape "
@@ -87,29 +110,34 @@ def _kinds(members: list[str], anchor: fx.Node, red: RowReduction, by_name, belo
     return kinds
 
 
-def _check_operands(members, kinds, anchor: str, full, by_name) -> dict[str, str] | str:
+def _check_operands(members, kinds, anchor: str, red: RowReduction, by_name) -> dict[str, str] | str:
     """The class of every external input; or why one cannot be read by a row kernel."""
-    keep = full[:-1] + (1,)
+    full = traced_shape(by_name[red.data])
+    keep, flat = _per_row_shapes(full, red.axes)
     classes: dict[str, str] = {}
     for name in members:
         kind = "element" if name == anchor else kinds[name]  # the reduction reads its operands per element
+        in_flat = kind == "row" and name != anchor and traced_shape(by_name[name]) == flat
         for arg in by_name[name].all_input_nodes:
             if arg.name in members:
                 if kind == "row" and kinds[arg.name] == "element":
                     return f"{name} has one value per row but reads {arg.name}, which has one per element"
-                if kind == "element" and kinds[arg.name] == "row" and traced_shape(arg) != keep:
+                if kinds[arg.name] == "row" and not in_flat and traced_shape(arg) != keep:
                     return f"{arg.name} has one value per row without keepdim: it does not broadcast along the row"
                 continue
             meta = tensor_meta(arg)
             if meta is None or meta.dtype != torch.float32:
                 return f"input {arg.name} of {name} has dtype {getattr(meta, 'dtype', None)}; row kernels read float32"
-            cls = _operand_class(traced_shape(arg), full)
+            cls = _operand_class(traced_shape(arg), full, red.axes, in_flat)
             if cls is None:
                 return (f"input {arg.name} of shape {list(traced_shape(arg))} broadcasts neither per element, per row, "
-                        f"per column nor as a scalar against the row shape {list(full)}")
-            if (kind == "row" and cls not in ("row", "scalar")) or \
-                    (kind == "element" and cls == "row" and traced_shape(arg) != keep):
+                        f"per column nor as a scalar against the row shape {list(full)}"
+                        + (f" (rows of the last {red.axes} axes)" if red.axes > 1 else ""))
+            if kind == "row" and cls not in ("row", "row-flat", "scalar"):
                 return f"{name} cannot read {arg.name} of shape {list(traced_shape(arg))} in a row kernel"
+            if classes.get(arg.name, cls) != cls:
+                return (f"{arg.name} of shape {list(traced_shape(arg))} is read both with and without the reduced "
+                        "axes, which broadcast it differently")
             classes[arg.name] = cls
     if "full" not in classes.values():
         return "no input of the kernel has the row shape (it gives the kernel its rows)"
@@ -125,7 +153,7 @@ def row_spec(members: set[str], anchor: fx.Node, red: RowReduction, by_name, rea
     if isinstance(kinds, str):
         return kinds
     full = traced_shape(by_name[red.data])
-    classes = _check_operands(order, kinds, anchor.name, full, by_name)
+    classes = _check_operands(order, kinds, anchor.name, red, by_name)
     if isinstance(classes, str):
         return classes
     for name in order:

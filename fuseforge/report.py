@@ -48,7 +48,7 @@ def _replaced(run: Run) -> list[str]:
         return lines + ["None: no op of this model is pointwise, so no generated kernel was needed "
                         "(every op stays the torch call that eager PyTorch makes; see below).", ""]
     for g in run.plan.groups:
-        what = (f"{_a(g.row.reduction.op)} over the last axis with the pointwise ops around it is memory-bound, "
+        what = (f"{_a(g.row.reduction.op)} {g.row.reduction.over} with the pointwise ops around it is memory-bound, "
                 "so the win is to read " if g.row else "pointwise ops are memory-bound, so the win is to read ")
         if g.channel:
             what = (f"{_a(g.channel.norm.describe)} with the pointwise ops around it is memory-bound; two kernels (statistics, "
@@ -232,7 +232,7 @@ def _limits(run: Run) -> list[str]:
 _FUSED_KINDS = {  # kernel kind -> what such kernels hold, in the order the sentence names them
     "gemm": "GEMMs with the pointwise ops after them",
     "pointwise": "pointwise ops",
-    "row": "reductions and normalisations over the last axis with their pointwise neighbours",
+    "row": "reductions and normalisations over the trailing axes with their pointwise neighbours",
     "channel": "batch and group norms with their pointwise neighbours",
     "channel-reduction": "reductions over the channel axis with their pointwise neighbours",
     "pool": "pools with the pointwise ops after them",

@@ -1,7 +1,11 @@
-"""The row-reduction table: reductions and normalisations over the last axis that a row kernel computes.
+"""The row-reduction table: reductions and normalisations over the trailing axes that a row kernel computes.
+
+A row is the trailing axes a node reduces, flattened: over the last axis (softmax(x, -1)), or over the last
+k axes together (x.mean((2, 3)) of [N, C, H, W]: N*C rows of H*W values; LayerNorm over [C, H, W]). On a
+contiguous tensor the row's values are adjacent, so the kernel is the same for any k.
 
 One entry per ATen overload. `recognise(node)` says which row reduction the node computes over the
-last axis of its first argument, or raises `NotSpellable` saying why it is not one. An entry names
+trailing axes of its first argument, or raises `NotSpellable` saying why it is not one. An entry names
 - the statistics a row kernel accumulates (a C++ struct of `ROW_STATS`, merged across threads),
 - whether the op's value is one per element (softmax, layer_norm) or one per row (logsumexp, mean),
 - the C++ expression of that value from the finalised statistics (`spell`),
@@ -15,6 +19,7 @@ merge for LayerNorm, plain fp32 sums for sum/mean; precise expf/logf/sqrtf and d
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -26,7 +31,7 @@ from .pointwise import NotSpellable, bind_arguments, op_key
 
 @dataclass(frozen=True)
 class RowReduction:
-    """What one recognised node computes, over the last axis of `data`."""
+    """What one recognised node computes, over the last `axes` axes of `data` (one row: their values)."""
 
     op: str  # softmax, log_softmax, logsumexp, layer_norm, mean, sum, amax, amin
     stats: str  # the C++ statistics struct (ROW_STATS)
@@ -34,7 +39,13 @@ class RowReduction:
     data: str  # the reduced tensor (a graph value of the row shape)
     params: tuple[str | None, ...] = ()  # per-column parameters: layer_norm's weight and bias
     eps: float = 0.0
-    keepdim: bool = True  # per-row values: the reduced axis is kept with size 1
+    keepdim: bool = True  # per-row values: the reduced axes are kept with size 1
+    axes: int = 1  # how many trailing axes a row spans
+
+    @property
+    def over(self) -> str:
+        """The reduced axes in words."""
+        return "over the last axis" if self.axes == 1 else f"over the last {self.axes} axes"
 
 
 _STATS = {"softmax": "FFRowSoftmax", "log_softmax": "FFRowSoftmax", "logsumexp": "FFRowSoftmax",
@@ -65,9 +76,16 @@ def _meta(node) -> torch.Tensor | None:
     return val if isinstance(val, torch.Tensor) else None
 
 
-def _last_axis_only(dims, rank: int) -> bool:
+def trailing_axes(dims, rank: int) -> int | None:
+    """How many trailing axes `dims` names (each once, any order: (2, 3) or (-1, -2) of a rank-4 tensor
+    is 2); None when they are not the trailing axes of a rank-`rank` tensor."""
     dims = [dims] if isinstance(dims, int) else list(dims or [])
-    return len(dims) == 1 and isinstance(dims[0], int) and dims[0] in (-1, rank - 1)
+    if not dims or not all(isinstance(d, int) and -rank <= d < rank for d in dims):
+        return None
+    axes = {d % rank for d in dims}
+    if len(axes) != len(dims) or axes != set(range(rank - len(dims), rank)):
+        return None
+    return len(dims)
 
 
 def recognise(node: fx.Node) -> RowReduction:
@@ -86,16 +104,19 @@ def recognise(node: fx.Node) -> RowReduction:
         raise NotSpellable(f"{node.name} reduces a 0-d tensor")
     if op == "layer_norm":
         shape = list(args["normalized_shape"])
-        if len(shape) != 1 or shape[0] != data_meta.shape[-1]:
-            raise NotSpellable(f"{node.name} normalises over {shape}, not the last axis alone")
+        if not 0 < len(shape) <= rank or shape != list(data_meta.shape[rank - len(shape):]):
+            raise NotSpellable(f"{node.name} normalises over {shape}, not the trailing sizes of {list(data_meta.shape)}")
         params = tuple(p.name if isinstance(p, fx.Node) else None for p in (args["weight"], args["bias"]))
-        return RowReduction(op, _STATS[op], True, data.name, params, float(args["eps"]))
-    if not _last_axis_only(args[axis_arg], rank):
-        raise NotSpellable(f"{node.name} reduces dims {args[axis_arg]}, not the last axis alone")
+        return RowReduction(op, _STATS[op], True, data.name, params, float(args["eps"]), axes=len(shape))
+    axes = trailing_axes(args[axis_arg], rank)
+    if axes is None:
+        raise NotSpellable(f"{node.name} reduces dims {args[axis_arg]}, not the last axis (or the last k axes "
+                           f"together) of a rank-{rank} tensor")
     if args.get("dtype") is not None or args.get("half_to_float"):
         raise NotSpellable(f"{node.name} changes the dtype")
     per_element = op in ("softmax", "log_softmax")
-    return RowReduction(op, _STATS[op], per_element, data.name, keepdim=per_element or bool(args.get("keepdim")))
+    return RowReduction(op, _STATS[op], per_element, data.name, keepdim=per_element or bool(args.get("keepdim")),
+                        axes=axes)
 
 
 def spell(red: RowReduction, v: str, params: dict[str, str]) -> str:
@@ -124,7 +145,17 @@ def eps_literal(red: RowReduction) -> str:
 
 
 def reference(red: RowReduction, v: torch.Tensor, params: dict[str, torch.Tensor | None]) -> torch.Tensor:
-    """The value in the precision of `v` (float64 on the CPU check), by the kernel's formulas."""
+    """The value in the precision of `v` (float64 on the CPU check), by the kernel's formulas: on the rows
+    (the trailing axes flattened), then in `v`'s shape (per-element values) or its per-row shape."""
+    lead = v.shape[:v.dim() - red.axes]
+    value = _on_rows(red, v.reshape(*lead, math.prod(v.shape[v.dim() - red.axes:])), {k: p if p is None else p.reshape(-1) for k, p in params.items()})
+    if red.per_element:
+        return value.reshape(v.shape)
+    return value.reshape(*lead, *[1] * red.axes) if red.keepdim else value.reshape(lead)
+
+
+def _on_rows(red: RowReduction, v: torch.Tensor, params: dict[str, torch.Tensor | None]) -> torch.Tensor:
+    """`reference` on rows along the last axis; per-row values keep the axis."""
     if red.op in ("softmax", "log_softmax", "logsumexp"):
         m = v.amax(dim=-1, keepdim=True)
         shifted = torch.where(torch.isinf(m), torch.zeros_like(v), v - m) if red.op == "logsumexp" else v - m
@@ -146,7 +177,7 @@ def reference(red: RowReduction, v: torch.Tensor, params: dict[str, torch.Tensor
         out = out / v.shape[-1] if red.op == "mean" else out
     else:
         out = v.amax(dim=-1, keepdim=True) if red.op == "amax" else v.amin(dim=-1, keepdim=True)
-    return out if red.keepdim else out.squeeze(-1)
+    return out
 
 
 ROW_STATS = r"""

@@ -267,7 +267,7 @@ def test_every_form_of_the_test_model_is_a_row_kernel():
                           "softmax", "amax", "sum"])
     assert max(sum(c == "full" for _, c in g.row.operands) for g in plan.groups if g.row) == 5
     classes = {c for g in plan.groups if g.row for _, c in g.row.operands}
-    assert classes == {"full", "col", "row", "scalar"}
+    assert classes == {"full", "col", "row", "row-flat", "scalar"}
     assert ext.cuda.count("(row kernel)") == len(ops)
 
 

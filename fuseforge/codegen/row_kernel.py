@@ -20,8 +20,11 @@ from ..partition import KernelGroup
 from .pointwise_kernel import KernelSource, cpp_name
 from .writer import Writer
 
-_ROLE = {"col": "one value per column", "row": "one value per row", "scalar": "one value"}
-_CLASS_ENUM = {"full": "FF_ROW_FULL", "col": "FF_ROW_COL", "row": "FF_ROW_ROW", "scalar": "FF_ROW_SCALAR"}
+_ROLE = {"col": "one value per column", "row": "one value per row", "row-flat": "one value per row",
+         "scalar": "one value"}
+_FIELD = {"col": "col", "row": "row", "row-flat": "row", "scalar": "scalar"}  # the pointer's suffix
+_CLASS_ENUM = {"full": "FF_ROW_FULL", "col": "FF_ROW_COL", "row": "FF_ROW_ROW", "row-flat": "FF_ROW_ROW_FLAT",
+               "scalar": "FF_ROW_SCALAR"}
 
 
 class _Layout:
@@ -67,7 +70,7 @@ def _load(lay: _Layout, name: str, w: Writer) -> None:
         w.line(f"const float {c} = ff_in[{lay.full.index(name)}];")
     elif cls == "col":
         w.line(f"const float {c} = ff_ldg({c}_col + ff_col);")
-    elif cls == "row":
+    elif cls in ("row", "row-flat"):
         w.line(f"const float {c} = ff_ldg({c}_row + ff_row);")
     else:
         w.line(f"const float {c} = ff_ldg({c}_scalar);")
@@ -99,7 +102,7 @@ def _op_struct(lay: _Layout) -> str:
     w = Writer()
     w.line(f"struct {g.name}_op {{")
     with w.indent():
-        w.line(f"using Stats = {red.stats};  // {red.op} of {red.data} over the last axis")
+        w.line(f"using Stats = {red.stats};  // {red.op} of {red.data} {red.over}")
         w.line(f"static constexpr float kEps = {rowwise.eps_literal(red)};")
         w.line(f"static constexpr int kFull = {len(lay.full)};  // full-shape inputs: {', '.join(lay.full)}")
         w.line(f"static constexpr int kOut = {len(lay.full_outputs)};  // full-shape outputs: "
@@ -109,8 +112,7 @@ def _op_struct(lay: _Layout) -> str:
         for name in g.inputs:
             cls = lay.classes[name]
             if cls != "full":
-                w.line(f"const float* {cpp_name(name)}_{cls};  // {_ROLE[cls]}"
-                       )
+                w.line(f"const float* {cpp_name(name)}_{_FIELD[cls]};  // {_ROLE[cls]}")
         for name in lay.row_outputs:
             w.line(f"float* {cpp_name(name)}_out;  // one value per row")
         row_fields = [cpp_name(n) for n in g.nodes if n in lay.row_nodes]
@@ -175,7 +177,7 @@ def _launcher(lay: _Layout) -> str:
             w.line("op.out[0] = nullptr;")
         for name in lay.group.inputs:
             if lay.classes[name] != "full":
-                w.line(f"op.{cpp_name(name)}_{lay.classes[name]} = {cpp_name(name)};")
+                w.line(f"op.{cpp_name(name)}_{_FIELD[lay.classes[name]]} = {cpp_name(name)};")
         for name in lay.row_outputs:
             w.line(f"op.{cpp_name(name)}_out = {cpp_name(name)};")
         w.line("return ff_row_launch(op, rows, cols, stream);")
@@ -193,7 +195,8 @@ def _binding(lay: _Layout) -> str:
            f"{', '.join([f'torch::Tensor {i}' for i in ins] + ['int64_t stream'])}) {{")
     with w.indent():
         w.line(f'const char* kernel = "{g.name}";')
-        w.line(f"const FFRows rows = ff_rows_of(kernel, {first});")
+        w.line(f"const FFRows rows = ff_rows_of(kernel, {first}, {lay.red.axes});  // a row: the last "
+               f"{'axis' if lay.red.axes == 1 else f'{lay.red.axes} axes'}")
         for name, i in zip(g.inputs, ins):
             w.line(f'const torch::Tensor {i}_c = ff_row_operand(kernel, "{name}", {i}, rows, {first}, '
                    f"{_CLASS_ENUM[lay.classes[name]]});")
@@ -217,7 +220,7 @@ def row_kernel_source(group: KernelGroup, by_name: dict[str, fx.Node]) -> Kernel
     ops = " -> ".join(f"{n} ({pointwise.op_key(by_name[n]).removeprefix('aten.')})" for n in group.nodes)
     reads = ", ".join(f"{i} ({c})" for i, c in group.row.operands)
     header = (f"// ---- {group.name} (row kernel): {ops}\n"
-              f"// {lay.red.op} of {lay.red.data} over the last axis of {list(group.shape)}; reads {reads}; "
+              f"// {lay.red.op} of {lay.red.data} {lay.red.over} of {list(group.shape)}; reads {reads}; "
               f"writes {', '.join(group.outputs)}\n")
     cuda = header + "\n".join([_op_struct(lay), _launcher(lay)])
     return KernelSource(group.name, cuda, _binding(lay), _launcher_signature(lay) + ";")

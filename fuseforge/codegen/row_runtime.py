@@ -97,14 +97,17 @@ __device__ __forceinline__ void ff_row_cached(const Op& op, int64_t row, int col
                 for (int j = 0; j < 4; ++j) st.add(op.reduced(in[4 * k + j], row, c + j));
             }
         }
-    } else {
+    } else {  // element k of this thread at a constant offset from its first (one address register per input)
+        const int valid = cols > t ? (cols - t + kThreads - 1) / kThreads : 0;  // elements of this thread
+        const float* src[F];
+#pragma unroll
+        for (int f = 0; f < F; ++f) src[f] = op.full[f] + base + t;
 #pragma unroll
         for (int k = 0; k < NPT; ++k) {
-            const int c = t + k * kThreads;
-            if (c < cols) {
+            if (k < valid) {
 #pragma unroll
-                for (int f = 0; f < F; ++f) in[k][f] = __ldg(op.full[f] + base + c);
-                st.add(op.reduced(in[k], row, c));
+                for (int f = 0; f < F; ++f) in[k][f] = __ldg(src[f] + k * kThreads);
+                st.add(op.reduced(in[k], row, t + k * kThreads));
             }
         }
     }
@@ -130,14 +133,17 @@ __device__ __forceinline__ void ff_row_cached(const Op& op, int64_t row, int col
                 }
             }
         } else {
+            const int valid = cols > t ? (cols - t + kThreads - 1) / kThreads : 0;
+            float* dst[Op::kOut];
+#pragma unroll
+            for (int m = 0; m < Op::kOut; ++m) dst[m] = op.out[m] + base + t;
 #pragma unroll
             for (int k = 0; k < NPT; ++k) {
-                const int c = t + k * kThreads;
-                if (c < cols) {
+                if (k < valid) {
                     float o[Op::kOut];
-                    op.element(in[k], st, r, row, c, o);
+                    op.element(in[k], st, r, row, t + k * kThreads, o);
 #pragma unroll
-                    for (int m = 0; m < Op::kOut; ++m) op.out[m][base + c] = o[m];
+                    for (int m = 0; m < Op::kOut; ++m) dst[m][k * kThreads] = o[m];
                 }
             }
         }
@@ -267,24 +273,50 @@ int ff_row_launch(const Op& op, int64_t rows, int64_t cols, void* stream) {
 """
 
 ROW_BINDING_RUNTIME = r"""
-// Row kernels: every operand is made contiguous and checked against its class (full: the row shape,
-// col: one value per column, row: one per row, scalar: one value).
-enum FFRowClass { FF_ROW_FULL = 0, FF_ROW_COL = 1, FF_ROW_ROW = 2, FF_ROW_SCALAR = 3 };
+// Row kernels: a row is the last `axes` axes of the row shape, flattened. Every operand is checked against
+// its class and made contiguous: full (the row shape), col (one value per column: broadcast along the
+// leading axes), row (one value per row: broadcast along the reduced axes), row-flat (one value per row,
+// broadcast against the per-row shape without the reduced axes), scalar (one value). A broadcast col or row
+// operand is expanded to one value per column or row.
+enum FFRowClass { FF_ROW_FULL = 0, FF_ROW_COL = 1, FF_ROW_ROW = 2, FF_ROW_ROW_FLAT = 3, FF_ROW_SCALAR = 4 };
 
 struct FFRows {
     std::vector<int64_t> sizes;  // the row shape of this call
+    int axes;                    // trailing axes per row
     int64_t rows, cols;
+
+    std::vector<int64_t> lead() const { return {sizes.begin(), sizes.end() - axes}; }
+    std::vector<int64_t> trail() const { return {sizes.end() - axes, sizes.end()}; }
+    std::vector<int64_t> kept() const {  // the per-row shape with the reduced axes kept (size 1)
+        std::vector<int64_t> k = lead();
+        k.insert(k.end(), axes, 1);
+        return k;
+    }
 };
 
-static FFRows ff_rows_of(const char* kernel, const torch::Tensor& full) {
-    TORCH_CHECK(full.dim() >= 1, kernel, ": the row input has no axis");
+static FFRows ff_rows_of(const char* kernel, const torch::Tensor& full, int axes) {
+    TORCH_CHECK(full.dim() >= axes && axes >= 1, kernel, ": the row input has ", full.dim(), " axes, rows span ", axes);
     FFRows r;
     r.sizes = full.sizes().vec();
-    r.cols = r.sizes.back();
+    r.axes = axes;
+    r.cols = 1;
     r.rows = 1;
-    for (size_t d = 0; d + 1 < r.sizes.size(); ++d) r.rows *= r.sizes[d];
+    for (size_t d = 0; d < r.sizes.size(); ++d) (d + axes < r.sizes.size() ? r.rows : r.cols) *= r.sizes[d];
     TORCH_CHECK(r.rows < (int64_t(1) << 31) && r.cols < (int64_t(1) << 31), kernel, ": more than 2^31 rows or columns");
     return r;
+}
+
+// `t` broadcast to `to` as torch broadcasts (right-aligned, size-1 axes stretched), contiguous.
+static torch::Tensor ff_row_broadcast(const char* kernel, const char* name, torch::Tensor t,
+                                      const std::vector<int64_t>& to, const char* as) {
+    while (t.dim() > (int64_t)to.size() && t.size(0) == 1) t = t.squeeze(0);
+    bool ok = t.dim() <= (int64_t)to.size();
+    for (int64_t d = 1; ok && d <= t.dim(); ++d) {
+        const int64_t have = t.size(t.dim() - d), want = to[to.size() - d];
+        ok = have == 1 || have == want;
+    }
+    TORCH_CHECK(ok, kernel, ": ", name, " of sizes ", t.sizes(), " does not broadcast to ", as, " ", to);
+    return t.expand(to).contiguous();
 }
 
 static torch::Tensor ff_row_operand(const char* kernel, const char* name, const torch::Tensor& t, const FFRows& r,
@@ -292,21 +324,31 @@ static torch::Tensor ff_row_operand(const char* kernel, const char* name, const 
     TORCH_CHECK(t.is_cuda(), kernel, ": ", name, " must be a CUDA tensor");
     TORCH_CHECK(t.scalar_type() == torch::kFloat, kernel, ": ", name, " must be float32, got ", t.scalar_type());
     TORCH_CHECK(t.device() == first.device(), kernel, ": inputs must be on one device");
-    if (cls == FF_ROW_FULL) TORCH_CHECK(t.sizes().vec() == r.sizes, kernel, ": ", name, " has sizes ", t.sizes(),
-                                        ", expected ", r.sizes);
-    if (cls == FF_ROW_COL) TORCH_CHECK(t.numel() == r.cols, kernel, ": ", name, " needs one value per column");
-    if (cls == FF_ROW_ROW) TORCH_CHECK(t.numel() == r.rows, kernel, ": ", name, " needs one value per row");
-    if (cls == FF_ROW_SCALAR) TORCH_CHECK(t.numel() == 1, kernel, ": ", name, " must hold one value");
-    return t.contiguous();
+    if (cls == FF_ROW_FULL) {
+        TORCH_CHECK(t.sizes().vec() == r.sizes, kernel, ": ", name, " has sizes ", t.sizes(), ", expected ", r.sizes);
+        return t.contiguous();
+    }
+    if (cls == FF_ROW_SCALAR) {
+        TORCH_CHECK(t.numel() == 1, kernel, ": ", name, " must hold one value");
+        return t.contiguous();
+    }
+    if (cls == FF_ROW_COL) {  // constant along the leading axes: drop them, then broadcast over the row's axes
+        TORCH_CHECK(t.dim() <= (int64_t)r.sizes.size(), kernel, ": ", name, " has more axes than the rows");
+        torch::Tensor c = t;
+        while (c.dim() > r.axes) {
+            TORCH_CHECK(c.size(0) == 1, kernel, ": ", name, " of sizes ", t.sizes(), " is not one value per column");
+            c = c.squeeze(0);
+        }
+        return ff_row_broadcast(kernel, name, c, r.trail(), "the row's axes");
+    }
+    if (cls == FF_ROW_ROW) {
+        TORCH_CHECK(t.dim() <= (int64_t)r.sizes.size(), kernel, ": ", name, " has more axes than the rows");
+        return ff_row_broadcast(kernel, name, t, r.kept(), "one value per row");
+    }
+    return ff_row_broadcast(kernel, name, t, r.lead(), "one value per row");  // FF_ROW_ROW_FLAT
 }
 
 static std::vector<int64_t> ff_per_row_sizes(const FFRows& r, bool keepdim) {
-    std::vector<int64_t> sizes = r.sizes;
-    if (keepdim) {
-        sizes.back() = 1;
-    } else {
-        sizes.pop_back();
-    }
-    return sizes;
+    return keepdim ? r.kept() : r.lead();
 }
 """
