@@ -38,7 +38,7 @@ def optimize(
                                "(adds minutes of autotuning per model).")] = False,
     row_kernels: Annotated[bool, typer.Option(
         "--row-kernels/--no-row-kernels", help="Fuse softmax, logsumexp, layer norm and sum/mean/max/min over "
-                                               "the last axis with their pointwise neighbours.")] = True,
+                                               "the trailing axes with their pointwise neighbours.")] = True,
     channel_kernels: Annotated[bool, typer.Option(
         "--channel-kernels/--no-channel-kernels", help="Fuse train-mode batch norm (statistics per channel, "
                                                        "running-statistics update, normalise) and group norm with "

@@ -21,7 +21,7 @@ class OptimizeConfig:
     gpu_timeout_s: int = 1800  # build + verify + bench, in a child process
     # The kernel families (each with the pointwise neighbours it fuses); a plan with them that fails a
     # check falls back to the plan without them (pipeline.optimize).
-    row_kernels: bool = True  # reductions and norms over the last axis
+    row_kernels: bool = True  # reductions and norms over the trailing axes
     channel_kernels: bool = True  # batch/group norms, reductions over channels, pools
     gemm_kernels: bool = True  # float32 GEMMs with their pointwise epilogue as 3xTF32 tensor-core kernels
 

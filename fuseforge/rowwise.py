@@ -108,15 +108,30 @@ def recognise(node: fx.Node) -> RowReduction:
             raise NotSpellable(f"{node.name} normalises over {shape}, not the trailing sizes of {list(data_meta.shape)}")
         params = tuple(p.name if isinstance(p, fx.Node) else None for p in (args["weight"], args["bias"]))
         return RowReduction(op, _STATS[op], True, data.name, params, float(args["eps"]), axes=len(shape))
+    per_element = op in ("softmax", "log_softmax")
+    keepdim = per_element or bool(args.get("keepdim"))
     axes = trailing_axes(args[axis_arg], rank)
+    if axes is None and keepdim:
+        axes = _with_unit_axes_after(args[axis_arg], data_meta.shape)
     if axes is None:
         raise NotSpellable(f"{node.name} reduces dims {args[axis_arg]}, not the last axis (or the last k axes "
                            f"together) of a rank-{rank} tensor")
     if args.get("dtype") is not None or args.get("half_to_float"):
         raise NotSpellable(f"{node.name} changes the dtype")
-    per_element = op in ("softmax", "log_softmax")
-    return RowReduction(op, _STATS[op], per_element, data.name, keepdim=per_element or bool(args.get("keepdim")),
-                        axes=axes)
+    return RowReduction(op, _STATS[op], per_element, data.name, keepdim=keepdim, axes=axes)
+
+
+def _with_unit_axes_after(dims, shape) -> int | None:
+    """Trailing axes that `dims` and the size-1 axes after them make up: softmax(x, 1) of [N, C, 1, 1] is a
+    softmax over rows of its last 3 axes (the same values, and with the axes kept the same shape)."""
+    rank = len(shape)
+    dims = [dims] if isinstance(dims, int) else list(dims or [])
+    if not dims or not all(isinstance(d, int) and -rank <= d < rank for d in dims):
+        return None
+    last = max(d % rank for d in dims)
+    if any(shape[d] != 1 for d in range(last + 1, rank)):
+        return None
+    return trailing_axes([*dims, *range(last + 1, rank)], rank)
 
 
 def spell(red: RowReduction, v: str, params: dict[str, str]) -> str:

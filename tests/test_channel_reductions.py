@@ -237,7 +237,7 @@ FLAG_OFF = {  # the plans without channel reductions (the convolution's bias spl
         "max_pool3d_1 -> add_25: aten.max_pool3d.default is not pointwise (stays a torch call)\n"
         "view -> add_25: aten.view.default is not pointwise (stays a torch call)\n"
         "sigmoid -> sum_1: aten.sum.dim_IntList is not pointwise, nor a row kernel: sum_1 reduces dims "
-        "[1], not the last axis alone\n"),
+        "[1], not the last axis (or the last k axes together) of a rank-5 tensor\n"),
 }
 
 

@@ -22,6 +22,7 @@ from fuseforge.codegen import generate
 from fuseforge.config import OptimizeConfig
 from fuseforge.cpu_check import _run_node, run_kernel_reference
 from fuseforge.partition import KernelStep, partition
+from fuseforge.partition_rows import row_op_reason
 from fuseforge.pipeline import optimize
 
 NVCC = shutil.which("nvcc")
@@ -109,6 +110,37 @@ def test_an_input_that_varies_along_both_the_rows_and_the_reduced_axes_stays_out
     assert "broadcasts neither per element, per row, per column nor as a scalar" in why.reason
 
 
+@pytest.mark.parametrize("keepdim", [True, False])
+def test_a_reduction_over_the_channels_of_a_pooled_tensor_spans_the_unit_axes_after_them_if_kept(keepdim):
+    class Pooled(nn.Module):
+        def forward(self, x):  # x [N, C, 1, 1]: over dim 1 alone or over dims 1, 2, 3, the same values
+            return torch.softmax(x, dim=1) * 2.0, torch.logsumexp(x, dim=1, keepdim=keepdim)
+
+    captured = _captured(Pooled(), torch.randn(64, 16, 1, 1))
+    plan = partition(captured.graph, row_kernels=True)
+    axes = {g.row.reduction.op: g.row.reduction.axes for g in plan.groups if g.row}
+    assert axes == ({"softmax": 3, "logsumexp": 3} if keepdim else {"softmax": 3})
+    if not keepdim:  # [N, 1, 1] is neither the kept nor the flat per-row shape of rows of the last 3 axes
+        (node,) = [n for n in captured.graph.nodes if n.name == "logsumexp"]
+        assert "not the last axis (or the last k axes together)" in row_op_reason(node)
+
+
+def test_a_reduction_of_a_few_long_rows_stays_a_torch_call_and_the_reason_gives_the_row_count():
+    class PerSample(nn.Module):
+        def forward(self, x):
+            return torch.relu(x).mean(dim=(1, 2, 3))
+
+    few = _captured(PerSample(), torch.randn(16, 16, 64, 64))  # 16 rows of 65536 values
+    plan = partition(few.graph, row_kernels=True)
+    assert all(g.row is None for g in plan.groups)
+    (why,) = [w for w in plan.not_fused if w.consumer == "mean"]
+    assert "16 rows of 65536 values" in why.reason
+    enough = _captured(PerSample(), torch.randn(32, 16, 64, 64))
+    assert [g.row.reduction.axes for g in partition(enough.graph, row_kernels=True).groups] == [3]
+    short = _captured(PerSample(), torch.randn(16, 16, 32, 32))  # short rows: launch-bound either way
+    assert [g.row.reduction.axes for g in partition(short.graph, row_kernels=True).groups] == [3]
+
+
 @pytest.mark.parametrize("dims,keepdim", [((2, 3), True), ((-1, -2), False), ((1, 2, 3), True), ((3, 1, 2), False)])
 @pytest.mark.parametrize("op", ["mean", "sum", "amax", "amin", "logsumexp"])
 def test_the_reference_over_trailing_axes_equals_torch_in_float64(op, dims, keepdim):
@@ -151,14 +183,14 @@ def test_a_model_with_global_average_pools_passes_the_float64_cpu_check_with_row
         "        self.bias = nn.Parameter(torch.randn(6, 1, 1))\n\n"
         "    def forward(self, x):\n"
         "        y = nn.functional.adaptive_avg_pool2d(torch.relu(x + self.bias), 1)\n"
-        "        return torch.logsumexp(y, dim=(1, 2, 3)) * 2.0, x.amax(dim=(2, 3))\n\n"
+        "        return torch.logsumexp(y, dim=(1, 2, 3)) * 2.0, x.amax(dim=(2, 3)), torch.softmax(y, 1) + 1.0\n\n"
         "def get_inputs():\n    return [torch.randn(3, 6, 9, 11)]\n\n"
         "def get_init_inputs():\n    return []\n")
     alone = OptimizeConfig(model_path=model, out_dir=tmp_path / "out", gpu=False).without_families()
     run = optimize(replace(alone, row_kernels=True))
     ops = sorted((s.group.row.reduction.op, s.group.row.reduction.axes) for s in run.plan.steps
                  if isinstance(s, KernelStep) and s.group.row)
-    assert ops == [("amax", 2), ("logsumexp", 3), ("mean", 2)]
+    assert ops == [("amax", 2), ("logsumexp", 3), ("mean", 2), ("softmax", 3)]
     assert run.cpu_check.passed and run.cpu_check.max_rel_error <= 1e-9, run.cpu_check.detail
 
 

@@ -310,8 +310,8 @@ def _inputs_for(group, rows, cols, misaligned, device, by_name):
     values = {}
     for name, cls in group.row.operands:
         traced_rank = len(by_name[name].meta["val"].shape)
-        shape = {"full": (rows, cols), "col": (cols,), "row": (rows, 1) if traced_rank == 2 else (rows,),
-                 "scalar": ()}[cls]
+        per_row = (rows, 1) if traced_rank == 2 else (rows,)
+        shape = {"full": (rows, cols), "col": (cols,), "row": per_row, "row-flat": per_row, "scalar": ()}[cls]
         n = 1
         for d in shape:
             n *= d

@@ -24,7 +24,7 @@ them; the prologue is recomputed from them in the epilogue where it is needed (r
 """
 
 ROW_KERNEL_RUNTIME = r"""
-// ---- Row kernels: prologue -> statistics over the last axis -> epilogue, one launch per call.
+// ---- Row kernels: prologue -> statistics over a row (the trailing axes) -> epilogue, one launch per call.
 // Adapted from dev/kernels/rowwise.cu; see fuseforge/codegen/row_runtime.py for the Op interface.
 constexpr int kFFRowWarpRows = 8;     // warp path: 256 threads, one row per warp
 constexpr int kFFRowThreads = 512;    // block and two-pass paths: one row per block
