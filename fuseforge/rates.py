@@ -16,6 +16,11 @@ GEMM3X_TILE = 128  # output tile side of every variant (M and N)
 CONV_FLOPS = 100e12  # cuDNN convolutions (TF32 by default in PyTorch): a rough effective rate
 BANDWIDTH = 2.98e12  # device copy, bytes read + written per second
 LAUNCH_S = 3e-6  # per kernel launch, as seen from a stream of small ops
+# Host time of one op of a generated forward (Python, dispatch, launch): its 22 ops (views, two mm, a linear,
+# five kernels, ...) took 445 us to enqueue on the H100 machine (dev/kernels/host_overhead.py on
+# conv2d_avgpool_bias_logsumexp, bench/results/2026-11-22_rows_trailing_h100_5a12533/). Where a forward's
+# GPU work is short, the benchmark times this.
+HOST_OP_S = 20e-6
 
 # The measurement above in waves: 1024x8192x8192 is 8 x 64 = 512 tiles, 4 waves over the SMs, in
 # 2 * 1024 * 8192 * 8192 / GEMM3X_FLOPS seconds; so one tile of K = 8192 takes a quarter of that.

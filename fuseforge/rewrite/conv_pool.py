@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from ..rates import BANDWIDTH, CONV_FLOPS, HOST_OP_S, SGEMM_FLOPS
 from .engine import Builder, Guard, guard, is_state, rule, value
 from .guards import hint, hint_numel, reduced_axes, sole_use, state
 from .pattern import Match, Op
@@ -40,17 +41,25 @@ def plain_conv(m: Match) -> bool:
 bias_is_state = Guard("`b` is absent, or a parameter or buffer", lambda m: m["b"] is None or is_state(m["b"], m.ctx))
 
 
+# Ops the window sums and the small product add to the forward (the band matrices, two mm, permutes, views,
+# copies, the weight's scaling, the linear), less the convolution and the pool they replace.
+ADDED_OPS = 18
+
+
 def _costs(m: Match) -> tuple[float, float]:
+    """Expected seconds of the convolution and its pool, and of the window sums, the small product and the
+    host time of the ops they add (which the benchmark sees where the GPU work is short)."""
     x, w, y = value(m["x"]).shape, value(m["w"]).shape, value(m["conv"]).shape
     n, c, h, wd = hint(x[0]), *x[1:]
     o, _, kh, kw = w
-    before = 2.0 * hint_numel(y) * c * kh * kw
-    after = 2.0 * n * c * kw * h * (wd + kh) + 2.0 * n * o * c * kh * kw
+    before = 2.0 * hint_numel(y) * c * kh * kw / CONV_FLOPS + 2 * 4 * hint_numel(y) / BANDWIDTH  # written, read
+    after_flops = 2.0 * n * c * kw * h * (wd + kh) + 2.0 * n * o * c * kh * kw
+    after = after_flops / SGEMM_FLOPS + 4 * n * c * h * wd / BANDWIDTH + ADDED_OPS * HOST_OP_S
     return before, after
 
 
-cheaper = Guard("the window sums and the small product cost less than the convolution",
-                lambda m: _costs(m)[1] < _costs(m)[0])
+cheaper = Guard("the window sums, the small product and the host time of their ops cost less than the "
+                "convolution and its pool", lambda m: _costs(m)[1] < _costs(m)[0])
 
 
 def _window_matrix(build: Builder, like, taps: int, size: int, out: int, pad: int):
