@@ -64,22 +64,24 @@ def _check_row_operands(group: KernelGroup, inputs: dict[str, object]) -> None:
     if not full:
         raise ValueError(f"{group.name}: no full-shape input")
     sizes = list(full[0].shape)
-    axes = group.row.reduction.axes
-    lead, trail = sizes[:len(sizes) - axes], sizes[len(sizes) - axes:]
+    red = group.row.reduction
+    reduced = red.reduced(len(sizes))
+    kept = [1 if a in reduced else d for a, d in enumerate(sizes)]
+    lead = [d for a, d in enumerate(sizes) if a not in reduced]
     for name, cls in group.row.operands:
         t = list(inputs[name].shape)
+        padded = [1] * (len(sizes) - len(t)) + t
         if cls == "full":
             ok = t == sizes
         elif cls == "scalar":
             ok = math.prod(t) == 1
         elif cls == "col":
-            ok = len(t) <= len(sizes) and all(d == 1 for d in t[:max(0, len(t) - axes)]) \
-                and _broadcasts(t[max(0, len(t) - axes):], trail)
+            ok = len(t) <= len(sizes) and _broadcasts(t, sizes) \
+                and all(d == 1 for a, d in enumerate(padded) if a not in reduced)
         else:
-            ok = _broadcasts(t, lead + [1] * axes if cls == "row" else lead)
+            ok = _broadcasts(t, kept if cls == "row" else lead)
         if not ok:
-            raise ValueError(f"{group.name}: input {name} of shape {t} is not {cls} for rows of the last {axes} "
-                             f"axes of {sizes}")
+            raise ValueError(f"{group.name}: input {name} of shape {t} is not {cls} for rows {red.over} of {sizes}")
 
 
 def _broadcasts(shape: list, to: list) -> bool:

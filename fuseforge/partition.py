@@ -5,7 +5,8 @@ Kinds of kernel:
   (chains, multi-input chains, broadcasts of vectors and scalars, anchor epilogues). Its outputs share
   one iteration shape; every op inside it broadcasts to it.
 - row: a reduction or normalisation over the last axis or the last k axes together (softmax,
-  log_softmax, logsumexp, layer_norm, mean, sum, amax, amin) together with the pointwise groups around it that have the row shape or one
+  log_softmax, logsumexp, layer_norm, mean, sum, amax, amin), or softmax, log_softmax, logsumexp over the
+  channel axis, together with the pointwise groups around it that have the row shape or one
   value per row (`partition_rows`): prologue -> row statistics -> epilogue, one launch.
 - channel: a train-mode batch norm or a group norm with the pointwise groups around it that have its input's
   shape (`partition_channels`): prologue -> per-channel statistics, then finalise + running statistics

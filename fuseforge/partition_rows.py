@@ -2,7 +2,8 @@
 
 Runs after the pointwise groups are formed. Each node of the row-reduction table (`rowwise.recognise`:
 softmax, log_softmax, logsumexp, layer_norm, mean, sum, amax, amin over the last axis, or over the last k
-axes together for all but softmax and log_softmax) becomes a row group, which then takes in neighbouring
+axes together for all but softmax and log_softmax; softmax, log_softmax and logsumexp also over the channel
+axis of [N, C, *S], a row per (n, s)) becomes a row group, which then takes in neighbouring
 pointwise groups (the prologue that computes the reduced value, the epilogues that read its result, and
 groups feeding those) while the whole stays a row group:
 
@@ -62,10 +63,11 @@ def _broadcasts(shape: tuple, to: tuple) -> bool:
     return len(shape) == len(to) and all(a == 1 or a == b for a, b in zip(shape, to))
 
 
-def _operand_class(shape: tuple, full: tuple, axes: int, flat: bool) -> str | None:
+def _operand_class(shape: tuple, full: tuple, reduced: tuple[int, ...], flat: bool) -> str | None:
     """The class of an input of `shape` read by an op of the row shape F (`flat` False) or of the per-row
     shape without the reduced axes (`flat` True): broadcasting as torch does (shapes right-aligned)."""
-    frame = full[:len(full) - axes] if flat else full
+    kept = tuple(d for a, d in enumerate(full) if a not in reduced)
+    frame = kept if flat else full
     if len(shape) > len(frame):
         return None
     shape = (1,) * (len(frame) - len(shape)) + tuple(shape)
@@ -75,18 +77,18 @@ def _operand_class(shape: tuple, full: tuple, axes: int, flat: bool) -> str | No
         return "row-flat" if _broadcasts(shape, frame) else None
     if shape == full:
         return "full"
-    lead, trail = len(full) - axes, full[len(full) - axes:]
-    if all(d == 1 for d in shape[lead:]) and _broadcasts(shape[:lead], full[:lead]):
+    along = [a in reduced for a in range(len(full))]
+    if _broadcasts(shape, full) and all(d == 1 for d, r in zip(shape, along) if r):
         return "row"
-    if all(d == 1 for d in shape[:lead]) and _broadcasts(shape[lead:], trail):
+    if _broadcasts(shape, full) and all(d == 1 for d, r in zip(shape, along) if not r):
         return "col"
     return None
 
 
-def _per_row_shapes(full: tuple, axes: int) -> tuple[tuple, tuple]:
+def _per_row_shapes(full: tuple, reduced: tuple[int, ...]) -> tuple[tuple, tuple]:
     """The per-row shape with the reduced axes kept (size 1), and without them."""
-    lead = full[:len(full) - axes]
-    return lead + (1,) * axes, lead
+    kept = tuple(1 if a in reduced else d for a, d in enumerate(full))
+    return kept, tuple(d for a, d in enumerate(full) if a not in reduced)
 
 
 def _kinds(members: list[str], anchor: fx.Node, red: RowReduction, by_name, below) -> dict[str, str] | str:
@@ -104,7 +106,7 @@ def _kinds(members: list[str], anchor: fx.Node, red: RowReduction, by_name, belo
         shape = traced_shape(node)
         if shape == full:
             kinds[name] = "element"
-        elif shape in _per_row_shapes(full, red.axes) and anchor.name not in below[name]:
+        elif shape in _per_row_shapes(full, red.reduced(len(full))) and anchor.name not in below[name]:
             kinds[name] = "row"
         else:
             return (f"{name} has shape {list(shape)}: a row kernel computes values of the row shape "
@@ -115,7 +117,8 @@ def _kinds(members: list[str], anchor: fx.Node, red: RowReduction, by_name, belo
 def _check_operands(members, kinds, anchor: str, red: RowReduction, by_name) -> dict[str, str] | str:
     """The class of every external input; or why one cannot be read by a row kernel."""
     full = traced_shape(by_name[red.data])
-    keep, flat = _per_row_shapes(full, red.axes)
+    reduced = red.reduced(len(full))
+    keep, flat = _per_row_shapes(full, reduced)
     classes: dict[str, str] = {}
     for name in members:
         kind = "element" if name == anchor else kinds[name]  # the reduction reads its operands per element
@@ -130,11 +133,11 @@ def _check_operands(members, kinds, anchor: str, red: RowReduction, by_name) -> 
             meta = tensor_meta(arg)
             if meta is None or meta.dtype != torch.float32:
                 return f"input {arg.name} of {name} has dtype {getattr(meta, 'dtype', None)}; row kernels read float32"
-            cls = _operand_class(traced_shape(arg), full, red.axes, in_flat)
+            cls = _operand_class(traced_shape(arg), full, reduced, in_flat)
             if cls is None:
                 return (f"input {arg.name} of shape {list(traced_shape(arg))} broadcasts neither per element, per row, "
                         f"per column nor as a scalar against the row shape {list(full)}"
-                        + (f" (rows of the last {red.axes} axes)" if red.axes > 1 else ""))
+                        + (f" (rows {red.over})" if red.axes > 1 or red.channels else ""))
             if kind == "row" and cls not in ("row", "row-flat", "scalar"):
                 return f"{name} cannot read {arg.name} of shape {list(traced_shape(arg))} in a row kernel"
             if classes.get(arg.name, cls) != cls:
@@ -180,8 +183,9 @@ LONG_ROW = 65536
 def _rows_reason(red: RowReduction, data: fx.Node) -> str | None:
     """Why a reduction has too few, too long rows for a row kernel (None when it has enough)."""
     sizes = [size_hint(d) for d in tensor_meta(data).shape]
-    lead = len(sizes) - red.axes
-    rows, cols = math.prod(sizes[:lead]), math.prod(sizes[lead:])
+    reduced = red.reduced(len(sizes))
+    cols = math.prod(sizes[a] for a in reduced)
+    rows = math.prod(sizes) // max(1, cols)
     if rows < MIN_ROWS and cols >= LONG_ROW:
         return (f"{rows} rows of {cols} values (as traced): a row kernel reduces a row per block, so fewer "
                 f"than {MIN_ROWS} long rows leave most of the GPU idle")

@@ -188,7 +188,7 @@ def _why_torch(node: fx.Node, row_kernels: bool, channel_kernels: bool = False, 
                     "`--no-row-kernels`).")
         return ("reduction or normalisation anchor: kept as PyTorch's kernel; row kernels cover softmax, "
                 "log_softmax, logsumexp, layer_norm, mean, sum, amax and amin over the last axis, or over the "
-                "last k axes together"
+                "last k axes together, and softmax, log_softmax and logsumexp over the channel axis"
                 + (f" ({row_op_reason(node)})." if rowwise.is_row_op(node) and row_op_reason(node) else "."))
     return (fusible_reason(node) or "kept as a torch call") + "."
 

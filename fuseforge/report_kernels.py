@@ -41,7 +41,8 @@ def kernels_how(run: Run) -> list[str]:
     if any(g.row for g in run.plan.groups):
         lines += [
             "Row kernels (reductions and normalisations over the last axis or the last k axes together, a row "
-            "being their values flattened, with their prologue and "
+            "being their values flattened, or softmax/logsumexp over the channel axis, a row per position, "
+            "one thread each, its values S apart; with their prologue and "
             "epilogue; design and numerics from `dev/kernels/rowwise.cu`) have a different structure: a "
             "generated `Op` struct spells the prologue (the value reduced), the per-row values and the "
             "epilogue; fixed templates run one warp per row (rows up to 1024 values, 8 rows per 256-thread "

@@ -41,16 +41,27 @@ class RowReduction:
     eps: float = 0.0
     keepdim: bool = True  # per-row values: the reduced axes are kept with size 1
     axes: int = 1  # how many trailing axes a row spans
+    channels: bool = False  # a row is instead the channel axis of [N, C, *S]: one per (n, s), values S apart
 
     @property
     def over(self) -> str:
         """The reduced axes in words."""
+        if self.channels:
+            return "over the channel axis"
         return "over the last axis" if self.axes == 1 else f"over the last {self.axes} axes"
+
+    def reduced(self, rank: int) -> tuple[int, ...]:
+        """The reduced axes of a rank-`rank` input."""
+        return (1,) if self.channels else tuple(range(rank - self.axes, rank))
 
 
 _STATS = {"softmax": "FFRowSoftmax", "log_softmax": "FFRowSoftmax", "logsumexp": "FFRowSoftmax",
           "layer_norm": "FFRowWelford", "mean": "FFRowSum", "sum": "FFRowSum", "amax": "FFRowMax",
           "amin": "FFRowMin"}
+
+# Row ops that also run over the channel axis of [N, C, *S] (min/max/sum/mean over it are the
+# channel-reduction kernels', with pools and channels-last inputs)
+CHANNEL_OPS = ("softmax", "log_softmax", "logsumexp")
 
 # ATen overload -> (row op, the argument that names the reduced axis)
 _OPS = {
@@ -113,12 +124,18 @@ def recognise(node: fx.Node) -> RowReduction:
     axes = trailing_axes(args[axis_arg], rank)
     if axes is None and keepdim:
         axes = _with_unit_axes_after(args[axis_arg], data_meta.shape)
-    if axes is None:
+    channels = axes is None and op in CHANNEL_OPS and rank >= 3 and _channel_axis_only(args[axis_arg], rank)
+    if axes is None and not channels:
         raise NotSpellable(f"{node.name} reduces dims {args[axis_arg]}, not the last axis (or the last k axes "
                            f"together) of a rank-{rank} tensor")
     if args.get("dtype") is not None or args.get("half_to_float"):
         raise NotSpellable(f"{node.name} changes the dtype")
-    return RowReduction(op, _STATS[op], per_element, data.name, keepdim=keepdim, axes=axes)
+    return RowReduction(op, _STATS[op], per_element, data.name, keepdim=keepdim, axes=axes or 1, channels=channels)
+
+
+def _channel_axis_only(dims, rank: int) -> bool:
+    dims = [dims] if isinstance(dims, int) else list(dims or [])
+    return len(dims) == 1 and isinstance(dims[0], int) and -rank <= dims[0] < rank and dims[0] % rank == 1
 
 
 def _with_unit_axes_after(dims, shape) -> int | None:
@@ -162,6 +179,12 @@ def eps_literal(red: RowReduction) -> str:
 def reference(red: RowReduction, v: torch.Tensor, params: dict[str, torch.Tensor | None]) -> torch.Tensor:
     """The value in the precision of `v` (float64 on the CPU check), by the kernel's formulas: on the rows
     (the trailing axes flattened), then in `v`'s shape (per-element values) or its per-row shape."""
+    if red.channels:  # the channel axis last, then as rows
+        moved = v.movedim(1, -1)
+        value = reference(RowReduction(red.op, red.stats, red.per_element, red.data, red.params, red.eps,
+                                       keepdim=True), moved, params)
+        value = value.movedim(-1, 1)
+        return value if red.per_element or red.keepdim else value.squeeze(1)
     lead = v.shape[:v.dim() - red.axes]
     value = _on_rows(red, v.reshape(*lead, math.prod(v.shape[v.dim() - red.axes:])), {k: p if p is None else p.reshape(-1) for k, p in params.items()})
     if red.per_element:

@@ -22,7 +22,6 @@ from fuseforge.codegen import generate
 from fuseforge.config import OptimizeConfig
 from fuseforge.cpu_check import _run_node, run_kernel_reference
 from fuseforge.partition import KernelStep, partition
-from fuseforge.partition_rows import row_op_reason
 from fuseforge.pipeline import optimize
 
 NVCC = shutil.which("nvcc")
@@ -118,11 +117,10 @@ def test_a_reduction_over_the_channels_of_a_pooled_tensor_spans_the_unit_axes_af
 
     captured = _captured(Pooled(), torch.randn(64, 16, 1, 1))
     plan = partition(captured.graph, row_kernels=True)
-    axes = {g.row.reduction.op: g.row.reduction.axes for g in plan.groups if g.row}
-    assert axes == ({"softmax": 3, "logsumexp": 3} if keepdim else {"softmax": 3})
-    if not keepdim:  # [N, 1, 1] is neither the kept nor the flat per-row shape of rows of the last 3 axes
-        (node,) = [n for n in captured.graph.nodes if n.name == "logsumexp"]
-        assert "not the last axis (or the last k axes together)" in row_op_reason(node)
+    rows = {g.row.reduction.op: g.row.reduction.over for g in plan.groups if g.row}
+    # without keepdim, [N, 1, 1] is not a per-row shape of rows of the last 3 axes: a row along the channels
+    assert rows == {"softmax": "over the last 3 axes",
+                    "logsumexp": "over the last 3 axes" if keepdim else "over the channel axis"}
 
 
 def test_a_reduction_of_a_few_long_rows_stays_a_torch_call_and_the_reason_gives_the_row_count():

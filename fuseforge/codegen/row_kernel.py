@@ -160,7 +160,7 @@ def _pointer_params(lay: _Layout) -> list[str]:
 
 
 def _launcher_signature(lay: _Layout) -> str:
-    params = _pointer_params(lay) + ["int64_t rows", "int64_t cols", "void* stream"]
+    params = _pointer_params(lay) + ["int64_t rows", "int64_t cols", "int64_t positions", "void* stream"]
     return f"int launch_{lay.group.name}({', '.join(params)})"
 
 
@@ -180,7 +180,11 @@ def _launcher(lay: _Layout) -> str:
                 w.line(f"op.{cpp_name(name)}_{_FIELD[lay.classes[name]]} = {cpp_name(name)};")
         for name in lay.row_outputs:
             w.line(f"op.{cpp_name(name)}_out = {cpp_name(name)};")
-        w.line("return ff_row_launch(op, rows, cols, stream);")
+        if lay.red.channels:
+            w.line("return ff_row_channels_launch(op, rows, cols, positions, stream);")
+        else:
+            w.line("(void)positions;  // 1: each row's values are adjacent")
+            w.line("return ff_row_launch(op, rows, cols, stream);")
     w.line("}")
     return w.text()
 
@@ -195,8 +199,8 @@ def _binding(lay: _Layout) -> str:
            f"{', '.join([f'torch::Tensor {i}' for i in ins] + ['int64_t stream'])}) {{")
     with w.indent():
         w.line(f'const char* kernel = "{g.name}";')
-        w.line(f"const FFRows rows = ff_rows_of(kernel, {first}, {lay.red.axes});  // a row: the last "
-               f"{'axis' if lay.red.axes == 1 else f'{lay.red.axes} axes'}")
+        w.line(f"const FFRows rows = ff_rows_of(kernel, {first}, {lay.red.axes}, "
+               f"{'true' if lay.red.channels else 'false'});  // a row: {lay.red.over.removeprefix('over ')}")
         for name, i in zip(g.inputs, ins):
             w.line(f'const torch::Tensor {i}_c = ff_row_operand(kernel, "{name}", {i}, rows, {first}, '
                    f"{_CLASS_ENUM[lay.classes[name]]});")
@@ -208,7 +212,7 @@ def _binding(lay: _Layout) -> str:
             w.line(f"torch::Tensor {o} = torch::empty({sizes}, {first}.options());")
         args = [f"{i}_c.data_ptr<float>()" for i in ins]
         args += [f"{cpp_name(o)}.data_ptr<float>()" for o in lay.full_outputs + lay.row_outputs]
-        args += ["rows.rows", "rows.cols", "reinterpret_cast<void*>(stream)"]
+        args += ["rows.rows", "rows.cols", "rows.positions", "reinterpret_cast<void*>(stream)"]
         w.line(f"ff_check(kernel, launch_{g.name}({', '.join(args)}));")
         w.line(f"return {outs[0]};" if single else f"return {{{', '.join(outs)}}};")
     w.line("}")

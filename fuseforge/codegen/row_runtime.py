@@ -19,7 +19,8 @@ per row, shuffles then shared memory), two-pass (longer rows, or more than 4 ful
 statistics from a first read, the outputs from a second). kBig is 32 values per thread with one
 full-shape input, 16 with two, 8 with three or four: the cache stays at <= 32 floats per thread.
 Loads and stores are float4 when cols % 4 == 0 and every full-shape pointer is 16-byte aligned, scalar
-otherwise. Each element's inputs are cached (not the reduced value), so the epilogue can read any of
+otherwise. Rows along the channel axis of [N, C, *S] (softmax(x, 1)) run `ff_row_channels_kernel`
+instead: one thread per (n, s), its C values S apart, cached in registers up to kBig channels. Each element's inputs are cached (not the reduced value), so the epilogue can read any of
 them; the prologue is recomputed from them in the epilogue where it is needed (registers, no traffic).
 """
 
@@ -255,6 +256,94 @@ void ff_row_launch_variant(const Op& op, int64_t rows, int cols, cudaStream_t s)
     ff_row_two_pass_kernel<Op, kVec><<<(unsigned)rows, kFFRowThreads, 0, s>>>(op, rows, cols);
 }
 
+// Rows along the channel axis of [N, C, S]: row r = n * S + s holds the C values n * C * S + c * S + s. One
+// thread per row; consecutive threads take consecutive s, so each load of one channel is coalesced. Rows of
+// up to NPT values stay in registers between the statistics and the epilogue; longer ones (NPT 0) are read
+// twice, the second time mostly from L2.
+constexpr int kFFRowChannelThreads = 256;
+
+template <class Op, int NPT>
+__global__ void __launch_bounds__(kFFRowChannelThreads) ff_row_channels_kernel(Op op, int64_t rows, int cols,
+                                                                               int64_t positions) {
+    using Stats = typename Op::Stats;
+    constexpr int F = Op::kFull;
+    const int64_t row = (int64_t)blockIdx.x * kFFRowChannelThreads + threadIdx.x;
+    if (row >= rows) return;
+    const int64_t n = row / positions;
+    const int64_t base = n * cols * positions + (row - n * positions);
+    Stats st;
+    st.init();
+    if constexpr (NPT > 0) {
+        float in[NPT][F];
+#pragma unroll
+        for (int c = 0; c < NPT; ++c) {
+            if (c < cols) {
+#pragma unroll
+                for (int f = 0; f < F; ++f) in[c][f] = __ldg(op.full[f] + base + c * positions);
+                st.add(op.reduced(in[c], row, c));
+            }
+        }
+        st.finalize(cols, Op::kEps);
+        if constexpr (Op::kOut == 0) {
+            op.row_values(st, row, cols, true);
+        } else {
+            const typename Op::Row r = op.row_values(st, row, cols, true);
+#pragma unroll
+            for (int c = 0; c < NPT; ++c) {
+                if (c < cols) {
+                    float o[Op::kOut];
+                    op.element(in[c], st, r, row, c, o);
+#pragma unroll
+                    for (int m = 0; m < Op::kOut; ++m) op.out[m][base + c * positions] = o[m];
+                }
+            }
+        }
+    } else {
+        for (int c = 0; c < cols; ++c) {
+            float in[F];
+#pragma unroll
+            for (int f = 0; f < F; ++f) in[f] = __ldg(op.full[f] + base + c * positions);
+            st.add(op.reduced(in, row, c));
+        }
+        st.finalize(cols, Op::kEps);
+        if constexpr (Op::kOut == 0) {
+            op.row_values(st, row, cols, true);
+        } else {
+            const typename Op::Row r = op.row_values(st, row, cols, true);
+            for (int c = 0; c < cols; ++c) {
+                float in[F];
+#pragma unroll
+                for (int f = 0; f < F; ++f) in[f] = __ldg(op.full[f] + base + c * positions);
+                float o[Op::kOut];
+                op.element(in, st, r, row, c, o);
+#pragma unroll
+                for (int m = 0; m < Op::kOut; ++m) op.out[m][base + c * positions] = o[m];
+            }
+        }
+    }
+}
+
+// Launch `op` over rows of C = cols values `positions` apart (the binding checked rows, cols < 2^31).
+template <class Op>
+int ff_row_channels_launch(const Op& op, int64_t rows, int64_t cols, int64_t positions, void* stream) {
+    if (rows == 0 || cols == 0) return 0;
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    const unsigned grid = (unsigned)((rows + kFFRowChannelThreads - 1) / kFFRowChannelThreads);
+    if constexpr (FFRowCache<Op>::kCached) {
+        if (cols <= 8) {
+            ff_row_channels_kernel<Op, 8><<<grid, kFFRowChannelThreads, 0, s>>>(op, rows, (int)cols, positions);
+            return (int)cudaGetLastError();
+        }
+        if (cols <= FFRowCache<Op>::kBig) {
+            ff_row_channels_kernel<Op, FFRowCache<Op>::kBig><<<grid, kFFRowChannelThreads, 0, s>>>(
+                op, rows, (int)cols, positions);
+            return (int)cudaGetLastError();
+        }
+    }
+    ff_row_channels_kernel<Op, 0><<<grid, kFFRowChannelThreads, 0, s>>>(op, rows, (int)cols, positions);
+    return (int)cudaGetLastError();
+}
+
 // Launch `op` over rows x cols (the binding checked the sizes: rows < 2^31, cols < 2^31).
 template <class Op>
 int ff_row_launch(const Op& op, int64_t rows, int64_t cols, void* stream) {
@@ -273,35 +362,49 @@ int ff_row_launch(const Op& op, int64_t rows, int64_t cols, void* stream) {
 """
 
 ROW_BINDING_RUNTIME = r"""
-// Row kernels: a row is the last `axes` axes of the row shape, flattened. Every operand is checked against
-// its class and made contiguous: full (the row shape), col (one value per column: broadcast along the
-// leading axes), row (one value per row: broadcast along the reduced axes), row-flat (one value per row,
-// broadcast against the per-row shape without the reduced axes), scalar (one value). A broadcast col or row
-// operand is expanded to one value per column or row.
+// Row kernels: a row is the values of the reduced axes [lo, hi) of the row shape: the last `axes` axes
+// (contiguous rows), or the channel axis 1 of [N, C, *S] (rows of C values S apart). Every operand is
+// checked against its class and made contiguous: full (the row shape), col (one value per column:
+// broadcast along the other axes), row (one value per row: broadcast along the reduced axes), row-flat
+// (one value per row, broadcast against the per-row shape without the reduced axes), scalar (one value).
+// A broadcast col or row operand is expanded to one value per column or row.
 enum FFRowClass { FF_ROW_FULL = 0, FF_ROW_COL = 1, FF_ROW_ROW = 2, FF_ROW_ROW_FLAT = 3, FF_ROW_SCALAR = 4 };
 
 struct FFRows {
     std::vector<int64_t> sizes;  // the row shape of this call
-    int axes;                    // trailing axes per row
+    int64_t lo, hi;              // the reduced axes
     int64_t rows, cols;
+    int64_t positions;           // product of the sizes after the reduced axes: 1 for trailing rows
 
-    std::vector<int64_t> lead() const { return {sizes.begin(), sizes.end() - axes}; }
-    std::vector<int64_t> trail() const { return {sizes.end() - axes, sizes.end()}; }
+    std::vector<int64_t> lead() const {  // the per-row shape without the reduced axes
+        std::vector<int64_t> k(sizes.begin(), sizes.begin() + lo);
+        k.insert(k.end(), sizes.begin() + hi, sizes.end());
+        return k;
+    }
+    std::vector<int64_t> trail() const { return {sizes.begin() + lo, sizes.begin() + hi}; }
     std::vector<int64_t> kept() const {  // the per-row shape with the reduced axes kept (size 1)
-        std::vector<int64_t> k = lead();
-        k.insert(k.end(), axes, 1);
+        std::vector<int64_t> k = sizes;
+        for (int64_t d = lo; d < hi; ++d) k[d] = 1;
         return k;
     }
 };
 
-static FFRows ff_rows_of(const char* kernel, const torch::Tensor& full, int axes) {
-    TORCH_CHECK(full.dim() >= axes && axes >= 1, kernel, ": the row input has ", full.dim(), " axes, rows span ", axes);
+// The rows of `full`: its last `axes` axes (channels false), or its axis 1 (channels true).
+static FFRows ff_rows_of(const char* kernel, const torch::Tensor& full, int axes, bool channels) {
+    const int64_t rank = full.dim();
+    TORCH_CHECK(channels ? rank >= 3 : (rank >= axes && axes >= 1), kernel, ": the row input has ", rank,
+                " axes");
     FFRows r;
     r.sizes = full.sizes().vec();
-    r.axes = axes;
-    r.cols = 1;
+    r.lo = channels ? 1 : rank - axes;
+    r.hi = channels ? 2 : rank;
     r.rows = 1;
-    for (size_t d = 0; d < r.sizes.size(); ++d) (d + axes < r.sizes.size() ? r.rows : r.cols) *= r.sizes[d];
+    r.cols = 1;
+    r.positions = 1;
+    for (int64_t d = 0; d < rank; ++d) {
+        (d >= r.lo && d < r.hi ? r.cols : r.rows) *= r.sizes[d];
+        if (d >= r.hi) r.positions *= r.sizes[d];
+    }
     TORCH_CHECK(r.rows < (int64_t(1) << 31) && r.cols < (int64_t(1) << 31), kernel, ": more than 2^31 rows or columns");
     return r;
 }
@@ -332,20 +435,18 @@ static torch::Tensor ff_row_operand(const char* kernel, const char* name, const 
         TORCH_CHECK(t.numel() == 1, kernel, ": ", name, " must hold one value");
         return t.contiguous();
     }
-    if (cls == FF_ROW_COL) {  // constant along the leading axes: drop them, then broadcast over the row's axes
-        TORCH_CHECK(t.dim() <= (int64_t)r.sizes.size(), kernel, ": ", name, " has more axes than the rows");
-        torch::Tensor c = t;
-        while (c.dim() > r.axes) {
-            TORCH_CHECK(c.size(0) == 1, kernel, ": ", name, " of sizes ", t.sizes(), " is not one value per column");
-            c = c.squeeze(0);
-        }
-        return ff_row_broadcast(kernel, name, c, r.trail(), "the row's axes");
-    }
-    if (cls == FF_ROW_ROW) {
-        TORCH_CHECK(t.dim() <= (int64_t)r.sizes.size(), kernel, ": ", name, " has more axes than the rows");
-        return ff_row_broadcast(kernel, name, t, r.kept(), "one value per row");
-    }
-    return ff_row_broadcast(kernel, name, t, r.lead(), "one value per row");  // FF_ROW_ROW_FLAT
+    if (cls == FF_ROW_ROW_FLAT) return ff_row_broadcast(kernel, name, t, r.lead(), "one value per row");
+    const int64_t rank = (int64_t)r.sizes.size();
+    TORCH_CHECK(t.dim() <= rank, kernel, ": ", name, " has more axes than the rows");
+    if (cls == FF_ROW_ROW) return ff_row_broadcast(kernel, name, t, r.kept(), "one value per row");
+    // FF_ROW_COL: size 1 along every axis but the reduced ones, which broadcast to the row's
+    std::vector<int64_t> padded(rank - t.dim(), 1);
+    padded.insert(padded.end(), t.sizes().begin(), t.sizes().end());
+    for (int64_t d = 0; d < rank; ++d)
+        TORCH_CHECK((d >= r.lo && d < r.hi) || padded[d] == 1, kernel, ": ", name, " of sizes ", t.sizes(),
+                    " is not one value per column");
+    const std::vector<int64_t> part(padded.begin() + r.lo, padded.begin() + r.hi);
+    return ff_row_broadcast(kernel, name, t.reshape(part), r.trail(), "the row's axes");
 }
 
 static std::vector<int64_t> ff_per_row_sizes(const FFRows& r, bool keepdim) {

@@ -1,0 +1,204 @@
+"""Row kernels along the channel axis: softmax, log_softmax and logsumexp over dim 1 of [N, C, *S].
+
+A row is the C values of one (n, s), S apart; one thread per row. Plan tests (the forms, the operand
+classes against the channel axis, what stays with the channel-reduction kernels or torch), the float64
+reference against torch, the CPU check of a whole model, nvcc and g++ compile checks, and on a GPU the
+generated kernels at other sizes than traced (one channel, odd positions, more channels than a thread caches).
+"""
+
+import re
+import shutil
+import subprocess
+from dataclasses import replace
+
+import pytest
+import torch
+from compile_check import GXX, compile_binding
+from test_partition import _captured
+from test_row_trailing_axes import _at, _run_node_at_sizes
+from test_rows import _rel
+from torch import nn
+
+from fuseforge import rowwise
+from fuseforge.codegen import generate
+from fuseforge.config import OptimizeConfig
+from fuseforge.cpu_check import run_kernel_reference
+from fuseforge.partition import KernelStep, partition
+from fuseforge.partition_rows import row_op_reason
+
+NVCC = shutil.which("nvcc")
+TRACED = (2, 3, 5, 7)  # N, C, H, W (as test_row_trailing_axes: each size names its axis)
+
+
+class ChannelRows(nn.Module):
+    """A softmax over the channels with a per-channel prologue and an epilogue; a log_softmax over the
+    channels of a 5-D view-free input; a logsumexp over the channels kept, plus a per-position input; one
+    not kept, plus a per-position bias broadcast against [N, H, W]."""
+
+    def __init__(self, c=3, h=5, w=7):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(c, 1, 1))
+        self.plane = nn.Parameter(torch.randn(h, w))
+
+    def forward(self, x, y, z):
+        a = torch.tanh(torch.softmax(x * 2.0 + self.bias, dim=1)) * 0.5
+        b = torch.log_softmax(z, dim=1)
+        c = torch.logsumexp(torch.relu(x), dim=1, keepdim=True) + y
+        d = torch.logsumexp(x, dim=-3) - self.plane
+        return a, b, c, d
+
+
+def _channel_rows():
+    inputs = (torch.randn(*TRACED), torch.randn(2, 1, 5, 7), torch.randn(2, 3, 4, 5, 7))
+    captured = _captured(ChannelRows(), *inputs)
+    return captured, partition(captured.graph, row_kernels=True)
+
+
+def _row(plan, op):
+    (group,) = [g for g in plan.groups if g.row and g.row.reduction.op == op and g.row.reduction.data != "z"]
+    return group
+
+
+def test_softmax_and_logsumexp_over_the_channels_are_row_kernels_with_their_neighbours():
+    _, plan = _channel_rows()
+    assert all(isinstance(s, KernelStep) for s in plan.steps)
+    assert all(g.row.reduction.channels for g in plan.groups)
+    assert sorted(g.row.reduction.op for g in plan.groups) == ["log_softmax", "logsumexp", "logsumexp", "softmax"]
+    assert [n.rstrip("_0123456789") for n in _row(plan, "softmax").nodes] == ["mul", "add", "softmax", "tanh", "mul"]
+    assert plan.not_fused == []
+
+
+def test_inputs_are_read_per_channel_per_position_or_against_the_per_position_shape():
+    _, plan = _channel_rows()
+    assert dict(_row(plan, "softmax").row.operands) == {"x": "full", "p_bias": "col"}
+    (kept, dropped) = sorted((g for g in plan.groups if g.row.reduction.op == "logsumexp"),
+                             key=lambda g: not g.row.reduction.keepdim)
+    assert dict(kept.row.operands) == {"x": "full", "y": "row"}
+    assert dict(dropped.row.operands) == {"x": "full", "p_plane": "row-flat"}
+
+
+def test_min_over_the_channels_is_left_to_the_channel_reduction_kernels_and_other_axes_to_torch():
+    class Others(nn.Module):
+        def forward(self, x):
+            return torch.amax(x, dim=1), torch.softmax(x, dim=2)
+
+    captured = _captured(Others(), torch.randn(*TRACED))
+    by_name = {n.name: n for n in captured.graph.nodes}
+    assert "reduces dims 1, not the last axis" in row_op_reason(by_name["amax"])
+    assert "reduces dims 2, not the last axis" in row_op_reason(by_name["softmax"])
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 5), (2, 3, 5, 7), (2, 3, 4, 5, 7)])
+@pytest.mark.parametrize("op, keepdim", [("softmax", True), ("log_softmax", True), ("logsumexp", True),
+                                         ("logsumexp", False)])
+def test_the_reference_over_the_channels_equals_torch_in_float64(op, keepdim, shape):
+    torch.manual_seed(0)
+    v = torch.randn(*shape, dtype=torch.float64) * 3
+    v[1, :, 0] = float("-inf")  # whole rows of -inf
+    red = rowwise.RowReduction(op, "", op != "logsumexp", "v", keepdim=keepdim, channels=True)
+    want = {"softmax": lambda: torch.softmax(v, 1), "log_softmax": lambda: torch.log_softmax(v, 1),
+            "logsumexp": lambda: torch.logsumexp(v, 1, keepdim=keepdim)}[op]()
+    got = rowwise.reference(red, v, {})
+    assert got.shape == want.shape
+    assert torch.allclose(got, want, rtol=1e-12, atol=1e-12, equal_nan=True)
+
+
+def test_the_row_reference_refuses_a_per_channel_bias_of_the_wrong_count():
+    captured, plan = _channel_rows()
+    by_name = {n.name: n for n in captured.graph.nodes}
+    with pytest.raises(ValueError, match="p_bias"):
+        run_kernel_reference(_row(plan, "softmax"), by_name, {"x": torch.randn(*TRACED), "p_bias": torch.randn(4, 1, 1)})
+
+
+def test_a_conv_softmax_model_passes_the_float64_cpu_check_with_a_channel_row_kernel(tmp_path):
+    from fuseforge.pipeline import optimize
+
+    model = tmp_path / "conv_softmax.py"
+    model.write_text(
+        "import torch\nfrom torch import nn\n\n"
+        "class Model(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.conv = nn.Conv3d(3, 6, 3)\n\n"
+        "    def forward(self, x):\n"
+        "        y = torch.softmax(torch.relu(self.conv(x)), dim=1)\n"
+        "        return y.mean(dim=(2, 3, 4))\n\n"
+        "def get_inputs():\n    return [torch.randn(2, 3, 6, 7, 8)]\n\n"
+        "def get_init_inputs():\n    return []\n")
+    alone = OptimizeConfig(model_path=model, out_dir=tmp_path / "out", gpu=False).without_families()
+    run = optimize(replace(alone, row_kernels=True))
+    overs = [s.group.row.reduction.over for s in run.plan.steps if isinstance(s, KernelStep) and s.group.row]
+    assert overs == ["over the channel axis", "over the last 3 axes"]
+    assert run.cpu_check.passed and run.cpu_check.max_rel_error <= 1e-9, run.cpu_check.detail
+
+
+# ---------------------------------------------------------------------------------------- compile
+
+def _generated():
+    captured, plan = _channel_rows()
+    return captured, plan, generate(plan, captured.graph, "channel_rows.py")
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+def test_the_channel_row_kernels_compile_for_hopper_without_warnings_or_spills(tmp_path):
+    _, _, ext = _generated()
+    assert ext.cuda.count("ff_row_channels_launch(op") == 4
+    source = tmp_path / "kernels.cu"
+    source.write_text(ext.cuda)
+    result = subprocess.run(
+        [NVCC, "-std=c++17", "-cubin", "-O3", "-gencode=arch=compute_90a,code=sm_90a", "-Werror", "all-warnings",
+         "-Xptxas", "-v,-warn-spills,-warn-lmem-usage", "-o", str(tmp_path / "k.cubin"), str(source)],
+        capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    spills = [line for line in result.stderr.splitlines() if "spill" in line]
+    assert spills and all("0 bytes spill stores, 0 bytes spill loads" in line for line in spills)
+    assert all(int(r) <= 128 for r in re.findall(r"Used (\d+) registers", result.stderr))
+
+
+@pytest.mark.skipif(GXX is None, reason="g++ is not installed")
+def test_the_channel_row_binding_compiles_against_torch_headers(tmp_path):
+    _, _, ext = _generated()
+    result = compile_binding(ext.binding, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+# ---------------------------------------------------------------------------------------- GPU
+
+# N, C, H, W: one channel, one position, odd positions, 8 / 32 / 33 / 64 channels (cached paths and the re-read)
+SIZES = [(1, 1, 1, 1), (2, 3, 5, 7), (1, 8, 1, 1), (3, 5, 9, 11), (2, 32, 17, 9), (2, 33, 5, 7), (4, 16, 32, 32),
+         (2, 64, 16, 16)]
+
+
+@pytest.mark.gpu
+def test_the_channel_row_kernels_match_float64_at_other_sizes_like_eager_does():
+    from torch.utils.cpp_extension import load_inline
+
+    captured, plan, ext = _generated()
+    kernels = load_inline(name=ext.name, cpp_sources=[ext.binding], cuda_sources=[ext.cuda],
+                          functions=list(ext.functions), extra_cflags=["-O3"], extra_cuda_cflags=["-O3"],
+                          no_implicit_headers=True)
+    by_name = {n.name: n for n in captured.graph.nodes}
+    stream = torch.cuda.current_stream().cuda_stream
+    failures = []
+    for group in plan.groups:
+        for sizes in SIZES:
+            torch.manual_seed(sum(sizes) * 7919)
+            inputs = {}
+            for name, cls in group.row.operands:
+                traced = tuple(by_name[name].meta["val"].shape)
+                # z is 5-D [N, C, 4, H, W]: its extra axis (traced 4) stays 4
+                shape = _at(traced, sizes) if name != "z" else (*_at(traced[:2], sizes), 4, *_at(traced[3:], sizes))
+                inputs[name] = torch.randn(shape, device="cuda") * 2 + (3 if cls == "full" else 0)
+            got = getattr(kernels, group.name)(*[inputs[i] for i in group.inputs], stream)
+            got = got if isinstance(got, (list, tuple)) else [got]
+            truth = run_kernel_reference(group, by_name, {k: v.double().cpu() for k, v in inputs.items()})
+            eager = dict(inputs)
+            for n in group.nodes:
+                eager[n] = _run_node_at_sizes(by_name[n], eager)
+            for out, value in zip(group.outputs, got):
+                want = truth[out]
+                ours, theirs = _rel(value, want), _rel(eager[out], want)
+                if tuple(value.shape) != tuple(want.shape) or not ours <= 2 * theirs + 1e-7:
+                    failures.append(f"{group.name} {sizes} {out}: shape {tuple(value.shape)}, "
+                                    f"error {ours:.2e} vs eager {theirs:.2e}")
+    assert not failures, "\n".join(failures)
