@@ -77,14 +77,14 @@ def test_inputs_are_read_per_channel_per_position_or_against_the_per_position_sh
     assert dict(dropped.row.operands) == {"x": "full", "p_plane": "row-flat"}
 
 
-def test_min_over_the_channels_is_left_to_the_channel_reduction_kernels_and_other_axes_to_torch():
+def test_amax_over_the_channels_is_not_a_row_kernel_nor_a_softmax_over_another_axis():
     class Others(nn.Module):
         def forward(self, x):
             return torch.amax(x, dim=1), torch.softmax(x, dim=2)
 
     captured = _captured(Others(), torch.randn(*TRACED))
     by_name = {n.name: n for n in captured.graph.nodes}
-    assert "reduces dims 1, not the last axis" in row_op_reason(by_name["amax"])
+    assert "reduces dims [1], not the last axis" in row_op_reason(by_name["amax"])
     assert "reduces dims 2, not the last axis" in row_op_reason(by_name["softmax"])
 
 
