@@ -18,7 +18,7 @@ BANDWIDTH = 2.98e12  # device copy, bytes read + written per second
 LAUNCH_S = 3e-6  # per kernel launch, as seen from a stream of small ops
 # Host time of one op of a generated forward (Python, dispatch, launch): its 22 ops (views, two mm, a linear,
 # five kernels, ...) took 445 us to enqueue on the H100 machine (dev/kernels/host_overhead.py on
-# conv2d_avgpool_bias_logsumexp, bench/results/2026-11-22_rows_trailing_h100_5a12533/). Where a forward's
+# conv2d_avgpool_bias_logsumexp, bench/results/2026-11-22_rows_trailing_channels_h100/run4_host/). Where a forward's
 # GPU work is short, the benchmark times this.
 HOST_OP_S = 20e-6
 
