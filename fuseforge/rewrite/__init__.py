@@ -13,7 +13,8 @@ The order of `RULES` is the order of application within a round; rounds repeat u
    the row kernels take); and two linear maps compose where cheaper (after the reductions, so that a
    reduced map composes at its reduced size);
 4. channel shifts: a convolution's bias becomes a per-channel add (last: the linear-map rules above read
-   the bias in place), and a per-channel add moves after a max pool, into the kernel that reads the pool.
+   the bias in place), and a per-channel add moves after a max pool or a mean along other axes, into the
+   kernel that reads the smaller result.
 
 Every firing is logged with the FLOPs and bytes it removes at the traced sizes.
 """
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 from torch import fx
 
-from .channel_shifts import conv_bias_as_channel_add, max_pool_of_channel_shift
+from .channel_shifts import conv_bias_as_channel_add, max_pool_of_channel_shift, mean_of_channel_shift
 from .conv_pool import global_average_pool_of_conv, spatial_mean_of_conv
 from .engine import ALL, Firing, RewriteContext, RewriteLog, Rule, declined_by, run_rules
 from .global_pools import global_average_pool_is_a_mean, global_max_pool_is_an_amax
@@ -49,6 +50,7 @@ RULES: list[Rule] = [
     compose_linear_maps,
     conv_bias_as_channel_add,
     max_pool_of_channel_shift,
+    mean_of_channel_shift,
 ]
 
 __all__ = ["ALL", "RULES", "Firing", "RewriteContext", "RewriteLog", "Rule", "declined_by", "format_rewrite",

@@ -3,8 +3,8 @@
 PyTorch does not let cuDNN add a convolution's bias: it adds it in a second pass over the output (a read
 and a write of the largest tensor of most convolution models). As a pointwise add of a [C, 1, ...] tensor
 the bias joins the kernel after the convolution, which reads it once per channel. A per-channel (or
-scalar) add commutes with a max pool, whose windows never leave a channel; moved after the pool it joins
-the kernel that reads the pool's output.
+scalar) add commutes with a max pool, whose windows never leave a channel, and with a mean over axes along
+which it is constant; moved after either it is added to the smaller result, in the kernel that reads it.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from .engine import Builder, Guard, guard, rule, value
-from .guards import sole_use
+from .guards import reduced_axes, sole_use
 from .pattern import Match, Op, arguments
 
 aten = torch.ops.aten
@@ -72,3 +72,53 @@ def max_pool_of_channel_shift(m: Match, build: Builder):
     pool_args = dict(arguments(m.root))
     pool_args["self"] = full
     return build(aten.add.Tensor, build(m.root.target, *pool_args.values()), shift)
+
+
+def _constant_along(shift, out, axes: list[int]) -> bool:
+    """Whether `shift` (a number, or a tensor broadcast against `out`) is constant along `axes` of `out`."""
+    if isinstance(shift, (int, float)) and not isinstance(shift, bool):
+        return True
+    s = value(shift)
+    if s is None or s.dim() > out.dim():
+        return False
+    offset = out.dim() - s.dim()
+    return all(s.shape[a - offset] == 1 for a in axes if a >= offset)
+
+
+def _mean_shift_operand(m: Match) -> tuple | None:
+    """(full, shift) of the add under the mean: full has the add's shape, shift is constant along the mean's axes."""
+    out, axes = value(m["added"]), reduced_axes(m)
+    if out is None or axes is None:
+        return None
+    for full, shift in ((m["p"], m["q"]), (m["q"], m["p"])):
+        if value(full) is not None and list(value(full).shape) == list(out.shape) and _constant_along(shift, out, axes):
+            return full, shift
+    return None
+
+
+@guard("the add has no scale (alpha 1); one operand has its full shape, the other is a number or constant "
+       "along the mean's axes")
+def shift_constant_along_the_mean(m: Match) -> bool:
+    return m["alpha"] == 1 and m.root.kwargs.get("dtype") is None and _mean_shift_operand(m) is not None
+
+
+@rule(FAMILY, Op("aten.mean.dim", self=Op("aten.add.Tensor", bind="added", self="p", other="q", alpha="alpha"),
+                 dim="dims", keepdim="keepdim"),
+      sole_use("added"), shift_constant_along_the_mean)
+def mean_of_channel_shift(m: Match, build: Builder):
+    """mean(x + b, axes) = mean(x, axes) + b   (b constant along the axes: per channel, or a number)
+
+    Each mean averages values that share one b, so b comes out of the sum and the division whole; the add
+    then runs on the mean's output instead of the full tensor. Without keepdim, b loses the reduced axes.
+    In floating point b is rounded into one sum instead of every element: equal within the mean's rounding.
+    """
+    full, shift = _mean_shift_operand(m)
+    out = value(m["added"])
+    mean = build(aten.mean.dim, full, m["dims"], m["keepdim"])
+    if not m["keepdim"] and not isinstance(shift, (int, float)):
+        s = value(shift)
+        offset = out.dim() - s.dim()
+        axes = reduced_axes(m)
+        kept = [n for a, n in enumerate(s.shape) if a + offset not in axes]
+        shift = build(aten.view.default, shift, kept)
+    return build(aten.add.Tensor, mean, shift)
