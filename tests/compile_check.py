@@ -1,5 +1,7 @@
-"""Compiling a generated binding unit against torch's headers with g++ (syntax only), for every family's tests."""
+"""Compiling generated code for every family's tests: the binding unit against torch's headers with g++
+(syntax only), the kernel unit for Hopper with nvcc (no warnings, no spills)."""
 
+import re
 import shutil
 import subprocess
 import sysconfig
@@ -7,6 +9,7 @@ import sysconfig
 from torch.utils.cpp_extension import include_paths
 
 GXX = shutil.which("g++")
+NVCC = shutil.which("nvcc")
 
 
 def compile_binding(binding: str, tmp_path) -> subprocess.CompletedProcess:
@@ -16,3 +19,19 @@ def compile_binding(binding: str, tmp_path) -> subprocess.CompletedProcess:
     includes = [f"-I{p}" for p in include_paths()] + [f"-I{sysconfig.get_paths()['include']}"]
     return subprocess.run([GXX, "-std=c++20", "-fsyntax-only", "-Wall", *includes, str(source)],
                           capture_output=True, text=True, timeout=300)
+
+
+def assert_compiles_for_hopper_without_spills(cuda: str, tmp_path, std: str = "c++17", max_registers: int = 128) -> str:
+    """nvcc -cubin for sm_90a with warnings as errors and ptxas -v: no spills, no kernel over `max_registers`
+    registers. Returns ptxas' report."""
+    source = tmp_path / "kernels.cu"
+    source.write_text(cuda)
+    result = subprocess.run(
+        [NVCC, f"-std={std}", "-cubin", "-O3", "-gencode=arch=compute_90a,code=sm_90a", "-Werror", "all-warnings",
+         "-Xptxas", "-v,-warn-spills,-warn-lmem-usage", "-o", str(tmp_path / "k.cubin"), str(source)],
+        capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    spills = [line for line in result.stderr.splitlines() if "spill" in line]
+    assert spills and all("0 bytes spill stores, 0 bytes spill loads" in line for line in spills)
+    assert all(int(r) <= max_registers for r in re.findall(r"Used (\d+) registers", result.stderr))
+    return result.stderr

@@ -6,14 +6,11 @@ reference against torch, the CPU check of a whole model, nvcc and g++ compile ch
 generated kernels at other sizes than traced (one channel, odd positions, more channels than a thread caches).
 """
 
-import re
-import shutil
-import subprocess
 from dataclasses import replace
 
 import pytest
 import torch
-from compile_check import GXX, compile_binding
+from compile_check import GXX, NVCC, assert_compiles_for_hopper_without_spills, compile_binding
 from test_partition import _captured
 from test_row_trailing_axes import _at, _run_node_at_sizes
 from test_rows import _rel
@@ -26,7 +23,6 @@ from fuseforge.cpu_check import run_kernel_reference
 from fuseforge.partition import KernelStep, partition
 from fuseforge.partition_rows import row_op_reason
 
-NVCC = shutil.which("nvcc")
 TRACED = (2, 3, 5, 7)  # N, C, H, W (as test_row_trailing_axes: each size names its axis)
 
 
@@ -143,16 +139,7 @@ def _generated():
 def test_the_channel_row_kernels_compile_for_hopper_without_warnings_or_spills(tmp_path):
     _, _, ext = _generated()
     assert ext.cuda.count("ff_row_channels_launch(op") == 4
-    source = tmp_path / "kernels.cu"
-    source.write_text(ext.cuda)
-    result = subprocess.run(
-        [NVCC, "-std=c++17", "-cubin", "-O3", "-gencode=arch=compute_90a,code=sm_90a", "-Werror", "all-warnings",
-         "-Xptxas", "-v,-warn-spills,-warn-lmem-usage", "-o", str(tmp_path / "k.cubin"), str(source)],
-        capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    spills = [line for line in result.stderr.splitlines() if "spill" in line]
-    assert spills and all("0 bytes spill stores, 0 bytes spill loads" in line for line in spills)
-    assert all(int(r) <= 128 for r in re.findall(r"Used (\d+) registers", result.stderr))
+    assert_compiles_for_hopper_without_spills(ext.cuda, tmp_path)
 
 
 @pytest.mark.skipif(GXX is None, reason="g++ is not installed")

@@ -5,14 +5,11 @@ Plan tests (which reductions become row kernels, the operand classes of broadcas
 a whole model, nvcc and g++ compile checks, and on a GPU the generated kernels at other sizes than traced.
 """
 
-import re
-import shutil
-import subprocess
 from dataclasses import replace
 
 import pytest
 import torch
-from compile_check import GXX, compile_binding
+from compile_check import GXX, NVCC, assert_compiles_for_hopper_without_spills, compile_binding
 from test_partition import _captured
 from test_rows import _rel
 from torch import nn
@@ -24,7 +21,6 @@ from fuseforge.cpu_check import _run_node, run_kernel_reference
 from fuseforge.partition import KernelStep, partition
 from fuseforge.pipeline import optimize
 
-NVCC = shutil.which("nvcc")
 TRACED = (2, 3, 5, 7)  # N, C, H, W: distinct, so each traced size names its axis
 
 
@@ -198,16 +194,7 @@ def test_a_model_with_global_average_pools_passes_the_float64_cpu_check_with_row
 def test_the_trailing_axes_row_kernels_compile_for_hopper_without_warnings_or_spills(tmp_path):
     captured, plan = _trailing()
     ext = generate(plan, captured.graph, "trailing_axes.py")
-    source = tmp_path / "kernels.cu"
-    source.write_text(ext.cuda)
-    result = subprocess.run(
-        [NVCC, "-std=c++17", "-cubin", "-O3", "-gencode=arch=compute_90a,code=sm_90a", "-Werror", "all-warnings",
-         "-Xptxas", "-v,-warn-spills,-warn-lmem-usage", "-o", str(tmp_path / "k.cubin"), str(source)],
-        capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    spills = [line for line in result.stderr.splitlines() if "spill" in line]
-    assert spills and all("0 bytes spill stores, 0 bytes spill loads" in line for line in spills)
-    assert all(int(r) <= 128 for r in re.findall(r"Used (\d+) registers", result.stderr))
+    assert_compiles_for_hopper_without_spills(ext.cuda, tmp_path)
 
 
 @pytest.mark.skipif(GXX is None, reason="g++ is not installed")
