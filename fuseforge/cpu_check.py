@@ -29,6 +29,7 @@ from . import channel_reductions, channelwise, pooling, rowwise
 from .capture import Captured
 from .load import LoadedModel
 from .partition import KernelGroup, KernelStep, Plan
+from .partition_rows import broadcasts, per_row_shapes
 
 
 @dataclass
@@ -66,8 +67,7 @@ def _check_row_operands(group: KernelGroup, inputs: dict[str, object]) -> None:
     sizes = list(full[0].shape)
     red = group.row.reduction
     reduced = red.reduced(len(sizes))
-    kept = [1 if a in reduced else d for a, d in enumerate(sizes)]
-    lead = [d for a, d in enumerate(sizes) if a not in reduced]
+    kept, lead = per_row_shapes(tuple(sizes), reduced)
     for name, cls in group.row.operands:
         t = list(inputs[name].shape)
         padded = [1] * (len(sizes) - len(t)) + t
@@ -76,17 +76,11 @@ def _check_row_operands(group: KernelGroup, inputs: dict[str, object]) -> None:
         elif cls == "scalar":
             ok = math.prod(t) == 1
         elif cls == "col":
-            ok = len(t) <= len(sizes) and _broadcasts(t, sizes) \
-                and all(d == 1 for a, d in enumerate(padded) if a not in reduced)
+            ok = broadcasts(t, sizes) and all(d == 1 for a, d in enumerate(padded) if a not in reduced)
         else:
-            ok = _broadcasts(t, kept if cls == "row" else lead)
+            ok = broadcasts(t, kept if cls == "row" else lead)
         if not ok:
             raise ValueError(f"{group.name}: input {name} of shape {t} is not {cls} for rows {red.over} of {sizes}")
-
-
-def _broadcasts(shape: list, to: list) -> bool:
-    """Whether `shape` broadcasts to `to` (right-aligned, size-1 axes stretched)."""
-    return len(shape) <= len(to) and all(a == 1 or a == b for a, b in zip(reversed(shape), reversed(to)))
 
 
 def _check_channel_operands(group: KernelGroup, inputs: dict[str, object]) -> None:

@@ -59,8 +59,9 @@ class RowSpec:
         return dict(self.operands)[name]
 
 
-def _broadcasts(shape: tuple, to: tuple) -> bool:
-    return len(shape) == len(to) and all(a == 1 or a == b for a, b in zip(shape, to))
+def broadcasts(shape, to) -> bool:
+    """Whether `shape` broadcasts to `to` as torch broadcasts (right-aligned, size-1 axes stretched)."""
+    return len(shape) <= len(to) and all(a == 1 or a == b for a, b in zip(reversed(shape), reversed(to)))
 
 
 def _operand_class(shape: tuple, full: tuple, reduced: tuple[int, ...], flat: bool) -> str | None:
@@ -74,18 +75,18 @@ def _operand_class(shape: tuple, full: tuple, reduced: tuple[int, ...], flat: bo
     if all(d == 1 for d in shape):
         return "scalar"
     if flat:
-        return "row-flat" if _broadcasts(shape, frame) else None
+        return "row-flat" if broadcasts(shape, frame) else None
     if shape == full:
         return "full"
     along = [a in reduced for a in range(len(full))]
-    if _broadcasts(shape, full) and all(d == 1 for d, r in zip(shape, along) if r):
+    if broadcasts(shape, full) and all(d == 1 for d, r in zip(shape, along) if r):
         return "row"
-    if _broadcasts(shape, full) and all(d == 1 for d, r in zip(shape, along) if not r):
+    if broadcasts(shape, full) and all(d == 1 for d, r in zip(shape, along) if not r):
         return "col"
     return None
 
 
-def _per_row_shapes(full: tuple, reduced: tuple[int, ...]) -> tuple[tuple, tuple]:
+def per_row_shapes(full: tuple, reduced: tuple[int, ...]) -> tuple[tuple, tuple]:
     """The per-row shape with the reduced axes kept (size 1), and without them."""
     kept = tuple(1 if a in reduced else d for a, d in enumerate(full))
     return kept, tuple(d for a, d in enumerate(full) if a not in reduced)
@@ -106,7 +107,7 @@ def _kinds(members: list[str], anchor: fx.Node, red: RowReduction, by_name, belo
         shape = traced_shape(node)
         if shape == full:
             kinds[name] = "element"
-        elif shape in _per_row_shapes(full, red.reduced(len(full))) and anchor.name not in below[name]:
+        elif shape in per_row_shapes(full, red.reduced(len(full))) and anchor.name not in below[name]:
             kinds[name] = "row"
         else:
             return (f"{name} has shape {list(shape)}: a row kernel computes values of the row shape "
@@ -118,7 +119,7 @@ def _check_operands(members, kinds, anchor: str, red: RowReduction, by_name) -> 
     """The class of every external input; or why one cannot be read by a row kernel."""
     full = traced_shape(by_name[red.data])
     reduced = red.reduced(len(full))
-    keep, flat = _per_row_shapes(full, reduced)
+    keep, flat = per_row_shapes(full, reduced)
     classes: dict[str, str] = {}
     for name in members:
         kind = "element" if name == anchor else kinds[name]  # the reduction reads its operands per element

@@ -20,7 +20,7 @@ merge for LayerNorm, plain fp32 sums for sum/mean; precise expf/logf/sqrtf and d
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import fx
@@ -87,16 +87,20 @@ def _meta(node) -> torch.Tensor | None:
     return val if isinstance(val, torch.Tensor) else None
 
 
-def trailing_axes(dims, rank: int) -> int | None:
-    """How many trailing axes `dims` names (each once, any order: (2, 3) or (-1, -2) of a rank-4 tensor
-    is 2); None when they are not the trailing axes of a rank-`rank` tensor."""
+def _axes(dims, rank: int) -> list[int] | None:
+    """`dims` as sorted axes 0..rank-1; None when one is not an int axis of a rank-`rank` tensor, or repeats."""
     dims = [dims] if isinstance(dims, int) else list(dims or [])
     if not dims or not all(isinstance(d, int) and -rank <= d < rank for d in dims):
         return None
-    axes = {d % rank for d in dims}
-    if len(axes) != len(dims) or axes != set(range(rank - len(dims), rank)):
-        return None
-    return len(dims)
+    axes = sorted({d % rank for d in dims})
+    return axes if len(axes) == len(dims) else None
+
+
+def trailing_axes(dims, rank: int) -> int | None:
+    """How many trailing axes `dims` names (each once, any order: (2, 3) or (-1, -2) of a rank-4 tensor
+    is 2); None when they are not the trailing axes of a rank-`rank` tensor."""
+    axes = _axes(dims, rank)
+    return len(axes) if axes and axes == list(range(rank - len(axes), rank)) else None
 
 
 def recognise(node: fx.Node) -> RowReduction:
@@ -124,7 +128,7 @@ def recognise(node: fx.Node) -> RowReduction:
     axes = trailing_axes(args[axis_arg], rank)
     if axes is None and keepdim:
         axes = _with_unit_axes_after(args[axis_arg], data_meta.shape)
-    channels = axes is None and op in CHANNEL_OPS and rank >= 3 and _channel_axis_only(args[axis_arg], rank)
+    channels = axes is None and op in CHANNEL_OPS and rank >= 3 and _axes(args[axis_arg], rank) == [1]
     if axes is None and not channels:
         raise NotSpellable(f"{node.name} reduces dims {args[axis_arg]}, not the last axis (or the last k axes "
                            f"together) of a rank-{rank} tensor")
@@ -133,22 +137,14 @@ def recognise(node: fx.Node) -> RowReduction:
     return RowReduction(op, _STATS[op], per_element, data.name, keepdim=keepdim, axes=axes or 1, channels=channels)
 
 
-def _channel_axis_only(dims, rank: int) -> bool:
-    dims = [dims] if isinstance(dims, int) else list(dims or [])
-    return len(dims) == 1 and isinstance(dims[0], int) and -rank <= dims[0] < rank and dims[0] % rank == 1
-
-
 def _with_unit_axes_after(dims, shape) -> int | None:
     """Trailing axes that `dims` and the size-1 axes after them make up: softmax(x, 1) of [N, C, 1, 1] is a
     softmax over rows of its last 3 axes (the same values, and with the axes kept the same shape)."""
-    rank = len(shape)
-    dims = [dims] if isinstance(dims, int) else list(dims or [])
-    if not dims or not all(isinstance(d, int) and -rank <= d < rank for d in dims):
+    axes = _axes(dims, len(shape))
+    after = range(axes[-1] + 1, len(shape)) if axes else ()
+    if axes is None or any(shape[d] != 1 for d in after):
         return None
-    last = max(d % rank for d in dims)
-    if any(shape[d] != 1 for d in range(last + 1, rank)):
-        return None
-    return trailing_axes([*dims, *range(last + 1, rank)], rank)
+    return trailing_axes([*axes, *after], len(shape))
 
 
 def spell(red: RowReduction, v: str, params: dict[str, str]) -> str:
@@ -179,11 +175,8 @@ def eps_literal(red: RowReduction) -> str:
 def reference(red: RowReduction, v: torch.Tensor, params: dict[str, torch.Tensor | None]) -> torch.Tensor:
     """The value in the precision of `v` (float64 on the CPU check), by the kernel's formulas: on the rows
     (the trailing axes flattened), then in `v`'s shape (per-element values) or its per-row shape."""
-    if red.channels:  # the channel axis last, then as rows
-        moved = v.movedim(1, -1)
-        value = reference(RowReduction(red.op, red.stats, red.per_element, red.data, red.params, red.eps,
-                                       keepdim=True), moved, params)
-        value = value.movedim(-1, 1)
+    if red.channels:  # the channel axis last, then as rows of the last axis
+        value = reference(replace(red, channels=False, axes=1, keepdim=True), v.movedim(1, -1), params).movedim(-1, 1)
         return value if red.per_element or red.keepdim else value.squeeze(1)
     lead = v.shape[:v.dim() - red.axes]
     value = _on_rows(red, v.reshape(*lead, math.prod(v.shape[v.dim() - red.axes:])), {k: p if p is None else p.reshape(-1) for k, p in params.items()})

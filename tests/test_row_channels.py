@@ -12,8 +12,7 @@ import pytest
 import torch
 from compile_check import GXX, NVCC, assert_compiles_for_hopper_without_spills, compile_binding
 from test_partition import _captured
-from test_row_trailing_axes import _at, _run_node_at_sizes
-from test_rows import _rel
+from test_row_trailing_axes import _at, load_kernels, mismatches
 from torch import nn
 
 from fuseforge import rowwise
@@ -158,14 +157,9 @@ SIZES = [(1, 1, 1, 1), (2, 3, 5, 7), (1, 8, 1, 1), (3, 5, 9, 11), (2, 32, 17, 9)
 
 @pytest.mark.gpu
 def test_the_channel_row_kernels_match_float64_at_other_sizes_like_eager_does():
-    from torch.utils.cpp_extension import load_inline
-
     captured, plan, ext = _generated()
-    kernels = load_inline(name=ext.name, cpp_sources=[ext.binding], cuda_sources=[ext.cuda],
-                          functions=list(ext.functions), extra_cflags=["-O3"], extra_cuda_cflags=["-O3"],
-                          no_implicit_headers=True)
+    kernels = load_kernels(ext)
     by_name = {n.name: n for n in captured.graph.nodes}
-    stream = torch.cuda.current_stream().cuda_stream
     failures = []
     for group in plan.groups:
         for sizes in SIZES:
@@ -176,16 +170,5 @@ def test_the_channel_row_kernels_match_float64_at_other_sizes_like_eager_does():
                 # z is 5-D [N, C, 4, H, W]: its extra axis (traced 4) stays 4
                 shape = _at(traced, sizes) if name != "z" else (*_at(traced[:2], sizes), 4, *_at(traced[3:], sizes))
                 inputs[name] = torch.randn(shape, device="cuda") * 2 + (3 if cls == "full" else 0)
-            got = getattr(kernels, group.name)(*[inputs[i] for i in group.inputs], stream)
-            got = got if isinstance(got, (list, tuple)) else [got]
-            truth = run_kernel_reference(group, by_name, {k: v.double().cpu() for k, v in inputs.items()})
-            eager = dict(inputs)
-            for n in group.nodes:
-                eager[n] = _run_node_at_sizes(by_name[n], eager)
-            for out, value in zip(group.outputs, got):
-                want = truth[out]
-                ours, theirs = _rel(value, want), _rel(eager[out], want)
-                if tuple(value.shape) != tuple(want.shape) or not ours <= 2 * theirs + 1e-7:
-                    failures.append(f"{group.name} {sizes} {out}: shape {tuple(value.shape)}, "
-                                    f"error {ours:.2e} vs eager {theirs:.2e}")
+            failures += mismatches(kernels, group, by_name, inputs, str(sizes))
     assert not failures, "\n".join(failures)

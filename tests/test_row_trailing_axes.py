@@ -227,17 +227,38 @@ def _run_node_at_sizes(node, env):
                                                                     for a in rest])
 
 
-@pytest.mark.gpu
-def test_the_trailing_axes_row_kernels_match_float64_at_other_sizes_like_eager_does():
+def load_kernels(ext):
     from torch.utils.cpp_extension import load_inline
 
+    return load_inline(name=ext.name, cpp_sources=[ext.binding], cuda_sources=[ext.cuda],
+                       functions=list(ext.functions), extra_cflags=["-O3"], extra_cuda_cflags=["-O3"],
+                       no_implicit_headers=True)
+
+
+def mismatches(kernels, group, by_name, inputs: dict, label: str) -> list[str]:
+    """One row kernel run on `inputs` (CUDA), each output against float64 (the kernel's reference): the
+    error must be within 2x eager fp32's (the graph's torch ops on the GPU) + 1e-7, the shape the same."""
+    got = getattr(kernels, group.name)(*[inputs[i] for i in group.inputs], torch.cuda.current_stream().cuda_stream)
+    got = got if isinstance(got, (list, tuple)) else [got]
+    truth = run_kernel_reference(group, by_name, {k: v.double().cpu() for k, v in inputs.items()})
+    eager = dict(inputs)
+    for n in group.nodes:
+        eager[n] = _run_node_at_sizes(by_name[n], eager)
+    failures = []
+    for out, value in zip(group.outputs, got):
+        want = truth[out]
+        ours, theirs = _rel(value, want), _rel(eager[out], want)
+        if tuple(value.shape) != tuple(want.shape) or not ours <= 2 * theirs + 1e-7:
+            failures.append(f"{group.name} {label} {out}: shape {tuple(value.shape)}, "
+                            f"error {ours:.2e} vs eager {theirs:.2e}")
+    return failures
+
+
+@pytest.mark.gpu
+def test_the_trailing_axes_row_kernels_match_float64_at_other_sizes_like_eager_does():
     captured, plan = _trailing()
-    ext = generate(plan, captured.graph, "trailing_axes.py")
-    kernels = load_inline(name=ext.name, cpp_sources=[ext.binding], cuda_sources=[ext.cuda],
-                          functions=list(ext.functions), extra_cflags=["-O3"], extra_cuda_cflags=["-O3"],
-                          no_implicit_headers=True)
+    kernels = load_kernels(generate(plan, captured.graph, "trailing_axes.py"))
     by_name = {n.name: n for n in captured.graph.nodes}
-    stream = torch.cuda.current_stream().cuda_stream
     failures = []
     for group in plan.groups:
         for sizes in SIZES:
@@ -249,16 +270,5 @@ def test_the_trailing_axes_row_kernels_match_float64_at_other_sizes_like_eager_d
                     n = max(1, int(torch.tensor(shape).prod())) if shape else 1
                     flat = torch.randn(n + 1, device="cuda") * 2 + (3 if cls == "full" else 0)
                     inputs[name] = (flat[1:] if misaligned and cls == "full" else flat[:n]).view(shape)
-                got = getattr(kernels, group.name)(*[inputs[i] for i in group.inputs], stream)
-                got = got if isinstance(got, (list, tuple)) else [got]
-                truth = run_kernel_reference(group, by_name, {k: v.double().cpu() for k, v in inputs.items()})
-                eager = dict(inputs)  # the graph's torch ops in fp32 on the GPU
-                for n in group.nodes:
-                    eager[n] = _run_node_at_sizes(by_name[n], eager)
-                for out, value in zip(group.outputs, got):
-                    want = truth[out]
-                    ours, theirs = _rel(value, want), _rel(eager[out], want)
-                    if tuple(value.shape) != tuple(want.shape) or not ours <= 2 * theirs + 1e-7:
-                        failures.append(f"{group.name} {sizes} misaligned={misaligned} {out}: "
-                                        f"shape {tuple(value.shape)}, error {ours:.2e} vs eager {theirs:.2e}")
+                failures += mismatches(kernels, group, by_name, inputs, f"{sizes} misaligned={misaligned}")
     assert not failures, "\n".join(failures)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import types
 from pathlib import Path
@@ -22,6 +21,8 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from bench_reduce_weight import timed  # noqa: E402  (CUDA events after an L2 flush, median)
 
 from fuseforge.capture import capture  # noqa: E402
 from fuseforge.codegen import generate  # noqa: E402
@@ -50,22 +51,6 @@ def _kernel():
     return getattr(module, group.name)
 
 
-def _time(fn, reps: int) -> float:
-    flush = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        flush.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=30)
@@ -74,6 +59,7 @@ def main() -> int:
     kernel = _kernel()
     stream = torch.cuda.current_stream().cuda_stream
     compiled = torch.compile(ReluMean())
+    flush = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
     results = []
     for rows in (8, 32, 128, 512, 2048, 8192, 32768):
         cols = (1 << 25) // rows
@@ -82,9 +68,9 @@ def main() -> int:
         ours = kernel(x, stream)
         error = ((ours.double() - truth).norm() / truth.norm()).item()
         eager_error = ((ReluMean()(x).double() - truth).norm() / truth.norm()).item()
-        ms = {"ours": _time(lambda x=x: kernel(x, stream), args.reps),
-              "eager": _time(lambda x=x: ReluMean()(x), args.reps),
-              "compile": _time(lambda x=x: compiled(x), args.reps)}
+        ms = {"ours": timed(lambda x=x: kernel(x, stream), args.reps, flush),
+              "eager": timed(lambda x=x: ReluMean()(x), args.reps, flush),
+              "compile": timed(lambda x=x: compiled(x), args.reps, flush)}
         results.append({"rows": rows, "cols": cols, "ms": ms, "error": error, "eager_error": eager_error,
                         "gbs": {k: x.numel() * 4 / (v * 1e-3) / 1e9 for k, v in ms.items()}})
     print(f"{'rows':>6} {'cols':>8} {'ours ms':>8} {'eager':>8} {'compile':>8} {'ours GB/s':>9} {'error':>9} {'eager err':>9}")

@@ -29,8 +29,9 @@ from .gemm_kernel import gemm_kernel_source
 from .gemm_runtime import GEMM_BINDING_RUNTIME, GEMM_CUDA_FLAGS, gemm_kernel_runtime
 from .layout_kernel import LAYOUT_BINDING_RUNTIME, LAYOUT_KERNEL_RUNTIME
 from .pointwise_kernel import KernelSource, kernel_source
+from .row_binding_runtime import ROW_BINDING_RUNTIME
 from .row_kernel import row_kernel_source
-from .row_runtime import ROW_BINDING_RUNTIME, ROW_KERNEL_RUNTIME
+from .row_runtime import ROW_KERNEL_RUNTIME
 from .runtime import BINDING_RUNTIME, KERNEL_RUNTIME, TYPES
 
 

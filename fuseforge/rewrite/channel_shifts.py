@@ -39,42 +39,19 @@ def conv_bias_as_channel_add(m: Match, build: Builder):
     return build(aten.add.Tensor, bare, shift)
 
 
-def _shift_operand(m: Match) -> tuple | None:
-    """(full, shift) of the add under the pool: shift is a number or constant over the pooled axes."""
-    added, axes = m["added"], MAX_POOLS[str(m.root.target)]
-    out = value(added)
+def _shift_operand(m: Match, axes) -> tuple | None:
+    """(full, shift) of the add `added` (operands p, q): full has the add's shape, shift is a number or a
+    tensor constant along `axes` of the add's output."""
+    out = value(m["added"])
+    if out is None or axes is None:
+        return None
     for full, shift in ((m["p"], m["q"]), (m["q"], m["p"])):
-        if value(full) is None or out is None or list(value(full).shape) != list(out.shape):
-            continue
-        if isinstance(shift, (int, float)) and not isinstance(shift, bool):
-            return full, shift
-        s = value(shift)
-        if s is not None and s.dim() <= out.dim() and all(n == 1 for n in list(s.shape)[-axes:]):
+        if value(full) is not None and list(value(full).shape) == list(out.shape) and _constant_along(shift, out, axes):
             return full, shift
     return None
 
 
-@guard("the add has no scale (alpha 1); one operand has its full shape, the other is a number or constant "
-       "over the pooled axes")
-def per_channel_shift(m: Match) -> bool:
-    return m["alpha"] == 1 and _shift_operand(m) is not None
-
-
-@rule(FAMILY, Op(*MAX_POOLS, self=Op("aten.add.Tensor", bind="added", self="p", other="q", alpha="alpha")),
-      sole_use("added"), per_channel_shift)
-def max_pool_of_channel_shift(m: Match, build: Builder):
-    """max_pool(x + b) = max_pool(x) + b   (b constant within every window: per channel, or a number)
-
-    Exact in floating point: rounding is monotonic, so the largest x + b of a window is the sum with the
-    largest x.
-    """
-    full, shift = _shift_operand(m)
-    pool_args = dict(arguments(m.root))
-    pool_args["self"] = full
-    return build(aten.add.Tensor, build(m.root.target, *pool_args.values()), shift)
-
-
-def _constant_along(shift, out, axes: list[int]) -> bool:
+def _constant_along(shift, out, axes) -> bool:
     """Whether `shift` (a number, or a tensor broadcast against `out`) is constant along `axes` of `out`."""
     if isinstance(shift, (int, float)) and not isinstance(shift, bool):
         return True
@@ -85,21 +62,35 @@ def _constant_along(shift, out, axes: list[int]) -> bool:
     return all(s.shape[a - offset] == 1 for a in axes if a >= offset)
 
 
-def _mean_shift_operand(m: Match) -> tuple | None:
-    """(full, shift) of the add under the mean: full has the add's shape, shift is constant along the mean's axes."""
-    out, axes = value(m["added"]), reduced_axes(m)
-    if out is None or axes is None:
-        return None
-    for full, shift in ((m["p"], m["q"]), (m["q"], m["p"])):
-        if value(full) is not None and list(value(full).shape) == list(out.shape) and _constant_along(shift, out, axes):
-            return full, shift
-    return None
+def _pooled_axes(m: Match) -> range | None:
+    out = value(m["added"])
+    return None if out is None else range(out.dim() - MAX_POOLS[str(m.root.target)], out.dim())
+
+
+@guard("the add has no scale (alpha 1); one operand has its full shape, the other is a number or constant "
+       "over the pooled axes")
+def per_channel_shift(m: Match) -> bool:
+    return m["alpha"] == 1 and _shift_operand(m, _pooled_axes(m)) is not None
+
+
+@rule(FAMILY, Op(*MAX_POOLS, self=Op("aten.add.Tensor", bind="added", self="p", other="q", alpha="alpha")),
+      sole_use("added"), per_channel_shift)
+def max_pool_of_channel_shift(m: Match, build: Builder):
+    """max_pool(x + b) = max_pool(x) + b   (b constant within every window: per channel, or a number)
+
+    Exact in floating point: rounding is monotonic, so the largest x + b of a window is the sum with the
+    largest x.
+    """
+    full, shift = _shift_operand(m, _pooled_axes(m))
+    pool_args = dict(arguments(m.root))
+    pool_args["self"] = full
+    return build(aten.add.Tensor, build(m.root.target, *pool_args.values()), shift)
 
 
 @guard("the add has no scale (alpha 1); one operand has its full shape, the other is a number or constant "
        "along the mean's axes")
 def shift_constant_along_the_mean(m: Match) -> bool:
-    return m["alpha"] == 1 and m.root.kwargs.get("dtype") is None and _mean_shift_operand(m) is not None
+    return m["alpha"] == 1 and m.root.kwargs.get("dtype") is None and _shift_operand(m, reduced_axes(m)) is not None
 
 
 @rule(FAMILY, Op("aten.mean.dim", self=Op("aten.add.Tensor", bind="added", self="p", other="q", alpha="alpha"),
@@ -112,7 +103,7 @@ def mean_of_channel_shift(m: Match, build: Builder):
     then runs on the mean's output instead of the full tensor. Without keepdim, b loses the reduced axes.
     In floating point b is rounded into one sum instead of every element: equal within the mean's rounding.
     """
-    full, shift = _mean_shift_operand(m)
+    full, shift = _shift_operand(m, reduced_axes(m))
     out = value(m["added"])
     mean = build(aten.mean.dim, full, m["dims"], m["keepdim"])
     if not m["keepdim"] and not isinstance(shift, (int, float)):
