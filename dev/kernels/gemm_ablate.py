@@ -54,6 +54,45 @@ INTERLEAVED = [
 ]
 
 
+# The tensor core drops a .tf32 operand's low 13 bits itself, so B_small's round-to-nearest needs only the
+# half-ulp add, not the mask after it: bit-identical products, one instruction less per B value in the splitter.
+B_SMALL_UNMASKED = [("  return to_tf32(__uint_as_float(bits) - __uint_as_float(bits & 0xffffe000u));",
+                     "  return __float_as_uint(__uint_as_float(bits) - __uint_as_float(bits & 0xffffe000u)) + 0x1000u;")]
+# Epilogue in two passes: every value of the thread's fragment first (all the epilogue's loads issue before any
+# store, whatever the compiler knows about aliasing), then the stores.
+EPILOGUE_TWO_PASS = [(
+    "    float* c_batch = C + out.batch * stride_c;\n"
+    "    const int row_base = out.m0 + 64 * cw + 16 * q + (lane >> 2);\n"
+    "    const int col_base = out.n0 + 2 * (lane & 3);\n",
+    "    float* c_batch = C + out.batch * stride_c;\n"
+    "    const int row_base = out.m0 + 64 * cw + 16 * q + (lane >> 2);\n"
+    "    const int col_base = out.n0 + 2 * (lane & 3);\n"
+    "#pragma unroll\n"
+    "    for (int j = 0; j < 16; ++j)\n"
+    "#pragma unroll\n"
+    "      for (int e = 0; e < 4; ++e) {\n"
+    "        const int row = row_base + (e >> 1) * 8;\n"
+    "        const int col = col_base + j * 8 + (e & 1);\n"
+    "        if (row < M && col < N) acc[4 * j + e] = epi(acc[4 * j + e], out.batch, row, col);\n"
+    "      }\n"), (
+    "        const float v0 = epi(acc[4 * j + e], out.batch, row, col);\n",
+    "        const float v0 = acc[4 * j + e];\n"), (
+    "          const float v1 = epi(acc[4 * j + e + 1], out.batch, row, col + 1);\n",
+    "          const float v1 = acc[4 * j + e + 1];\n")]
+# Consumer warpgroup 1 starts its first flush once warpgroup 0's first commit group (20 of the flush's 24 wgmmas)
+# has completed: from then on the two run out of phase, so one's flush (wait, adds, next A split) and its tile's
+# stores overlap the other's wgmmas instead of both leaving the tensor cores idle at once.
+STAGGER = [(
+    "        wgmma_wait_pending(kWsTilesPerFlush - 1 - h);  // tile h's group has completed\n",
+    "        wgmma_wait_pending(kWsTilesPerFlush - 1 - h);  // tile h's group has completed\n"
+    "        if (h == 0 && cw == 0 && stagger) { asm volatile(\"bar.arrive 1, 256;\\n\" ::: \"memory\"); stagger = false; }\n"), (
+    "      uint32_t b_big[kWsTilesPerFlush];\n",
+    "      uint32_t b_big[kWsTilesPerFlush];\n"
+    "      if (cw == 1 && stagger) { asm volatile(\"bar.sync 1, 256;\\n\" ::: \"memory\"); stagger = false; }\n"), (
+    "  uint32_t phase = 0;\n#pragma unroll 1\n  for (int t = static_cast<int>(blockIdx.x); t < tiles;",
+    "  uint32_t phase = 0;\n  bool stagger = true;\n#pragma unroll 1\n  for (int t = static_cast<int>(blockIdx.x); t < tiles;")]
+
+
 def _set(name: str, old: int, new: int) -> list[tuple[str, str]]:
     return [(f"constexpr int {name} = {old};", f"constexpr int {name} = {new};")]
 
@@ -70,6 +109,12 @@ EXPERIMENTS: list[tuple[str, str, list[tuple[str, str]]]] = [
     ("no_a_split", "ablation", NO_A_SPLIT),
     ("no_flush", "ablation", NO_FLUSH),
     ("no_loads", "ablation", NO_LOADS),
+    ("b_small_unmasked", "candidate", B_SMALL_UNMASKED),
+    ("epilogue_two_pass", "candidate", EPILOGUE_TWO_PASS),
+    ("stagger", "candidate", STAGGER),
+    ("stagger_two_pass_unmasked", "candidate", STAGGER + EPILOGUE_TWO_PASS + B_SMALL_UNMASKED),
+    ("tensor_cores_only", "ablation", NO_LOADS + NO_B_SPLIT + NO_A_SPLIT + NO_FLUSH),
+    ("tensor_cores_only_stagger", "ablation", NO_LOADS + NO_B_SPLIT + NO_A_SPLIT + NO_FLUSH + STAGGER),
 ]
 
 
