@@ -426,10 +426,13 @@ __device__ __forceinline__ void st_shared_v4(uint32_t addr, uint32_t x, uint32_t
                : "memory");
 }
 
-// small = rna_tf32(x - trunc_tf32(x)) of an fp32 bit pattern: the small part when big is x itself (the
-// tensor core truncates x). x - trunc(x) has x's sign; rounding it to nearest keeps the error unbiased.
+// small = rna_tf32(x - trunc_tf32(x)) of an fp32 bit pattern, as the tensor core reads it: the small part when
+// big is x itself (the tensor core truncates x). x - trunc(x) has x's sign; rounding it to nearest keeps the
+// error unbiased. The rounding is only the half-ulp add: the tensor core drops the low 13 bits itself, so the
+// mask of to_tf32 would change nothing it reads (one instruction less per B value in the splitter warps:
+// 103.7 -> 106.0 TFLOP/s on the headline, H100, gemm_ablate run of 70906a4).
 __device__ __forceinline__ uint32_t tf32_remainder(uint32_t bits) {
-  return to_tf32(__uint_as_float(bits) - __uint_as_float(bits & 0xffffe000u));
+  return __float_as_uint(__uint_as_float(bits) - __uint_as_float(bits & 0xffffe000u)) + 0x1000u;
 }
 
 __device__ __forceinline__ void split4_store(uint32_t big_addr, uint32_t small_addr, float x0, float x1,
@@ -667,32 +670,39 @@ constexpr int kWsStages = 4;
 constexpr int kWsTilesPerFlush = 2;  // k-tiles per fresh accumulator (consumers take slots in pairs)
 static_assert(kWsStages % kWsTilesPerFlush == 0, "a flush's slots never wrap around the ring");
 static_assert(kWsTilesPerFlush == 1 || kWsTilesPerFlush == 2, "wgmma_wait_pending covers 0 and 1");
+// Producer warpgroups: 1 (warps 8, 9 load, 10, 11 split) or 2 (warps 8, 9 load, 10-15 split: the split's
+// instructions spread over every sub-partition's scheduler, at fewer registers per producer thread).
+#ifndef GEMM3X_WS_PRODUCER_WARPGROUPS
+#define GEMM3X_WS_PRODUCER_WARPGROUPS 1
+#endif
+constexpr int kWsProducerWarpgroups = GEMM3X_WS_PRODUCER_WARPGROUPS;
+static_assert(kWsProducerWarpgroups == 1 || kWsProducerWarpgroups == 2, "one or two producer warpgroups");
 constexpr int kWsLoaderThreads = 64;                // producer warps 8, 9: cp.async
-constexpr int kWsSplitterThreads = 64;              // producer warps 10, 11: B split
-constexpr int kWsThreads = 256 + kWsLoaderThreads + kWsSplitterThreads;  // 384
+constexpr int kWsSplitterThreads = 128 * kWsProducerWarpgroups - kWsLoaderThreads;  // the other producer warps
+constexpr int kWsThreads = 256 + 128 * kWsProducerWarpgroups;  // 384 or 512
 constexpr int kWsChunksPerLoader = 1024 / kWsLoaderThreads;      // 16-byte chunks of A (and of B) per tile
-constexpr int kWsChunksPerSplitter = 1024 / kWsSplitterThreads;  // 16-byte chunks of B per tile
 constexpr int kWsSlotBytes = 3 * kWgTileBytes;       // A fp32, B_big, B_small: 48 KB
 constexpr int kWsSmemBytes = kWsStages * kWsSlotBytes + 1024 + 3 * kWsStages * 8;
-static_assert(kWsLoaderThreads + kWsSplitterThreads == 128, "one producer warpgroup (setmaxnreg is per warpgroup)");
-static_assert(1024 % kWsLoaderThreads == 0 && 1024 % kWsSplitterThreads == 0, "whole chunks per thread");
-// 384 threads put 3 warps on some SM sub-partition, so ptxas caps every thread at 168 registers; the
-// consumers need a few more (64 + 64 accumulators + 32 A fragment registers + addresses: 186 in SASS).
-// setmaxnreg moves registers from the producer warpgroup (which uses <= 54) to the consumers; ptxas
+static_assert(1024 % kWsLoaderThreads == 0, "whole chunks per loader thread");
+static_assert(kWsSplitterThreads % 32 == 0, "whole splitter warps");
+// 384 threads put 3 warps on some SM sub-partition, so ptxas caps every thread at 168 registers (512: 128); the
+// consumers need more (64 + 64 accumulators + 32 A fragment registers + addresses: 186 in SASS).
+// setmaxnreg moves registers from the producer warpgroups (which use <= 54) to the consumers; ptxas
 // allocates each role's code within its new limit.
 #ifndef GEMM3X_WS_PRODUCER_REGS
-#define GEMM3X_WS_PRODUCER_REGS 72
+#define GEMM3X_WS_PRODUCER_REGS (kWsProducerWarpgroups == 1 ? 72 : 48)  // 2 warpgroups: 56 and 64 spill
 #endif
 constexpr int kWsProducerRegs = GEMM3X_WS_PRODUCER_REGS;
 // The pool setmaxnreg.inc draws from is what the block was launched with (168 x 384 = 64512 registers,
 // as CUTLASS's 40/232 and FA3's 24/240 splits use exactly): asking for more would block forever.
-constexpr int kWsLaunchRegs = 168;
-constexpr int kWsConsumerRegs = (kWsLaunchRegs * kWsThreads - kWsProducerRegs * 128) / 256 / 8 * 8;
+constexpr int kWsLaunchRegs = 65536 / kWsThreads / 8 * 8;  // 168 or 128
+constexpr int kWsConsumerRegs =
+    (kWsLaunchRegs * kWsThreads - kWsProducerRegs * 128 * kWsProducerWarpgroups) / 256 / 8 * 8;
 static_assert(kWsProducerRegs % 8 == 0 && kWsProducerRegs >= 24 && kWsProducerRegs <= kWsLaunchRegs,
               "setmaxnreg.dec range");
 static_assert(kWsConsumerRegs % 8 == 0 && kWsConsumerRegs >= kWsLaunchRegs && kWsConsumerRegs <= 256,
               "setmaxnreg.inc range");
-static_assert(kWsProducerRegs * 128 + kWsConsumerRegs * 256 <= kWsLaunchRegs * kWsThreads,
+static_assert(kWsProducerRegs * 128 * kWsProducerWarpgroups + kWsConsumerRegs * 256 <= kWsLaunchRegs * kWsThreads,
               "setmaxnreg must not ask for more registers than the block holds");
 
 template <int kRegs>
@@ -844,10 +854,10 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   }
   __syncthreads();
 
-  if (wg == 2) {
-    // ------------------------------------------------------------------ producer warpgroup (warps 8-11)
+  if (wg >= 2) {
+    // ------------------------------------------------------------ producer warpgroup(s) (warps 8-11 or 8-15)
     setmaxnreg_dec<kWsProducerRegs>();
-    const int ptid = tid - 256;  // 0..127
+    const int ptid = tid - 256;  // 0 .. 128 * kWsProducerWarpgroups - 1
     if (ptid < kWsLoaderThreads) {
       // Loader warps 8, 9: fp32 A and B tiles -> slot, up to kWsStages tiles ahead of the consumers.
       uint32_t s = 0;
@@ -878,7 +888,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       cp_async_commit();
       cp_async_wait<0>();  // no copies left in flight when the thread exits
     } else {
-      // Splitter warps 10, 11: once a tile has landed, B_small = rna_tf32(B - trunc(B)) next to it (the fp32
+      // Splitter warps (10 up): once a tile has landed, B_small = rna_tf32(B - trunc(B)) next to it (the fp32
       // B tile is B_big); then release the slot to the consumers.
       const int stid = ptid - kWsLoaderThreads;
       uint32_t s = 0;
@@ -890,8 +900,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         const uint32_t b_big = ring + s * kWsSlotBytes + kWgTileBytes;
         const uint32_t b_small = b_big + kWgTileBytes;
 #pragma unroll
-        for (int i = 0; i < kWsChunksPerSplitter; ++i) {  // 8 lanes = one 128-byte row: conflict-free
-          const int c = i * kWsSplitterThreads + stid;
+        for (int c = stid; c < 1024; c += kWsSplitterThreads) {  // 8 lanes = one 128-byte row: conflict-free
           const uint32_t off = sw128(c >> 3, (c & 7) * 4);
           const uint4 v = ld_shared_v4(b_big + off);
           st_shared_v4(b_small + off, tf32_remainder(v.x), tf32_remainder(v.y), tf32_remainder(v.z),

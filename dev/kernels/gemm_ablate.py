@@ -31,8 +31,8 @@ import bench_gemm as bg
 # The experiments below are text patches of gemm_3xtf32.cu as it is now (variant 2: a fresh accumulator every
 # kWsTilesPerFlush k-tiles, small-part products first; A big rounded, A small raw; B tile = B_big, B small
 # rounded). Earlier rounds patched earlier versions: bench/results/2026-11-22_gemm_h100_b1f684f has their numbers.
-NO_B_SPLIT = [("for (int i = 0; i < kWsChunksPerSplitter; ++i) {  // 8 lanes",
-               "for (int i = 0; i < 0; ++i) {  // 8 lanes")]
+NO_B_SPLIT = [("for (int c = stid; c < 1024; c += kWsSplitterThreads) {  // 8 lanes",
+               "for (int c = stid; c < 0; c += kWsSplitterThreads) {  // 8 lanes")]
 NO_A_SPLIT = [("for (int e = 0; e < 4; ++e) split_tf32(__uint_as_float(a[e]), a_big[h][kk][e], a_small[h][kk][e]);",
                "for (int e = 0; e < 4; ++e) a_big[h][kk][e] = a_small[h][kk][e] = a[e];")]
 NO_FLUSH = [("      for (int i = 0; i < 64; ++i) acc[i] += tile[i];\n    }\n\n    // Epilogue from the accumulator",
@@ -54,10 +54,8 @@ INTERLEAVED = [
 ]
 
 
-# The tensor core drops a .tf32 operand's low 13 bits itself, so B_small's round-to-nearest needs only the
-# half-ulp add, not the mask after it: bit-identical products, one instruction less per B value in the splitter.
-B_SMALL_UNMASKED = [("  return to_tf32(__uint_as_float(bits) - __uint_as_float(bits & 0xffffe000u));",
-                     "  return __float_as_uint(__uint_as_float(bits) - __uint_as_float(bits & 0xffffe000u)) + 0x1000u;")]
+# Six splitter warps over two producer warpgroups (512 threads) instead of two.
+SIX_SPLITTERS = [("#define GEMM3X_WS_PRODUCER_WARPGROUPS 1\n", "#define GEMM3X_WS_PRODUCER_WARPGROUPS 2\n")]
 # Epilogue in two passes: every value of the thread's fragment first (all the epilogue's loads issue before any
 # store, whatever the compiler knows about aliasing), then the stores.
 EPILOGUE_TWO_PASS = [(
@@ -109,10 +107,12 @@ EXPERIMENTS: list[tuple[str, str, list[tuple[str, str]]]] = [
     ("no_a_split", "ablation", NO_A_SPLIT),
     ("no_flush", "ablation", NO_FLUSH),
     ("no_loads", "ablation", NO_LOADS),
-    ("b_small_unmasked", "candidate", B_SMALL_UNMASKED),
+    ("six_splitters", "candidate", SIX_SPLITTERS),
     ("epilogue_two_pass", "candidate", EPILOGUE_TWO_PASS),
     ("stagger", "candidate", STAGGER),
-    ("stagger_two_pass_unmasked", "candidate", STAGGER + EPILOGUE_TWO_PASS + B_SMALL_UNMASKED),
+    ("stagger_two_pass", "candidate", STAGGER + EPILOGUE_TWO_PASS),
+    ("no_loads_no_b_split", "ablation", NO_LOADS + NO_B_SPLIT),
+    ("no_a_split_no_flush", "ablation", NO_A_SPLIT + NO_FLUSH),
     ("tensor_cores_only", "ablation", NO_LOADS + NO_B_SPLIT + NO_A_SPLIT + NO_FLUSH),
     ("tensor_cores_only_stagger", "ablation", NO_LOADS + NO_B_SPLIT + NO_A_SPLIT + NO_FLUSH + STAGGER),
 ]
