@@ -91,6 +91,86 @@ STAGGER = [(
     "  uint32_t phase = 0;\n  bool stagger = true;\n#pragma unroll 1\n  for (int t = static_cast<int>(blockIdx.x); t < tiles;")]
 
 
+# Timeline of block 0 (clock64 of its multiprocessor) at each step of a k-tile's way through the ring, read back by
+# gemm3x_trace_read after one more headline launch (trace_summary): 0 loader passes empty, 1 loader's copies
+# issued, 2 splitter passes loaded, 3 splitter arrives on full, 4/5 consumer warpgroup 0 before/after its wait on
+# full, 6/7 warpgroup 0/1 release the slot. The stores cost a few instructions per k-tile and event.
+TRACE_DEFS = """__device__ unsigned long long g_ff_trace[8][2048];
+__device__ __forceinline__ void ff_trace(int ev, int j) {
+  if (blockIdx.x == 0 && j < 2048) {
+    unsigned long long c;
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c));
+    g_ff_trace[ev][j] = c;
+  }
+}
+
+template <bool kBKMajor, int kVec, class Epilogue>
+__global__ void __launch_bounds__(kWsThreads, 1)
+    gemm3x_ws_kernel("""
+TRACE = [
+    ("template <bool kBKMajor, int kVec, class Epilogue>\n__global__ void __launch_bounds__(kWsThreads, 1)\n"
+     "    gemm3x_ws_kernel(", TRACE_DEFS),
+    ("      // Loader warps 8, 9: fp32 A and B tiles -> slot, up to kWsStages tiles ahead of the consumers.\n",
+     "      // Loader warps 8, 9: fp32 A and B tiles -> slot, up to kWsStages tiles ahead of the consumers.\n"
+     "      int tj = 0;\n"),
+    ("          mbar_wait(empty_bar + 8 * s, phase ^ 1u);  // passes at once on each slot's first use\n",
+     "          mbar_wait(empty_bar + 8 * s, phase ^ 1u);  // passes at once on each slot's first use\n"
+     "          if (ptid == 0) ff_trace(0, tj);\n"),
+    ("          cp_async_mbar_arrive_noinc(loaded_bar + 8 * s);\n",
+     "          if (ptid == 0) ff_trace(1, tj);\n          ++tj;\n          cp_async_mbar_arrive_noinc(loaded_bar + 8 * s);\n"),
+    ("        mbar_wait(loaded_bar + 8 * s, phase);\n",
+     "        mbar_wait(loaded_bar + 8 * s, phase);\n        if (stid == 0) ff_trace(2, j);\n"),
+    ("        mbar_arrive(full_bar + 8 * s);\n",
+     "        if (stid == 0) ff_trace(3, j);\n        mbar_arrive(full_bar + 8 * s);\n"),
+    ("  uint32_t phase = 0;\n#pragma unroll 1\n", "  uint32_t phase = 0;\n  int tj = 0;\n#pragma unroll 1\n"),
+    ("        mbar_wait(full_bar + 8 * (s + h), phase);\n",
+     "        if (ctid == 0 && cw == 0) ff_trace(4, tj + h);\n        mbar_wait(full_bar + 8 * (s + h), phase);\n"
+     "        if (ctid == 0 && cw == 0) ff_trace(5, tj + h);\n"),
+    ("        if (lane == 0) mbar_arrive(empty_bar + 8 * (s + h));",
+     "        if (ctid == 0) ff_trace(6 + cw, tj + h);\n        if (lane == 0) mbar_arrive(empty_bar + 8 * (s + h));"),
+    ("      s += kWsTilesPerFlush;\n", "      s += kWsTilesPerFlush;\n      tj += kWsTilesPerFlush;\n"),
+    ("// Epilogue example: C = sigmoid",
+     "extern \"C\" int gemm3x_trace_read(unsigned long long* host) {\n"
+     "  return static_cast<int>(cudaMemcpyFromSymbol(host, gemm3x::g_ff_trace, sizeof(gemm3x::g_ff_trace)));\n}\n\n"
+     "// Epilogue example: C = sigmoid"),
+]
+
+
+def trace_summary(torch, lib) -> dict:
+    """One more headline launch, then block 0's timeline: medians over its k-tiles, in cycles."""
+    import ctypes
+    import statistics
+
+    case = bg.CASES[0]
+    ops = bg.Operands(torch, case)
+    stream = torch.cuda.current_stream().cuda_stream
+    if bg.launch_ours(lib, ops, case, stream) != 0:
+        return {"error": "launch failed"}
+    torch.cuda.synchronize()
+    buf = (ctypes.c_ulonglong * (8 * 2048))()
+    if lib.gemm3x_trace_read(buf) != 0:
+        return {"error": "trace read failed"}
+    ev = [[buf[e * 2048 + j] for j in range(2048)] for e in range(8)]
+    n = max(j for j in range(2048) if all(ev[e][j] for e in range(8))) + 1
+    med = lambda xs: statistics.median(xs) if xs else None  # noqa: E731
+    span = ev[5][n - 1] - ev[4][0]
+    out = {
+        "k_tiles": n,
+        "cycles_per_k_tile": span / max(n - 1, 1),
+        "consumer_wait_on_full_share": sum(ev[5][j] - ev[4][j] for j in range(n)) / span,
+        "load_issue": med([ev[1][j] - ev[0][j] for j in range(n)]),
+        "issued_to_loaded_seen": med([ev[2][j] - ev[1][j] for j in range(n)]),
+        "split": med([ev[3][j] - ev[2][j] for j in range(n)]),
+        "full_to_consumer_asks": med([ev[4][j] - ev[3][j] for j in range(n)]),
+        "consumer_wait": med([ev[5][j] - ev[4][j] for j in range(n)]),
+        "consumer_has_to_release_wg0": med([ev[6][j] - ev[5][j] for j in range(n)]),
+        "release_wg1_minus_wg0": med([ev[7][j] - ev[6][j] for j in range(n)]),
+        "release_to_reissue": med([ev[0][j] - max(ev[6][j - 4], ev[7][j - 4]) for j in range(4, n)]),
+    }
+    out["raw_first_64"] = [[ev[e][j] - ev[0][0] for e in range(8)] for j in range(min(n, 64))]
+    return out
+
+
 def _set(name: str, old: int, new: int) -> list[tuple[str, str]]:
     return [(f"constexpr int {name} = {old};", f"constexpr int {name} = {new};")]
 
@@ -113,6 +193,7 @@ EXPERIMENTS: list[tuple[str, str, list[tuple[str, str]]]] = [
     ("stagger_two_pass", "candidate", STAGGER + EPILOGUE_TWO_PASS),
     ("no_loads_no_b_split", "ablation", NO_LOADS + NO_B_SPLIT),
     ("no_a_split_no_flush", "ablation", NO_A_SPLIT + NO_FLUSH),
+    ("trace", "ablation", TRACE),
     ("tensor_cores_only", "ablation", NO_LOADS + NO_B_SPLIT + NO_A_SPLIT + NO_FLUSH),
     ("tensor_cores_only_stagger", "ablation", NO_LOADS + NO_B_SPLIT + NO_A_SPLIT + NO_FLUSH + STAGGER),
 ]
@@ -180,6 +261,8 @@ def time_one(args) -> int:
     row = rows[0]
     row["more_cases"] = rows[1:]
     row["column_mean"] = column_mean_errors(torch, lib)
+    if hasattr(lib, "gemm3x_trace_read"):
+        row["trace"] = trace_summary(torch, lib)
     args.out.write_text(json.dumps(row))
     return 0
 
