@@ -79,6 +79,7 @@
 // compiles for sm_90a (tests/test_dev_kernels_compile.py); correctness and speed are checked by
 // dev/kernels/bench_gemm.py in a GPU session.
 
+#include <cuda.h>  // CUtensorMap (variant 2's TMA loads; encoded through the runtime's driver entry point)
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -735,6 +736,20 @@ __device__ __forceinline__ void mbar_wait(uint32_t addr, uint32_t parity) {
         : "memory");
   } while (!done);
 }
+// TMA (variant 2): the expected bytes of this phase plus one arrival; the copies' bytes complete it.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t addr, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(addr), "r"(bytes) : "memory");
+}
+// One box of a 3-D tensor map (k, row, batch) into shared memory, completing `bytes` on the mbarrier; boxes
+// reaching past the tensor's edges are zero-filled (and still count their full size).
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map, int k, int row, int batch,
+                                            uint32_t mbar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+      "[%5];\n" ::"r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(k), "r"(row), "r"(batch), "r"(mbar)
+      : "memory");
+}
+
 __device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
   uint4 v;
   asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
@@ -830,7 +845,9 @@ template <bool kBKMajor, int kVec, class Epilogue>
 __global__ void __launch_bounds__(kWsThreads, 1)
     gemm3x_ws_kernel(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
                      int M, int N, int K, int lda, int ldb, int ldc, long long stride_a, long long stride_b,
-                     long long stride_c, int tiles_m, int tiles_n, int tiles, bool c_pairs, Epilogue epi) {
+                     long long stride_c, int tiles_m, int tiles_n, int tiles, bool c_pairs,
+                     const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
+                     bool tma, Epilogue epi) {
   extern __shared__ __align__(1024) unsigned char ws_smem_raw[];
   const uint32_t raw_addr = smem_addr(ws_smem_raw);
   const uint32_t ring = raw_addr + ((1024u - (raw_addr & 1023u)) & 1023u);  // slot s at ring + s * 48 KB
@@ -849,7 +866,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     for (int s = 0; s < kWsStages; ++s) {
       mbar_init(full_bar + 8 * s, kWsSplitterThreads);  // every splitter thread
       mbar_init(empty_bar + 8 * s, 8);                  // one lane of each consumer warp
-      mbar_init(loaded_bar + 8 * s, kWsLoaderThreads);  // every loader thread's cp.asyncs (.noinc)
+      // every loader thread's cp.asyncs (.noinc), or the TMA thread's expect_tx and the copies' bytes
+      mbar_init(loaded_bar + 8 * s, tma ? 1 : kWsLoaderThreads);
     }
   }
   __syncthreads();
@@ -858,7 +876,28 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     // ------------------------------------------------------------ producer warpgroup(s) (warps 8-11 or 8-15)
     setmaxnreg_dec<kWsProducerRegs>();
     const int ptid = tid - 256;  // 0 .. 128 * kWsProducerWarpgroups - 1
-    if (ptid < kWsLoaderThreads) {
+    if (tma && ptid < kWsLoaderThreads) {
+      // TMA: one thread issues each k-tile's two boxes (A rows m0 .., B rows n0 .., k0 .. k0 + 31; zero-filled
+      // past the edges) into slot s, in the 128-byte swizzle that the consumers and the splitters read.
+      if (ptid == 0) {
+        uint32_t s = 0;
+        uint32_t phase = 0;
+        for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x)) {
+          const WsTile out(t, tiles_m, tiles_n);
+          for (int it = 0; it < k_tiles_padded; ++it) {
+            mbar_wait(empty_bar + 8 * s, phase ^ 1u);  // passes at once on each slot's first use
+            const uint32_t sa = ring + s * kWsSlotBytes;
+            mbar_arrive_expect_tx(loaded_bar + 8 * s, 2 * kWgTileBytes);
+            tma_load_3d(sa, &tma_a, it * kBK, out.m0, out.batch, loaded_bar + 8 * s);
+            tma_load_3d(sa + kWgTileBytes, &tma_b, it * kBK, out.n0, out.batch, loaded_bar + 8 * s);
+            if (++s == kWsStages) {
+              s = 0;
+              phase ^= 1u;
+            }
+          }
+        }
+      }
+    } else if (ptid < kWsLoaderThreads) {
       // Loader warps 8, 9: fp32 A and B tiles -> slot, up to kWsStages tiles ahead of the consumers.
       uint32_t s = 0;
       uint32_t phase = 0;
@@ -955,6 +994,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       uint32_t b_big[kWsTilesPerFlush];
 #pragma unroll
       for (int h = 0; h < kWsTilesPerFlush; ++h) {
+        mbar_wait(loaded_bar + 8 * (s + h), phase);  // the copies' own completion (TMA: async-proxy writes)
         mbar_wait(full_bar + 8 * (s + h), phase);
         const uint32_t sa = ring + (s + h) * kWsSlotBytes;
         b_big[h] = sa + kWgTileBytes;
@@ -1035,6 +1075,44 @@ inline int& variant() {
   return v;
 }
 
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+#ifndef GEMM3X_WS_TMA
+#define GEMM3X_WS_TMA 1  // variant 2 loads K-major tiles with TMA when the tensor maps can describe them
+#endif
+
+// Tensor map of a K-major operand for variant 2's TMA loads: `rows` rows of K floats, leading dimension ld,
+// `batch` matrices `stride` floats apart; boxes of 32 k x 128 rows x 1 matrix in the 128-byte swizzle.
+// false when TMA cannot describe it (base not 16-byte aligned, a stride not a multiple of 16 bytes, an empty
+// dimension, or no driver entry point); the cp.async loaders take the launch then.
+inline bool kmajor_tensor_map(CUtensorMap* map, const float* base, int rows, int K, int ld, int batch,
+                              long long stride) {
+  using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                              const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                              CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+  static Encode encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      fn = nullptr;
+    }
+    return reinterpret_cast<Encode>(fn);
+  }();
+  if (encode == nullptr || !aligned16(base) || rows <= 0 || K <= 0 || batch <= 0 || ld % 4 != 0) return false;
+  const long long batch_stride = batch > 1 ? stride : static_cast<long long>(ld) * rows;
+  if (batch_stride <= 0 || batch_stride % 4 != 0) return false;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(K), static_cast<cuuint64_t>(rows),
+                              static_cast<cuuint64_t>(batch)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(ld) * 4, static_cast<cuuint64_t>(batch_stride) * 4};
+  const cuuint32_t box[3] = {kBK, 128, 1};
+  const cuuint32_t unit[3] = {1, 1, 1};
+  return encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, const_cast<float*>(base), dims, strides, box, unit,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 template <bool kBKMajor, int kVec, class Epilogue>
 cudaError_t launch_variant(const float* A, const float* B, float* C, int M, int N, int K, int lda, int ldb,
                            int ldc, int batch, long long stride_a, long long stride_b, long long stride_c,
@@ -1076,8 +1154,15 @@ cudaError_t launch_variant(const float* A, const float* B, float* C, int M, int 
     // C[row][2i], C[row][2i + 1] as one 8-byte store: every row (and batch) start 8-byte aligned
     const bool c_pairs =
         (reinterpret_cast<uintptr_t>(C) & 7u) == 0 && ldc % 2 == 0 && (batch == 1 || stride_c % 2 == 0);
+    // TMA when both operands are K-major (TN) rows the tensor maps can describe; otherwise the cp.async loaders.
+    CUtensorMap map_a = {};
+    CUtensorMap map_b = {};
+    const bool tma = GEMM3X_WS_TMA && kVec == 4 && kBKMajor &&
+                     kmajor_tensor_map(&map_a, A, M, K, lda, batch, stride_a) &&
+                     kmajor_tensor_map(&map_b, B, N, K, ldb, batch, stride_b);
     ws_kernel<<<grid, threads, bytes, stream>>>(A, B, C, M, N, K, lda, ldb, ldc, stride_a, stride_b, stride_c,
-                                                tiles_m, tiles_n, static_cast<int>(tiles), c_pairs, epi);
+                                                tiles_m, tiles_n, static_cast<int>(tiles), c_pairs, map_a, map_b,
+                                                tma, epi);
     return cudaGetLastError();
   }
   const dim3 grid(tiles_m, tiles_n, batch);
@@ -1086,7 +1171,6 @@ cudaError_t launch_variant(const float* A, const float* B, float* C, int M, int 
   return cudaGetLastError();
 }
 
-inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 template <bool kBKMajor, class Epilogue>
 cudaError_t launch(const float* A, const float* B, float* C, int M, int N, int K, int lda, int ldb, int ldc,

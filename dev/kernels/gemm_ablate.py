@@ -41,6 +41,10 @@ NO_FLUSH = [("      for (int i = 0; i < 64; ++i) acc[i] += tile[i];\n    }\n\n  
 NO_LOADS = [
     ("          ws_load_kmajor<kVec>(sa, a_batch, lda, out.m0, M, k0, K, ptid);\n", ""),
     ("            ws_load_kmajor<kVec>(sb, b_batch, ldb, out.n0, N, k0, K, ptid);\n", ""),
+    ("            mbar_arrive_expect_tx(loaded_bar + 8 * s, 2 * kWgTileBytes);\n"
+     "            tma_load_3d(sa, &tma_a, it * kBK, out.m0, out.batch, loaded_bar + 8 * s);\n"
+     "            tma_load_3d(sa + kWgTileBytes, &tma_b, it * kBK, out.n0, out.batch, loaded_bar + 8 * s);\n",
+     "            mbar_arrive(loaded_bar + 8 * s);\n"),
 ]
 # Each k-step's three products in a row (a_small.b_big, a_big.b_small, a_big.b_big), tile after tile: the order
 # before the small-first one. More wgmmas truncate a large running sum (gemm_scale_batchnorm's running mean).
@@ -54,6 +58,8 @@ INTERLEAVED = [
 ]
 
 
+# The loads as cp.async by loader warps 8, 9 (every k-major tile went this way before TMA).
+CP_ASYNC_LOADS = [("#define GEMM3X_WS_TMA 1 ", "#define GEMM3X_WS_TMA 0 ")]
 # Six splitter warps over two producer warpgroups (512 threads) instead of two.
 SIX_SPLITTERS = [("#define GEMM3X_WS_PRODUCER_WARPGROUPS 1\n", "#define GEMM3X_WS_PRODUCER_WARPGROUPS 2\n")]
 # Epilogue in two passes: every value of the thread's fragment first (all the epilogue's loads issue before any
@@ -91,10 +97,10 @@ STAGGER = [(
     "  uint32_t phase = 0;\n  bool stagger = true;\n#pragma unroll 1\n  for (int t = static_cast<int>(blockIdx.x); t < tiles;")]
 
 
-# Timeline of block 0 (clock64 of its multiprocessor) at each step of a k-tile's way through the ring, read back by
-# gemm3x_trace_read after one more headline launch (trace_summary): 0 loader passes empty, 1 loader's copies
-# issued, 2 splitter passes loaded, 3 splitter arrives on full, 4/5 consumer warpgroup 0 before/after its wait on
-# full, 6/7 warpgroup 0/1 release the slot. The stores cost a few instructions per k-tile and event.
+# Timeline of block 0 (clock64 of its multiprocessor) at each step of a k-tile's way through the ring (TMA
+# loads), read back by gemm3x_trace_read after one more headline launch (trace_summary): 0 loader passes empty,
+# 1 loader's two boxes issued, 2 splitter passes loaded, 3 splitter arrives on full, 4/5 consumer warpgroup 0
+# before/after its wait on full, 6/7 warpgroup 0/1 release the slot. Each event costs a few instructions.
 TRACE_DEFS = """__device__ unsigned long long g_ff_trace[8][2048];
 __device__ __forceinline__ void ff_trace(int ev, int j) {
   if (blockIdx.x == 0 && j < 2048) {
@@ -110,14 +116,13 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 TRACE = [
     ("template <bool kBKMajor, int kVec, class Epilogue>\n__global__ void __launch_bounds__(kWsThreads, 1)\n"
      "    gemm3x_ws_kernel(", TRACE_DEFS),
-    ("      // Loader warps 8, 9: fp32 A and B tiles -> slot, up to kWsStages tiles ahead of the consumers.\n",
-     "      // Loader warps 8, 9: fp32 A and B tiles -> slot, up to kWsStages tiles ahead of the consumers.\n"
-     "      int tj = 0;\n"),
-    ("          mbar_wait(empty_bar + 8 * s, phase ^ 1u);  // passes at once on each slot's first use\n",
-     "          mbar_wait(empty_bar + 8 * s, phase ^ 1u);  // passes at once on each slot's first use\n"
-     "          if (ptid == 0) ff_trace(0, tj);\n"),
-    ("          cp_async_mbar_arrive_noinc(loaded_bar + 8 * s);\n",
-     "          if (ptid == 0) ff_trace(1, tj);\n          ++tj;\n          cp_async_mbar_arrive_noinc(loaded_bar + 8 * s);\n"),
+    ("      if (ptid == 0) {\n        uint32_t s = 0;\n", "      if (ptid == 0) {\n        int tj = 0;\n        uint32_t s = 0;\n"),
+    ("            mbar_wait(empty_bar + 8 * s, phase ^ 1u);  // passes at once on each slot's first use\n",
+     "            mbar_wait(empty_bar + 8 * s, phase ^ 1u);  // passes at once on each slot's first use\n"
+     "            ff_trace(0, tj);\n"),
+    ("            tma_load_3d(sa + kWgTileBytes, &tma_b, it * kBK, out.n0, out.batch, loaded_bar + 8 * s);\n",
+     "            tma_load_3d(sa + kWgTileBytes, &tma_b, it * kBK, out.n0, out.batch, loaded_bar + 8 * s);\n"
+     "            ff_trace(1, tj++);\n"),
     ("        mbar_wait(loaded_bar + 8 * s, phase);\n",
      "        mbar_wait(loaded_bar + 8 * s, phase);\n        if (stid == 0) ff_trace(2, j);\n"),
     ("        mbar_arrive(full_bar + 8 * s);\n",
@@ -187,6 +192,7 @@ EXPERIMENTS: list[tuple[str, str, list[tuple[str, str]]]] = [
     ("no_a_split", "ablation", NO_A_SPLIT),
     ("no_flush", "ablation", NO_FLUSH),
     ("no_loads", "ablation", NO_LOADS),
+    ("cp_async_loads", "candidate", CP_ASYNC_LOADS),
     ("six_splitters", "candidate", SIX_SPLITTERS),
     ("epilogue_two_pass", "candidate", EPILOGUE_TWO_PASS),
     ("stagger", "candidate", STAGGER),
