@@ -62,11 +62,11 @@ def test_the_3xtf32_gemm_compiles_for_sm90a_with_no_spills_and_no_local_memory(c
     assert len(frames) == len(kernels) and not any(frames), log
     registers = [int(r) for r in re.findall(r"Used (\d+) registers", log)]
     assert registers and max(registers) <= 255, log
-    # Variant 2 launches 384 threads (3 warps on some SM sub-partition), so ptxas caps the kernel at 168
+    # Variant 2 launches 512 threads (4 warps on each SM sub-partition), so ptxas caps the kernel at 128
     # registers per thread; the consumers get theirs from setmaxnreg (see the SASS test).
     per_kernel = re.findall(r"Compiling entry function '(\w+)'.*?Used (\d+) registers", log, re.S)
     ws = [int(r) for name, r in per_kernel if "gemm3x_ws_kernel" in name]
-    assert len(ws) >= 4 and max(ws) <= 168, per_kernel
+    assert len(ws) >= 4 and max(ws) <= _ws_registers()[0], per_kernel
 
 
 @needs_nvcc
@@ -124,24 +124,42 @@ def _ws_constant(name: str) -> int:
     return int(m.group(1))
 
 
+def _ws_registers() -> tuple[int, int, int]:
+    """Variant 2's register budget as the .cu sets it: (per thread at launch, producers', consumers')."""
+    groups = _ws_constant("GEMM3X_WS_PRODUCER_WARPGROUPS")
+    producer = _ws_constant("kWsProducerRegsOneGroup" if groups == 1 else "kWsProducerRegsTwoGroups")
+    threads = 256 + 128 * groups
+    launch = 65536 // threads // 8 * 8
+    return launch, producer, (launch * threads - producer * 128 * groups) // 256 // 8 * 8
+
+
+def test_the_register_budget_of_variant_2_adds_up_to_the_multiprocessors_registers():
+    launch, producer, consumer = _ws_registers()
+    groups = _ws_constant("GEMM3X_WS_PRODUCER_WARPGROUPS")
+    assert launch * (256 + 128 * groups) <= 65536
+    assert consumer * 256 + producer * 128 * groups <= launch * (256 + 128 * groups)
+    assert consumer >= 200  # the consumers' mainloop and the generated epilogues need ~190-208 (no spills)
+
+
 def _check_ws_sass(name: str, body: str) -> None:
-    """Variant 2's SASS: the register hand-over, mbarrier-only synchronisation, consumers above 168."""
-    producer_regs = _ws_constant("GEMM3X_WS_PRODUCER_REGS")
-    consumer_regs = (168 * 384 - producer_regs * 128) // 256 // 8 * 8
+    """Variant 2's SASS: the register hand-over, mbarrier-only synchronisation, consumers above the launch's."""
+    launch_regs, producer_regs, consumer_regs = _ws_registers()
     alloc = re.findall(r"USETMAXREG\.TRY_ALLOC\.CTAPOOL \w+, (0x[0-9a-f]+)", body)
     dealloc = re.findall(r"USETMAXREG\.DEALLOC\.CTAPOOL (0x[0-9a-f]+)", body)
     assert [int(x, 16) for x in alloc] == [consumer_regs], (name, alloc)
     assert [int(x, 16) for x in dealloc] == [producer_regs], (name, dealloc)
-    # The consumers' code really uses more than the 168 registers the launch gives every thread (else
+    # The consumers' code really uses more than the registers the launch gives every thread (else
     # setmaxnreg buys nothing), and no code uses more than the consumers' share.
     highest = max(int(r) for r in re.findall(r"\bR(\d+)\b", body))
-    assert 168 <= highest < consumer_regs, (name, highest)
+    assert launch_regs <= highest < consumer_regs, (name, highest)
     # One block-wide barrier (after the mbarrier init); in the k loop, mbarriers only.
     assert len(re.findall(r"\bBAR\.SYNC\.DEFER_BLOCKING 0x0\b", body)) == 1, name
     assert len(re.findall(r"\bBAR\.(SYNC|ARV)\b", body)) == 1, name
     assert "SYNCS.PHASECHK.TRANS64.TRYWAIT" in body and "SYNCS.ARRIVE.TRANS64" in body, name
     assert "ARRIVES.LDGSTSBAR.64" in body, name  # cp.async.mbarrier.arrive: the loaders' copies landed
     assert "FENCE.VIEW.ASYNC.S" in body and "LDSM.16.M88.4" in body and "LDGSTS" in body, name
+    if "ILb1ELi4E" in name:  # TN with 16-byte rows: TMA boxes as well as the cp.async fallback
+        assert "UTMALDG.3D" in body, name
 
 
 @needs_nvcc
@@ -164,9 +182,12 @@ def test_the_kernel_ptx_issues_tf32_mma_sync_zero_filling_cp_async_and_truncatin
     # Variant 2: register-A wgmma, setmaxnreg hand-over, mbarrier ring.
     assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n128k8\.f32\.tf32\.tf32 \{[^}]*\}, "
                      r"\{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+, p, 1, 1;", ptx)
-    producer_regs = _ws_constant("GEMM3X_WS_PRODUCER_REGS")
+    _, producer_regs, consumer_regs = _ws_registers()
     assert f"setmaxnreg.dec.sync.aligned.u32 {producer_regs};" in ptx
-    assert f"setmaxnreg.inc.sync.aligned.u32 {(168 * 384 - producer_regs * 128) // 256 // 8 * 8};" in ptx
+    assert f"setmaxnreg.inc.sync.aligned.u32 {consumer_regs};" in ptx
+    # TMA loads of K-major tiles, completing the slot's mbarrier by bytes
+    assert "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" in ptx
+    assert "mbarrier.arrive.expect_tx.shared::cta.b64" in ptx
     assert "mbarrier.try_wait.parity.shared::cta.b64" in ptx
     assert "mbarrier.arrive.shared::cta.b64" in ptx
     assert "cp.async.mbarrier.arrive.noinc.shared::cta.b64" in ptx  # loader -> splitter hand-over
@@ -498,7 +519,8 @@ def test_variant2_a_copied_by_the_loaders_and_read_by_ldmatrix_gives_the_registe
 
 
 def test_variant2_loaders_fill_every_element_of_each_tile_once_and_splitters_cover_every_b_chunk_once():
-    loaders, splitters = _ws_constant("kWsLoaderThreads"), _ws_constant("kWsSplitterThreads")
+    loaders = _ws_constant("kWsLoaderThreads")
+    splitters = 128 * _ws_constant("GEMM3X_WS_PRODUCER_WARPGROUPS") - loaders  # kWsSplitterThreads
     per_loader = 1024 // loaders  # kWsChunksPerLoader
     # ws_load_kmajor (A, TN's B): thread t, pass i -> row 8 i + t / 8, k 4 (t % 8) .. +3, at
     # sw128(t / 8, 4 (t % 8)) + 1024 i
@@ -517,10 +539,11 @@ def test_variant2_loaders_fill_every_element_of_each_tile_once_and_splitters_cov
             assert off + 64 * 128 == _sw128(t + 64, kr & ~3) + 4 * (kr & 3)
             nn += [off, off + 64 * 128]
     assert sorted(nn) == list(range(0, 128 * 128, 4))
-    # splitters: 16-byte chunk c = i * splitters + t at sw128(c / 8, 4 (c % 8)), every chunk once
-    chunks = [_sw128(c >> 3, (c & 7) * 4) for c in range(1024)]
+    # splitters: thread t takes 16-byte chunks c = t, t + splitters, ... < 1024 at sw128(c / 8, 4 (c % 8)):
+    # every chunk once, and a warp's 32 consecutive chunks are 4 whole 128-byte rows (conflict-free)
+    chunks = [_sw128(c >> 3, (c & 7) * 4) for t in range(splitters) for c in range(t, 1024, splitters)]
     assert sorted(chunks) == list(range(0, 128 * 128, 16))
-    assert 1024 % splitters == 0
+    assert splitters % 32 == 0
 
 
 def _simulate_ws_pipeline(k_tiles, stages, seed, tiles_per_flush, consumer_warps=8, loader_parity_flip=1):

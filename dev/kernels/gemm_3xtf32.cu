@@ -626,7 +626,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 // Variant 2 (sm_90a): warp-specialised wgmma with A from registers, selected with
 // gemm3x_set_variant(2).
 //
-// 384 threads = 3 warpgroups, block tile 128 x 128 x 32 (same tiling of C as variants 0 and 1), a ring of
+// 512 threads = 4 warpgroups, block tile 128 x 128 x 32 (same tiling of C as variants 0 and 1), a ring of
 // kWsStages (4) slots in shared memory, three mbarriers per slot (loaded, full, empty). Persistent: the
 // launcher starts one block per multiprocessor (min(tiles, SMs)), and every role loops over output tiles
 // t = blockIdx.x, + gridDim.x, ... (WsTile: m-tile fastest, then n-tile, then batch), the ring's slot and
@@ -643,14 +643,25 @@ __global__ void __launch_bounds__(kThreads, 1)
 //     wgmma.wait_group 1, then 0: as k-tile h's group completes, one lane per warp arrives on empty[s + h]
 //     (8 arrivals complete the phase). Then the round-to-nearest flush acc += tile. After the last flush
 //     the epilogue stores the tile (pairs of columns as 8-byte stores when C's rows are 8-byte aligned).
-//   * warpgroup 2 = producer (setmaxnreg.dec: kWsProducerRegs), two roles:
-//     - loader warps 8, 9: for each k-tile wait empty[s] (s = the k-tile's count % 4), issue the bounds-checked,
-//       zero-filling cp.async copies of the fp32 A tile and the fp32 B tile into slot s, then
-//       cp.async.mbarrier.arrive.noinc on loaded[s] (the arrival happens when the thread's copies have
-//       landed; 64 complete the phase). Loaders run up to 4 tiles ahead of the consumers.
-//     - splitter warps 10, 11: wait loaded[s], write B_small = rna_tf32(B - trunc(B)) (swizzled) next to B,
-//       fence.proxy.async (their st.shared -> visible to the consumers' wgmmas), arrive on full[s] (64).
+//   * warpgroups 2, 3 = producers (setmaxnreg.dec: kWsProducerRegs), two roles:
+//     - loader warps 8, 9: for each k-tile wait empty[s] (s = the k-tile's count % 4), then fill slot s with the
+//       fp32 A tile and the fp32 B tile. TMA when both are K-major (TN) with 16-byte aligned rows: one thread
+//       arms loaded[s] with the slot's bytes (mbarrier.arrive.expect_tx) and issues two 32 x 128 boxes of
+//       3-D tensor maps (k, row, batch) in the 128-byte swizzle, zero-filled past the edges. Otherwise (NN, or
+//       unaligned rows) all 64 threads issue bounds-checked, zero-filling cp.async copies, then
+//       cp.async.mbarrier.arrive.noinc on loaded[s] (64 arrivals complete the phase). Loaders run up to 4
+//       tiles ahead of the consumers.
+//     - splitter warps 10-15: wait loaded[s], write B_small = rna_tf32(B - trunc(B)) (swizzled) next to B,
+//       fence.proxy.async (their st.shared -> visible to the consumers' wgmmas), arrive on full[s] (192).
 //       They have no cp.async of their own in flight, so the fence's MEMBAR waits for nothing else.
+//     Why TMA and six splitters (H100, headline 1024x8192x8192, gemm_ablate run of e5e8b3d): a clock64 trace
+//     of block 0 showed the producers, not the tensor cores, setting the pace: with cp.async, 1670 cycles per
+//     k-tile to issue the loads and 2200 to split B, of a 2430-cycle k-tile, consumers waiting on full 26% of
+//     the time. TMA alone: issue 205 cycles, 101.8 TFLOP/s (cp.async 100.6), the split then 2450 cycles;
+//     TMA with six splitter warps instead of two: 137.3 TFLOP/s, the same error. (Six splitters with cp.async
+//     loads were 1.6% slower than two: the copies' instructions share the issue slots.) Consumers wait on
+//     loaded[s] as well as full[s]: the TMA's async-proxy writes of A are then ordered before their ldmatrix
+//     by the barrier the copies completed.
 // Slot layout (48 KB, 1024-byte aligned): A fp32 [128][32] in the 128-byte swizzle layout (an ldmatrix
 // phase reads 8 consecutive rows = 8 different 16-byte bank groups), B_big [128 n][32 k] and B_small
 // [128 n][32 k] TF32 in the swizzle layout wgmma reads. The fp32 B tile is copied into the B_big region
@@ -665,8 +676,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 // (which passes at once on each slot's first use), j counting the block's k-tiles over all its output tiles.
 // Every thread of a role runs the same k-tiles (K is padded to whole flushes; the loaders zero-fill past K),
 // so arrival counts always match; a mismatch would hang, not crash (the protocol is modelled in
-// tests/test_dev_kernels_compile.py). Registers: 384 threads put 3 warps on a sub-partition, so ptxas
-// caps the kernel at 168; setmaxnreg moves registers from the producer to the consumers, which need 186.
+// tests/test_dev_kernels_compile.py). Registers: 512 threads put 4 warps on a sub-partition, so ptxas
+// caps the kernel at 128; setmaxnreg moves registers from the producers (48) to the consumers (208), which
+// need 186 for the mainloop and up to ~200 with the generated epilogues.
 constexpr int kWsStages = 4;
 constexpr int kWsTilesPerFlush = 2;  // k-tiles per fresh accumulator (consumers take slots in pairs)
 static_assert(kWsStages % kWsTilesPerFlush == 0, "a flush's slots never wrap around the ring");
@@ -674,7 +686,7 @@ static_assert(kWsTilesPerFlush == 1 || kWsTilesPerFlush == 2, "wgmma_wait_pendin
 // Producer warpgroups: 1 (warps 8, 9 load, 10, 11 split) or 2 (warps 8, 9 load, 10-15 split: the split's
 // instructions spread over every sub-partition's scheduler, at fewer registers per producer thread).
 #ifndef GEMM3X_WS_PRODUCER_WARPGROUPS
-#define GEMM3X_WS_PRODUCER_WARPGROUPS 1
+#define GEMM3X_WS_PRODUCER_WARPGROUPS 2
 #endif
 constexpr int kWsProducerWarpgroups = GEMM3X_WS_PRODUCER_WARPGROUPS;
 static_assert(kWsProducerWarpgroups == 1 || kWsProducerWarpgroups == 2, "one or two producer warpgroups");
@@ -690,8 +702,10 @@ static_assert(kWsSplitterThreads % 32 == 0, "whole splitter warps");
 // consumers need more (64 + 64 accumulators + 32 A fragment registers + addresses: 186 in SASS).
 // setmaxnreg moves registers from the producer warpgroups (which use <= 54) to the consumers; ptxas
 // allocates each role's code within its new limit.
+constexpr int kWsProducerRegsOneGroup = 72;
+constexpr int kWsProducerRegsTwoGroups = 48;  // at 56 or 64 the consumers (208 or 192 registers) spill
 #ifndef GEMM3X_WS_PRODUCER_REGS
-#define GEMM3X_WS_PRODUCER_REGS (kWsProducerWarpgroups == 1 ? 72 : 48)  // 2 warpgroups: 56 and 64 spill
+#define GEMM3X_WS_PRODUCER_REGS (kWsProducerWarpgroups == 1 ? kWsProducerRegsOneGroup : kWsProducerRegsTwoGroups)
 #endif
 constexpr int kWsProducerRegs = GEMM3X_WS_PRODUCER_REGS;
 // The pool setmaxnreg.inc draws from is what the block was launched with (168 x 384 = 64512 registers,
