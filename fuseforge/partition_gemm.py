@@ -123,17 +123,18 @@ def recognise(node: fx.Node) -> GemmAnchor | str:
     if thin:
         return (f"{thin[0][0]} = {thin[0][1]} is below {MIN_TILE_SIDE}: a GEMV-like product would leave most of "
                 "each 128 x 128 tile empty (cuBLAS stays)")
-    slower = _slower_than_cublas(node, x)
-    if slower:
-        return slower
-    if op == "addmm" and any(not isinstance(a[k], (int, float)) for k in ("beta", "alpha")):
-        return "addmm with non-numeric alpha or beta"
     # B as [.., K, N]: TN when its K axis is the contiguous one (a transposed [N, K] matrix, such as
-    # linear's weight or bmm(q, k.transpose(1, 2))); the binding copies B when the run-time strides differ.
+    # linear's weight or bmm(q, k.transpose(1, 2))). The kernel reads B as [N, K] rows (its TMA loads are of
+    # K-major tiles): the binding copies an NN product's B, and B whose run-time strides differ, to those rows.
     if op == "linear":
         transposed = _stride(w, -1) == 1 or _stride(w, -2) != 1
     else:
         transposed = _stride(w, -2) == 1 and _stride(w, -1) != 1
+    slower = _slower_than_cublas(node, x, copies_b=not transposed)
+    if slower:
+        return slower
+    if op == "addmm" and any(not isinstance(a[k], (int, float)) for k in ("beta", "alpha")):
+        return "addmm with non-numeric alpha or beta"
     return GemmAnchor(op, x.name, w.name, bias.name if isinstance(bias, fx.Node) else None,
                       float(a.get("alpha", 1.0)), float(a.get("beta", 1.0)), op == "bmm", transposed)
 
@@ -144,12 +145,13 @@ def traced_sizes(node: fx.Node, a: fx.Node) -> tuple[int, int, int, int]:
     return math.prod(out[:-2]), out[-2], out[-1], size_hint(tensor_meta(a).shape[-1])
 
 
-def _slower_than_cublas(node: fx.Node, a: fx.Node) -> str | None:
+def _slower_than_cublas(node: fx.Node, a: fx.Node, copies_b: bool = False) -> str | None:
     """Why our kernel is not expected GEMM3X_MARGIN times faster than cuBLAS, if it is not (at the traced
     sizes; typically a grid of few tiles over a long K, which cuBLAS splits). cuBLAS's side also pays what an
-    epilogue saves: the round trip of its product through memory and the launch of the kernel after it."""
+    epilogue saves: the round trip of its product through memory and the launch of the kernel after it. Ours
+    pays the copy of an NN product's B to [N, K] rows."""
     batch, m, n, k = traced_sizes(node, a)
-    ours = rates.gemm3x_seconds(batch, m, n, k)
+    ours = rates.gemm3x_seconds(batch, m, n, k) + (rates.b_copy_seconds(batch, n, k) if copies_b else 0.0)
     theirs = rates.sgemm_seconds(batch, m, n, k) + 2 * 4 * batch * m * n / rates.BANDWIDTH + rates.LAUNCH_S
     if ours * rates.GEMM3X_MARGIN <= theirs:
         return None

@@ -11,7 +11,9 @@ import math
 
 SMS = 132  # H100 SXM
 SGEMM_FLOPS = 51.3e12  # cuBLAS fp32 GEMM, measured on an H100
-GEMM3X_FLOPS = 103.9e12  # our 3xTF32 GEMM, variant 2, 1024x8192x8192 on an H100 (bench/results/2026-11-22_gemm_h100_b2736b1/run05_ablate_pairs_b2736b1.json)
+# our 3xTF32 GEMM, variant 2 (TMA loads, six splitter warps), TN 1024x8192x8192 on an H100
+# (bench/results/2026-11-23_gemm_tma_h100_f749123/run05_ws_sweep_f749123.json)
+GEMM3X_FLOPS = 135.8e12
 GEMM3X_TILE = 128  # output tile side of every variant (M and N)
 CONV_FLOPS = 100e12  # cuDNN convolutions (TF32 by default in PyTorch): a rough effective rate
 BANDWIDTH = 2.98e12  # device copy, bytes read + written per second
@@ -39,6 +41,11 @@ def gemm3x_seconds(batch: int, m: int, n: int, k: int) -> float:
     """Our GEMM kernel on [batch] x [m, k] x [k, n]: whole waves of tiles, each tile K steps long."""
     tiles = batch * math.ceil(m / GEMM3X_TILE) * math.ceil(n / GEMM3X_TILE)
     return math.ceil(tiles / SMS) * k * _TILE_S_PER_K
+
+
+def b_copy_seconds(batch: int, n: int, k: int) -> float:
+    """An NN product's B ([K, N] rows) copied to [N, K] rows for the kernel's TMA loads: a read, a write, a launch."""
+    return 2.0 * 4 * batch * n * k / BANDWIDTH + LAUNCH_S
 
 
 def sgemm_seconds(batch: int, m: int, n: int, k: int) -> float:

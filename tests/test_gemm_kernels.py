@@ -85,18 +85,20 @@ def test_gemm_scale_batchnorm_fuses_the_scale_into_the_gemm_and_leaves_the_batch
     assert dict(channel.operands)["mul_2"] == "full"
 
 
-def test_bmm_scale_softmax_bmm_gets_a_batched_tn_gemm_with_the_scale_and_keeps_the_half_empty_nn_bmm_in_cublas():
+def test_bmm_scale_softmax_bmm_gets_a_batched_tn_gemm_with_the_scale_and_an_nn_gemm_for_probs_times_v():
     captured, plan = _model_plan("bmm_scale_softmax_bmm", gemm_kernels=True)
-    assert _steps(plan) == ["torch", "gemm bmm", "torch", "torch"]
-    (first,) = plan.groups
+    assert _steps(plan) == ["torch", "gemm bmm", "torch", "gemm bmm"]
+    first, second = plan.groups
     assert _ops(first) == ["bmm", "mul"] and first.gemm.gemm.layout == "TN" and first.gemm.gemm.batched
     (why,) = [w for w in plan.not_fused if w.consumer == "softmax"]
     assert "a GEMM kernel's epilogue computes pointwise ops" in why.reason
-    # probs @ v has N = head_dim = 64: every 128 x 128 tile would be half empty, so cuBLAS is expected faster
-    second = next(n for n in captured.graph.nodes if n.name == "bmm_1")
-    assert "N = 64" not in (gemm_op_reason(second) or "") and "(cuBLAS stays)" in gemm_op_reason(second)
+    # probs @ v has N = head_dim = 64 (each 128 x 128 tile half empty) and v as [K, N] rows (the binding copies
+    # it to [N, K]); at the measured rate the time model still expects 512 tiles of K = 1024 to beat cuBLAS by
+    # more than the margin: 0.131 ms vs 0.181 ms.
+    assert _ops(second) == ["bmm"] and second.gemm.anchor == "bmm_1" and second.gemm.gemm.layout == "NN"
+    assert gemm_op_reason(next(n for n in captured.graph.nodes if n.name == "bmm_1")) is None
     _, with_rows = _model_plan("bmm_scale_softmax_bmm", gemm_kernels=True, row_kernels=True)
-    assert _steps(with_rows) == ["torch", "gemm bmm", "row softmax", "torch"]
+    assert _steps(with_rows) == ["torch", "gemm bmm", "row softmax", "gemm bmm"]
 
 
 def test_a_product_with_few_tiles_over_a_long_k_stays_in_cublas_and_the_reason_gives_both_estimates():
@@ -104,7 +106,8 @@ def test_a_product_with_few_tiles_over_a_long_k_stays_in_cublas_and_the_reason_g
     assert "mm" not in [g.gemm.anchor for g in plan.groups if g.gemm]
     product = next(n for n in captured.graph.nodes if n.name == "mm")  # the rewrite's weight product, 256 x 1024
     reason = gemm_op_reason(product)
-    assert reason.startswith("16 output tiles of 128 x 128 over K = 8192: expected 0.331 ms in our kernel (1 wave(s)")
+    # 0.253 ms for the wave, 0.026 ms for the copy of its NN B ([8192, 1024], read as [1024, 8192] rows)
+    assert reason.startswith("16 output tiles of 128 x 128 over K = 8192: expected 0.279 ms in our kernel (1 wave(s)")
     assert "(cuBLAS stays)" in reason
 
 
@@ -203,7 +206,7 @@ class EveryEpilogue(nn.Module):
     addmm with alpha/beta and a per-row vector; matmul NN with a scalar tensor, where and a second output;
     bmm TN (through a transpose) with a scale; bmm NN alone."""
 
-    def __init__(self, k=24, n=40):
+    def __init__(self, k=24, n=1024):
         super().__init__()
         self.fc = nn.Linear(k, n)
         self.w = nn.Parameter(torch.randn(k, n))
@@ -220,8 +223,10 @@ class EveryEpilogue(nn.Module):
 
 
 def _every_epilogue():
-    inputs = (torch.randn(32, 24), torch.randn(32, 40), torch.randn(32, 1), torch.randn(()),
-              torch.randn(2, 32, 24), torch.randn(2, 48, 24), torch.randn(2, 48, 40))
+    # Sizes at which the time model picks a GEMM kernel for every form, the NN ones paying for the copy of their
+    # B: K is short, and the outputs are large enough that cuBLAS's round trip through memory costs more.
+    inputs = (torch.randn(2048, 24), torch.randn(2048, 1024), torch.randn(2048, 1), torch.randn(()),
+              torch.randn(2, 8192, 24), torch.randn(2, 48, 24), torch.randn(2, 48, 128))
     captured = _captured(EveryEpilogue(), *inputs)
     plan = partition(captured.graph, gemm_kernels=True)
     return captured, plan, generate(plan, captured.graph, "every_epilogue.py")

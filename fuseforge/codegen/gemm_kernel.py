@@ -102,8 +102,8 @@ def _launcher(group: KernelGroup) -> str:
             w.line(f"epi.{_field(name, cls)} = {_field(name, cls)};")
         for name in group.outputs[1:]:
             w.line(f"epi.out_{name} = {cpp_name(name)};")
-        w.line(f"// {g.layout}: B is read as {'[N, K] rows (x @ W.T)' if g.b_transposed else '[K, N] rows'}")
-        w.line(f"return ff_gemm_launch<{'true' if g.b_transposed else 'false'}>(ff_a, ff_b, {cpp_name(group.outputs[0])}, "
+        w.line(f"// {g.layout}: B is read as [N, K] rows ({'x @ W.T' if g.b_transposed else 'the binding copied the [K, N] B'})")
+        w.line(f"return ff_gemm_launch<true>(ff_a, ff_b, {cpp_name(group.outputs[0])}, "
                "batch, m, n, k, lda, ldb, stride_a, stride_b, epi, stream);")
     w.line("}")
     return w.text()
@@ -119,8 +119,8 @@ def _binding(group: KernelGroup) -> str:
     with w.indent():
         w.line(f'const char* kernel = "{group.name}";')
         w.line(f"const FFGemm g = ff_gemm_prepare(kernel, {cpp_name(g.a)}, {cpp_name(g.b)}, "
-               f"{'true' if g.batched else 'false'}, {'true' if g.op == 'linear' else 'false'}, "
-               f"{'true' if g.b_transposed else 'false'});")
+               f"{'true' if g.batched else 'false'}, {'true' if g.op == 'linear' else 'false'});"
+               "  // B as [N, K] rows (copied when it is not: NN)")
         for name, cls in spec.operands:
             w.line(f'const torch::Tensor {_field(name, cls)} = ff_gemm_operand(kernel, "{name}", {cpp_name(name)}, g, '
                    f"{_CLASS_ENUM[cls]});")

@@ -65,8 +65,9 @@ def gemm_kernel_runtime(variant: int = GEMM_VARIANT) -> str:
 
 GEMM_BINDING_RUNTIME = r"""
 // GEMM kernels: A is [M, K] (linear: [..., K], rows flattened), [batch, M, K] when batched; B is linear's weight
-// [N, K] or [K, N] ([batch, K, N]). The kernel reads rows of A and rows of B (TN: B as [N, K]; NN: [K, N])
-// with unit stride along them and any leading dimension; other strides are copied to contiguous first.
+// [N, K] or [K, N] ([batch, K, N]). The kernel reads rows of A and rows of B as [N, K] (K-major tiles, which its
+// TMA loads take), with unit stride along them and any leading dimension; other strides, and an NN product's
+// [K, N] rows, are copied to contiguous [N, K] first.
 struct FFGemm {
     torch::Tensor a, b;  // as the kernel reads them
     int64_t batch, m, n, k, lda, ldb, stride_a, stride_b;
@@ -82,7 +83,7 @@ static int64_t ff_gemm_ld(const torch::Tensor& t) {  // leading dimension of the
 }
 
 static FFGemm ff_gemm_prepare(const char* kernel, const torch::Tensor& a, const torch::Tensor& b, bool batched,
-                              bool b_is_nk, bool tn) {
+                              bool b_is_nk) {
     for (const auto* t : {&a, &b}) {
         TORCH_CHECK(t->is_cuda(), kernel, ": GEMM operands must be CUDA tensors");
         TORCH_CHECK(t->scalar_type() == torch::kFloat, kernel, ": GEMM operands must be float32, got ",
@@ -105,7 +106,7 @@ static FFGemm ff_gemm_prepare(const char* kernel, const torch::Tensor& a, const 
     g.out_sizes = a.sizes().vec();
     g.out_sizes.back() = g.n;
     g.a = ff_gemm_rows(batched ? a : a.reshape({-1, g.k}));
-    g.b = ff_gemm_rows(tn ? b_kn.transpose(-1, -2) : b_kn);
+    g.b = ff_gemm_rows(b_kn.transpose(-1, -2));  // [.., N, K]
     g.batch = batched ? a.size(0) : 1;
     g.m = g.a.size(-2);
     g.lda = ff_gemm_ld(g.a);
