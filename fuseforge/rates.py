@@ -14,6 +14,8 @@ SGEMM_FLOPS = 51.3e12  # cuBLAS fp32 GEMM, measured on an H100
 # our 3xTF32 GEMM, variant 2 (TMA loads, six splitter warps), TN 1024x8192x8192 on an H100
 # (bench/results/2026-11-22_gemm_tma_h100_118831e/run05_ws_sweep_f749123.json)
 GEMM3X_FLOPS = 135.8e12
+# cuBLAS TF32 in the same run: the tensor cores' rate for fp32 inputs, a ceiling no fp32 GEMM passes
+TF32_FLOPS = 415.3e12
 GEMM3X_TILE = 128  # output tile side of every variant (M and N)
 CONV_FLOPS = 100e12  # cuDNN convolutions (TF32 by default in PyTorch): a rough effective rate
 BANDWIDTH = 2.98e12  # device copy, bytes read + written per second

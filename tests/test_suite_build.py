@@ -42,7 +42,9 @@ def test_the_roofline_floor_counts_gemm_flops_and_reads_every_input_and_paramete
     assert roof["flops"] == 2 * 16 * 32 * 64 + 16 * 32  # the GEMM, then one per relu output
     assert roof["min_bytes"] == 4 * (16 * 64 + 32 * 64 + 32 + 16 * 32)  # x, weight, bias in; output out
     c = roof["ceilings"]
-    assert roof["floor_ms"] == max(roof["flops"] / c["sgemm_flops"], roof["min_bytes"] / c["bandwidth"]) * 1e3
+    compute = 2 * 16 * 32 * 64 / c["tf32_flops"] + 16 * 32 / c["sgemm_flops"]  # the GEMM at the tensor cores' rate
+    assert roof["compute_ms"] == pytest.approx(compute * 1e3)
+    assert roof["floor_ms"] == pytest.approx(max(compute, roof["min_bytes"] / c["bandwidth"]) * 1e3)
 
 
 def test_a_candidate_that_is_not_valid_python_does_not_build_and_one_without_kernels_does(tmp_path, monkeypatch):

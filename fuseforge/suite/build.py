@@ -14,9 +14,11 @@ suite_roofline.json:
                 other op one per output element)
     min_bytes   bytes the forward must move at least: every input, parameter and buffer read once, every
                 output and mutated buffer written once
-    compute_ms  sum of FLOPs / rate over the ops (rates below); memory_ms: min_bytes / bandwidth
+    compute_ms  sum of FLOPs / rate over the ops (rates below: GEMMs at the TF32 tensor-core rate, which
+                fuseforge's own 3xTF32 GEMM kernels run well above cuBLAS SGEMM's rate toward; convolutions
+                at cuDNN's; any other op at SGEMM's); memory_ms: min_bytes / bandwidth
     floor_ms    max(compute_ms, memory_ms): no implementation is faster on these ceilings
-    ceilings    {"sgemm_flops", "conv_flops", "bandwidth"}: the H100 rates of fuseforge/cost.py
+    ceilings    {"tf32_flops", "sgemm_flops", "conv_flops", "bandwidth"}: the H100 rates of fuseforge/rates.py
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ ROOFLINE_FILE = "suite_roofline.json"
 def roofline(captured) -> dict:
     """The roofline floor of a captured graph (see the module docstring)."""
     from fuseforge.cost import VIEW_OPS, flops, nbytes
-    from fuseforge.rates import BANDWIDTH, CONV_FLOPS, SGEMM_FLOPS
+    from fuseforge.partition_gemm import is_gemm_op
+    from fuseforge.rates import BANDWIDTH, CONV_FLOPS, SGEMM_FLOPS, TF32_FLOPS
 
     graph = captured.graph
     compute_s = total = 0.0
@@ -45,6 +48,7 @@ def roofline(captured) -> dict:
         if node.op != "call_function" or node.target is operator.getitem or str(node.target) in VIEW_OPS:
             continue
         fl, rate = flops(node)
+        rate = TF32_FLOPS if is_gemm_op(node) else rate
         total, compute_s = total + fl, compute_s + fl / rate
     by_name = {n.name: n for n in graph.nodes}
     written = {o for o in captured.user_outputs if o} | set(captured.buffer_mutations.values())
@@ -53,7 +57,8 @@ def roofline(captured) -> dict:
     memory_s = min_bytes / BANDWIDTH
     return {"schema": "fuseforge.suite.roofline/1", "flops": total, "min_bytes": min_bytes,
             "compute_ms": compute_s * 1e3, "memory_ms": memory_s * 1e3, "floor_ms": max(compute_s, memory_s) * 1e3,
-            "ceilings": {"sgemm_flops": SGEMM_FLOPS, "conv_flops": CONV_FLOPS, "bandwidth": BANDWIDTH}}
+            "ceilings": {"tf32_flops": TF32_FLOPS, "sgemm_flops": SGEMM_FLOPS, "conv_flops": CONV_FLOPS,
+                         "bandwidth": BANDWIDTH}}
 
 
 def _cpu_stages(model: Path, out: Path, families: dict[str, bool] | None = None):
