@@ -75,7 +75,8 @@
 // as examples.
 //
 // Variants 0 and 1 ran correctly on an H100 (bench/results/2026-11-21_labs_h100_634af62: 57.3 and 75.7
-// TFLOP/s on 1024x8192x8192, error 3.8e-7 vs SGEMM's 1.6e-6); variant 2 has not run on a GPU yet. This file
+// TFLOP/s on 1024x8192x8192, error 3.8e-7 vs SGEMM's 1.6e-6); variant 2 ran at 135.8 TFLOP/s, error 2.9e-7
+// (bench/results/2026-11-22_gemm_tma_h100_118831e). This file
 // compiles for sm_90a (tests/test_dev_kernels_compile.py); correctness and speed are checked by
 // dev/kernels/bench_gemm.py in a GPU session.
 
