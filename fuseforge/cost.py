@@ -164,7 +164,9 @@ def estimate(eager: EagerCost, captured: Captured, plan: Plan) -> CostEstimate:
             moved = sum(nbytes(by_name[i]) for i in g.inputs) + sum(nbytes(by_name[o]) for o in g.outputs)
             t = _time(float(numel(by_name[g.outputs[0]]) * len(g.nodes)), SGEMM_FLOPS, moved)
             if g.gemm:  # our kernel's measured rate in whole waves of tiles (the epilogue's FLOPs are negligible)
-                t = max(gemm3x_seconds(*traced_sizes(by_name[g.gemm.anchor], by_name[g.gemm.gemm.a])), moved / BANDWIDTH) + LAUNCH_S
+                sizes = traced_sizes(by_name[g.gemm.anchor], by_name[g.gemm.gemm.a])
+                ours = gemm3x_seconds(*sizes, copies_b=not g.gemm.gemm.b_transposed)
+                t = max(ours, moved / BANDWIDTH) + LAUNCH_S
             plan_s, plan_moved, plan_launches = plan_s + t, plan_moved + moved, plan_launches + 1
             units.append((list(g.inputs), list(g.outputs)))
         else:

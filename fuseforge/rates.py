@@ -39,15 +39,13 @@ _TILE_S_PER_K = 2.0 * 1024 * 8192 * 8192 / GEMM3X_FLOPS / math.ceil(_HEADLINE_TI
 GEMM3X_MARGIN = 1.25
 
 
-def gemm3x_seconds(batch: int, m: int, n: int, k: int) -> float:
-    """Our GEMM kernel on [batch] x [m, k] x [k, n]: whole waves of tiles, each tile K steps long."""
+def gemm3x_seconds(batch: int, m: int, n: int, k: int, copies_b: bool = False) -> float:
+    """Our GEMM kernel on [batch] x [m, k] x [k, n]: whole waves of tiles, each tile K steps long; with copies_b,
+    plus the copy of an NN product's B ([K, N] rows) to the [N, K] rows the kernel reads (a read, a write, a
+    launch)."""
     tiles = batch * math.ceil(m / GEMM3X_TILE) * math.ceil(n / GEMM3X_TILE)
-    return math.ceil(tiles / SMS) * k * _TILE_S_PER_K
-
-
-def b_copy_seconds(batch: int, n: int, k: int) -> float:
-    """An NN product's B ([K, N] rows) copied to [N, K] rows for the kernel's TMA loads: a read, a write, a launch."""
-    return 2.0 * 4 * batch * n * k / BANDWIDTH + LAUNCH_S
+    copy = 2.0 * 4 * batch * n * k / BANDWIDTH + LAUNCH_S if copies_b else 0.0
+    return math.ceil(tiles / SMS) * k * _TILE_S_PER_K + copy
 
 
 def sgemm_seconds(batch: int, m: int, n: int, k: int) -> float:

@@ -7,15 +7,13 @@ a GPU the generated kernels against float64 on odd sizes (DESIGN §3 rule).
 """
 
 import operator
-import re
-import shutil
 import subprocess
 import sys
 from dataclasses import replace
 
 import pytest
 import torch
-from compile_check import GXX, compile_binding
+from compile_check import GXX, NVCC, assert_compiles_for_hopper_without_spills, compile_binding
 from conftest import ALL_MODELS, PROBLEMS
 from test_partition import _captured
 from torch import nn
@@ -26,8 +24,6 @@ from fuseforge.config import OptimizeConfig
 from fuseforge.cpu_check import _run_node, run_kernel_reference
 from fuseforge.partition import KernelStep, format_plan, partition
 from fuseforge.pipeline import optimize
-
-NVCC = shutil.which("nvcc")
 
 
 def _plan(model, *inputs):
@@ -421,16 +417,8 @@ def test_every_form_of_the_pool_test_model_is_a_pool_or_channel_reduction_kernel
 @pytest.mark.parametrize("build, kernels", [(_every_reduction, 14), (_every_pool, 14)], ids=["reductions", "pools"])
 def test_the_channel_reduction_kernels_compile_for_hopper_without_warnings_or_spills(std, build, kernels, tmp_path):
     _, _, ext = build()
-    source = tmp_path / "kernels.cu"
-    source.write_text(ext.cuda)
-    result = subprocess.run(
-        [NVCC, f"-std={std}", "-cubin", "-O3", "-gencode=arch=compute_90a,code=sm_90a", "-Werror", "all-warnings",
-         "-Xptxas", "-v,-warn-spills,-warn-lmem-usage", "-o", str(tmp_path / "k.cubin"), str(source)],
-        capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    spills = [line for line in result.stderr.splitlines() if "spill" in line]
-    assert len(spills) == kernels and all("0 bytes spill stores, 0 bytes spill loads" in line for line in spills)
-    assert all(int(r) <= 64 for r in re.findall(r"Used (\d+) registers", result.stderr))
+    report = assert_compiles_for_hopper_without_spills(ext.cuda, tmp_path, std, max_registers=64)
+    assert sum("spill" in line for line in report.splitlines()) == kernels
 
 
 @pytest.mark.skipif(GXX is None, reason="g++ is not installed")

@@ -1,6 +1,6 @@
 """Spell one planned GEMM kernel: its epilogue functor, launcher and binding.
 
-The functor is what `gemm3x::launch<kBKMajor>` (the lab's 3xTF32 GEMM, `gemm_runtime.py`) calls for every
+The functor is what `gemm3x::launch<true>` (TN; the lab's 3xTF32 GEMM, `gemm_runtime.py`) calls for every
 output element inside the kernel's bounds-checked store loop:
 
     __device__ float operator()(float acc, int batch, int row, int col) const
@@ -103,7 +103,7 @@ def _launcher(group: KernelGroup) -> str:
         for name in group.outputs[1:]:
             w.line(f"epi.out_{name} = {cpp_name(name)};")
         w.line(f"// {g.layout}: B is read as [N, K] rows ({'x @ W.T' if g.b_transposed else 'the binding copied the [K, N] B'})")
-        w.line(f"return ff_gemm_launch<true>(ff_a, ff_b, {cpp_name(group.outputs[0])}, "
+        w.line(f"return ff_gemm_launch(ff_a, ff_b, {cpp_name(group.outputs[0])}, "
                "batch, m, n, k, lda, ldb, stride_a, stride_b, epi, stream);")
     w.line("}")
     return w.text()

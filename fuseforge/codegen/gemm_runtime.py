@@ -2,7 +2,7 @@
 
 The kernel unit takes `dev/kernels/gemm_3xtf32.cu` itself, read at codegen time (the lab file stays the one
 copy of the GEMM): everything up to the end of its `gemm3x` namespace (kernels, tiling constants, the
-`gemm3x::launch<kBKMajor>` launcher that picks the 16-byte or 4-byte copy path), not its C launchers. Each
+`gemm3x::launch<kBKMajor>` launcher that picks TMA, 16-byte or 4-byte copies), not its C launchers. Each
 GEMM group adds an epilogue functor and a launcher that calls `gemm3x::launch` with it
 (`codegen/gemm_kernel.py`). The kernel variant is the named constant `kFFGemmVariant` in the generated
 source (0 mma.sync, 1 wgmma, 2 warp-specialised wgmma; `GEMM_VARIANT` here); the launcher sets it before
@@ -46,16 +46,17 @@ def gemm_kernel_runtime(variant: int = GEMM_VARIANT) -> str:
         f"(sha256 {digest}).",
         lab,
         "// ---- GEMM kernels of this model: each group's epilogue functor runs on the fp32 accumulator of one",
-        "// output element, inside the GEMM kernel's bounds-checked store loop (gemm3x::launch<kBKMajor>).",
+        "// output element, inside the GEMM kernel's bounds-checked store loop (gemm3x::launch<true>: B as [N, K] rows).",
         f"// Kernel variant: 0 mma.sync, 1 wgmma, 2 warp-specialised wgmma (this build: {VARIANT_NAMES[variant]}).",
         f"constexpr int kFFGemmVariant = {variant};",
         "",
-        "template <bool kBKMajor, class Epilogue>",
-        "int ff_gemm_launch(const float* a, const float* b, float* c, int64_t batch, int64_t m, int64_t n, int64_t k,",
+        "// B is read as [N, K] rows (TN: the binding copies an NN product's B to them).",
+        "template <class Epilogue>",
+        "int ff_gemm_launch(const float* a, const float* b, float* c, int64_t batch, int64_t m, int64_t n, int64_t k,"
         "                   int64_t lda, int64_t ldb, int64_t stride_a, int64_t stride_b, const Epilogue& epi,",
         "                   void* stream) {",
         "    gemm3x::variant() = kFFGemmVariant;  // process-wide in this extension; set before every launch",
-        "    return (int)gemm3x::launch<kBKMajor>(a, b, c, (int)m, (int)n, (int)k, (int)lda, (int)ldb, (int)n,",
+        "    return (int)gemm3x::launch<true>(a, b, c, (int)m, (int)n, (int)k, (int)lda, (int)ldb, (int)n,",
         "                                          (int)batch, (long long)stride_a, (long long)stride_b,",
         "                                          (long long)(m * n), epi, stream);",
         "}",
