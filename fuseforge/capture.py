@@ -74,8 +74,7 @@ def _signature_maps(program: ExportedProgram):
             if spec.kind == InputKind.PARAMETER:
                 params.add(name)
         else:
-            raise CaptureError(f"unsupported graph input {name} of kind {spec.kind.name} (tensor constants "
-                               "created inside forward are not supported yet)")
+            raise CaptureError(f"unsupported graph input {name} of kind {spec.kind.name}")
     outputs, mutations = [], {}
     for spec in sig.output_specs:
         arg_name = getattr(spec.arg, "name", None)
@@ -86,6 +85,44 @@ def _signature_maps(program: ExportedProgram):
         else:
             raise CaptureError(f"unsupported graph output of kind {spec.kind.name}")
     return state, params, user_inputs, outputs, mutations
+
+
+def literal_constants(program: ExportedProgram) -> list[str]:
+    """Tensor constants built in forward from Python values (`torch.tensor(0.5)`, `torch.tensor([1., 2.])`)
+    become nodes that build them again: `torch.tensor(values, dtype=..., device=...)`, as the model does.
+
+    torch.export lifts such a constant to a graph input of kind CONSTANT_TENSOR; as a node of its own it is
+    emitted as a torch call like any other op. Returns a note per constant."""
+    graph, notes = program.graph, []
+    placeholders = {n.name: n for n in graph.nodes if n.op == "placeholder"}
+    first_op = next((n for n in graph.nodes if n.op != "placeholder"), None)
+    kept = []
+    for spec in program.graph_signature.input_specs:
+        if spec.kind != InputKind.CONSTANT_TENSOR:
+            kept.append(spec)
+            continue
+        value = program.constants[spec.target].detach().clone()
+        placeholder = placeholders[spec.arg.name]
+        with graph.inserting_before(first_op):
+            node = graph.call_function(torch.tensor, (value.tolist(),),
+                                       {"dtype": value.dtype, "device": torch.device("cpu")})
+        node.meta["val"] = value
+        placeholder.replace_all_uses_with(node)
+        graph.erase_node(placeholder)
+        notes.append(f"tensor constant {spec.arg.name} {describe_value_of(value)} built in forward: kept as "
+                     f"{node.name} = torch.tensor(...)")
+    program.graph_signature.input_specs[:] = kept
+    return notes
+
+
+def drop_metadata_asserts(graph: fx.Graph) -> int:
+    """Remove `aten._assert_tensor_metadata` nodes (what `.to(x.device)` of a tensor already there leaves
+    behind): they assert the dtype and device the trace saw, which the float64 CPU check changes on purpose."""
+    asserts = [n for n in graph.nodes if n.op == "call_function"
+               and str(n.target) == "aten._assert_tensor_metadata.default" and not n.users]
+    for node in asserts:
+        graph.erase_node(node)
+    return len(asserts)
 
 
 def _ops(program: ExportedProgram) -> list[str]:
@@ -122,6 +159,8 @@ def capture(loaded: LoadedModel) -> Captured:
     finally:
         model.train(training)
 
+    notes += literal_constants(program)
+    drop_metadata_asserts(program.graph)
     state, params, user_inputs, outputs, mutations = _signature_maps(program)
     return Captured(program, program.graph, state, params, user_inputs, outputs, mutations,
                     dynamic, training, mode_dependent, notes)

@@ -54,7 +54,8 @@ def _materialise(value, env: dict[str, object]):
 def _run_node(node: fx.Node, env: dict[str, object]):
     args = _materialise(node.args, env)
     kwargs = {k: _materialise(v, env) for k, v in node.kwargs.items()}
-    if kwargs.get("dtype") == torch.float32:  # factory ops: follow the float64 run
+    if kwargs.get("dtype") == torch.float32 and node.target is not torch.tensor:  # factory ops: follow the
+        # float64 run (a tensor constant keeps the values the model builds: float32 in both runs)
         kwargs["dtype"] = torch.float64
     return node.target(*args, **kwargs)
 
@@ -212,11 +213,15 @@ class Float64Reference:
     buffers: dict[str, torch.Tensor]  # buffers after the forward (train-mode updates included)
 
 
+RANDOM_SEED = 0  # every float64 run starts from it: random ops (dropout, rand_like) draw the same values
+
+
 def float64_reference(loaded: LoadedModel, captured: Captured) -> Float64Reference:
     model = copy.deepcopy(loaded.model).double()
     inputs = [x[:2] if captured.dynamic_batch else x for x in loaded.inputs]
     inputs = [x.double() if x.is_floating_point() else x for x in inputs]
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    torch.manual_seed(RANDOM_SEED)
     with torch.no_grad():
         out = model(*inputs)
     outputs = list(out) if isinstance(out, (tuple, list)) else [out]
@@ -241,6 +246,7 @@ def _compare(what: str, outputs: list, buffers: dict, ref: Float64Reference, tol
 
 def check_on_cpu(captured: Captured, plan: Plan, ref: Float64Reference, tolerance: float = 1e-9) -> CpuCheck:
     """The plan in float64 (kernels by their reference implementations) against the original model."""
+    torch.manual_seed(RANDOM_SEED)
     with torch.no_grad():
         outputs, buffers = run_plan(captured, plan, dict(ref.state), ref.inputs)
     return _compare("plan", outputs, buffers, ref, tolerance)
@@ -263,7 +269,9 @@ class _ReferenceKernels:
             *tensors, _stream = args
             assert len(tensors) == len(group.inputs), f"{name}: {len(tensors)} inputs for {group.inputs}"
             out = run_kernel_reference(group, self._by_name, dict(zip(group.inputs, tensors)))
-            values = [out[o] for o in group.outputs]
+            # every generated kernel writes contiguous outputs, whatever the layout of its inputs (a view
+            # of the output after it relies on that)
+            values = [out[o].contiguous() if isinstance(out[o], torch.Tensor) else out[o] for o in group.outputs]
             return values[0] if len(values) == 1 else values
 
         return call
@@ -289,6 +297,7 @@ def check_emitted_on_cpu(loaded: LoadedModel, captured: Captured, plan: Plan, mo
     candidate.load_state_dict(ref.state)
     real_stream = torch.cuda.current_stream
     torch.cuda.current_stream = lambda *a, **k: _NoStream()  # the forward asks for a stream to pass on
+    torch.manual_seed(RANDOM_SEED)
     try:
         with torch.no_grad():
             got = candidate(*ref.inputs)

@@ -77,6 +77,8 @@ def _call(node: fx.Node, device_expr: str, memory_format: str | None = None) -> 
         return f"{node.args[0].name}[{node.args[1]!r}]"
     if isinstance(node.target, torch._ops.OpOverload):
         fn = f"torch.ops.{op_key(node)}"
+    elif node.target is torch.tensor:  # a tensor constant the model builds in forward (capture.literal_constants)
+        fn = "torch.tensor"
     elif getattr(operator, getattr(node.target, "__name__", ""), None) is node.target:
         fn = f"operator.{node.target.__name__}"
     else:

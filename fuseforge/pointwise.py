@@ -157,6 +157,8 @@ TABLE: dict[str, Spelling] = {
     "aten.pow.Scalar": Spelling(lambda a: f"powf({_f(a['self'])}, {a['exponent']})"),
     "aten.minimum.default": Spelling(lambda a: f"ff_minimum({a['self']}, {a['other']})"),
     "aten.maximum.default": Spelling(lambda a: f"ff_maximum({a['self']}, {a['other']})"),
+    "aten.min.other": Spelling(lambda a: f"ff_minimum({a['self']}, {a['other']})"),  # torch.min(x, y): minimum
+    "aten.max.other": Spelling(lambda a: f"ff_maximum({a['self']}, {a['other']})"),
     "aten.where.self": Spelling(lambda a: f"({a['condition']} ? {a['self']} : {a['other']})"),
     "aten.clone.default": _unary("{x}"),
     # elementary functions
@@ -214,6 +216,8 @@ assert math.isclose(_SELU_SCALE * _SELU_ALPHA, 1.7580993408473766)
 
 
 def op_key(node: fx.Node) -> str:
+    if node.target is torch.tensor:  # a tensor constant built in forward (capture.literal_constants)
+        return "torch.tensor"
     return str(node.target)
 
 

@@ -164,6 +164,8 @@ def _cases() -> list[Case]:
         Case("aten.pow.Scalar", "base=0.3", (0.3, A), {}, {"a": GENERAL}),
         binary("aten.minimum.default"),
         binary("aten.maximum.default"),
+        binary("aten.min.other"),
+        binary("aten.max.other"),
         Case("aten.where.self", "", (COND, A, B), {}, {"a": PAIR_A, "b": PAIR_B, "c": CONDITION}),
         unary("aten.clone.default"),
         # elementary functions

@@ -4,8 +4,8 @@ Each rule (see `engine`) is a pattern, named guards and a build whose docstring'
 identity; its scope says whether it holds for all inputs and parameters or only under a condition.
 The order of `RULES` is the order of application within a round; rounds repeat until none fires:
 
-1. identities: size-1 reductions, range-keeping activations, views that cancel, common
-   subexpressions (cleanups first: they expose the patterns below);
+1. identities: size-1 reductions, range-keeping activations, views that cancel, copies of values nothing
+   else reads, common subexpressions (cleanups first: they expose the patterns below);
 2. scalar folding: scalars move out of reductions, onto the smaller tensor;
 3. linear maps: reductions fold into the weight of the linear map before them, a global average
    pool of a convolution becomes a small linear map; then global pools: any other adaptive pool to size 1
@@ -30,6 +30,7 @@ from .global_pools import global_average_pool_is_a_mean, global_max_pool_is_an_a
 from .identities import (
     clamp_within_range,
     common_subexpression,
+    copy_of_a_fresh_value,
     reduction_over_size_one_axes,
     views_that_cancel,
 )
@@ -40,6 +41,7 @@ RULES: list[Rule] = [
     reduction_over_size_one_axes,
     clamp_within_range,
     views_that_cancel,
+    copy_of_a_fresh_value,
     common_subexpression,
     scalar_out_of_reduction,
     reduce_the_weight_not_the_output,

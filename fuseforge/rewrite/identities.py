@@ -128,6 +128,22 @@ def views_that_cancel(m: Match, build: Builder):
     return view_chain_start(m.root)
 
 
+@guard("`x` is a value the graph computes, read by nothing but this copy, in no particular memory format")
+def fresh_and_unshared(m: Match) -> bool:
+    x = m["x"]
+    return (isinstance(x, fx.Node) and x.op == "call_function" and len(x.users) == 1
+            and m["memory_format"] in (None, torch.preserve_format))
+
+
+@rule(FAMILY, Op("aten.clone.default", self="x", memory_format="memory_format"), fresh_and_unshared)
+def copy_of_a_fresh_value(m: Match, build: Builder):
+    """clone(x) = x when nothing else reads x (a constant built in forward, copied by the trace)
+
+    The graph is functional: no op writes x afterwards, so the copy and the original hold the same values.
+    """
+    return m["x"]
+
+
 def _frozen(v):
     if isinstance(v, (list, tuple)):
         return tuple(_frozen(x) for x in v)

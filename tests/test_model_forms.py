@@ -1,0 +1,112 @@
+"""Forms that occur in real model files go through every CPU-side stage: tensor constants built in forward,
+random ops in train mode, a reshape of a pooled value, a kernel fed a channels-last value."""
+
+from pathlib import Path
+
+import torch
+
+from fuseforge.config import OptimizeConfig
+from fuseforge.pipeline import optimize
+
+HEAD = "import torch\nimport torch.nn as nn\n\n"
+
+
+def _run(tmp_path: Path, body: str):
+    path = tmp_path / "model.py"
+    path.write_text(HEAD + body)
+    return optimize(OptimizeConfig(model_path=path, out_dir=tmp_path / "out", gpu=False))
+
+
+CONSTANTS = '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.ConvTranspose2d(3, 8, 4, stride=2)
+
+    def forward(self, x):
+        x = self.conv(x) + 0.5
+        x = torch.min(x, torch.tensor(0.25, device=x.device))
+        x = torch.nn.functional.gelu(x)
+        return x + torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.5]).view(1, 8, 1, 1).to(x.device)
+
+
+def get_inputs():
+    return [torch.rand(4, 3, 9, 9)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_tensor_constants_built_in_forward_become_nodes_and_join_the_pointwise_kernel(tmp_path):
+    run = _run(tmp_path, CONSTANTS)
+    assert run.cpu_check.passed, run.cpu_check.detail
+    constants = [n for n in run.captured.graph.nodes if n.target is torch.tensor]
+    assert [list(n.meta["val"].shape) for n in constants] == [[], [8]]
+    fused = [op for g in run.plan.groups for op in g.nodes]
+    assert "min_1" in fused and "gelu" in fused  # torch.min(x, constant) is a pointwise minimum
+    assert not any(str(n.target) == "aten.clone.default" for n in run.captured.graph.nodes)  # copies dropped
+    emitted = (tmp_path / "out" / "40_model_new.py").read_text()
+    assert "torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.5], dtype=torch.float32, device=x.device)" in emitted
+
+
+RANDOM = '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(16, 32)
+        self.dropout = nn.Dropout(0.3)
+
+    def forward(self, x):
+        x = self.dropout(torch.relu(self.linear(x)))
+        return x + 0.1 * torch.rand_like(x) + torch.randn(x.shape, device=x.device)
+
+
+def get_inputs():
+    return [torch.randn(8, 16)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_random_ops_in_train_mode_draw_what_the_model_draws_so_the_float64_checks_agree(tmp_path):
+    run = _run(tmp_path, RANDOM)
+    assert run.captured.training
+    assert run.cpu_check.passed and run.cpu_check.max_rel_error == 0.0, run.cpu_check.detail
+    ops = [str(n.target) for n in run.captured.graph.nodes if n.op == "call_function"]
+    assert {"aten.native_dropout.default", "aten.rand_like.default", "aten.randn.default"} <= set(ops)
+    assert any(g.kind == "pointwise" for g in run.plan.groups)
+
+
+POOL_RESHAPE = '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.pool = nn.MaxPool2d(2)
+        self.fc = nn.Linear(8 * 3 * 3, 10)
+
+    def forward(self, x):
+        x = self.pool(torch.relu(self.conv(x)))
+        x = x.reshape(x.shape[0], -1)
+        return self.fc(x)
+
+
+def get_inputs():
+    return [torch.rand(4, 3, 8, 8)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_view_after_a_kernel_that_read_a_channels_last_value_sees_the_contiguous_output_the_kernel_writes(
+        tmp_path):
+    run = _run(tmp_path, POOL_RESHAPE)
+    assert run.plan.channels_last, "the convolution should run channels-last (its one reader is a kernel)"
+    assert run.cpu_check.passed, run.cpu_check.detail
+    assert not (tmp_path / "out" / "with_families").exists()
