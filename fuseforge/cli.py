@@ -90,6 +90,9 @@ def optimize(
             raise typer.Exit(1) from None
     if run.verified:
         console.print(f"[green]verified[/]: {out / 'model_new.py'}")
+    elif run.cpu_check is not None and run.cpu_check.skipped:
+        console.print(f"[yellow]GPU steps not run ({config.gpu_skip_reason}); {run.cpu_check.skipped}[/]: "
+                      f"unchecked candidate at {out / '40_model_new.py'}")
     else:
         console.print(f"[yellow]GPU steps not run ({config.gpu_skip_reason}); CPU-side checks passed[/]: "
                       f"candidate at {out / '40_model_new.py'}")

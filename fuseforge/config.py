@@ -24,6 +24,11 @@ class OptimizeConfig:
     row_kernels: bool = True  # reductions and norms over the trailing axes
     channel_kernels: bool = True  # batch/group norms, reductions over channels, pools
     gemm_kernels: bool = True  # float32 GEMMs with their pointwise epilogue as 3xTF32 tensor-core kernels
+    # The simpler rungs of the ladder of plans (fuseforge/ladder.py) turn these off one by one.
+    layout: bool = True  # convolutions whose readers all read channels-last run channels-last
+    pointwise_kernels: bool = True  # chains of pointwise ops become generated kernels
+    rewrites: bool = True  # algebraic identities (stage rewrite)
+    capture: bool = True  # False: ModelNew runs the model's own forward (when even capture failed)
 
     @property
     def families(self) -> tuple[str, ...]:
@@ -32,6 +37,9 @@ class OptimizeConfig:
 
     def without_families(self) -> OptimizeConfig:
         return replace(self, **dict.fromkeys(FAMILIES, False))
+
+    def without(self, *switches: str) -> OptimizeConfig:
+        return replace(self, **dict.fromkeys(switches, False))
 
 
 FAMILIES = ("row_kernels", "channel_kernels", "gemm_kernels")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import math
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import fx
@@ -28,7 +28,7 @@ from torch import fx
 from . import channel_reductions, channelwise, pooling, rowwise
 from .capture import Captured
 from .load import LoadedModel
-from .partition import KernelGroup, KernelStep, Plan
+from .partition import KernelGroup, KernelStep, Plan, partition
 from .partition_rows import broadcasts, per_row_shapes
 
 
@@ -37,6 +37,8 @@ class CpuCheck:
     passed: bool
     max_rel_error: float  # over outputs and updated buffers
     detail: list[str]
+    culprit: KernelGroup | None = None  # the first kernel whose reference differs from the graph's own ops
+    skipped: str | None = None  # why the check did not run (the float64 copy would not fit in memory)
 
 
 def _materialise(value, env: dict[str, object]):
@@ -187,17 +189,59 @@ def run_plan(captured: Captured, plan: Plan, state: dict[str, torch.Tensor], use
                 _materialise(node.args[0], env)[node.args[1]]
     outputs = [env[o] for o in captured.user_outputs]
     buffers = {fqn: env[src] for fqn, src in captured.buffer_mutations.items()}
-    return outputs, buffers
+    return outputs, buffers, env
 
 
-def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+def graph_scales(captured: Captured, ref: Float64Reference) -> dict[str, float]:
+    """The scales of `_scales`, from a float64 run of the graph's own ops (every op a torch call)."""
+    torch.manual_seed(RANDOM_SEED)
+    with torch.no_grad():
+        _, _, env = run_plan(captured, partition(captured.graph, pointwise_kernels=False), dict(ref.state),
+                             ref.inputs)
+    return _scales(captured, env)
+
+
+def _rms(t) -> float:
+    if not isinstance(t, torch.Tensor) or not t.is_floating_point() or t.numel() == 0:
+        return 0.0
+    return (t.double().nan_to_num(0.0, 0.0, 0.0).norm() / math.sqrt(t.numel())).item()
+
+
+def _scales(captured: Captured, env: dict[str, object]) -> dict[str, float]:
+    """For each output and updated buffer: the largest RMS among the values it was computed from (its
+    ancestors in the graph that the run holds), the scale its rounding errors are relative to."""
+    by_name = {n.name: n for n in captured.graph.nodes}
+    memo: dict[str, set[str]] = {}
+
+    def ancestors(name: str) -> set[str]:
+        if name not in memo:
+            memo[name] = set()
+            found = set()
+            for arg in by_name[name].all_input_nodes:
+                found |= {arg.name} | ancestors(arg.name)
+            memo[name] = found
+        return memo[name]
+
+    targets = {f"output {i}": o for i, o in enumerate(captured.user_outputs) if o is not None}
+    targets |= {f"buffer {fqn}": src for fqn, src in captured.buffer_mutations.items()}
+    return {key: max((_rms(env[a]) for a in ancestors(name) if a in env), default=0.0)
+            for key, name in targets.items()}
+
+
+def _rel(a: torch.Tensor, b: torch.Tensor, scale: float = 0.0) -> float:
+    """||a - b|| / ||b||; with `scale` (the RMS of the values b was computed from), relative to the larger of
+    ||b|| and that scale over b's elements: an output that is ~0 by cancellation (the mean of a normalised
+    tensor) carries rounding errors of the size of its operands, not of itself."""
     if a.shape != b.shape:
         return float("inf")
     a, b = a.double(), b.double()
     if torch.isnan(a).any() != torch.isnan(b).any():
         return float("inf")
     diff = (a - b).nan_to_num(0.0)
-    return (diff.norm() / b.nan_to_num(0.0).norm().clamp_min(1e-30)).item() if diff.numel() else 0.0
+    if not diff.numel():
+        return 0.0
+    norm = max(b.nan_to_num(0.0).norm().item(), scale * math.sqrt(b.numel()), 1e-30)
+    return diff.norm().item() / norm
 
 
 @dataclass
@@ -211,21 +255,65 @@ class Float64Reference:
     inputs: list
     outputs: list[torch.Tensor]
     buffers: dict[str, torch.Tensor]  # buffers after the forward (train-mode updates included)
+    scales: dict[str, float] = field(default_factory=dict)  # 'output i' / 'buffer fqn' -> the RMS of the
+    # values it was computed from (set by the plan's run: `_scales`)
+
+
+def float64_check_bytes(loaded: LoadedModel) -> int:
+    """Host memory the float64 check adds: a float64 copy of the model's state (twice its float32 size) and
+    of the inputs, and room for the values of one forward at the checked batch size (as much again)."""
+    state = sum(t.numel() * 8 for t in loaded.model.state_dict().values())
+    inputs = sum(t.numel() * 8 for t in loaded.inputs)
+    return 2 * state + 2 * inputs
+
+
+def available_bytes() -> int | None:
+    """MemAvailable of /proc/meminfo (None where there is no such file)."""
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
 
 
 RANDOM_SEED = 0  # every float64 run starts from it: random ops (dropout, rand_like) draw the same values
 
 
 def float64_reference(loaded: LoadedModel, captured: Captured) -> Float64Reference:
-    model = copy.deepcopy(loaded.model).double()
-    inputs = [x[:2] if captured.dynamic_batch else x for x in loaded.inputs]
+    """Run the model once in float64. Memory: the float32 model plus one float64 copy of its state (the
+    reference and the checked programs share its parameters; buffers, which a forward updates, are copied)."""
+    state = {k: v.detach().double() if v.is_floating_point() else v.detach().clone()
+             for k, v in loaded.model.state_dict().items()}
+    model = _with_state(loaded.module.Model, loaded.init_args, state, loaded.model)
+    dynamic = captured is not None and captured.dynamic_batch
+    inputs = [x[:2] if dynamic else x for x in loaded.inputs]
     inputs = [x.double() if x.is_floating_point() else x for x in inputs]
-    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     torch.manual_seed(RANDOM_SEED)
     with torch.no_grad():
         out = model(*inputs)
     outputs = list(out) if isinstance(out, (tuple, list)) else [out]
     return Float64Reference(state, inputs, outputs, {k: v.clone() for k, v in model.named_buffers()})
+
+
+def _with_state(cls, init_args: list, state: dict[str, torch.Tensor], like: torch.nn.Module | None = None):
+    """`cls(*init_args)` holding `state`'s parameters themselves (no copy) and copies of its buffers, built
+    on the meta device so that no float32 weights are allocated on the way; where the module has state
+    outside its state_dict (non-persistent buffers), a float64 copy of `like` (or a fresh module) instead."""
+    params = {name for name, _ in (like.named_parameters() if like is not None else ())}
+    own = {k: v if k in params else v.clone() for k, v in state.items()}
+    try:
+        with torch.device("meta"):
+            module = cls(*init_args)
+        module.load_state_dict(own, strict=True, assign=True)
+        if not any(t.is_meta for t in (*module.parameters(), *module.buffers())):
+            return module
+    except Exception:  # a module that cannot be built on the meta device: build it as usual
+        pass
+    module = (copy.deepcopy(like) if like is not None else cls(*init_args)).double()
+    module.load_state_dict(own)
+    return module
 
 
 def _compare(what: str, outputs: list, buffers: dict, ref: Float64Reference, tolerance: float) -> CpuCheck:
@@ -234,22 +322,71 @@ def _compare(what: str, outputs: list, buffers: dict, ref: Float64Reference, tol
         detail.append(f"{what} returns {len(outputs)} outputs, the model {len(ref.outputs)}")
         worst = float("inf")
     for i, (got, want) in enumerate(zip(outputs, ref.outputs)):
-        err = _rel(got, want)
+        err = _rel(got, want, ref.scales.get(f"output {i}", 0.0))
         worst = max(worst, err)
         detail.append(f"{what} output {i}: shape {list(want.shape)}, relative error {err:.1e}")
     for fqn, value in buffers.items():
-        err = _rel(value, ref.buffers[fqn])
+        err = _rel(value, ref.buffers[fqn], ref.scales.get(f"buffer {fqn}", 0.0))
         worst = max(worst, err)
         detail.append(f"{what} buffer {fqn}: relative error {err:.1e}")
     return CpuCheck(worst <= tolerance, worst, detail)
 
 
 def check_on_cpu(captured: Captured, plan: Plan, ref: Float64Reference, tolerance: float = 1e-9) -> CpuCheck:
-    """The plan in float64 (kernels by their reference implementations) against the original model."""
+    """The plan in float64 (kernels by their reference implementations) against the original model; when
+    they differ, the first kernel whose reference differs from the graph's own ops is named as the culprit."""
+    torch.manual_seed(RANDOM_SEED)
+    try:
+        with torch.no_grad():
+            outputs, buffers, _ = run_plan(captured, plan, dict(ref.state), ref.inputs)
+    except Exception as exc:
+        culprit = first_diverging_kernel(captured, plan, ref, tolerance)
+        return CpuCheck(False, float("inf"), [f"plan raised {type(exc).__name__}: {exc}"],
+                        culprit[0] if culprit else None)
+    check = _compare("plan", outputs, buffers, ref, tolerance)
+    if not check.passed and not ref.scales:  # near-zero outputs: judge them against their operands' scale
+        ref.scales = graph_scales(captured, ref)
+        check = _compare("plan", outputs, buffers, ref, tolerance)
+    if not check.passed:
+        culprit = first_diverging_kernel(captured, plan, ref, tolerance)
+        if culprit:
+            check.culprit = culprit[0]
+            check.detail.append(f"first kernel to differ from the graph's own ops: {culprit[0].name} "
+                                f"({culprit[0].kind}): {culprit[1]}")
+    return check
+
+
+def first_diverging_kernel(captured: Captured, plan: Plan, ref: Float64Reference,
+                           tolerance: float) -> tuple[KernelGroup, str] | None:
+    """Run the plan in float64 and, at each kernel, its ops by the graph's own ATen ops on the same inputs:
+    the first kernel whose reference output differs (or raises) and why."""
+    by_name = {n.name: n for n in captured.graph.nodes}
+    env: dict[str, object] = dict(zip(captured.user_inputs, ref.inputs))
+    for placeholder, fqn in captured.state_names.items():
+        env[placeholder] = ref.state[fqn]
     torch.manual_seed(RANDOM_SEED)
     with torch.no_grad():
-        outputs, buffers = run_plan(captured, plan, dict(ref.state), ref.inputs)
-    return _compare("plan", outputs, buffers, ref, tolerance)
+        for step in plan.steps:
+            if not isinstance(step, KernelStep):
+                node = by_name[step.node]
+                env[node.name] = _run_node(node, env) if node.target is not operator.getitem else \
+                    _materialise(node.args[0], env)[node.args[1]]
+                continue
+            group = step.group
+            inputs = {i: env[i] for i in group.inputs}
+            own = dict(inputs)
+            for name in group.nodes:
+                own[name] = _run_node(by_name[name], own)
+            try:
+                got = run_kernel_reference(group, by_name, inputs)
+            except Exception as exc:
+                return group, f"its reference raised {type(exc).__name__}: {exc}"
+            for out in group.outputs:
+                err = _rel(got[out], own[out]) if isinstance(own[out], torch.Tensor) else 0.0
+                if not err <= tolerance:
+                    return group, f"output {out}: relative error {err:.1e} vs the graph's own ops"
+            env.update({o: own[o] for o in group.outputs})
+    return None
 
 
 class _ReferenceKernels:
@@ -291,10 +428,9 @@ def check_emitted_on_cpu(loaded: LoadedModel, captured: Captured, plan: Plan, mo
     from .load import import_model_file
 
     emitted = import_model_file(module_path)
-    by_name = {n.name: n for n in captured.graph.nodes}
+    by_name = {n.name: n for n in captured.graph.nodes} if captured is not None else {}
     emitted._kernels = lambda: _ReferenceKernels(plan, by_name)
-    candidate = emitted.ModelNew(*loaded.init_args).double()
-    candidate.load_state_dict(ref.state)
+    candidate = _with_state(emitted.ModelNew, loaded.init_args, ref.state, loaded.model)
     real_stream = torch.cuda.current_stream
     torch.cuda.current_stream = lambda *a, **k: _NoStream()  # the forward asks for a stream to pass on
     torch.manual_seed(RANDOM_SEED)

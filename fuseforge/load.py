@@ -33,7 +33,8 @@ class LoadedModel:
     model: nn.Module
     init_args: list
     inputs: list[torch.Tensor]
-    outputs: list[torch.Tensor]  # eager fp32 outputs on the CPU, flattened
+    outputs: list[torch.Tensor]  # eager fp32 outputs on the CPU, flattened (of the first two samples where
+    # the batch is free)
     output_is_tuple: bool
 
     @property
@@ -104,6 +105,19 @@ def _call(fn, what: str, path: Path):
         raise LoadError(f"{_where(exc, path)}: {what} raised {type(exc).__name__}: {exc}") from None
 
 
+def _first_forward(model: nn.Module, inputs: list[torch.Tensor], path: Path):
+    """One eager forward on the CPU: on the first two samples where every input has a batch of 3 or more
+    (a model's forward is seconds at full size on a CPU), else, or if that fails, on the inputs as given."""
+    with torch.no_grad():
+        batches = {t.shape[0] if t.dim() else None for t in inputs}
+        if len(batches) == 1 and (batch := next(iter(batches))) is not None and batch >= 3:
+            try:
+                return model(*[t[:2] for t in inputs])
+            except Exception:  # the model fixes its batch size somewhere: run it as given
+                pass
+        return _call(lambda: model(*inputs), "Model.forward", path)
+
+
 def load_model_file(path: str | Path, seed: int = 0) -> LoadedModel:
     """Import the file, build the model and inputs under `seed`, and run one eager forward on the CPU."""
     path = Path(path).resolve()
@@ -120,11 +134,11 @@ def load_model_file(path: str | Path, seed: int = 0) -> LoadedModel:
     torch.manual_seed(seed)
     model = _call(lambda: module.Model(*init_args), "Model(*get_init_inputs())", path)
     inputs = _check_inputs(_call(module.get_inputs, "get_inputs()", path), path)
-    with torch.no_grad():
-        out = _call(lambda: model(*inputs), "Model.forward", path)
+    out = _first_forward(model, inputs, path)
     outputs, is_tuple = _flatten_outputs(out, path)
     # The forward above ran in train mode and may have updated buffers (BatchNorm running stats):
     # rebuild the model under the same seed so that capture sees the pristine state.
+    del model, out
     torch.manual_seed(seed)
     model = module.Model(*init_args)
     return LoadedModel(path, path.read_text(), module, model, list(init_args), inputs, outputs, is_tuple)

@@ -62,6 +62,15 @@ class KernelGroup:
             return "channel-reduction" if self.channel_reduce.reduction else "pool"
         return "row" if self.row is not None else "channel" if self.channel is not None else "pointwise"
 
+    @property
+    def family(self) -> str | None:
+        """The configuration switch of the kernel family this group belongs to (None: a pointwise kernel)."""
+        if self.gemm is not None:
+            return "gemm_kernels"
+        if self.row is not None:
+            return "row_kernels"
+        return "channel_kernels" if self.channel is not None or self.channel_reduce is not None else None
+
 
 @dataclass(frozen=True)
 class TorchStep:
@@ -285,10 +294,15 @@ def _schedule(graph: fx.Graph, groups: list[KernelGroup]) -> list[TorchStep | Ke
 
 
 def partition(graph: fx.Graph, row_kernels: bool = False, channel_kernels: bool = False,
-              gemm_kernels: bool = False) -> Plan:
+              gemm_kernels: bool = False, pointwise_kernels: bool = True) -> Plan:
     """The plan of GRAPH; with `row_kernels`, last-axis reductions and norms join their neighbours' kernels;
     with `channel_kernels`, train-mode batch norms and group norms do; with `gemm_kernels`, float32 GEMMs
-    take the pointwise chain after them as their epilogue (first: before rows and channels)."""
+    take the pointwise chain after them as their epilogue (first: before rows and channels). Without
+    `pointwise_kernels` (and no family), every op stays a torch call."""
+    if not pointwise_kernels:
+        if row_kernels or channel_kernels or gemm_kernels:
+            raise ValueError("kernel families need the pointwise kernels")
+        return Plan(_schedule(graph, []), [], [])
     not_fused: list[WhyNotFused] = []
     by_name = {n.name: n for n in graph.nodes}
     order = {n.name: i for i, n in enumerate(graph.nodes)}

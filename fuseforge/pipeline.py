@@ -17,16 +17,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .capture import Captured, capture, format_captured
-from .codegen import Extension, generate
+from .codegen import Extension, KernelCodegenError, generate
 from .config import OptimizeConfig
 from .cost import CostEstimate, EagerCost, eager_cost, estimate
-from .cpu_check import CpuCheck, check_emitted_on_cpu, check_on_cpu, float64_reference
-from .emit import EmitContext, emit
+from .cpu_check import (
+    CpuCheck,
+    available_bytes,
+    check_emitted_on_cpu,
+    check_on_cpu,
+    float64_check_bytes,
+    float64_reference,
+)
+from .emit import EmitContext, emit, emit_model_forward
+from .ladder import Failure, describe, next_rung
 from .layout import channels_last_convs
 from .load import LoadedModel, load_model_file
 from .partition import Plan, format_plan, partition
 from .report import write_report
-from .rewrite import RewriteLog, format_rewrite, rewrite
+from .rewrite import RewriteLog, format_rewrite, rewrite, run_rules
 
 
 @dataclass
@@ -43,6 +51,7 @@ class Run:
     verify: dict | None = None  # 50_verify.json
     bench: dict | None = None  # 60_bench.json
     notes: list[str] = field(default_factory=list)
+    ladder: list[str] = field(default_factory=list)  # the rungs of the ladder of plans left before this one
 
     def artefact(self, name: str) -> Path:
         return self.config.out_dir / name
@@ -53,11 +62,13 @@ class Run:
 
 
 class StageFailed(Exception):
-    """A stage could not do its work; the message says why in one line."""
+    """A stage could not do its work; the message says why in one line. `family`: the kernel family the
+    failure is attributed to, when it is known; `run`: the run so far."""
 
-    def __init__(self, message: str, stage: str = "", reason: str = ""):
+    def __init__(self, message: str, stage: str = "", reason: str = "", family: str | None = None,
+                 run: Run | None = None):
         super().__init__(message)
-        self.stage, self.reason = stage, reason or message
+        self.stage, self.reason, self.family, self.run = stage, reason or message, family, run
 
 
 def stage_load(run: Run) -> None:
@@ -65,25 +76,36 @@ def stage_load(run: Run) -> None:
 
 
 def stage_capture(run: Run) -> None:
+    if not run.config.capture:
+        return
     run.captured = capture(run.loaded)
     run.eager_cost = eager_cost(run.captured)
     run.artefact("00_captured.txt").write_text(format_captured(run.captured))
 
 
 def stage_rewrite(run: Run) -> None:
-    run.rewrites = rewrite(run.captured.graph, run.captured)
+    if not run.config.capture:
+        return
+    run.rewrites = rewrite(run.captured.graph, run.captured) if run.config.rewrites else \
+        run_rules(run.captured.graph, [], None)
     run.artefact("10_rewritten.txt").write_text(format_rewrite(run.rewrites, format_captured(run.captured)))
 
 
 def stage_partition(run: Run) -> None:
-    run.plan = partition(run.captured.graph, row_kernels=run.config.row_kernels,
-                         channel_kernels=run.config.channel_kernels, gemm_kernels=run.config.gemm_kernels)
-    run.plan.channels_last = channels_last_convs(run.plan, run.captured.graph)
+    if not run.config.capture:
+        return
+    c = run.config
+    run.plan = partition(run.captured.graph, row_kernels=c.row_kernels, channel_kernels=c.channel_kernels,
+                         gemm_kernels=c.gemm_kernels, pointwise_kernels=c.pointwise_kernels)
+    if c.layout:
+        run.plan.channels_last = channels_last_convs(run.plan, run.captured.graph)
     run.artefact("20_partition.txt").write_text(format_plan(run.plan))
     run.cost = estimate(run.eager_cost, run.captured, run.plan)
 
 
 def stage_codegen(run: Run) -> None:
+    if not run.config.capture:
+        return
     run.extension = generate(run.plan, run.captured.graph, run.loaded.path.name)
     folder = run.artefact("30_kernels")
     folder.mkdir(exist_ok=True)
@@ -92,6 +114,10 @@ def stage_codegen(run: Run) -> None:
 
 
 def stage_emit(run: Run) -> None:
+    if not run.config.capture:
+        loaded = run.loaded
+        run.artefact("40_model_new.py").write_text(emit_model_forward(loaded.path.name, loaded.source, loaded.init_args))
+        return
     ctx = EmitContext(run.captured, run.plan, run.extension, run.loaded.path.name, run.loaded.source,
                       run.loaded.init_args, run.loaded.output_is_tuple)
     run.artefact("40_model_new.py").write_text(emit(ctx))
@@ -99,21 +125,30 @@ def stage_emit(run: Run) -> None:
 
 def extra_batch_size(run: Run) -> int:
     """A second batch size for verification (odd, about half), when the batch size is symbolic."""
-    if not run.captured.dynamic_batch:
+    if run.captured is None or not run.captured.dynamic_batch:
         return 0
     return max(2, run.loaded.inputs[0].shape[0] // 2 + 1)
 
 
 def _check_on_cpu(run: Run) -> None:
-    """The plan, then the emitted forward, against one float64 run of the model on the CPU."""
+    """The plan, then the emitted forward, against one float64 run of the model on the CPU (skipped, with the
+    reason, where its float64 copy would not fit in the host's memory: the GPU verification still runs)."""
+    need, have = float64_check_bytes(run.loaded), available_bytes()
+    if have is not None and need > have:
+        why = (f"float64 CPU check skipped: it needs about {need / 2**30:.1f} GiB of host memory, "
+               f"{have / 2**30:.1f} GiB are available")
+        run.cpu_check = CpuCheck(True, 0.0, [why], skipped=why)
+        run.notes.append(why + (" (checked on the GPU instead)" if run.config.gpu else " (not checked at all: no GPU)"))
+        return
     ref = float64_reference(run.loaded, run.captured)
-    plan = check_on_cpu(run.captured, run.plan, ref)
+    plan = check_on_cpu(run.captured, run.plan, ref) if run.plan is not None else CpuCheck(True, 0.0, [])
     emitted = check_emitted_on_cpu(run.loaded, run.captured, run.plan, run.artefact("40_model_new.py"), ref)
     run.cpu_check = CpuCheck(plan.passed and emitted.passed, max(plan.max_rel_error, emitted.max_rel_error),
-                             plan.detail + emitted.detail)
+                             plan.detail + emitted.detail, plan.culprit)
     if not run.cpu_check.passed:
+        family = plan.culprit.family if plan.culprit is not None else None
         raise StageFailed("CPU check failed: the program differs from the model in float64: "
-                          + "; ".join(d for d in run.cpu_check.detail if "error 0.0e+00" not in d))
+                          + "; ".join(d for d in run.cpu_check.detail if "error 0.0e+00" not in d), family=family)
 
 
 def stage_verify(run: Run) -> None:
@@ -173,49 +208,140 @@ STAGES: list[tuple[str, Callable[[Run], None]]] = [
 ]
 
 
-FAMILY_STAGES = ("partition", "codegen", "emit", "verify")  # stages whose outcome depends on the kernel families
-FIRST_ATTEMPT = "with_families"  # where the artefacts of a failed plan with kernel families are kept
+ATTEMPTS = "attempts"  # OUT/attempts/<n>_<rung>/: the artefacts of every rung that was left
+
+
+@dataclass
+class Attempt:
+    """A rung of the ladder that was tried and left, and why."""
+
+    rung: str
+    failure: Failure
+    folder: Path
 
 
 def optimize(config: OptimizeConfig, on_stage: Callable[[str], None] = lambda name: None) -> Run:
-    """Run every stage. If a stage that depends on the kernel families fails, the plan without them is tried
-    (the first attempt's artefacts kept in OUT/with_families/); otherwise a failing stage stops the run, and
-    the report is still written if possible."""
-    try:
-        return _run_stages(config, on_stage)
-    except StageFailed as exc:
-        if not config.families or exc.stage not in FAMILY_STAGES:
-            raise
-        kept = _set_aside(config.out_dir, FIRST_ATTEMPT)
-        on_stage(f"fallback without {', '.join(config.families)}")
-        note = (f"The plan with the kernel families ({', '.join(config.families)}) failed at {exc.stage}: "
-                f"{exc.reason}. This is the plan without them; the first attempt's artefacts are in {kept}/.")
-        return _run_stages(config.without_families(), on_stage, [note])
+    """Run every stage for the default plan, then down the ladder of simpler plans (`ladder.py`) while a
+    plan fails a check or runs slower than eager; keep the fastest verified rung. Only a model that cannot
+    be loaded ends without a ModelNew; every rung left has its artefacts in OUT/attempts/."""
+    attempts: list[Attempt] = []
+    slow: list[tuple[float, Run, Attempt]] = []  # verified rungs that ran slower than eager
+    rung = config
+    while True:
+        error = None
+        try:
+            run = _run_stages(rung, on_stage, attempts)
+        except StageFailed as exc:
+            if exc.stage == "load":
+                raise
+            error, run, failure = exc, exc.run, _failure(exc)
+        else:
+            if not _slower_than_eager(run):
+                return run
+            failure = _failure_of_slow(run)
+        following = next_rung(rung, failure)
+        if following is None and not slow and error is not None:
+            raise error
+        folder = _set_aside(config.out_dir, f"{len(attempts) + 1}_{_slug(describe(rung))}")
+        attempts.append(Attempt(describe(rung), failure, folder))
+        if failure.verified:
+            slow.append((_median_ms(run), run, attempts[-1]))
+        if following is None:
+            return _keep_fastest(slow, attempts, on_stage)
+        on_stage(f"next rung: {describe(following)}")
+        rung = following
+
+
+def _failure(exc: StageFailed) -> Failure:
+    run = exc.run
+    plan = run.plan if run is not None else None
+    groups = plan.groups if plan is not None else []
+    return Failure(exc.stage, exc.reason, exc.family,
+                   frozenset(g.family for g in groups if g.family),
+                   bool(plan is not None and plan.channels_last), bool(groups),
+                   bool(run is not None and run.rewrites is not None and run.rewrites.firings))
+
+
+def _slower_than_eager(run: Run) -> bool:
+    variants = (run.bench or {}).get("variants", {})
+    ours, eager = variants.get("candidate", {}), variants.get("eager", {})
+    if ours.get("status") != "ok" or eager.get("status") != "ok":
+        return False
+    return ours["median_ms"] > eager["median_ms"]
+
+
+def _failure_of_slow(run: Run) -> Failure:
+    variants = run.bench["variants"]
+    ours, eager = variants["candidate"]["median_ms"], variants["eager"]["median_ms"]
+    groups = run.plan.groups if run.plan is not None else []
+    return Failure("bench", f"verified, but {ours:.3f} ms is slower than eager's {eager:.3f} ms", None,
+                   frozenset(g.family for g in groups if g.family),
+                   bool(run.plan is not None and run.plan.channels_last), bool(groups),
+                   bool(run.rewrites is not None and run.rewrites.firings), verified=True)
+
+
+def _median_ms(run: Run) -> float:
+    return run.bench["variants"]["candidate"]["median_ms"]
+
+
+def _keep_fastest(slow: list[tuple[float, Run, Attempt]], attempts: list[Attempt],
+                  on_stage: Callable[[str], None]) -> Run:
+    """No rung was faster than eager: keep the fastest verified one (its artefacts back in OUT)."""
+    _, run, attempt = min(slow, key=lambda entry: entry[0])
+    on_stage(f"keep the fastest verified rung: {attempt.rung}")
+    for path in list(attempt.folder.iterdir()):
+        shutil.move(str(path), str(run.config.out_dir / path.name))
+    attempt.folder.rmdir()
+    attempts.remove(attempt)
+    run.ladder = ladder_notes(attempts) + ["No plan ran faster than eager: this is the fastest verified one."]
+    stage_report(run)
+    return run
+
+
+def _slug(text: str) -> str:
+    return "".join(ch if ch.isalnum() else "-" for ch in text).strip("-")
 
 
 def _set_aside(out_dir: Path, name: str) -> Path:
-    """Move every artefact of OUT into OUT/NAME (replacing an older one)."""
-    kept = out_dir / name
+    """Move every artefact of OUT (but earlier attempts) into OUT/attempts/NAME."""
+    kept = out_dir / ATTEMPTS / name
     shutil.rmtree(kept, ignore_errors=True)
-    kept.mkdir()
+    kept.mkdir(parents=True)
     for path in out_dir.iterdir():
-        if path != kept:
+        if path.name != ATTEMPTS:
             shutil.move(str(path), str(kept / path.name))
     return kept
 
 
-def _run_stages(config: OptimizeConfig, on_stage: Callable[[str], None], notes: list[str] | None = None) -> Run:
+def ladder_notes(attempts: list[Attempt]) -> list[str]:
+    """One line per rung left: which, where it failed and why (with the failing check's numbers)."""
+    notes = []
+    for a in attempts:
+        what = "was slower than eager" if a.failure.verified else f"failed at {a.failure.stage}"
+        blame = f" (attributed to {a.failure.family})" if a.failure.family else ""
+        notes.append(f"The plan with {a.rung} {what}{blame}: {a.failure.reason}. Its artefacts: "
+                     f"{ATTEMPTS}/{a.folder.name}/.")
+    return notes
+
+
+def _run_stages(config: OptimizeConfig, on_stage: Callable[[str], None], attempts: list[Attempt] = ()) -> Run:
     config.out_dir.mkdir(parents=True, exist_ok=True)
-    run = Run(config, notes=list(notes or []))
+    run = Run(config, ladder=ladder_notes(list(attempts)))
     for name, stage in STAGES:
         on_stage(name)
         try:
             stage(run)
+        except StageFailed as exc:
+            run.notes.append(f"stage {name} failed: {exc}")
+            if name != "report" and run.plan is not None:
+                _try_report(run)
+            raise StageFailed(f"{name}: {exc}", stage=name, reason=str(exc), family=exc.family, run=run) from exc
         except Exception as exc:
             run.notes.append(f"stage {name} failed: {exc}")
             if name != "report" and run.plan is not None:
                 _try_report(run)
-            raise StageFailed(f"{name}: {exc}", stage=name, reason=str(exc)) from exc
+            family = exc.family if isinstance(exc, KernelCodegenError) else None
+            raise StageFailed(f"{name}: {exc}", stage=name, reason=str(exc), family=family, run=run) from exc
     return run
 
 

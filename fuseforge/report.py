@@ -15,6 +15,7 @@ from torch import fx
 
 from . import channel_reductions, channelwise, pooling, rowwise
 from .cost import VIEW_OPS, nbytes
+from .ladder import describe
 from .partition import KernelStep, fusible_reason
 from .partition_channel_reductions import channel_reduction_reason, pool_reason
 from .partition_channels import channel_op_reason
@@ -249,9 +250,26 @@ def _what_was_fused(run: Run) -> str:
     return f"put its {listed} into generated CUDA kernels"
 
 
+def _plan_kept(run: Run) -> list[str]:
+    """Which rung of the ladder of plans this is, and why the rungs above it were left."""
+    if not run.ladder:
+        return []
+    return ["## Plan kept", "", f"The plan with {describe(run.config)}. Plans tried before it:", "",
+            *[f"- {line}" for line in run.ladder], ""]
+
+
+def _render_model_forward(run: Run) -> str:
+    """The report of the last rung: ModelNew runs the model's own forward."""
+    return "\n".join([f"# fuseforge report: {run.loaded.path.name}", "", *summary_rows(run), "", *_plan_kept(run),
+                       "No operator was replaced: `ModelNew` runs the model's own forward, because no plan with "
+                       "generated kernels passed its checks (above).", ""])
+
+
 def render(run: Run) -> str:
     name = run.loaded.path.name
-    parts = [f"# fuseforge report: {name}", "", *summary_rows(run), "",
+    if run.captured is None:
+        return _render_model_forward(run)
+    parts = [f"# fuseforge report: {name}", "", *summary_rows(run), "", *_plan_kept(run),
              f"fuseforge captured the model as an ATen graph, {_what_was_fused(run)}, "
              "kept everything else as the torch calls eager PyTorch makes, and checked the result against a "
              "float64 run of the original model. Artefacts of each stage are next to this file "

@@ -36,7 +36,8 @@ def summary_rows(run: Run) -> list[str]:
     if run.verify is None:
         gpu = f"not run ({run.config.gpu_skip_reason})" if not run.config.gpu else "did not complete"
         cpu = run.cpu_check
-        cpu_text = (f"passed (plan and emitted forward vs the model in float64, max relative error {cpu.max_rel_error:.1e})"
+        cpu_text = (cpu.skipped if cpu and cpu.skipped else
+                    f"passed (plan and emitted forward vs the model in float64, max relative error {cpu.max_rel_error:.1e})"
                     if cpu and cpu.passed else "failed" if cpu else "not reached")
         return ["| | |", "|---|---|", f"| CPU-side check | {cpu_text} |", f"| GPU verification and benchmark | {gpu} |",
                 f"| expected speedup vs eager (cost model) | {_x(run.cost.speedup if run.cost else None)} |"]
@@ -51,7 +52,8 @@ def summary_rows(run: Run) -> list[str]:
         s = run.bench.get("speedup", {})
         rows += [f"| eager / torch.compile / fuseforge | {_ms(v.get('eager', {}).get('median_ms'))} / "
                  f"{_ms(v.get('compile', {}).get('median_ms'))} / {_ms(v.get('candidate', {}).get('median_ms'))} |",
-                 f"| speedup vs eager (measured / predicted) | {_x(s.get('vs_eager'))} / {_x(run.cost.speedup)} |",
+                 f"| speedup vs eager (measured / predicted) | {_x(s.get('vs_eager'))} / "
+                 f"{_x(run.cost.speedup if run.cost else None)} |",
                  f"| speedup vs torch.compile | {_x(s.get('vs_compile'))} |"]
         autotuned = v.get("compile_max_autotune") or {}
         if autotuned.get("status") == "ok":

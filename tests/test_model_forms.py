@@ -109,4 +109,36 @@ def test_a_view_after_a_kernel_that_read_a_channels_last_value_sees_the_contiguo
     run = _run(tmp_path, POOL_RESHAPE)
     assert run.plan.channels_last, "the convolution should run channels-last (its one reader is a kernel)"
     assert run.cpu_check.passed, run.cpu_check.detail
-    assert not (tmp_path / "out" / "with_families").exists()
+    assert not (tmp_path / "out" / "attempts").exists()
+
+
+CANCELLATION = '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(32, 64)
+
+    def forward(self, x):
+        y = torch.nn.functional.layer_norm(self.linear(x), (64,))
+        return y.mean(dim=1)  # ~0 by cancellation: the row kernel rounds it otherwise than torch
+
+
+def get_inputs():
+    return [torch.randn(16, 32) * 100.0]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_an_output_that_is_zero_by_cancellation_is_judged_against_the_scale_of_its_operands(tmp_path):
+    from fuseforge.cpu_check import _rel
+
+    run = _run(tmp_path, CANCELLATION)
+    assert run.cpu_check.passed and not run.ladder, run.cpu_check.detail  # the row kernel was kept
+    assert any(g.row for g in run.plan.groups)
+    want = torch.full((4,), 1e-17, dtype=torch.float64)
+    assert _rel(want * 3, want) > 1.0  # relative to itself, the rounding of a ~0 value is a 200 % error
+    assert _rel(want * 3, want, scale=1.0) < 1e-16  # relative to operands of size 1 it is nothing
+    assert _rel(want + 1e-2, want, scale=1.0) > 1e-3  # and a real error (1 % of the operands) still shows

@@ -64,9 +64,24 @@ def _source(group: KernelGroup, by_name) -> KernelSource:
     return row_kernel_source(group, by_name) if group.row else kernel_source(group, by_name)
 
 
+class KernelCodegenError(Exception):
+    """One kernel group's code could not be written; `family` names its kernel family (None: pointwise)."""
+
+    def __init__(self, group: KernelGroup, cause: Exception):
+        super().__init__(f"kernel {group.name} ({group.kind}): {type(cause).__name__}: {cause}")
+        self.family = group.family
+
+
+def _source_of(group: KernelGroup, by_name) -> KernelSource:
+    try:
+        return _source(group, by_name)
+    except Exception as exc:
+        raise KernelCodegenError(group, exc) from exc
+
+
 def generate(plan: Plan, graph: fx.Graph, model_name: str) -> Extension:
     by_name = {n.name: n for n in graph.nodes}
-    kernels = tuple(_source(g, by_name) for g in plan.groups)
+    kernels = tuple(_source_of(g, by_name) for g in plan.groups)
     rows = any(g.row for g in plan.groups)
     channels = any(g.channel for g in plan.groups)
     gemms = any(g.gemm for g in plan.groups)

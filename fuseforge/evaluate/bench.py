@@ -1,7 +1,8 @@
 """Stage `bench`: time eager, torch.compile and the candidate in one process, on the same inputs.
 
 Procedure (under `torch.no_grad()`, models built under seed 0 with identical weights, inputs of seed 0 /
-"file"; every variant gets its own copy of the inputs):
+"file", both with the device as the default device as in verify; every variant gets its own copy of the
+inputs):
 
 - variants: "eager" (Model in fp32), "compile" (`torch.compile` of a copy of Model, default mode; skipped
   with compile=False or on the CPU; if compiling raises, the error is recorded and the rest goes on),
@@ -14,16 +15,25 @@ Procedure (under `torch.no_grad()`, models built under seed 0 with identical wei
 - peak memory (CUDA only), one extra call per variant: synchronize, reset the peak statistics, note
   `memory_allocated()`, call, synchronize; `peak_bytes` is max_memory_allocated() minus that base (what
   the forward itself allocated at its peak), `peak_abs_bytes` the absolute peak.
+- the timed rounds and the peak-memory calls run on the CPUs of FUSEFORGE_TIMING_CPUS when it is set
+  (`lease.pinned`: `fuseforge suite` keeps its other processes off them).
+- baselines (`baselines.py`): with a cache file (BenchSettings.baselines, or FUSEFORGE_BASELINES), a
+  reference variant whose key (model file hash, GPU name, torch version, these settings) is in it is not
+  built or timed: its record is the cached one, `"cached": true` with `cached_from` {measured, source}.
+  The candidate is always timed. Variants timed here are added to the file.
 
 60_bench.json:
     schema       "fuseforge.bench/1"
     model, candidate, device, environment (torch, python, cuda, gpu, capability, precision flags)
     settings     {trials, warmup, l2_flush_bytes, seed, distribution, timer: "cuda_events"|"perf_counter"}
     variants     {eager|compile|compile_max_autotune|candidate: {status: "ok"|"skipped"|"error", reason, median_ms, p10_ms,
-                  p90_ms, min_ms, mean_ms, trials, peak_bytes, peak_abs_bytes}}
+                  p90_ms, min_ms, mean_ms, trials, peak_bytes, peak_abs_bytes[, cached: true, cached_from]}}
+    baselines    {key: {model_hash, gpu, torch, settings}, file (the cache file or null), cached: [variants
+                  taken from it], stored: [variants added to it]}
     speedup      {vs_eager: median(eager)/median(candidate), vs_compile: median(compile)/median(candidate)
                   or null, vs_compile_max_autotune: likewise or null}
     error        null, or one line if eager or the candidate failed while being benched
+    seconds      {build, warmup (compiling included), timing, peak}: where the wall time went
     wall_s       seconds spent benching
 """
 
@@ -34,11 +44,12 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from fuseforge.evaluate import harness
+from fuseforge.evaluate import baselines, harness, lease
 from fuseforge.evaluate.harness import CandidateFailed, EvalError, Programs, ReferenceFailed
 
 SCHEMA = "fuseforge.bench/1"
@@ -59,6 +70,7 @@ class BenchSettings:
     warmup: int = 5
     compile: bool = True
     max_autotune: bool = False
+    baselines: Path | None = None  # the baseline cache file (baselines.py); None: FUSEFORGE_BASELINES, if set
 
 
 class _Timer:
@@ -84,19 +96,25 @@ class _Timer:
         return start.elapsed_time(end)
 
 
-def _variants(progs: Programs, settings: BenchSettings) -> tuple[dict, dict]:
-    """The callables to time, and a status record for every variant (skipped ones included)."""
+def _variants(progs: Programs, settings: BenchSettings, cached: dict) -> tuple[dict, dict]:
+    """The callables to time, and a status record for every variant (skipped and cached ones included)."""
     dev = settings.device
-    ref, cand = harness.build_pair(progs, 0)
-    inputs = harness.draw_inputs(progs, 0, "file")
+    ref, cand = harness.build_pair(progs, 0, dev)
+    inputs = harness.draw_inputs(progs, 0, "file", device=dev)
     records = {name: {"status": "ok", "reason": None} for name in VARIANTS}
-    models = {"eager": copy.deepcopy(ref).to(dev)}
+    models = {}
+    if "eager" in cached:
+        records["eager"] = cached["eager"]
+    else:
+        models["eager"] = copy.deepcopy(ref).to(dev)
     wanted = {"compile": (settings.compile, "--no-compile"),
               "compile_max_autotune": (settings.max_autotune, "off (no --max-autotune)")}
     for name, mode in COMPILE_MODES.items():
         on, why_off = wanted[name]
         if not on or dev.type != "cuda":
             records[name] = {"status": "skipped", "reason": why_off if not on else "not on cuda"}
+        elif name in cached:
+            records[name] = cached[name]
         else:
             models[name] = torch.compile(copy.deepcopy(ref).to(dev), mode=mode)
     models["candidate"] = harness.guard(CandidateFailed, "ModelNew.to(device)", lambda: cand.to(dev))
@@ -159,24 +177,74 @@ def _speedup(records: dict, baseline: str) -> float | None:
     return base / cand if base and cand else None
 
 
-def run_bench(progs: Programs, settings: BenchSettings) -> dict:
-    """Time the variants; returns {'settings', 'variants', 'speedup'}. Eager/candidate failures raise."""
+def _settings_record(settings: BenchSettings, timer: _Timer) -> dict:
+    return {"trials": settings.trials, "warmup": settings.warmup, "seed": 0, "distribution": "file",
+            "l2_flush_bytes": timer.flush_bytes, "timer": "cuda_events" if timer.cuda else "perf_counter"}
+
+
+def baseline_key(progs: Programs, settings_record: dict, environment: dict) -> dict:
+    """The cache key of this bench's reference variants (baselines.py); the precision flags are those the
+    reference runs under (taken before the candidate was imported)."""
+    return baselines.make_key(baselines.model_hash(progs.model_path), environment.get("gpu") or "cpu",
+                              environment.get("torch"),
+                              {**settings_record, "float32_matmul_precision": progs.precision.matmul,
+                               "cudnn_allow_tf32": progs.precision.cudnn_tf32})
+
+
+def run_bench(progs: Programs, settings: BenchSettings, environment: dict | None = None) -> dict:
+    """Time the variants; returns {'settings', 'variants', 'speedup', 'baselines', 'seconds'}.
+    Eager/candidate failures raise."""
     timer = _Timer(settings.device)
     progs.precision.restore()
+    environment = environment or harness.environment(settings.device)
+    settings_record = _settings_record(settings, timer)
+    key = baseline_key(progs, settings_record, environment)
+    cache_file = settings.baselines or baselines.path_from_env()
+    entries = baselines.read(cache_file)
+    cached = {}
+    for name in baselines.VARIANTS:
+        found = baselines.lookup(entries, key, name)
+        if found is not None:
+            cached[name] = baselines.as_variant(found)
+    seconds, last = {}, time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal last
+        harness.synchronize(settings.device)
+        now = time.perf_counter()
+        seconds[name] = round(now - last, 4)
+        last = now
+
     with torch.no_grad():
-        calls, records = _variants(progs, settings)
+        calls, records = _variants(progs, settings, cached)
+        lap("build")
         _warm_up(calls, records, settings)
-        samples = _time_rounds(calls, timer, settings.trials)
-        for name, fn in calls.items():
-            peak, peak_abs = _peak_memory(fn, settings.device)
-            records[name].update(_stats(samples[name]), peak_bytes=peak, peak_abs_bytes=peak_abs)
+        lap("warmup")
+        with lease.pinned(lease.timing_cpus()):
+            samples = _time_rounds(calls, timer, settings.trials)
+            lap("timing")
+            for name, fn in calls.items():
+                peak, peak_abs = _peak_memory(fn, settings.device)
+                records[name].update(_stats(samples[name]), peak_bytes=peak, peak_abs_bytes=peak_abs)
+        lap("peak")
+    fresh = [name for name in baselines.VARIANTS if name in calls and records[name].get("status") == "ok"]
+    stored = []
+    if cache_file is not None and fresh:
+        try:
+            baselines.add(cache_file, [baselines.entry(key, name, records[name], f"fuseforge.evaluate of "
+                                                       f"{progs.candidate_path}") for name in fresh])
+            stored = fresh
+        except OSError as exc:
+            print(f"bench: could not store baselines in {cache_file}: {exc}", file=sys.stderr)
     return {
-        "settings": {"trials": settings.trials, "warmup": settings.warmup, "seed": 0, "distribution": "file",
-                     "l2_flush_bytes": timer.flush_bytes,
-                     "timer": "cuda_events" if timer.cuda else "perf_counter"},
+        "settings": settings_record,
         "variants": records,
         "speedup": {"vs_eager": _speedup(records, "eager"), "vs_compile": _speedup(records, "compile"),
                     "vs_compile_max_autotune": _speedup(records, "compile_max_autotune")},
+        "baselines": {"key": key, "file": str(cache_file) if cache_file else None,
+                      "cached": [name for name in baselines.VARIANTS if name in cached
+                                 and records[name].get("cached")], "stored": stored},
+        "seconds": seconds,
     }
 
 
@@ -184,11 +252,11 @@ def bench_programs(progs: Programs, settings: BenchSettings) -> dict:
     """Bench already-verified programs; never raises. Returns the 60_bench.json record."""
     record = {"schema": SCHEMA, "model": str(progs.model_path), "candidate": str(progs.candidate_path),
               "device": str(settings.device), "environment": None, "settings": None, "variants": None,
-              "speedup": None, "error": None, "wall_s": None}
+              "speedup": None, "baselines": None, "error": None, "seconds": None, "wall_s": None}
     start = time.perf_counter()
     try:
         record["environment"] = harness.environment(settings.device)
-        record.update(run_bench(progs, settings))
+        record.update(run_bench(progs, settings, record["environment"]))
     except (Exception, SystemExit) as exc:
         traceback.print_exception(exc, file=sys.stderr)
         record["error"] = str(exc) if isinstance(exc, EvalError) else f"bench failed: {harness.one_line(exc)}"

@@ -4,17 +4,25 @@ Verifies the candidate (writes DIR/50_verify.json), then, if it verified and --s
 benchmarks it (writes DIR/60_bench.json; a stale one is removed otherwise). Prints a short summary.
 Exit code 0 iff the verdict is "correct"; tracebacks of failures go to stderr, their one-line reason
 into the JSON.
+
+On CUDA, when the environment names a GPU lease (`lease.py`: `fuseforge suite` does), the candidate's
+CUDA extension is built first (its `_kernels()`, if it has one), then the lease is taken, and it is held
+for verification and benchmark and given back once the results are written: compiling never holds the GPU.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
+import time
+import traceback
 from pathlib import Path
 
 import torch
 
+from fuseforge.evaluate import harness, lease
 from fuseforge.evaluate.bench import BenchSettings, bench_programs
 from fuseforge.evaluate.numerics import FACTOR
 from fuseforge.evaluate.verify import VerifySettings, verify_files
@@ -53,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-autotune", action="store_true",
                    help="also time torch.compile(mode='max-autotune') (minutes of autotuning per model)")
     p.add_argument("--skip-bench", action="store_true", help="verify only")
+    p.add_argument("--baselines", type=Path, default=None,
+                   help="baseline cache file (fuseforge/evaluate/baselines.py): reference variants found there "
+                        "are not timed again, those timed are added (default: $FUSEFORGE_BASELINES, else none)")
     return p
 
 
@@ -93,13 +104,41 @@ def bench_summary(record: dict) -> str:
             parts.append(f"{name} {v['status']} ({v['reason']})")
             continue
         text = f"{name} {v['median_ms']:.4g} ms [p10 {v['p10_ms']:.4g}, p90 {v['p90_ms']:.4g}]"
+        if v.get("cached"):
+            text += f" (cached, measured {(v.get('cached_from') or {}).get('measured')})"
         ratio = speedup.get(f"vs_{name}")
         if ratio:
             text += f" -> candidate {ratio:.2f}x"
-        if v["peak_bytes"] is not None:
+        if v.get("peak_bytes") is not None:
             text += f", peak +{v['peak_bytes'] / 2**20:.1f} MiB"
         parts.append(text)
     return "bench: " + "; ".join(parts)
+
+
+def prebuild(candidate: Path) -> float:
+    """Build the candidate's CUDA extension before the GPU is leased: import the file and call its
+    `_kernels()` if it has one (fuseforge's ModelNew files do). Failures are left to verification, which
+    imports the file again and reports them. Returns the seconds spent."""
+    start = time.perf_counter()
+    try:
+        module = harness._import(Path(candidate).resolve(), "prebuild", harness.CandidateFailed)
+        kernels = getattr(module, "_kernels", None)
+        if callable(kernels):
+            kernels()
+    except (Exception, SystemExit):
+        traceback.print_exc()
+    return round(time.perf_counter() - start, 3)
+
+
+def _give_back(held: lease.Lease | None, device: torch.device) -> None:
+    """Free what this process holds on the GPU, then give the lease back."""
+    if held is None:
+        return
+    gc.collect()
+    if device.type == "cuda" and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+    held.release()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,19 +147,29 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     device = torch.device(args.device)
     settings = VerifySettings(device, args.seeds, args.tolerance_factor, args.extra_batch or None)
-    record, progs = verify_files(args.model, args.candidate, settings)
-    write_json(args.out / VERIFY_FILE, record)
-    print(verify_summary(record))
-    written = [args.out / VERIFY_FILE]
-    bench_path = args.out / BENCH_FILE
-    if record["verdict"] == "correct" and not args.skip_bench and progs is not None:
-        bench = bench_programs(progs, BenchSettings(device, args.trials, args.warmup, not args.no_compile,
-                                                         args.max_autotune))
-        write_json(bench_path, bench)
-        print(bench_summary(bench))
-        written.append(bench_path)
-    elif bench_path.exists():
-        bench_path.unlink()  # a stale bench next to a new verdict would mislead
+    held = lease.from_env(f"evaluate {args.candidate}") if device.type == "cuda" else None
+    prebuild_s = prebuild(args.candidate) if held is not None else None
+    if held is not None:
+        held.acquire()
+    try:
+        record, progs = verify_files(args.model, args.candidate, settings)
+        record["gpu_lease"] = None if held is None else {"waited_s": round(held.waited_s, 3),
+                                                          "prebuild_s": prebuild_s}
+        write_json(args.out / VERIFY_FILE, record)
+        print(verify_summary(record))
+        written = [args.out / VERIFY_FILE]
+        bench_path = args.out / BENCH_FILE
+        if record["verdict"] == "correct" and not args.skip_bench and progs is not None:
+            bench = bench_programs(progs, BenchSettings(device, args.trials, args.warmup, not args.no_compile,
+                                                        args.max_autotune, args.baselines))
+            write_json(bench_path, bench)
+            print(bench_summary(bench))
+            written.append(bench_path)
+        elif bench_path.exists():
+            bench_path.unlink()  # a stale bench next to a new verdict would mislead
+    finally:
+        progs = None
+        _give_back(held, device)
     print("wrote " + ", ".join(str(p) for p in written))
     return 0 if record["verdict"] == "correct" else 1
 

@@ -7,10 +7,18 @@ parameters and buffers differ from the model's). The original exception is kept 
 Inputs of seed `s` are drawn under `torch.manual_seed(INPUT_SEED_OFFSET + s)`, so they do not repeat the
 random stream that initialised the weights under `torch.manual_seed(s)`, and do not depend on how many
 random numbers the candidate's constructor consumed.
+
+Where: by default models are built and inputs drawn on the CPU (what `fuseforge check` expects). With
+`device=` a CUDA device, `build_pair` and `draw_inputs` run the file's own code with that device as the
+default device (`with torch.device(...)`), so weights and inputs are drawn by the GPU's generator under the
+same seeds, from the same distributions, without CPU random number generation and host-to-device copies
+of large tensors; a file whose code fails that way (it calls `.numpy()`, say) is built or drawn on the CPU
+as before.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import platform
@@ -157,12 +165,35 @@ def _check_interface(ref: nn.Module, cand: nn.Module) -> None:
                                 missing, unexpected, shapes)
 
 
-def build_pair(progs: Programs, seed: int) -> tuple[nn.Module, nn.Module]:
-    """Model and ModelNew built under `seed` (on the CPU, train mode), with the same weights."""
-    torch.manual_seed(seed)
-    ref = guard(ReferenceFailed, "Model(*get_init_inputs())", lambda: progs.model_cls(*progs.init_args))
-    cand = guard(CandidateFailed, "ModelNew(*get_init_inputs())",
-                  lambda: progs.candidate_cls(*progs.init_args))
+def _default_device(device: torch.device | None):
+    """`with torch.device(device)` for an accelerator; nothing for the CPU or None."""
+    if device is None or torch.device(device).type == "cpu":
+        return contextlib.nullcontext()
+    return torch.device(device)
+
+
+def _on_device_or_cpu(device: torch.device | None, make):
+    """`make()` with `device` as the default device; if that raises, `make()` as on the CPU."""
+    if device is None or torch.device(device).type == "cpu":
+        return make()
+    try:
+        with _default_device(device):
+            return make()
+    except EvalError:
+        return make()
+
+
+def build_pair(progs: Programs, seed: int, device: torch.device | None = None) -> tuple[nn.Module, nn.Module]:
+    """Model and ModelNew built under `seed` (train mode), with the same weights: on the CPU, or with
+    `device` as the default device (module docstring)."""
+    def build():
+        torch.manual_seed(seed)
+        ref = guard(ReferenceFailed, "Model(*get_init_inputs())", lambda: progs.model_cls(*progs.init_args))
+        cand = guard(CandidateFailed, "ModelNew(*get_init_inputs())",
+                      lambda: progs.candidate_cls(*progs.init_args))
+        return ref, cand
+
+    ref, cand = _on_device_or_cpu(device, build)
     _check_interface(ref, cand)
     try:
         cand.load_state_dict(ref.state_dict(), strict=True)
@@ -189,19 +220,31 @@ def _with_batch(progs: Programs, first: list, batch: int) -> list:
             for i, x in enumerate(first)]
 
 
-def draw_inputs(progs: Programs, seed: int, distribution: str = "file", batch: int | None = None) -> list:
-    """Inputs on the CPU: 'file' is get_inputs(); 'signed' redraws floating ones as randn * 4."""
+def draw_inputs(progs: Programs, seed: int, distribution: str = "file", batch: int | None = None,
+                device: torch.device | None = None) -> list:
+    """Inputs: 'file' is get_inputs(); 'signed' redraws floating ones as randn * 4. On the CPU, or with
+    `device` as the default device (module docstring)."""
     if distribution not in DISTRIBUTIONS:
         raise ValueError(f"unknown input distribution {distribution!r}")
-    torch.manual_seed(INPUT_SEED_OFFSET + seed)
-    inputs = _get_inputs(progs)
-    if batch:
-        inputs = guard(ReferenceFailed, f"building inputs of batch {batch}",
-                        lambda: _with_batch(progs, inputs, batch))
-    if distribution == "signed":
-        inputs = [torch.randn_like(x) * SIGNED_SCALE
-                  if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
-    return inputs
+
+    def draw():
+        torch.manual_seed(INPUT_SEED_OFFSET + seed)
+        inputs = _get_inputs(progs)
+        if batch:
+            inputs = guard(ReferenceFailed, f"building inputs of batch {batch}",
+                            lambda: _with_batch(progs, inputs, batch))
+        if distribution == "signed":
+            inputs = [torch.randn_like(x) * SIGNED_SCALE
+                      if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+        return inputs
+
+    return _on_device_or_cpu(device, draw)
+
+
+def redraws_nothing(inputs: list) -> bool:
+    """True when the 'signed' distribution leaves these inputs as they are (no floating tensor among them):
+    its case is then the 'file' case's very computation."""
+    return not any(isinstance(x, torch.Tensor) and x.is_floating_point() for x in inputs)
 
 
 def to_device(inputs: list, device: torch.device, float_dtype: torch.dtype | None = None) -> list:

@@ -5,17 +5,31 @@ by the reference in fp32 on the same inputs:
 
     err(x)   = RMSE(x - truth), computed in float64 over the regular positions (below)
     ref_err  = err(eager)
-    floor    = FLOOR_REL * RMS(truth) + FLOOR_ABS          (1e-7 * RMS(truth) + 1e-12)
+    scale    = the RMS of the values the tensor was computed from (scales.py; RMS(truth) when not known)
+    floor    = FLOOR_REL * max(RMS(truth), scale) + FLOOR_ABS     (1e-7 * max(...) + 1e-12)
     passes  <=> shape and dtype equal eager's, no NaN where truth is finite,
                 the non-regular positions agree (below), and err(cand) <= factor * ref_err + floor
 
-This is the rule of `torch._dynamo.utils.same(fp64_ref=...)` with factor 2 by default.
+This is the rule of `torch._dynamo.utils.same(fp64_ref=...)` with factor 2 by default, with the floor
+measured against the values an output was computed from rather than against the output alone.
 
 Why a floor: when eager happens to be exact or nearly so (an output that is all zeros, a copy, a sum of
 exactly representable values), ref_err is 0 and any correct kernel that rounds in a different order would
-fail. The floor allows an RMS error of 1e-7 of the output's own scale -- about one fp32 rounding
-(unit roundoff 6e-8) -- and 1e-12 absolute for outputs whose truth is all zeros. It is far below any
-real bug (a wrong constant, a missed term, a stale element).
+fail. The floor allows an RMS error of 1e-7 of the scale -- about one fp32 rounding (unit roundoff 6e-8)
+-- and 1e-12 absolute for outputs whose truth and operands are all zeros.
+
+Why the scale of the operands: an output that is ~0 by cancellation (the mean of a normalised tensor,
+`(x - x.mean()).sum()`, a difference of equal terms) has RMS(truth) ~ 0, but eager's and a correct
+kernel's rounding errors are ~1e-7 of the values it was computed from; a floor of 1e-7 * RMS(truth)
+would let eager's lucky rounding fail a correct kernel that rounds in another order. The verifier records
+the scale during the float64 reference run (`scales.ScaleTracker`): it is carried through ops whose
+result has their operands' units (sums, differences, means, views, pools, clamps, activations through zero
+with slope about 1) and through products by their factors, never through contractions, norms or
+exponentials, so scale >= RMS(truth) and it exceeds RMS(truth) only where an output is smaller than the
+values it came from (cancellation, averages of mixed signs, saturation). The floor stays far below any
+real bug: a dropped term or a wrong constant moves such an output by a fraction of the operands' scale
+(1e-2 of it is 1e5 times the floor). `scale=None` (callers that do not track it) gives the floor
+1e-7 * RMS(truth) + 1e-12; a scale that is not finite is ignored.
 
 Regular positions are those where both truth and eager are finite. Elsewhere (truth or eager is inf or
 NaN: an overflow, a log of a negative) the candidate must equal eager or truth rounded to its dtype, NaN
@@ -61,6 +75,7 @@ class TensorCheck:
     floor: float | None = None
     bound: float | None = None
     truth_rms: float | None = None
+    operand_scale: float | None = None  # the scale of the values it was computed from (None: not tracked)
     cand_rel_err: float | None = None
     ref_rel_err: float | None = None
     max_abs_err: float | None = None
@@ -120,9 +135,17 @@ def _record_max_error(check: TensorCheck, c64: torch.Tensor, truth: torch.Tensor
     check.truth_at_max = truth.reshape(-1)[flat].item()
 
 
+def floor_for(truth_rms: float, scale: float | None = None) -> float:
+    """FLOOR_REL * max(RMS(truth), scale) + FLOOR_ABS; a missing or non-finite scale counts as none."""
+    if scale is None or not math.isfinite(scale):
+        scale = 0.0
+    return FLOOR_REL * max(truth_rms, scale) + FLOOR_ABS
+
+
 def compare(name: str, cand: torch.Tensor, eager: torch.Tensor, truth: torch.Tensor,
-            factor: float = FACTOR) -> TensorCheck:
-    """Apply the rule of the module docstring to one tensor; `truth` is eager's fp64 counterpart."""
+            factor: float = FACTOR, scale: float | None = None) -> TensorCheck:
+    """Apply the rule of the module docstring to one tensor; `truth` is eager's fp64 counterpart and
+    `scale` the RMS of the values it was computed from (scales.ScaleTracker), if known."""
     check = TensorCheck(name, list(eager.shape), str(eager.dtype).removeprefix("torch."))
     mismatch = _shape_dtype_reason(cand, eager)
     if mismatch:
@@ -146,7 +169,8 @@ def compare(name: str, cand: torch.Tensor, eager: torch.Tensor, truth: torch.Ten
     check.truth_rms = rms(on_regular(truth))
     check.cand_err = rms(on_regular(c64 - truth))
     check.ref_err = rms(on_regular(e64 - truth))
-    check.floor = FLOOR_REL * check.truth_rms + FLOOR_ABS
+    check.operand_scale = scale if scale is not None and math.isfinite(scale) else None
+    check.floor = floor_for(check.truth_rms, check.operand_scale)
     check.factor = factor
     check.bound = factor * check.ref_err + check.floor
     if check.truth_rms > 0:

@@ -6,12 +6,23 @@ In each case, under `torch.no_grad()` and on the chosen device:
 
 1. `torch.manual_seed(seed)`; `ref = Model(*init)`; `cand = ModelNew(*init)`;
    `cand.load_state_dict(ref.state_dict(), strict=True)`. Both stay in train mode, as constructed.
-2. truth = a deep copy of ref in float64 on float64 inputs; eager = ref on the fp32 inputs.
+   Models are built and inputs drawn with the device as the default device (harness.py: the GPU's
+   generator under the same seeds; the CPU where the file's code needs it).
+2. truth = a deep copy of ref in float64 on float64 inputs, run under `scales.ScaleTracker` (the scale of
+   the values each output was computed from, for the floor of numerics.py); eager = ref on the fp32
+   inputs.
 3. A fresh block of about 2x the bytes of eager's outputs, and on CUDA every block the caching
    allocator holds free, are filled with NaN and freed (memory the candidate leaves unwritten then reads
    as NaN, never as the reference's leftovers); then the candidate runs on the fp32 inputs.
 4. Every output, and every persistent buffer after the forward (BatchNorm running stats...), is judged
    by the rule of `numerics.py`.
+
+Each fp64 truth is computed once: one float64 forward per case serves both the eager-error and the
+candidate-error comparisons of every output and buffer. A case that is the very computation of an earlier
+one (the "signed" case of a model without floating inputs: same seed, so same weights, and nothing to
+redraw) takes that case's truth and eager results instead of running them again (`reused_from`); its
+candidate still runs, on fresh copies. Cases of different seeds, distributions or batch sizes are
+different computations and get their own truth.
 
 Extra batch (`extra_batch=N`): every tensor input's dim 0 becomes N, its rows taken from fresh
 get_inputs() draws concatenated (so the file's own distribution and dtypes are kept). If Model itself
@@ -25,14 +36,17 @@ fails at that size, the case is skipped; if only ModelNew fails, the case fails.
     settings    {seeds, distributions, tolerance_factor, floor_rel, floor_abs, extra_batch,
                  input_seed_offset}
     cases       [{seed, distribution, batch (null: the file's), input_shapes, passed (null: skipped),
-                  skipped, reason, allclose, outputs: [check], buffers: [check]}]
+                  skipped, reason, allclose, outputs: [check], buffers: [check], reused_from (null, or the
+                  case whose truth and eager results this one took), seconds: {build, inputs, truth, eager,
+                  candidate, compare}}]
                 check = numerics.TensorCheck: name, shape, dtype, passed, reason, exact, cand_err, ref_err,
-                factor, floor, bound, truth_rms, cand_rel_err, ref_rel_err, max_abs_err, max_abs_index,
-                cand_at_max, truth_at_max, nan_where_truth_finite, non_regular, allclose
+                factor, floor, bound, truth_rms, operand_scale, cand_rel_err, ref_rel_err, max_abs_err,
+                max_abs_index, cand_at_max, truth_at_max, nan_where_truth_finite, non_regular, allclose
     allclose    KernelBench column: every output allclose(cand, eager, atol=rtol=1e-4); null if unknown
     worst       the check with the largest cand_err / bound: {case, name, cand_err, bound, ratio,
                 cand_rel_err, ref_rel_err}
     interface   {missing, unexpected, shape_mismatches} (interface_mismatch only)
+    seconds     {load, cases}: where the wall time went (each case has its own breakdown)
     wall_s      seconds spent verifying
 """
 
@@ -55,6 +69,7 @@ from fuseforge.evaluate.harness import (
     ReferenceFailed,
 )
 from fuseforge.evaluate.numerics import FACTOR, FLOOR_ABS, FLOOR_REL, TensorCheck, compare
+from fuseforge.evaluate.scales import ScaleTracker
 
 SCHEMA = "fuseforge.verify/1"
 
@@ -71,44 +86,106 @@ def _describe(outputs: list, is_tuple: bool) -> str:
     return f"a tuple of {len(outputs)} tensors" if is_tuple else "a tensor"
 
 
-def _output_checks(got, got_tuple, eager, eager_tuple, truth, factor) -> list[TensorCheck]:
+def _output_checks(got, got_tuple, eager, eager_tuple, truth, factor, scales) -> list[TensorCheck]:
     """One check per output; a single failing check if the outputs' structure differs."""
     if got_tuple != eager_tuple or len(got) != len(eager):
         check = TensorCheck("outputs", [], "")
         check.reason = f"ModelNew returned {_describe(got, got_tuple)}, Model {_describe(eager, eager_tuple)}"
         return [check]
     names = [f"output {i}" for i in range(len(eager))] if eager_tuple else ["output"]
-    return [compare(n, g, e, t, factor) for n, g, e, t in zip(names, got, eager, truth)]
+    return [compare(n, g, e, t, factor, scale) for n, g, e, t, scale in zip(names, got, eager, truth, scales)]
 
 
-def _buffer_checks(cand_model, eager_model, truth_model, factor) -> list[TensorCheck]:
+def _buffer_checks(cand_sd, eager_sd, truth_sd, params, factor) -> list[TensorCheck]:
     """Every persistent buffer (not parameter) of the model, after the forward."""
-    params = {name for name, _ in eager_model.named_parameters()}
-    eager_sd, truth_sd, cand_sd = eager_model.state_dict(), truth_model.state_dict(), cand_model.state_dict()
     return [compare(f"buffer {name}", cand_sd[name], eager_sd[name], truth_sd[name], factor)
             for name in eager_sd if name not in params]
 
 
-def run_case(progs: Programs, settings: VerifySettings, seed: int, distribution: str,
-             batch: int | None = None) -> dict:
-    """One (seed, distribution[, batch]) case; failures of either side raise an EvalError."""
-    dev = settings.device
-    ref, cand = harness.build_pair(progs, seed)
-    inputs = harness.draw_inputs(progs, seed, distribution, batch)
-    truth_model = copy.deepcopy(ref).to(dev).double()
-    eager_model = ref.to(dev)
-    cand_model = harness.guard(CandidateFailed, "ModelNew.to(device)", lambda: cand.to(dev))
-    with torch.no_grad():
-        progs.precision.restore()
+class _Laps:
+    """Seconds per step of a case; the device is synchronised at each lap so the work lands where it ran."""
+
+    def __init__(self, device: torch.device):
+        self.device, self.seconds, self.last = device, {}, time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        harness.synchronize(self.device)
+        now = time.perf_counter()
+        self.seconds[name] = round(self.seconds.get(name, 0.0) + now - self.last, 4)
+        self.last = now
+
+
+@dataclass
+class _Reference:
+    """What the reference side of a case computed: reusable by a case that is the same computation."""
+
+    truth: list
+    eager: list
+    eager_tuple: bool
+    scales: list
+    truth_sd: dict
+    eager_sd: dict
+    params: set
+    label: str
+
+
+def _reference_run(ref, inputs, dev, precision, laps: _Laps, label: str) -> _Reference:
+    """truth (float64, scales tracked) and eager (fp32) on copies of `inputs`; the buffers after both."""
+    truth_model = copy.deepcopy(ref).double()
+    eager_model = ref
+    precision.restore()
+    truth_inputs = harness.to_device(inputs, dev, torch.float64)
+    tracker = ScaleTracker()
+    try:
+        with tracker:
+            truth, _ = harness.forward(truth_model, truth_inputs, dev, "Model (float64)", ReferenceFailed)
+        scales = [tracker.scale_of(t) for t in truth]
+    except ReferenceFailed:  # run it as it is: the error (or the result) is the model's own
+        truth_model = copy.deepcopy(ref).double()
         truth, _ = harness.forward(truth_model, harness.to_device(inputs, dev, torch.float64), dev,
                                    "Model (float64)", ReferenceFailed)
-        eager, eager_tuple = harness.forward(eager_model, harness.to_device(inputs, dev), dev,
-                                             "Model", ReferenceFailed)
-        harness.poison(dev, sum(t.numel() * t.element_size() for t in eager))
-        got, got_tuple = harness.forward(cand_model, harness.to_device(inputs, dev), dev,
-                                         "ModelNew", CandidateFailed)
-        outputs = _output_checks(got, got_tuple, eager, eager_tuple, truth, settings.factor)
-        buffers = _buffer_checks(cand_model, eager_model, truth_model, settings.factor)
+        scales = [None] * len(truth)
+    laps.lap("truth")
+    eager, eager_tuple = harness.forward(eager_model, harness.to_device(inputs, dev), dev, "Model",
+                                         ReferenceFailed)
+    laps.lap("eager")
+    params = {name for name, _ in eager_model.named_parameters()}
+    return _Reference(truth, eager, eager_tuple, scales, truth_model.state_dict(), eager_model.state_dict(),
+                      params, label)
+
+
+def run_case(progs: Programs, settings: VerifySettings, seed: int, distribution: str,
+             batch: int | None = None, same_as: dict | None = None) -> dict:
+    """One (seed, distribution[, batch]) case; failures of either side raise an EvalError. `same_as`: the
+    references of earlier cases by (seed, batch), for a case that is one of them again (module docstring)."""
+    dev = settings.device
+    laps = _Laps(dev)
+    ref, cand = harness.build_pair(progs, seed, dev)
+    ref = ref.to(dev)
+    cand_model = harness.guard(CandidateFailed, "ModelNew.to(device)", lambda: cand.to(dev))
+    laps.lap("build")
+    inputs = harness.draw_inputs(progs, seed, distribution, batch, dev)
+    laps.lap("inputs")
+    label = case_label({"seed": seed, "distribution": distribution, "batch": batch})
+    key = (seed, batch)
+    reference = None
+    if same_as is not None and distribution != "file" and harness.redraws_nothing(inputs):
+        reference = same_as.get(key)
+    with torch.no_grad():
+        if reference is None:
+            reference = _reference_run(ref, inputs, dev, progs.precision, laps, label)
+            if same_as is not None and distribution == "file" and harness.redraws_nothing(inputs):
+                same_as[key] = reference
+        reused = reference.label if reference.label != label else None
+        harness.poison(dev, sum(t.numel() * t.element_size() for t in reference.eager))
+        got, got_tuple = harness.forward(cand_model, harness.to_device(inputs, dev), dev, "ModelNew",
+                                         CandidateFailed)
+        laps.lap("candidate")
+        outputs = _output_checks(got, got_tuple, reference.eager, reference.eager_tuple, reference.truth,
+                                 settings.factor, reference.scales)
+        buffers = _buffer_checks(cand_model.state_dict(), reference.eager_sd, reference.truth_sd,
+                                 reference.params, settings.factor)
+        laps.lap("compare")
     failed = [c for c in outputs + buffers if not c.passed]
     allclose = [c.allclose for c in outputs]
     return {
@@ -117,13 +194,14 @@ def run_case(progs: Programs, settings: VerifySettings, seed: int, distribution:
         "passed": not failed, "skipped": False, "reason": failed[0].reason if failed else None,
         "allclose": all(allclose) if None not in allclose else None,
         "outputs": [c.to_json() for c in outputs], "buffers": [c.to_json() for c in buffers],
+        "reused_from": reused, "seconds": laps.seconds,
     }
 
 
 def _extra_batch_case(progs: Programs, settings: VerifySettings) -> dict:
     batch = settings.extra_batch
     case = {"seed": 0, "distribution": "file", "batch": batch, "input_shapes": None, "allclose": None,
-            "outputs": [], "buffers": []}
+            "outputs": [], "buffers": [], "reused_from": None, "seconds": {}}
     try:
         return run_case(progs, settings, 0, "file", batch)
     except InterfaceMismatch:
@@ -141,8 +219,10 @@ def case_label(case: dict) -> str:
 
 
 def run_cases(progs: Programs, settings: VerifySettings) -> list[dict]:
-    cases = [run_case(progs, settings, seed, dist)
+    same_as: dict = {}
+    cases = [run_case(progs, settings, seed, dist, same_as=same_as)
              for seed in range(settings.seeds) for dist in harness.DISTRIBUTIONS]
+    same_as.clear()
     if settings.extra_batch:
         cases.append(_extra_batch_case(progs, settings))
     return cases
@@ -182,7 +262,7 @@ def _new_record(model_path, candidate_path, settings: VerifySettings) -> dict:
         "settings": {"seeds": settings.seeds, "distributions": list(harness.DISTRIBUTIONS),
                      "tolerance_factor": settings.factor, "floor_rel": FLOOR_REL, "floor_abs": FLOOR_ABS,
                      "extra_batch": settings.extra_batch, "input_seed_offset": harness.INPUT_SEED_OFFSET},
-        "cases": [], "allclose": None, "worst": None, "wall_s": None,
+        "cases": [], "allclose": None, "worst": None, "seconds": None, "wall_s": None,
     }
 
 
@@ -194,7 +274,10 @@ def verify_files(model_path, candidate_path, settings: VerifySettings) -> tuple[
         harness.check_device(settings.device)
         record["environment"] = harness.environment(settings.device)
         progs = harness.load_programs(model_path, candidate_path)
+        loaded = time.perf_counter()
+        record["seconds"] = {"load": round(loaded - start, 3)}
         _conclude(record, run_cases(progs, settings))
+        record["seconds"]["cases"] = round(time.perf_counter() - loaded, 3)
     except InterfaceMismatch as exc:
         record.update(verdict="interface_mismatch", reason=str(exc), interface=exc.to_json())
     except (Exception, SystemExit) as exc:

@@ -1,0 +1,74 @@
+"""The ladder of plans: when a plan fails a check, the next plan removes the cause, not everything.
+
+From the plan expected fastest down to the simplest, each rung a strict simplification of the one before:
+
+    1. the default plan: every kernel family, layout changes, pointwise kernels, rewrites
+    2. without the kernel family that failed (when the failure names one: a kernel that did not generate,
+       or whose float64 reference differs from the graph's own ops)
+    3. without layout changes (no convolution runs channels-last)
+    4. without any kernel family (pointwise kernels only)
+    5. without generated kernels (the rewritten graph as torch calls)
+    6. without rewrites (the captured graph as torch calls)
+    7. the model's own forward (when even capture failed)
+
+A rung is skipped when it would not change the failed plan (no layout change to remove, no rewrite that
+fired). Every rung is checked like the first: CPU float64 check, build, GPU verification. A plan that
+verified but ran slower than eager also moves down, and the fastest verified rung is kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import FAMILIES, OptimizeConfig
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a rung was left: the stage, the one-line reason and what the failed plan used."""
+
+    stage: str
+    reason: str
+    family: str | None = None  # the kernel family the failure is attributed to
+    used_families: frozenset[str] = frozenset()
+    used_layout: bool = False
+    used_kernels: bool = False
+    rewrites_fired: bool = False
+    verified: bool = False  # it verified, but ran slower than eager
+
+
+def describe(config: OptimizeConfig) -> str:
+    """A rung's name, from what it keeps."""
+    if not config.capture:
+        return "the model's own forward"
+    if not config.pointwise_kernels:
+        return "torch calls of the " + ("rewritten" if config.rewrites else "captured") + " graph"
+    families = config.families
+    if len(families) == len(FAMILIES):
+        name = "every kernel family"
+    elif families:
+        name = "kernel families " + ", ".join(families)
+    else:
+        name = "pointwise kernels only"
+    return name + ("" if config.layout else ", no layout changes")
+
+
+def next_rung(config: OptimizeConfig, failure: Failure) -> OptimizeConfig | None:
+    """The next simpler plan after `config` failed (None: nothing simpler is left)."""
+    if not config.capture:
+        return None
+    if failure.stage in ("capture",):
+        return config.without(*FAMILIES, "layout", "pointwise_kernels", "rewrites", "capture")
+    if failure.stage == "rewrite":
+        return config.without(*FAMILIES, "layout", "pointwise_kernels", "rewrites")
+    if failure.family and failure.family in config.families:
+        return config.without(failure.family)
+    if config.layout and failure.used_layout:
+        return config.without("layout")
+    if config.families and failure.used_families:
+        return config.without(*FAMILIES)
+    if config.pointwise_kernels and failure.used_kernels:
+        return config.without(*FAMILIES, "layout", "pointwise_kernels")
+    if config.rewrites and failure.rewrites_fired:
+        return config.without(*FAMILIES, "layout", "pointwise_kernels", "rewrites")
+    return config.without(*FAMILIES, "layout", "pointwise_kernels", "rewrites", "capture")

@@ -1,0 +1,190 @@
+"""The ladder of plans: a plan that fails a check is followed by one without the cause, not without everything;
+every rung left is kept in OUT/attempts/ and named in the report; only a model that cannot load ends without
+a ModelNew."""
+
+from pathlib import Path
+
+import pytest
+
+from fuseforge import pipeline, rowwise
+from fuseforge.config import FAMILIES, OptimizeConfig
+from fuseforge.ladder import Failure, describe, next_rung
+from fuseforge.pipeline import ATTEMPTS, StageFailed, optimize
+
+LINEAR_RELU = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(64, 1024)
+
+    def forward(self, x):
+        return torch.softmax(torch.relu(self.linear(x)), dim=-1) * 2.0
+
+
+def get_inputs():
+    return [torch.randn(2048, 64)]  # 16 x 8 tiles: a GEMM kernel by default, then a row kernel
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.fixture
+def model(tmp_path) -> Path:
+    path = tmp_path / "linear_relu.py"
+    path.write_text(LINEAR_RELU)
+    return path
+
+
+def _config(model: Path, tmp_path: Path) -> OptimizeConfig:
+    return OptimizeConfig(model_path=model, out_dir=tmp_path / "out", gpu=False)
+
+
+def _codegen_fails_with_a_gemm_kernel(monkeypatch):
+    from fuseforge import codegen
+
+    source = codegen._source
+
+    def failing(group, by_name):
+        if group.gemm:
+            raise RuntimeError("injected: the GEMM kernel does not build")
+        return source(group, by_name)
+
+    monkeypatch.setattr(codegen, "_source", failing)
+
+
+def test_a_kernel_that_fails_to_generate_removes_its_family_only_and_keeps_the_first_attempt(
+        model, tmp_path, monkeypatch):
+    _codegen_fails_with_a_gemm_kernel(monkeypatch)
+    out = tmp_path / "out"
+    run = optimize(_config(model, tmp_path))
+    assert run.config.families == ("row_kernels", "channel_kernels")
+    assert not any(g.gemm for g in run.plan.groups) and any(g.row for g in run.plan.groups)
+    assert run.cpu_check.passed and (out / "40_model_new.py").exists()
+    first = out / ATTEMPTS / "1_every-kernel-family"
+    assert "gemm kernel" in (first / "20_partition.txt").read_text()  # the failed plan, kept
+    assert not (first / "40_model_new.py").exists()  # it failed before emitting
+    report = (out / "report.md").read_text()
+    assert "The plan with every kernel family failed at codegen (attributed to gemm_kernels)" in report
+    assert "injected: the GEMM kernel does not build" in report and "1_every-kernel-family" in report
+
+
+def test_a_family_whose_float64_reference_is_wrong_is_named_by_the_cpu_check_and_removed_alone(
+        model, tmp_path, monkeypatch):
+    reference = rowwise.reference
+    monkeypatch.setattr(rowwise, "reference", lambda *a: reference(*a) * 1.01)  # a 1 % error in the row kernel
+    out = tmp_path / "out"
+    run = optimize(_config(model, tmp_path))
+    assert run.config.families == ("channel_kernels", "gemm_kernels")
+    assert any(g.gemm for g in run.plan.groups) and not any(g.row for g in run.plan.groups)
+    report = (out / "report.md").read_text()
+    assert "failed at verify (attributed to row_kernels)" in report
+    assert "relative error 1.0e-02 vs the graph's own ops" in report  # the failing check's number
+
+
+def test_without_a_failure_the_default_plan_is_kept_and_nothing_is_set_aside(model, tmp_path):
+    run = optimize(_config(model, tmp_path))
+    assert run.config.families == FAMILIES and not run.ladder
+    assert any(g.gemm for g in run.plan.groups) and not (tmp_path / "out" / ATTEMPTS).exists()
+
+
+def test_a_model_that_cannot_load_ends_the_run_without_a_second_rung(tmp_path):
+    broken = tmp_path / "broken.py"
+    broken.write_text(LINEAR_RELU.replace("def get_inputs", "def get_inputs_misspelt"))
+    with pytest.raises(StageFailed) as failed:
+        optimize(OptimizeConfig(model_path=broken, out_dir=tmp_path / "out", gpu=False))
+    assert failed.value.stage == "load" and not (tmp_path / "out" / ATTEMPTS).exists()
+
+
+def test_when_every_generated_kernel_fails_the_ladder_ends_at_torch_calls_of_the_rewritten_graph(
+        model, tmp_path, monkeypatch):
+    from fuseforge import codegen
+
+    monkeypatch.setattr(codegen, "_source", lambda *a: (_ for _ in ()).throw(RuntimeError("injected")))
+    run = optimize(_config(model, tmp_path))
+    assert not run.plan.groups and run.config.rewrites and run.cpu_check.passed
+    left = sorted(p.name for p in (tmp_path / "out" / ATTEMPTS).iterdir())
+    assert left == ["1_every-kernel-family", "2_kernel-families-row-kernels--channel-kernels",
+                    "3_kernel-families-channel-kernels"]  # its pointwise kernel failed: no family to remove
+    assert "extension = " not in (tmp_path / "out" / "40_model_new.py").read_text()
+
+
+DATA_DEPENDENT = LINEAR_RELU.replace(
+    "return torch.softmax(torch.relu(self.linear(x)), dim=-1) * 2.0",
+    "y = self.linear(x)\n        if y.sum() > 0:  # data-dependent control flow: torch.export cannot capture it\n"
+    "            return torch.relu(y)\n        return -y")
+
+
+def test_a_model_that_cannot_be_captured_gets_a_model_new_running_its_own_forward(tmp_path):
+    path = tmp_path / "branchy.py"
+    path.write_text(DATA_DEPENDENT)
+    run = optimize(OptimizeConfig(model_path=path, out_dir=tmp_path / "out", gpu=False))
+    assert run.captured is None and run.cpu_check.passed and run.cpu_check.max_rel_error == 0.0
+    emitted = (tmp_path / "out" / "40_model_new.py").read_text()
+    assert "return super().forward(*args, **kwargs)" in emitted
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "failed at capture" in report and "runs the model's own forward" in report
+
+
+def test_when_every_verified_plan_is_slower_than_eager_the_fastest_one_is_kept(model, tmp_path, monkeypatch):
+    times = {"every kernel family": 3.0, "every kernel family, no layout changes": 2.9,
+             "pointwise kernels only": 1.2, "torch calls of the rewritten graph": 1.5,
+             "torch calls of the captured graph": 1.6, "the model's own forward": 1.4}
+
+    def bench(run):
+        run.bench = {"variants": {"eager": {"status": "ok", "median_ms": 1.0},
+                                  "candidate": {"status": "ok", "median_ms": times[describe(run.config)]}}}
+
+    monkeypatch.setattr(pipeline, "STAGES", [(n, bench if n == "bench" else f) for n, f in pipeline.STAGES])
+    run = optimize(_config(model, tmp_path))
+    assert describe(run.config) == "pointwise kernels only"
+    out = tmp_path / "out"
+    assert "fused" in (out / "40_model_new.py").read_text()  # the kept rung's artefacts are back in OUT
+    tried = sorted(p.name for p in (out / ATTEMPTS).iterdir())
+    assert tried == ["1_every-kernel-family", "3_torch-calls-of-the-rewritten-graph", "4_the-model-s-own-forward"]
+    report = (out / "report.md").read_text()
+    assert "No plan ran faster than eager" in report and "slower than eager's 1.000 ms" in report
+
+
+def _failure(**kw) -> Failure:
+    return Failure("verify", "injected", **kw)
+
+
+def test_each_rung_of_the_ladder_is_a_strict_simplification_of_the_one_before():
+    rung = OptimizeConfig(model_path=Path("m.py"), out_dir=Path("o"))
+    used = dict(used_families=frozenset(FAMILIES), used_layout=True, used_kernels=True, rewrites_fired=True)
+    seen = [describe(rung)]
+    switches = lambda c: {k for k in (*FAMILIES, "layout", "pointwise_kernels", "rewrites", "capture")  # noqa: E731
+                          if getattr(c, k)}
+    while (following := next_rung(rung, _failure(**used))) is not None:
+        assert switches(following) < switches(rung)
+        seen.append(describe(following))
+        rung = following
+    assert seen == ["every kernel family", "every kernel family, no layout changes",
+                    "pointwise kernels only, no layout changes", "torch calls of the rewritten graph",
+                    "torch calls of the captured graph", "the model's own forward"]
+
+
+def test_a_rung_that_would_not_change_the_failed_plan_is_skipped():
+    rung = OptimizeConfig(model_path=Path("m.py"), out_dir=Path("o"))
+    following = next_rung(rung, _failure(used_kernels=True))  # no family, no layout change in the plan
+    assert describe(following) == "torch calls of the rewritten graph"
+    assert describe(next_rung(rung, _failure(family="gemm_kernels"))) == "kernel families row_kernels, channel_kernels"
+
+
+def test_the_command_line_shows_the_next_rung_and_exits_0_with_the_simpler_plan(model, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from fuseforge.cli import app
+
+    _codegen_fails_with_a_gemm_kernel(monkeypatch)
+    result = CliRunner().invoke(app, ["optimize", str(model), "-o", str(tmp_path / "out"), "--no-gpu"])
+    assert result.exit_code == 0, result.output
+    assert "next rung: kernel families row_kernels, channel_kernels" in result.output
+    assert (tmp_path / "out" / "40_model_new.py").exists()
+
+
