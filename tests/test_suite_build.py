@@ -2,6 +2,7 @@
 
 import io
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -66,10 +67,12 @@ def test_the_default_commands_run_a_real_model_through_the_cpu_stages_when_no_gp
     [row] = Store(config.db).rows()
     assert (row["status"], row["verdict"], result.exit_code) == ("done", "cpu_only", 0), row["reason"]
     assert "saw no GPU" in row["reason"]  # CPU torch: optimize fell back to its CPU stages
-    out = tmp_path / "r_out"
-    [job_dir] = [p.parent for p in out.rglob("suite_build.log")]
+    job_dir = Path(row["out_dir"])
+    suite_dir = job_dir.with_name(job_dir.name + ".suite")  # the suite's own files, beside the job's
     assert (job_dir / "40_model_new.py").exists() and (job_dir / "report.md").exists()
-    assert "CPU build: no CUDA extension to prebuild" in (job_dir / "suite_build.log").read_text()
+    assert not list(job_dir.rglob("suite_*.log")) and not (job_dir / "torch_extensions").exists()
+    assert "CPU build: no CUDA extension to prebuild" in (suite_dir / "suite_build.log").read_text()
+    assert (suite_dir / "suite_run.log").exists()
     assert json.loads((job_dir / "suite_roofline.json").read_text())["flops"] == row["flops"] > 0
 
 
@@ -88,7 +91,7 @@ def test_with_a_kernel_family_turned_off_both_phases_plan_without_it_and_the_bui
                                                            kernel_flags=("--no-gemm-kernels",)).commands())
     run_suite(config, Console(file=io.StringIO()))
     [row] = Store(config.db).rows()
-    [job_dir] = [p.parent for p in (tmp_path / "r_out").rglob("suite_build.log")]
+    job_dir = Path(row["out_dir"])
     assert row["verdict"] == "cpu_only", row["reason"]
     assert "gemm kernel" not in (job_dir / "20_partition.txt").read_text().lower()
 

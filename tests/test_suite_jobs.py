@@ -67,5 +67,7 @@ def test_command_templates_fill_the_placeholders_and_drop_words_that_format_to_n
     [job] = plan(SuiteConfig(models=write_model(tmp_path / "m.py"), db=tmp_path / "r.sqlite"), gpus=1)
     assert job.argv(OPTIMIZE_RUN) == [sys.executable, "-m", "fuseforge", "optimize", str(job.model), "-o",
                                       str(job.out_dir)]
-    assert job.argv(OPTIMIZE_RUN, no_gpu=True, no_compile=True)[-2:] == ["--no-gpu", "--no-compile"]
+    assert job.argv(OPTIMIZE_RUN + " {no_compile}", no_gpu=True, no_compile=True)[-2:] == ["--no-gpu", "--no-compile"]
+    # the default optimize command times every baseline the evaluator's cache does not have
+    assert job.argv(OPTIMIZE_RUN, no_gpu=True, no_compile=True)[-1] == "--no-gpu"
     assert job.argv("'{python}' -c 'print(1)' {model}") == [sys.executable, "-c", "print(1)", str(job.model)]

@@ -2,17 +2,31 @@
 
     python -m fuseforge.evaluate MODEL.py CANDIDATE.py --out DIR [--device cuda|cpu] [--seeds 3]
         [--tolerance-factor 2.0] [--extra-batch N] [--trials 50] [--warmup 5] [--no-compile] [--skip-bench]
+        [--baselines FILE]
 
 Modules:
-    numerics  the correctness rule for one tensor (pure; unit-tested)
-    harness   load both files, build weight-identical pairs, draw inputs, run forwards, typed failures
-    verify    the cases (seeds x input distributions [+ an extra batch size]) -> 50_verify.json
-    bench     eager / torch.compile / candidate timed in one process, interleaved -> 60_bench.json
-    cli       the command line
+    numerics   the correctness rule for one tensor (pure; unit-tested)
+    scales     the scale of the values each output was computed from, tracked in the float64 reference run
+    harness    load both files, build weight-identical pairs, draw inputs, run forwards, typed failures
+    verify     the cases (seeds x input distributions [+ an extra batch size]) -> 50_verify.json
+    bench      eager / torch.compile / candidate timed in one process, interleaved -> 60_bench.json
+    baselines  the cache of reference timings (eager, compile) per model, GPU, torch and bench settings
+    lease      the GPU lease: one process at a time on a GPU (`fuseforge suite` overlaps jobs with it)
+    cli        the command line
+
+The package imports torch only when one of its torch modules is used (`baselines` and `lease` need none:
+the suite's processes import them without paying for torch).
 """
 
-from fuseforge.evaluate.bench import BenchSettings, bench_programs
-from fuseforge.evaluate.numerics import TensorCheck, compare
-from fuseforge.evaluate.verify import VerifySettings, verify_files
+import importlib
+
+_EXPORTS = {"BenchSettings": "bench", "bench_programs": "bench", "TensorCheck": "numerics", "compare": "numerics",
+            "VerifySettings": "verify", "verify_files": "verify"}
 
 __all__ = ["BenchSettings", "TensorCheck", "VerifySettings", "bench_programs", "compare", "verify_files"]
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"fuseforge.evaluate.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'fuseforge.evaluate' has no attribute {name!r}")

@@ -7,6 +7,9 @@
    it has one: this compiles the CUDA extension into TORCH_EXTENSIONS_DIR, where the run phase finds it.
    Nothing to do with a CPU build of torch.
 Exit 0: built; 1: the CPU stages failed; 3 (BUILD_FAILED_EXIT): the extension or the candidate did not build.
+A failure ends with one line `fuseforge: FILE: STAGE: message` (as `fuseforge optimize` prints it), which
+the suite records as the job's reason: for the CPU stages the failing stage's one-line error, for the
+extension "build: the CUDA extension did not compile: " and the compiler's first error line.
 
 suite_roofline.json:
     schema      "fuseforge.suite.roofline/1"
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import operator
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -83,6 +87,21 @@ def _capture_only(model: Path):
         return None
 
 
+def compiler_error(text: str) -> str:
+    """The first line of a failed build's output that states an error (nvcc's or the C++ compiler's), else
+    the last line."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in lines:
+        if re.search(r"(^|[\s:])(fatal )?error( [A-Z]*\d+)?:", ln) and not ln.startswith("FAILED:"):
+            return ln
+    return lines[-1] if lines else ""
+
+
+def first_line(text: str) -> str:
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    return lines[0] if lines else ""
+
+
 def build_extension(target: Path) -> int:
     import torch
 
@@ -98,8 +117,8 @@ def build_extension(target: Path) -> int:
             module._kernels()
     except BaseException as exc:  # noqa: BLE001 - any failure to import or compile is "does not build"
         traceback.print_exc()
-        last = (str(exc).strip().splitlines() or [""])[-1]
-        print(f"fuseforge: build failed: {type(exc).__name__}: {last}", flush=True)
+        print(f"fuseforge: {target.name}: build: the CUDA extension did not compile: {type(exc).__name__}: "
+              f"{compiler_error(str(exc))}", flush=True)
         return BUILD_FAILED_EXIT
     print("built", flush=True)
     return 0
@@ -122,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             captured = _cpu_stages(args.model, args.out, {f: getattr(args, f) for f in FAMILIES})
         except StageFailed as exc:
-            print(f"fuseforge: {args.model.name}: {exc}", flush=True)
+            print(f"fuseforge: {args.model.name}: {first_line(exc)}", flush=True)
             return 1
     else:
         captured = _capture_only(args.model)

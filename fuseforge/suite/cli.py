@@ -42,7 +42,7 @@ def report(db: Path, html: Path | None = None, console: Console | None = None) -
         console.print(f"[red]{db}: no such file[/]")
         return 2
     try:
-        store = Store(db)
+        store = Store(db, readonly=True)
     except SchemaError as exc:
         console.print(f"[red]{exc}[/]")
         return 2

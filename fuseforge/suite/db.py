@@ -17,13 +17,21 @@ jobs        one row per model x candidate x run that executed (skipped jobs add 
     gpu, torch, commit_sha, environment (JSON: host, python, driver, cuda_visible_devices, measured: the
         evaluator's own record),
     cand_rel_err, eager_rel_err (worst output vs fp64), allclose (0/1: KernelBench column),
-    ours_ms, eager_ms, compile_ms (medians), compile_cached (1: compile_ms is the cached baseline),
-    ours_peak_bytes, eager_peak_bytes, compile_peak_bytes, speedup_vs_eager, speedup_vs_compile,
-    flops, min_bytes, floor_ms (roofline), verify_json (50_verify.json without its cases), bench_json
-    (60_bench.json), roofline_json (suite_roofline.json)
-baselines   timings of the reference variants, one per model hash x GPU name x torch version x variant
-    ("eager", "compile", "compile_max_autotune" with `suite --max-autotune`, whatever the evaluator times):
-    median_ms, p10_ms, p90_ms, peak_bytes, job_id (the job that measured it), measured (UTC time)
+    ours_ms, eager_ms, compile_ms (medians), eager_cached, compile_cached (1: that median is a cached
+    baseline, not timed by this job), ours_peak_bytes, eager_peak_bytes, compile_peak_bytes,
+    speedup_vs_eager, speedup_vs_compile, flops, min_bytes, floor_ms (roofline), gpu_s (seconds the job held
+    its GPU: its GPU lease, or its whole run phase), lease_wait_s (seconds its run phase waited for the
+    lease), verify_json (50_verify.json without its cases), bench_json (60_bench.json), roofline_json
+    (suite_roofline.json)
+baselines   timings of the reference variants, one per model hash x GPU name x torch version x bench
+    settings x variant ("eager", "compile", "compile_max_autotune" with `suite --max-autotune`, whatever the
+    evaluator times): settings (canonical JSON of fuseforge/evaluate/baselines.py's key; "{}" where the job
+    did not say), median_ms, p10_ms, p90_ms, min_ms, mean_ms, trials, peak_bytes, peak_abs_bytes, job_id
+    (the job that measured it), measured (UTC time), source. The run phase of a job gets this model's rows
+    as the evaluator's baseline cache (FUSEFORGE_BASELINES), and the baselines it measured come back here.
+
+Version 1 files (no settings, no eager_cached, gpu_s, lease_wait_s) are migrated when a suite opens them;
+`fuseforge report` reads them as they are (Store(path, readonly=True)).
 
 Resume: a job is skipped when a row with its job_key is "done", or when max_attempts of its rows are
 "failed"; rows "running" from a run whose process is gone become "interrupted" and are retried (an
@@ -41,14 +49,26 @@ import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
+from fuseforge.evaluate import baselines as baseline_cache
+
 from .execute import Outcome
 from .jobs import Job
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 METRICS = ("cand_rel_err", "eager_rel_err", "allclose", "ours_ms", "eager_ms", "compile_ms", "ours_peak_bytes",
            "eager_peak_bytes", "compile_peak_bytes", "speedup_vs_eager", "speedup_vs_compile", "flops",
            "min_bytes", "floor_ms")
 INTEGERS = {"allclose", "ours_peak_bytes", "eager_peak_bytes", "compile_peak_bytes"}
+JOBS_V2 = (("eager_cached", "INTEGER NOT NULL DEFAULT 0"), ("gpu_s", "REAL"), ("lease_wait_s", "REAL"))
+BASELINES_TABLE = """CREATE TABLE {name} (
+    model_hash TEXT NOT NULL, gpu TEXT NOT NULL, torch TEXT NOT NULL, settings TEXT NOT NULL, variant TEXT NOT NULL,
+    median_ms REAL NOT NULL, p10_ms REAL, p90_ms REAL, min_ms REAL, mean_ms REAL, trials INTEGER, peak_bytes INTEGER,
+    peak_abs_bytes INTEGER, job_id INTEGER REFERENCES jobs(id), measured TEXT NOT NULL, source TEXT,
+    PRIMARY KEY (model_hash, gpu, torch, settings, variant))"""
+BASELINE_COLUMNS = ("model_hash", "gpu", "torch", "settings", "variant", "median_ms", "p10_ms", "p90_ms", "min_ms",
+                    "mean_ms", "trials", "peak_bytes", "peak_abs_bytes", "job_id", "measured", "source")
+LEGACY_SETTINGS = "{}"  # version 1 rows and jobs that do not say their bench settings
 SCHEMA = f"""
 CREATE TABLE schema_version (version INTEGER NOT NULL);
 CREATE TABLE runs (
@@ -62,12 +82,9 @@ CREATE TABLE jobs (
     attempt INTEGER NOT NULL, worker TEXT, started TEXT NOT NULL, finished TEXT, build_s REAL, run_s REAL,
     out_dir TEXT NOT NULL, gpu TEXT, torch TEXT, commit_sha TEXT, environment TEXT,
     {", ".join(f"{m} {'INTEGER' if m in INTEGERS else 'REAL'}" for m in METRICS)}, compile_cached INTEGER NOT NULL DEFAULT 0,
-    verify_json TEXT, bench_json TEXT, roofline_json TEXT);
+    verify_json TEXT, bench_json TEXT, roofline_json TEXT, {", ".join(f"{c} {t}" for c, t in JOBS_V2)});
 CREATE INDEX jobs_by_key ON jobs (job_key, status);
-CREATE TABLE baselines (
-    model_hash TEXT NOT NULL, gpu TEXT NOT NULL, torch TEXT NOT NULL, variant TEXT NOT NULL,
-    median_ms REAL NOT NULL, p10_ms REAL, p90_ms REAL, peak_bytes INTEGER, job_id INTEGER REFERENCES jobs(id),
-    measured TEXT NOT NULL, PRIMARY KEY (model_hash, gpu, torch, variant));
+{BASELINES_TABLE.format(name="baselines")};
 """
 
 
@@ -95,10 +112,15 @@ def _alive(host: str, pid: int) -> bool:
     return pid != os.getpid()
 
 
-class Store:
-    """The database, shared by the scheduler's threads (one connection, one lock)."""
+def _settings_json(settings: dict | None) -> str:
+    return json.dumps(baseline_cache.canonical_settings(settings), sort_keys=True) if settings else LEGACY_SETTINGS
 
-    def __init__(self, path: Path):
+
+class Store:
+    """The database, shared by the scheduler's threads (one connection, one lock). `readonly`: read a file of
+    any readable version as it is (no migration), as `fuseforge report` does."""
+
+    def __init__(self, path: Path, readonly: bool = False):
         path.parent.mkdir(parents=True, exist_ok=True)
         self.conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
         self.conn.row_factory = sqlite3.Row
@@ -117,8 +139,27 @@ class Store:
         elif "schema_version" not in tables:
             raise SchemaError(f"{path} is an SQLite file but not a fuseforge suite database")
         version = self.conn.execute("SELECT version FROM schema_version").fetchone()[0]
-        if version != SCHEMA_VERSION:
-            raise SchemaError(f"{path} has schema version {version}; this fuseforge reads {SCHEMA_VERSION}")
+        if version not in READABLE_VERSIONS:
+            raise SchemaError(f"{path} has schema version {version}; this fuseforge reads "
+                              f"{', '.join(map(str, READABLE_VERSIONS))}")
+        if version != SCHEMA_VERSION and not readonly:
+            self._migrate_from_1()
+        self.version = SCHEMA_VERSION if not readonly else version
+
+    def _migrate_from_1(self) -> None:
+        """Version 1 -> 2: the jobs' new columns; baselines keyed by bench settings too (old rows: "{}")."""
+        with self.lock, self.conn:
+            self.conn.execute("BEGIN")
+            for column, kind in JOBS_V2:
+                self.conn.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
+            self.conn.execute(BASELINES_TABLE.format(name="baselines_v2"))
+            self.conn.execute("INSERT INTO baselines_v2 (model_hash, gpu, torch, settings, variant, median_ms, p10_ms, "
+                              "p90_ms, peak_bytes, job_id, measured) SELECT model_hash, gpu, torch, ?, variant, "
+                              "median_ms, p10_ms, p90_ms, peak_bytes, job_id, measured FROM baselines",
+                              (LEGACY_SETTINGS,))
+            self.conn.execute("DROP TABLE baselines")
+            self.conn.execute("ALTER TABLE baselines_v2 RENAME TO baselines")
+            self.conn.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
 
     def close(self) -> None:
         self.conn.close()
@@ -178,6 +219,9 @@ class Store:
                   "gpu": env.get("gpu"), "torch": env.get("torch"), "commit_sha": env.get("commit"),
                   "environment": _json(env or None), "verify_json": _json(outcome.verify),
                   "bench_json": _json(outcome.bench), "roofline_json": _json(outcome.roofline),
+                  "eager_cached": outcome.metrics.get("eager_cached") or 0,
+                  "compile_cached": outcome.metrics.get("compile_cached") or 0,
+                  "gpu_s": outcome.gpu_s, "lease_wait_s": outcome.lease_wait_s,
                   **{m: outcome.metrics.get(m) for m in METRICS}}
         self._record_baselines(row_id, job, outcome)
         cached = self.baseline(job.model_hash, values["gpu"], values["torch"], "compile")
@@ -188,23 +232,53 @@ class Store:
         self._write(f"UPDATE jobs SET {names} WHERE id = ?", (*values.values(), row_id))
 
     def _record_baselines(self, row_id: int, job: Job, outcome: Outcome) -> None:
+        """The reference variants the job timed (not those it took from the cache), under the evaluator's own
+        key when the bench record gives it; and the entries its run phase added to the baseline cache."""
         bench = outcome.bench or {}
         env = bench.get("environment") or {}
-        gpu, torch = env.get("gpu") or outcome.environment.get("gpu"), env.get("torch") or outcome.environment.get("torch")
-        if not gpu or not torch:
-            return
-        for variant, v in (bench.get("variants") or {}).items():
-            if variant == "candidate" or not isinstance(v, dict) or v.get("status") != "ok" or v.get("median_ms") is None:
-                continue
-            self._write("INSERT OR REPLACE INTO baselines VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (job.model_hash, gpu, torch, variant, v["median_ms"], v.get("p10_ms"), v.get("p90_ms"),
-                         v.get("peak_bytes"), row_id, now()))
+        key = (bench.get("baselines") or {}).get("key") or {}
+        gpu = key.get("gpu") or env.get("gpu") or outcome.environment.get("gpu")
+        torch = key.get("torch") or env.get("torch") or outcome.environment.get("torch")
+        settings = key.get("settings")
+        rows = []
+        if gpu and torch:
+            for variant, v in (bench.get("variants") or {}).items():
+                if (variant == "candidate" or not isinstance(v, dict) or v.get("status") != "ok"
+                        or v.get("median_ms") is None or v.get("cached")):
+                    continue
+                rows.append({"model_hash": job.model_hash, "gpu": gpu, "torch": torch, "settings": settings,
+                             "variant": variant, **{k: v.get(k) for k in baseline_cache.NUMBERS},
+                             "measured": now(), "source": f"job {row_id}"})
+        for entry in outcome.new_baselines:
+            if entry.get("model_hash") == job.model_hash and isinstance(entry.get("median_ms"), (int, float)):
+                rows.append({**entry, "source": f"job {row_id}: {entry.get('source') or ''}".rstrip(": ")})
+        for r in rows:
+            self._write(f"INSERT OR REPLACE INTO baselines ({', '.join(BASELINE_COLUMNS)}) VALUES "
+                        f"({', '.join('?' * len(BASELINE_COLUMNS))})",
+                        (r["model_hash"], r["gpu"], r["torch"], _settings_json(r.get("settings")), r["variant"],
+                         r.get("median_ms"), r.get("p10_ms"), r.get("p90_ms"), r.get("min_ms"), r.get("mean_ms"),
+                         r.get("trials"), r.get("peak_bytes"), r.get("peak_abs_bytes"), row_id,
+                         r.get("measured") or now(), r.get("source")))
 
     def baseline(self, model_hash: str, gpu: str | None, torch: str | None, variant: str) -> dict | None:
+        """The newest baseline of this model, GPU, torch version and variant, whatever its bench settings."""
         with self.lock:
             row = self.conn.execute("SELECT * FROM baselines WHERE model_hash = ? AND gpu = ? AND torch = ? "
-                                    "AND variant = ?", (model_hash, gpu, torch, variant)).fetchone()
+                                    "AND variant = ? ORDER BY measured DESC", (model_hash, gpu, torch, variant)).fetchone()
         return dict(row) if row else None
+
+    def baseline_entries(self, model_hash: str) -> list[dict]:
+        """This model's baselines as entries of the evaluator's cache file (fuseforge/evaluate/baselines.py);
+        rows that do not say their bench settings are left out (they match no key)."""
+        with self.lock:
+            rows = self.conn.execute("SELECT * FROM baselines WHERE model_hash = ? AND settings != ?",
+                                     (model_hash, LEGACY_SETTINGS)).fetchall()
+        entries = []
+        for r in map(dict, rows):
+            entries.append({**baseline_cache.make_key(r["model_hash"], r["gpu"], r["torch"], json.loads(r["settings"])),
+                            "variant": r["variant"], **{k: r.get(k) for k in baseline_cache.NUMBERS},
+                            "measured": r["measured"], "source": f"suite database: {r.get('source') or ''}".rstrip(": ")})
+        return entries
 
     def cached(self, model_hash: str, variant: str = "compile") -> set[tuple[str, str]]:
         """The (GPU name, torch version) pairs with a cached baseline of this variant for this model."""

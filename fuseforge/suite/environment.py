@@ -1,8 +1,14 @@
-"""Where a job ran: host, Python, torch, fuseforge commit, and the GPU (name, driver) it was pinned to.
+"""Where a job ran: host, Python, torch, fuseforge commit, and the GPU (name, driver) it was pinned to;
+and how the host is shared: the GPU lease files and the CPUs kept for timing.
 
 GPUs are read with `nvidia-smi`, so the suite process itself never initialises CUDA (it would take memory
 on every GPU being timed). The ids the suite pins are the entries of CUDA_VISIBLE_DEVICES when that is
 set, else the indices nvidia-smi lists. Everything here is best effort: a missing tool gives None.
+
+GPU leases (fuseforge/evaluate/lease.py) are lock files in `lease_dir()`, one per GPU id, shared by every
+suite of this user on this host (FUSEFORGE_LEASE_DIR overrides the folder). `cpu_plan(n_gpus)` keeps one
+CPU per GPU for the timed calls (the highest ids this process may use) and gives the rest to everything
+else, when there are at least four CPUs per GPU; otherwise nothing is kept apart.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import platform
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
@@ -80,3 +87,26 @@ def job_environment(gpu_id: str | None) -> dict:
     info = gpu_info(gpu_id)
     return {**host_environment(), "cuda_visible_devices": gpu_id if gpu_id is not None else "",
             "gpu": info.get("name"), "driver": info.get("driver")}
+
+
+def lease_dir() -> Path:
+    """The folder of the GPU lease files (module docstring)."""
+    override = os.environ.get("FUSEFORGE_LEASE_DIR")
+    return Path(override) if override else Path(tempfile.gettempdir()) / f"fuseforge_gpu_leases_{os.getuid()}"
+
+
+def lease_file(gpu_id: str) -> Path:
+    safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in str(gpu_id))
+    return lease_dir() / f"gpu{safe}.lock"
+
+
+def cpu_plan(n_gpus: int) -> tuple[dict[int, int], set[int] | None]:
+    """({GPU slot index: the CPU kept for its timed calls}, the CPUs for every other process), or ({}, None)
+    when the CPUs are too few to keep any apart (or the system has no CPU affinity)."""
+    if n_gpus <= 0 or not hasattr(os, "sched_getaffinity"):
+        return {}, None
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 4 * n_gpus:
+        return {}, None
+    kept = cpus[-n_gpus:]
+    return dict(enumerate(kept)), set(cpus[:-n_gpus])

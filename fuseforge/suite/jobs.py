@@ -15,11 +15,19 @@ stages with --no-gpu semantics). A template is split like a shell line and each 
     {python}      this interpreter          {model}, {candidate}  the files ({candidate}: "" for optimize)
     {out}         the job's output folder   {no_gpu}      "--no-gpu" when the suite runs without GPUs
     {no_compile}  "--no-compile" when a torch.compile baseline of this model is already cached for this
-                  GPU and torch version (the baselines table), so it is not timed again
+                  GPU and torch version (the baselines table), so it is not timed again (check jobs; the
+                  default optimize command leaves the baselines to the evaluator's own cache, which the
+                  suite fills from the same table: FUSEFORGE_BASELINES, fuseforge/evaluate/baselines.py)
     {max_autotune}  "--max-autotune" with `suite --max-autotune` when no torch.compile max-autotune baseline
                   of this model is cached yet for this GPU and torch version (`--max-autotune` appends it to
                   the default run commands)
 A word that formats to "" is dropped.
+
+Files of a job: OUT (`out_dir`, the `{out}` of the commands) holds what the job's command writes, and
+nothing else: `optimize` moves every artefact of a plan it leaves into OUT/attempts/. What the suite keeps
+about the job lies beside it, in OUT.suite/ (`suite_dir`): the phases' logs (suite_build.log,
+suite_run.log), the CUDA extensions they build (torch_extensions/), the baseline cache handed to the
+evaluator (baselines.json) and the GPU lease log (gpu_lease.jsonl).
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 OPTIMIZE_BUILD = "{python} -m fuseforge.suite.build {model} {out}"
-OPTIMIZE_RUN = "{python} -m fuseforge optimize {model} -o {out} {no_gpu} {no_compile}"
+OPTIMIZE_RUN = "{python} -m fuseforge optimize {model} -o {out} {no_gpu}"
 CHECK_BUILD = "{python} -m fuseforge.suite.build {model} {out} --candidate {candidate}"
 # `fuseforge check` writes its record (schema fuseforge.check/1) to OUT/check.json; execute.collect reads it.
 CHECK_RUN = ("{python} -m fuseforge check {model} {candidate} --json {out}/check.json --workdir {out}/check_work "
@@ -57,11 +65,21 @@ class SuiteConfig:
     run_command: str | None = None
     ray: str | None = None  # a Ray address ("auto", "ray://host:10001", "local"): run the jobs there
     max_autotune: bool = False  # also time torch.compile max-autotune once per model x GPU x torch version
+    run_slots: int | None = None  # run phases in flight per GPU; None: 2 for the default optimize command (its
+    # evaluator takes the GPU lease, so the next job's CPU stages overlap this one's GPU work), else 1
     kernel_flags: tuple[str, ...] = ()  # optimize's kernel families turned off, e.g. ("--no-row-kernels",): both phases
 
     @property
     def kind(self) -> str:
         return "check" if self.candidates else "optimize"
+
+    @property
+    def slots_per_gpu(self) -> int:
+        """Run phases in flight on one GPU at a time (see run_slots)."""
+        if self.run_slots is not None:
+            return max(1, self.run_slots)
+        leased = self.kind == "optimize" and self.run_command is None and not self.ray
+        return 2 if leased else 1
 
     @property
     def out_root(self) -> Path:
@@ -89,6 +107,11 @@ class Job:
     @property
     def key(self) -> str:
         return _digest(f"{self.model_hash}|{self.candidate_hash}|{self.settings}".encode())[:24]
+
+    @property
+    def suite_dir(self) -> Path:
+        """OUT.suite/: the suite's own files about the job (module docstring), beside OUT, never inside it."""
+        return self.out_dir.with_name(self.out_dir.name + ".suite")
 
     @property
     def name(self) -> str:

@@ -33,9 +33,10 @@ def describe(outcome: Outcome) -> str:
         if m.get("speedup_vs_compile"):
             text += f", {m['speedup_vs_compile']:.2f}x vs compile"
     if outcome.verdict != "correct" and outcome.reason:
-        text += f": {outcome.reason[:160]}"
+        text += f": {outcome.reason[:300]}"
     seconds = (outcome.build_s or 0) + (outcome.run_s or 0)
-    return text + f" ({seconds:.0f} s)"
+    gpu = f", {outcome.gpu_s:.0f} s on the GPU" if outcome.gpu_s is not None else ""
+    return text + f" ({seconds:.0f} s{gpu})"
 
 
 class Tracker:

@@ -34,16 +34,16 @@ def build_task(job: Job, timeout_s: float) -> tuple[Outcome, str]:
 
 
 def run_task(job: Job, timeout_s: float, cached: set[tuple[str, str]], built: Outcome | None, gpu: bool,
-             autotuned: set[tuple[str, str]] | None = None) -> Outcome:
+             autotuned: set[tuple[str, str]] | None = None, baselines: list[dict] | None = None) -> Outcome:
     """`cached`/`autotuned`: (GPU, torch) pairs with a cached compile / max-autotune baseline (None: no
-    max-autotune baseline wanted)."""
+    max-autotune baseline wanted); `baselines`: the model's baseline cache entries from the database."""
     gpu_id = None
     if gpu:  # Ray set CUDA_VISIBLE_DEVICES to the GPU it gave this task
         gpu_id = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0] or None
     here = (gpu_info(gpu_id).get("name"), torch_version()) if gpu_id is not None else None
     no_compile = here is not None and here in cached
     autotune = autotuned is not None and here not in autotuned
-    outcome = guarded(run_phase, job, gpu_id, timeout_s, no_compile, built, autotune)
+    outcome = guarded(run_phase, job, gpu_id, timeout_s, no_compile, built, autotune, None, baselines)
     outcome.worker = f"ray:{socket.gethostname()}:" + ("cpu" if gpu_id is None else f"gpu{gpu_id}")
     return outcome
 
@@ -77,7 +77,7 @@ def run_on_ray(todo: list[Planned], ctx: Context, gpus: int) -> None:
         options = {"scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=False)} if node else {}
         ref = run.options(**options).remote(p.job, cfg.run_timeout_s, ctx.store.cached(p.job.model_hash), built, gpus > 0,
                                             ctx.store.cached(p.job.model_hash, "compile_max_autotune")
-                                            if cfg.max_autotune else None)
+                                            if cfg.max_autotune else None, ctx.store.baseline_entries(p.job.model_hash))
         pending[ref] = (p, "run")
         ctx.start(p, "ray", "run")
 

@@ -8,7 +8,7 @@ Pure functions over job rows (dicts with the columns of the `jobs` table, see db
     fast_p(rows, p)   KernelBench's fast_p: the fraction of all jobs that are correct and more than p times
                       faster than eager (fast_0 is the correct rate: a correct job needs no timing for it)
     totals(rows)      jobs, correct, correct rate, fast_p for FAST_P, geometric mean speedups of the correct
-                      timed jobs vs eager and vs torch.compile
+                      timed jobs vs eager and vs torch.compile, median GPU seconds per job (gpu_s)
     job_table(rows), totals_table(rows)   headers and string cells, shared by the terminal and the HTML
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from collections import Counter
 
 from rich.console import Console
@@ -65,7 +66,14 @@ def totals(rows: list[dict]) -> dict:
         "geomean_vs_compile": geomean([r.get("speedup_vs_compile") for r in correct]),
         "timed": sum(r.get("speedup_vs_eager") is not None for r in correct),
         "verdicts": dict(Counter(verdict_of(r) for r in rows)),
+        "median_gpu_s": median_gpu_s(rows),
     }
+
+
+def median_gpu_s(rows: list[dict]) -> float | None:
+    """The median of the jobs' GPU seconds (the time each held its GPU), over the jobs that say it."""
+    values = [r["gpu_s"] for r in rows if isinstance(r.get("gpu_s"), (int, float))]
+    return statistics.median(values) if values else None
 
 
 def groups(rows: list[dict]) -> dict[tuple[str, str], list[dict]]:
@@ -95,7 +103,8 @@ def _floor(row: dict) -> str:
 
 
 JOB_HEADERS = ["model", "verdict", "error vs fp64 (eager's)", "ours ms", "eager ms", "compile ms", "vs eager",
-               "vs compile", "floor ms (% reached)", "peak MiB", "GPU", "note"]
+               "vs compile", "floor ms (% reached)", "peak MiB", "GPU s", "GPU", "note"]
+NOTE_MAX = 300  # characters of a reason shown in the note column (the database keeps the whole line)
 
 
 def job_table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
@@ -105,18 +114,20 @@ def job_table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
         error = "—" if r.get("cand_rel_err") is None else (
             f"{r['cand_rel_err']:.1e} ({_f(r.get('eager_rel_err'), '.1e')})")
         compile_ms = _f(r.get("compile_ms"), ".3f") + (" (cached)" if r.get("compile_cached") else "")
+        eager_ms = _f(r.get("eager_ms"), ".3f") + (" (cached)" if r.get("eager_cached") else "")
         peak = None if r.get("ours_peak_bytes") is None else r["ours_peak_bytes"] / 2**20
-        note = "" if verdict_of(r) == "correct" else (r.get("reason") or "")[:120]
-        cells.append([_name(r), verdict_of(r), error, _f(r.get("ours_ms"), ".3f"), _f(r.get("eager_ms"), ".3f"),
+        reason = r.get("reason") or ""
+        note = "" if verdict_of(r) == "correct" else (reason if len(reason) <= NOTE_MAX else reason[:NOTE_MAX - 3] + "...")
+        cells.append([_name(r), verdict_of(r), error, _f(r.get("ours_ms"), ".3f"), eager_ms,
                       compile_ms, _f(r.get("speedup_vs_eager"), ".2f", "x"), _f(r.get("speedup_vs_compile"), ".2f", "x"),
-                      _floor(r), _f(peak, ".1f"), r.get("gpu") or "—", note])
+                      _floor(r), _f(peak, ".1f"), _f(r.get("gpu_s"), ".1f"), r.get("gpu") or "—", note])
     if len({r.get("gpu") for r in rows if r.get("gpu")}) < 2:
         return JOB_HEADERS[:-2] + JOB_HEADERS[-1:], [c[:-2] + c[-1:] for c in cells]
     return JOB_HEADERS, cells
 
 
 TOTAL_HEADERS = ["kind", "GPUs", "jobs", "correct", *[f"fast_{p:g}" for p in FAST_P], "geomean vs eager",
-                 "geomean vs compile", "verdicts"]
+                 "geomean vs compile", "median GPU s", "verdicts"]
 
 
 def totals_table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
@@ -127,7 +138,7 @@ def totals_table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
         cells.append([kind, names if mode == "GPU" else "none (CPU stages only)", str(t["jobs"]), f"{t['correct']} ({t['correct_rate']:.0%})",
                       *[f"{t['fast_p'][p]:.0%}" for p in FAST_P],
                       _f(t["geomean_vs_eager"], ".3f", "x"), _f(t["geomean_vs_compile"], ".3f", "x"),
-                      ", ".join(f"{v} {k}" for k, v in sorted(t["verdicts"].items()))])
+                      _f(t["median_gpu_s"], ".1f"), ", ".join(f"{v} {k}" for k, v in sorted(t["verdicts"].items()))])
     return TOTAL_HEADERS, cells
 
 

@@ -3,11 +3,20 @@
 Local scheduling (one host):
     builds   a pool of `jobs` threads runs every job's build phase on the CPU (only when GPUs are used);
              each built job is queued for the GPU workers in the order the builds finish
-    workers  one thread per GPU id runs the queued jobs' run phase, pinned with CUDA_VISIBLE_DEVICES=<id>;
-             without GPUs, `jobs` threads run the run phase with --no-gpu semantics and there is no build
+    workers  `slots_per_gpu` threads per GPU id run the queued jobs' run phase, pinned with
+             CUDA_VISIBLE_DEVICES=<id>; without GPUs, `jobs` threads run the run phase with --no-gpu
+             semantics and there is no build
+    the GPU  every run phase on a GPU gets that GPU's lease (fuseforge/evaluate/lease.py), which the
+             evaluator holds for its verification and benchmark. With two slots per GPU (the default for
+             optimize jobs with the default command) the next job's CPU stages -- capture, plans, the
+             float64 CPU check, building a fallback plan's extension -- run while the current job has the
+             GPU, and the GPU goes from one evaluation to the next; one job at a time is ever on the GPU.
+    the CPUs when there are at least four CPUs per GPU, one CPU per GPU is kept for the timed calls
+             (FUSEFORGE_TIMING_CPUS) and every phase process runs on the others (environment.cpu_plan)
 Threads only wait on subprocesses, so the suite process stays light. By default the build pool leaves one
 core per GPU worker free, so compiling does not starve the process being timed of its CPU.
-With `--ray ADDRESS` the same jobs go to a Ray cluster instead (ray_backend.py).
+With `--ray ADDRESS` the same jobs go to a Ray cluster instead (ray_backend.py: one run phase per GPU,
+no lease).
 """
 
 from __future__ import annotations
@@ -23,8 +32,8 @@ from dataclasses import asdict, dataclass, field
 from rich.console import Console
 
 from .db import Store
-from .environment import gpu_info, host_environment, torch_version, visible_gpu_ids
-from .execute import Outcome, build_phase, kill_live, run_phase
+from .environment import cpu_plan, gpu_info, host_environment, lease_file, torch_version, visible_gpu_ids
+from .execute import GpuShare, Outcome, build_phase, kill_live, run_phase
 from .jobs import Job, SuiteConfig, plan
 from .progress import Tracker
 
@@ -43,6 +52,8 @@ class Context:
     run_id: int
     tracker: Tracker
     stop: threading.Event = field(default_factory=threading.Event)
+    timing_cpus: dict[int, int] = field(default_factory=dict)  # GPU index -> the CPU kept for its timed calls
+    background: set[int] | None = None  # the CPUs of every phase process (None: all)
 
     def start(self, p: Planned, worker: str, phase: str) -> None:
         if p.row is None:
@@ -153,18 +164,23 @@ def _record_unavailable(store: Store, run_id: int, todo: list[Planned], result: 
 
 
 def run_local(todo: list[Planned], ctx: Context, gpu_ids: list[str]) -> None:
-    """Build pool + one worker per GPU (or `jobs` CPU workers without GPUs); see the module docstring."""
+    """Build pool + `slots_per_gpu` workers per GPU (or `jobs` CPU workers without GPUs); see the module
+    docstring."""
     ready: queue.Queue = queue.Queue()
     cores = os.cpu_count() or 1
     n_jobs = ctx.config.jobs or (max(1, cores - len(gpu_ids)) if gpu_ids else cores)
-    slots: list[str | None] = list(gpu_ids) if gpu_ids else [None] * n_jobs
+    if gpu_ids:
+        ctx.timing_cpus, ctx.background = cpu_plan(len(gpu_ids))
+    slots: list[tuple[int, str | None]] = ([(i, g) for i, g in enumerate(gpu_ids)
+                                            for _ in range(ctx.config.slots_per_gpu)] if gpu_ids
+                                           else [(i, None) for i in range(n_jobs)])
     builds = ThreadPoolExecutor(n_jobs, thread_name_prefix="build")
     for p in todo:
         if gpu_ids:
             builds.submit(_build, p, ctx, ready, n_jobs)
         else:
             ready.put((p, None))
-    workers = [threading.Thread(target=_worker, args=(slot, ctx, ready), daemon=True) for slot in slots]
+    workers = [threading.Thread(target=_worker, args=(gpu, index, ctx, ready), daemon=True) for index, gpu in slots]
     previous = _stop_on_sigterm()
     try:
         for w in workers:
@@ -210,7 +226,7 @@ def _build(p: Planned, ctx: Context, ready: queue.Queue, parallel: int) -> None:
     if ctx.stop.is_set():
         return
     ctx.start(p, "cpu", "build")
-    outcome = guarded(build_phase, p.job, ctx.config.build_timeout_s, parallel)
+    outcome = guarded(build_phase, p.job, ctx.config.build_timeout_s, parallel, ctx.background)
     if ctx.stop.is_set():
         return
     if outcome.status == "built":
@@ -219,15 +235,19 @@ def _build(p: Planned, ctx: Context, ready: queue.Queue, parallel: int) -> None:
         ctx.finish(p, outcome)
 
 
-def _worker(gpu_id: str | None, ctx: Context, ready: queue.Queue) -> None:
+def _worker(gpu_id: str | None, index: int, ctx: Context, ready: queue.Queue) -> None:
     gpu_name = gpu_info(gpu_id).get("name")
+    timing = ctx.timing_cpus.get(index)
+    share = GpuShare(lease_file(gpu_id), {timing} if timing is not None else None,
+                     ctx.background) if gpu_id is not None else None
     while (item := ready.get()) is not None and not ctx.stop.is_set():
         p, built = item
         ctx.start(p, "cpu" if gpu_id is None else f"gpu{gpu_id}", "run")
         here = (gpu_name, torch_version())
         cached = gpu_id is not None and here in ctx.store.cached(p.job.model_hash)
         autotune = ctx.config.max_autotune and here not in ctx.store.cached(p.job.model_hash, "compile_max_autotune")
-        outcome = guarded(run_phase, p.job, gpu_id, ctx.config.run_timeout_s, cached, built, autotune)
+        outcome = guarded(run_phase, p.job, gpu_id, ctx.config.run_timeout_s, cached, built, autotune, share,
+                          ctx.store.baseline_entries(p.job.model_hash))
         outcome.worker = "cpu" if gpu_id is None else f"gpu{gpu_id}"
         if not ctx.stop.is_set():
             ctx.finish(p, outcome)

@@ -1,0 +1,150 @@
+"""How the suite shares a GPU and the CPUs (fake jobs, no GPU): two run phases in flight per GPU, one GPU
+lease, GPU seconds per job, a timeout that does not count the wait for the lease, CPUs kept for timing,
+and the baselines a job measured coming back as the next job's cache."""
+
+import io
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from fuseforge.suite import environment, scheduler
+from fuseforge.suite.db import SCHEMA_VERSION, Store
+from fuseforge.suite.fake_job import BUILD_COMMAND, CHECK_RUN_COMMAND, RUN_COMMAND, write_model
+from fuseforge.suite.jobs import SuiteConfig
+from fuseforge.suite.report import job_table, totals
+from fuseforge.suite.scheduler import run_suite
+
+FAKE = {"build_command": BUILD_COMMAND, "run_command": RUN_COMMAND}
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def own_lease_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("FUSEFORGE_LEASE_DIR", str(tmp_path / "leases"))
+
+
+def _run(tmp_path, **kw) -> tuple[object, list[dict]]:
+    config = SuiteConfig(**{"models": tmp_path / "models", "db": tmp_path / "r.sqlite", "gpus": 1, "jobs": 2,
+                            **FAKE, **kw})
+    result = run_suite(config, Console(file=io.StringIO(), width=120))
+    store = Store(config.db)
+    try:
+        return result, store.rows()
+    finally:
+        store.close()
+
+
+def _record(row: dict, phase: str = "run") -> dict:
+    return json.loads((Path(row["out_dir"]) / f"fake_job_{phase}.json").read_text())
+
+
+def test_two_run_phases_share_a_gpu_but_never_hold_it_at_the_same_time(tmp_path):
+    for i in range(4):
+        write_model(tmp_path / "models" / f"m{i}.py", sleep=0.6, gpu_sleep=0.4)
+    result, rows = _run(tmp_path, run_slots=2)
+    assert result.exit_code == 0 and {r["verdict"] for r in rows} == {"correct"}
+    runs = [_record(r) for r in rows]
+    spells = sorted((rec["gpu_start"], rec["gpu_end"]) for rec in runs)
+    assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spells, spells[1:]))  # one on the GPU at a time
+    assert any(a["start"] < b["end"] and b["start"] < a["end"] for a in runs for b in runs if a is not b)  # overlap
+    for row in rows:
+        assert 0.3 < row["gpu_s"] < 5 and row["gpu_s"] < row["run_s"] and row["lease_wait_s"] is not None
+    middle = sorted(r["gpu_s"] for r in rows)[1:3]
+    assert totals(rows)["median_gpu_s"] == pytest.approx(sum(middle) / 2)
+
+
+def test_with_one_slot_per_gpu_the_run_phases_take_turns_and_the_gpu_time_is_the_run_phase(tmp_path):
+    for i in range(2):
+        write_model(tmp_path / "models" / f"m{i}.py", sleep=0.3)
+    _, rows = _run(tmp_path, run_slots=1)
+    a, b = (_record(r) for r in rows)
+    assert a["end"] <= b["start"] or b["end"] <= a["start"]
+    for row in rows:  # the fake job takes the lease: its GPU time is the time it held it
+        assert row["gpu_s"] <= row["run_s"]
+
+
+def test_the_wait_for_the_gpu_lease_does_not_count_toward_the_run_timeout(tmp_path):
+    write_model(tmp_path / "models" / "a.py", gpu_sleep=2.5)
+    write_model(tmp_path / "models" / "b.py", gpu_sleep=2.5)
+    _, rows = _run(tmp_path, run_slots=2, run_timeout_s=4.0)
+    assert [r["verdict"] for r in rows] == ["correct", "correct"], [r["reason"] for r in rows]
+    assert max(r["lease_wait_s"] for r in rows) > 1.5  # one waited for the other's 2.5 s on the GPU
+    assert max(r["run_s"] for r in rows) > 4.0  # more than the timeout in all, most of it waiting
+
+
+def test_a_job_that_holds_the_gpu_past_its_timeout_is_still_timed_out(tmp_path):
+    write_model(tmp_path / "models" / "slow.py", gpu_sleep=30)
+    _, [row] = _run(tmp_path, run_slots=2, run_timeout_s=1.5)
+    assert (row["status"], row["verdict"]) == ("failed", "timeout") and row["run_s"] < 10
+
+
+def test_two_run_slots_per_gpu_are_the_default_only_where_the_evaluator_takes_the_lease(tmp_path):
+    assert SuiteConfig(models=tmp_path).slots_per_gpu == 2  # optimize, default run command
+    assert SuiteConfig(models=tmp_path, run_command="x {model}").slots_per_gpu == 1
+    assert SuiteConfig(models=tmp_path, candidates=tmp_path).slots_per_gpu == 1  # fuseforge check
+    assert SuiteConfig(models=tmp_path, ray="local").slots_per_gpu == 1
+    assert SuiteConfig(models=tmp_path, run_command="x", run_slots=3).slots_per_gpu == 3
+
+
+def test_every_run_phase_on_a_gpu_is_told_its_lease_and_the_cpus_are_shared_out(tmp_path, monkeypatch):
+    cpus = set(range(16))
+    monkeypatch.setattr(environment.os, "sched_getaffinity", lambda pid: cpus, raising=False)
+    applied = {}
+    monkeypatch.setattr("fuseforge.suite.execute._confine", lambda pid, c: applied.setdefault(pid, set(c)))
+    write_model(tmp_path / "models" / "m.py")
+    _, [row] = _run(tmp_path, gpus=2)
+    rec = _record(row)
+    assert rec["gpu_lease"] == str(tmp_path / "leases" / f"gpu{rec['cuda_visible_devices']}.lock")
+    assert rec["timing_cpus"] in ("14", "15")  # the highest CPUs, one per GPU
+    assert len(applied) == 2 and all(c == set(range(14)) for c in applied.values())  # build and run phases
+
+
+def test_the_cpu_plan_keeps_one_cpu_per_gpu_only_when_there_are_enough(monkeypatch):
+    monkeypatch.setattr(environment.os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    assert environment.cpu_plan(2) == ({0: 6, 1: 7}, set(range(6)))
+    assert environment.cpu_plan(3) == ({}, None)
+    assert environment.cpu_plan(0) == ({}, None)
+
+
+def test_a_baseline_a_job_measured_is_the_next_jobs_cache_and_the_record_says_so(tmp_path, monkeypatch):
+    monkeypatch.setattr(scheduler, "gpu_info", lambda gpu_id: {"name": "FakeGPU"})
+    write_model(tmp_path / "models" / "gemm.py", speedup=2, eager_ms=3.0, compile_ms=2.0)
+    (tmp_path / "cands").mkdir()
+    for i in (1, 2):
+        (tmp_path / "cands" / f"gemm.answer_{i}.py").write_text(f"class ModelNew:  # {i}\n    pass\n")
+    _, rows = _run(tmp_path, candidates=tmp_path / "cands", run_command=CHECK_RUN_COMMAND, jobs=1)
+    first, second = sorted(rows, key=lambda r: r["id"])
+    assert (first["eager_cached"], second["eager_cached"]) == (0, 1)
+    assert second["eager_ms"] == first["eager_ms"] == 3.0 and second["speedup_vs_eager"] == pytest.approx(2.0)
+    bench = json.loads(second["bench_json"])
+    assert bench["variants"]["eager"]["cached_from"]["source"].startswith("suite database: job ")
+    store = Store(tmp_path / "r.sqlite")
+    baselines = store.rows("baselines")
+    store.close()
+    eager = [b for b in baselines if b["variant"] == "eager"]
+    assert len(eager) == 1 and eager[0]["job_id"] == first["id"] and json.loads(eager[0]["settings"])["timer"] == "fake"
+    headers, cells = job_table(rows)
+    eager_column = headers.index("eager ms")
+    assert sorted(c[eager_column] for c in cells) == ["3.000", "3.000 (cached)"]
+
+
+def test_a_version_1_database_is_migrated_by_a_suite_and_read_as_it_is_by_the_report(tmp_path):
+    [old] = sorted((REPO / "bench" / "results").glob("2026-11-22_suite_default_h100_*/results.sqlite"))[:1]
+    copy = tmp_path / "old.sqlite"
+    copy.write_bytes(old.read_bytes())
+    before = copy.read_bytes()
+    reader = Store(copy, readonly=True)
+    rows = reader.rows()
+    reader.close()
+    assert rows and "gpu_s" not in rows[0] and copy.read_bytes() == before
+    assert totals(rows)["median_gpu_s"] is None
+    store = Store(copy)
+    jobs, baselines = store.rows(), store.rows("baselines")
+    store.close()
+    assert {"eager_cached", "gpu_s", "lease_wait_s"} <= set(jobs[0]) and len(jobs) == len(rows)
+    assert baselines and {b["settings"] for b in baselines} == {"{}"}
+    with sqlite3.connect(copy) as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION == 2
