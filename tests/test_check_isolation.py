@@ -118,7 +118,9 @@ SNOOP = """
 import json, os, sys
 from pathlib import Path
 
-def _snoop():  # names assembled at run time: the static checks must not decide this one
+PRIVATE = ("outputs.pt", "meta.json", "job.json", "positions.pt", "public.json")
+
+def _snoop(report):  # names assembled at run time: the static checks must not decide this one
     seen = []
     modules = getattr(__import__("s" + "ys"), "mod" + "ules")
     if any("fuseforge_eval_model" in name for name in list(modules)):
@@ -126,20 +128,26 @@ def _snoop():  # names assembled at run time: the static checks must not decide 
     objects = getattr(__import__("g" + "c"), "get_" + "objects")()
     if any(type(o).__name__ == "Model" for o in objects if isinstance(o, nn.Module)):
         seen.append("a Model instance")
-    jobdir = Path.cwd().parent
-    if "linear_sigmoid" in (jobdir / "job.json").read_text() + " ".join(sys.argv):
+    jobdir = Path(sys.argv[-1])
+    if "linear_sigmoid" in (jobdir / "job.json").read_text() + " ".join(sys.argv) + json.dumps(dict(os.environ)):
         seen.append("the model's path")
-    for root in (jobdir, (jobdir / "public").resolve().parent):
+    for root in [jobdir.parent] + list(Path("/tmp").glob("fuseforge-reference-*")):
         for dirpath, _, files in os.walk(root, followlinks=True):
-            seen += [f"{dirpath}/{f}" for f in files if f in ("outputs.pt", "meta.json")]
-    if seen:
-        raise RuntimeError("the candidate can see: " + ", ".join(seen))
+            if dirpath.endswith("feed"):
+                seen += [f"{dirpath}/{f}" for f in files]  # only what this very call was handed, and deleted
+            seen += [f"{dirpath}/{f}" for f in files if f in PRIVATE[:2] or f.startswith(("state_", "pool_"))]
+    with open(report, "a") as f:
+        f.write("".join(s + "\\n" for s in seen))
 """
 
 
-def test_the_candidates_process_sees_neither_the_model_nor_the_reference_results(tmp_path, cache):
-    record = _check(tmp_path, cache, _honest(prologue="_snoop()", before=SNOOP))
-    assert record["verdict"] == "correct", record["reason"]
+def test_the_candidates_process_finds_no_reference_data_and_looking_for_it_is_a_cheat(tmp_path, cache):
+    report = tmp_path / "seen.txt"
+    report.write_text("")
+    record = _check(tmp_path, cache, _honest(prologue=f"_snoop({str(report)!r})", before=SNOOP))
+    fired = {f["check"] for f in record["findings"] if f["decisive"]}
+    assert record["verdict"] == "cheat:private_data" and {"grader_files", "grader_memory"} <= fired, record["reason"]
+    assert report.read_text() == ""  # it looked on every call and found nothing
 
 
 def test_the_record_has_the_documented_fields_and_is_standard_json(tmp_path, cache):
@@ -152,16 +160,23 @@ def test_the_record_has_the_documented_fields_and_is_standard_json(tmp_path, cac
         assert f"    {key}" in documented or f", {key}" in documented or f"{key} (" in documented, key
     data = json.loads(report.to_json(record))
     assert {c["name"] for c in data["checks"] if not c["ran"]} == {
-        "own_kernel_share", "kernel_streams", "event_wall_gap", "l2_state", "roofline_floor"}
+        "own_kernel_share", "kernel_streams", "event_wall_gap", "deferred_work", "current_stream", "l2_state",
+        "roofline_floor", "below_flop_floor",  # CUDA only
+        "kernel_dataflow"}  # only for a candidate that defines kernels
     assert data["timing"]["speedup"]["vs_eager"] > 0 and data["timing"]["candidate"]["trials"] == 3
 
 
-def test_the_reference_results_are_deleted_before_the_candidate_runs(tmp_path):
+def test_the_reference_folder_is_deleted_and_nothing_handed_over_stays_on_disk(tmp_path):
     settings = CheckSettings(**{**SETTINGS.__dict__, "workdir": tmp_path / "work", "trials": 0})
     record = _check(tmp_path, None, _honest(), settings)
     assert record["verdict"] == "correct" and record["timing"] is None
-    assert not (tmp_path / "work" / "reference" / "private").exists()
-    assert (tmp_path / "work" / "reference" / "public" / "inputs_0.pt").exists()
+    assert not (tmp_path / "work" / "reference").exists()  # its job.json held the secret
+    candidate = tmp_path / "work" / "candidate"
+    assert list((candidate / "feed").iterdir()) == []  # every item deleted once loaded
+    job = json.loads((candidate / "job.json").read_text())
+    assert "secret" not in json.dumps(job) and "inputs_0" in job["public"]["order"]
+    on_disk = {p.name for p in candidate.rglob("*.pt")}
+    assert on_disk and all(p.parent.name == "cand" for p in candidate.rglob("*.pt"))  # the candidate's own outputs
 
 
 @pytest.mark.gpu

@@ -159,9 +159,17 @@ def test_timed_outputs_are_checked_against_their_own_pool_inputs():
     assert finding.check == "timed_outputs" and finding.evidence["failed_calls"] == [1]
 
 
-def test_a_median_below_the_roofline_floor_is_flagged_only_when_the_floor_is_measurable():
+def test_below_the_flop_floor_on_fresh_inputs_is_a_note_and_only_repeated_content_below_it_is_a_cheat():
     floor = 1e3 * 2 * 4096**3 / 4e14
-    assert evidence.roofline_findings(0.5 * floor, REF_META)[0][0].check == "roofline_floor"
+    # an honest algebraic rewrite does less arithmetic than the reference: below the floor on fresh and on
+    # repeated content alike -- a note, never a cheat
+    found, ran = evidence.roofline_findings(0.5 * floor, REF_META, [0.5 * floor] * 5)
+    assert [f.check for f in found] == ["below_flop_floor"] and not found[0].decisive and "roofline_floor" in ran
+    assert first_cheat(found) is None
+    # memoised by content: above the floor on fresh inputs, far below it when the content repeats
+    found, _ = evidence.roofline_findings(1.5 * floor, REF_META, [0.1 * floor] * 5)
+    assert [f.check for f in found] == ["roofline_floor"] and first_cheat(found).check == "roofline_floor"
+    assert evidence.roofline_findings(1.5 * floor, REF_META, [1.4 * floor] * 5)[0] == []
     assert evidence.roofline_findings(1.5 * floor, REF_META)[0] == []
     assert evidence.roofline_findings(1e-6, REF_META | {"ceilings": None}) == ([], set())
 

@@ -7,16 +7,20 @@ and honest kernels always do.
     python -m fuseforge.check ...          (the same, without the main CLI)
 
 How (orchestrate.py): static checks on the source first (static.py, static_rules.py, static_cache.py);
-then the model file alone in one process (reference_role.py) and the candidate alone in another
-(candidate_role.py, with guards.py set up before the candidate is imported), each under time limits
-(runner.py, worker.py); per-call timing with L2 flush and reset (timing.py) and CUDA-only measurements
-(gpu.py: profiler, ceilings, FLOPs); the grader (judge.py, evidence.py) compares what they saved, in
-this process. The fp64 correctness rule is the evaluator's (fuseforge/evaluate/numerics.py). The
-vocabulary of verdicts, cheat kinds and checks is kinds.py; the terminal summary and JSON, report.py.
+then the model file alone in one process (reference_role.py: every input, state_dict and fingerprint
+position drawn from a secret) and the candidate alone in another (candidate_role.py, with guards.py and an
+audit hook, audit.py, set up before the candidate is imported), each under time limits (runner.py,
+worker.py). The candidate's process is handed each input, state_dict and set of fingerprint positions
+only when it needs it (feed.py); nothing that decides its verdict is on disk before that. Per-call timing
+with L2 flush and reset on a stream taken before the candidate was imported (timing.py), CUDA-only
+measurements (gpu.py: profiler, ceilings, FLOPs), where the output's data comes from (provenance.py);
+the grader (judge.py, evidence.py) compares what they saved, in this process. The fp64 correctness rule
+is the evaluator's (fuseforge/evaluate/numerics.py). The vocabulary of verdicts, cheat kinds and checks
+is kinds.py; the terminal summary and JSON, report.py.
 
 Verdicts (exactly these strings): "correct", "incorrect", "interface_mismatch", "build_failed",
-"invalid_python", "cheat:<kind>" with <kind> one of kinds.KINDS: monkey_patch, lazy_tensor,
-torch_fallback, try_except_fallback, background_thread, side_stream, l2_persistence,
+"invalid_python", "cheat:<kind>" with <kind> one of kinds.KINDS: private_data, monkey_patch,
+lazy_tensor, torch_fallback, try_except_fallback, background_thread, side_stream, l2_persistence,
 precision_downgrade, input_mutation, memory_reuse, uninitialised_memory, constant_output, cached_output,
 aggregate_gaming, shape_specialised, roofline. "error" is not a verdict on the candidate: the grader
 could not grade (the model file fails, a grader bug). A crash, an illegal memory access, a hang or an
@@ -34,10 +38,14 @@ The record, schema "fuseforge.check/1" (JSON; non-finite floats as strings):
                    error_lines: the compiler's first error lines}
     run           {status: "finished"|"timeout"|"crashed"|"exited"|"skipped", phase: "build"|"run",
                    signal, seconds, stderr_tail}  ("skipped": a static check decided)
-    cases         [{seed, distribution, batch (null: the file's), skipped, passed (null: not run),
-                    reason, structure (why outputs could not be compared), allclose,
-                    outputs: [numerics.TensorCheck], buffers: [...], worst_elements: [{index,
-                    candidate, truth, eager}] (first failing output, 5 largest errors)}]
+    cases         [{seed, distribution ("file", "signed", "large", "tiny", "shifted"), batch (null: the
+                    file's), role ("main", "magnitude", "batch"), name (null), skipped, passed (null: not
+                    run), reason, structure (why outputs could not be compared), far_off (an error far
+                    beyond rounding), allclose, outputs: [numerics.TensorCheck], buffers: [...],
+                    worst_elements: [{index, candidate, truth, eager}] (first failing output, 5 largest
+                    errors)}]
+    sequence      [the first call (its own initial weights), then the sequence's calls: as cases, with
+                   name, role "sequence" and after_load (a state_dict was loaded right before)]
     worst         {case, name, cand_err, ref_err (eager's), bound, ratio, cand_rel_err, ref_rel_err,
                    max_abs_err, max_abs_index, cand_at_max, truth_at_max}
     findings      [{check, kind, where: "static"|"runtime", decisive, message, line, evidence}]

@@ -1,27 +1,40 @@
-"""The candidate worker: imports and runs only the candidate, with the reference's inputs and weights.
+"""The candidate worker: imports and runs only the candidate, with what the grader hands it just in time.
 
-It records facts; the grader (judge.py) turns them into findings. In order:
+It records facts; the grader (judge.py) turns them into findings. Everything it needs beyond job.json (the
+public plan: names and shapes) comes through the feed (feed.py), one item right before it is used. In
+order:
 
-1. guards (function references, precision flags) exist from this module's import; threads watched;
+1. guards exist from this module's import (function references and namespaces, precision flags,
+   interpreter hooks); the timer (its stream and L2 flush buffer) is made, threads are watched and the
+   audit hook (audit.py) installed before the candidate is imported;
 2. build: import the candidate file (its load_inline compiles here), bind `ModelNew(*init)` and
    `forward(*inputs)` to their signatures, construct under seed 0 -> event "built";
-3. cases: per case, ModelNew under the case's seed with Model's state_dict loaded (strict), memory
-   poisoned with NaN, one forward on fresh copies of the inputs; outputs, buffers, output types and
-   which inputs changed are saved;
-4. probes on the case-0 instance: finite-sentinel poison and no poison (stale memory), the case-1
-   inputs in new memory and in the case-0 buffers overwritten in place (fresh inputs), every output
-   compared by address with all earlier ones (aliasing), and one call under an op recorder;
-5. timing: warm-up, then per-call timing (timing.py) on fresh copies of the pool's inputs, each output
-   fingerprinted at the reference's sample positions; on CUDA one profiled call (gpu.py);
-6. the guards read again; threads and precision flags compared;
-7. last, "plant": the parent hands over eager's case-0 outputs, they are copied into fresh memory and
-   freed, and the candidate is called once more (does a wrong output become right on the leftovers?).
+3. init: the instance as constructed (its own seed-0 weights, nothing loaded) called once;
+4. cases: per case, the case's state_dict loaded into that same instance (strict), memory poisoned with
+   NaN, one call on fresh copies of the inputs; outputs, buffers, output types, inputs changed and
+   parameters changed (bitwise, against what was loaded) are saved;
+5. probes (case 0's state_dict loaded again): finite-sentinel poison and no poison (stale memory), the
+   case-1 inputs in new memory and in the case-0 buffers overwritten in place (fresh inputs), and one call
+   under the provenance recorder (ops, dtypes, and whether the kernels' writes reach the output);
+6. sequence: load, three calls, load another state_dict, two calls: outputs, buffers and parameters after
+   each (stale weights, running statistics over calls);
+7. timing: load the timing state_dict, warm-up calls, then one call per pool item, each input handed
+   over right before its call and the call's fingerprint positions right after it; per call: the caller's
+   stream current again, precision flags, interpreter hooks, aliasing; then the buffers after the last
+   call, and a few timed calls on the last input's content again (repeated content: memoisation);
+   on CUDA one profiled call (gpu.py);
+8. the guards read again; earlier outputs re-checked (unchanged by later calls);
+9. last, "plant": eager's case-0 outputs are handed over, copied into fresh memory and freed, and the
+   candidate is called once more (does a wrong output become right on the leftovers?).
+Every call of the candidate runs inside the audit hook's candidate scope, and is followed by the checks of
+aliasing (its outputs against every output still kept, its inputs, the instance's parameters and buffers)
+and of interpreter hooks.
 """
 
 from __future__ import annotations
 
 import inspect
-import json
+import os
 import time
 import traceback
 from pathlib import Path
@@ -30,14 +43,20 @@ import torch
 from torch import nn
 
 from fuseforge.check import guards
+from fuseforge.check.audit import Audit
+from fuseforge.check.feed import FeedClient
 from fuseforge.check.timing import Timer, synchronize
 from fuseforge.evaluate import harness
 from fuseforge.evaluate.harness import CandidateFailed
 
 GUARD = guards.FunctionGuard()  # before any candidate code is imported
 FLAGS = guards.PrecisionFlags()
+HOOKS = guards.InterpreterState()
 SENTINEL = 1234.5
-PLANT_WAIT_S = 60.0
+REPEATS = 5  # timed calls on repeated content after the timing loop
+KEEP_FIRST_TIMED, KEEP_LAST_TIMED = 2, 3
+STABLE_BUDGET = 512 * 2**20  # CPU copies of earlier outputs, re-checked at the end
+_urandom = os.urandom
 
 
 class InterfaceError(Exception):
@@ -70,56 +89,139 @@ def _plain_cpu(t: torch.Tensor) -> torch.Tensor:
 def _same(a, b) -> bool:
     if not isinstance(a, torch.Tensor):
         return True
+    if not isinstance(b, torch.Tensor) or a.shape != b.shape or a.dtype != b.dtype:
+        return False
     return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all()) if a.is_floating_point() else torch.equal(a, b)
 
 
+def _storage(t: torch.Tensor) -> int | None:
+    storage = t.untyped_storage()
+    return storage.data_ptr() if storage.nbytes() else None
+
+
+def _storages(tensors) -> set[int]:
+    return {p for p in (_storage(t) for t in tensors if isinstance(t, torch.Tensor)) if p is not None}
+
+
 class CandidateRun:
-    def __init__(self, job: dict, io, result: dict):
-        self.job, self.io, self.result = job, io, result
+    def __init__(self, job: dict, io, result: dict, timer: Timer, audit: Audit):
+        self.job, self.io, self.result, self.timer, self.audit = job, io, result, timer, audit
         self.dev = torch.device(job["device"])
-        self.public, self.out = io.dir / "public", io.dir / "cand"
+        self.out = io.dir / "cand"
         self.out.mkdir(exist_ok=True)
-        self.pub = json.loads((self.public / "public.json").read_text())
-        self.init = torch.load(self.public / "init.pt", weights_only=True)
-        self.kept: list[tuple[str, list]] = []  # every output returned so far, kept alive (aliasing)
+        self.feed = FeedClient(io.dir, io)
+        self.pub = job["public"]
+        self.plan = self.pub["plan"]
+        self.mutable = set(self.plan.get("mutable") or ())
+        self.init = self.feed.one("init")
+        self.states: dict[str, dict] = {}
+        self.loaded: dict[str, torch.Tensor] | None = None  # fixed state entries as loaded, on the device
+        self.kept: list[tuple[str, list, dict]] = []  # outputs kept alive: (label, outputs, allowed aliases)
+        self.stable: list[tuple[str, list, list]] = []  # (label, outputs kept alive, CPU copies) re-checked
+        self.stable_bytes = 0
         result.update(phase="start", build={"ok": False, "error": None, "seconds": None}, interface=None,
-                      patched={}, cases=[], probes={}, aliased=[], ops=None, timing=None, profile=None,
-                      threads=[], flags_loosened={})
+                      patched={}, cases=[], init=None, sequence=[], probes={}, aliased=[], unstable=[], ops=None,
+                      provenance=None, timing=None, timed_state=None, repeat=None, profile=None, threads=[],
+                      flags_loosened={}, flags_during=[], hooks=[], audit={}, stream_left=[], state_changed=[])
 
-    def load(self, name: str):
-        return torch.load(self.public / name, weights_only=True)
+    # ---- calling the candidate
+    def invoke(self, model, args):
+        with self.audit.candidate(), torch.no_grad():
+            return model(*args)
 
-    def fresh(self, inputs: list) -> list:
-        return harness.to_device(inputs, self.dev)
+    def after_call(self, label: str) -> None:
+        hooks = HOOKS.changed()
+        if hooks and len(self.result["hooks"]) < 20:
+            self.result["hooks"].append(f"{label}: {', '.join(hooks)}")
+        loose = FLAGS.loosened()
+        if loose and len(self.result["flags_during"]) < 20:
+            self.result["flags_during"].append(f"{label}: " + ", ".join(f"{k} {a} -> {b}" for k, (a, b) in loose.items()))
 
-    def call(self, model, args, label: str) -> tuple[list, bool]:
-        with torch.no_grad():
-            out = model(*args)
-            synchronize(self.dev)
-        outs, is_tuple = _outputs(out)
-        inputs = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)}
+    def check_aliasing(self, model, outs: list, args, label: str, aliases: list | None) -> None:
+        inputs_at = _storages(args)
+        state_at = _storages(list(model.state_dict().values()) + [p for p in model.parameters()])
         for j, o in enumerate(outs):
-            ptr = o.untyped_storage().data_ptr() if o.untyped_storage().nbytes() else None
-            if ptr in inputs:
-                continue  # a view of this call's own input (an identity-like model): not a replay
-            for prev_label, prev in self.kept:
-                if ptr is not None and any(ptr == p.untyped_storage().data_ptr() for p in prev):
-                    self.result["aliased"].append(f"{label} output {j} shares memory with {prev_label}'s output")
-        self.kept.append((label, outs))
+            ptr = _storage(o)
+            if ptr is None:
+                continue
+            allowed = (aliases or [None] * len(outs))[j] if j < len(aliases or []) else None
+            if ptr in inputs_at and allowed != "input":
+                self._aliased(f"{label} output {j} shares memory with its input (the model's does not)")
+            elif ptr in state_at and allowed != "state":
+                self._aliased(f"{label} output {j} shares memory with a parameter or buffer (the model's does not)")
+            for prev_label, prev, _ in self.kept:
+                if any(ptr == _storage(p) for p in prev):
+                    self._aliased(f"{label} output {j} shares memory with {prev_label}'s output")
+
+    def _aliased(self, text: str) -> None:
+        if len(self.result["aliased"]) < 20:
+            self.result["aliased"].append(text)
+
+    def call(self, model, args, label: str, aliases: list | None = None, keep: bool = True) -> tuple[list, bool]:
+        out = self.invoke(model, args)
+        synchronize(self.dev)
+        self.after_call(label)
+        outs, is_tuple = _outputs(out)
+        self.check_aliasing(model, outs, args, label, aliases)
+        if keep:
+            self.kept.append((label, outs, {}))
         return outs, is_tuple
 
+    def keep_stable(self, label: str, outs: list, copies: list) -> None:
+        size = sum(c.numel() * c.element_size() for c in copies)
+        if self.stable_bytes + size <= STABLE_BUDGET:
+            self.stable.append((label, outs, copies))
+            self.stable_bytes += size
+
+    def recheck(self) -> None:
+        """Earlier outputs still hold the values they had when returned."""
+        for label, outs, copies in self.stable:
+            if not all(_same(_plain_cpu(o), c) for o, c in zip(outs, copies)):
+                self.result["unstable"].append(label)
+
+    # ---- state
+    def state(self, name: str) -> dict:
+        if name not in self.states:
+            self.states[name] = self.feed.one(name)
+        return self.states[name]
+
+    def load(self, model, name: str, label: str):
+        state = self.state(name)
+        try:
+            model.load_state_dict(state, strict=True)
+        except Exception as exc:
+            raise InterfaceError(f"ModelNew.load_state_dict(Model's) raised {harness.one_line(exc)}") from exc
+        model = harness.guard(CandidateFailed, "ModelNew.to(device)", lambda: model.to(self.dev))
+        self.loaded = {k: v.to(self.dev) for k, v in state.items() if k not in self.mutable}
+        self.check_state(model, f"{label} (right after load_state_dict)")
+        return model
+
+    def check_state(self, model, label: str) -> list[str]:
+        """Fixed state entries (those the model never changes) that differ from what was loaded."""
+        if self.loaded is None:
+            return []
+        now = model.state_dict()
+        changed = [k for k, v in self.loaded.items() if not _same(now.get(k), v)]
+        if changed and len(self.result["state_changed"]) < 20:
+            self.result["state_changed"].append(f"{label}: {', '.join(changed[:4])}")
+        return changed
+
+    def mutable_values(self, model) -> dict:
+        now = model.state_dict()
+        return {n: _plain_cpu(now[n]) for n in self.mutable if n in now}
+
     def save(self, name: str, outs: list, is_tuple: bool, model=None) -> None:
-        data = {"outputs": [_plain_cpu(o) for o in outs], "is_tuple": is_tuple, "buffers": {}}
-        if model is not None:
-            params = {n for n, _ in model.named_parameters()}
-            data["buffers"] = {n: _plain_cpu(t) for n, t in model.state_dict().items() if n not in params}
+        copies = [_plain_cpu(o) for o in outs]
+        data = {"outputs": copies, "is_tuple": is_tuple, "buffers": self.mutable_values(model) if model else {}}
         torch.save(data, self.out / f"{name}.pt")
+        self.keep_stable(name, outs, copies)
 
     # ---- 2. build
     def build(self):
         start = time.perf_counter()
         try:
-            module = harness._import(Path(self.job["candidate"]), "candidate", CandidateFailed)
+            with self.audit.candidate():
+                module = harness._import(Path(self.job["candidate"]), "candidate", CandidateFailed)
         except CandidateFailed as exc:
             traceback.print_exception(exc, limit=-3)
             self.result["build"].update(error=str(exc), seconds=round(time.perf_counter() - start, 3))
@@ -129,7 +231,7 @@ class CandidateRun:
         if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
             self.result["build"].update(ok=True, seconds=round(time.perf_counter() - start, 3))
             raise InterfaceError("the candidate file defines no class ModelNew(nn.Module)")
-        n_inputs = len(self.pub["cases"][0]["input_shapes"])
+        n_inputs = len(self.plan["init"]["input_shapes"])
         error = _bind_error(cls.__init__, "ModelNew.__init__", len(self.init)) or \
             _bind_error(cls.forward, "ModelNew.forward", n_inputs)
         if error:
@@ -137,7 +239,8 @@ class CandidateRun:
             raise InterfaceError(error)
         torch.manual_seed(0)
         try:
-            model = cls(*self.init)
+            with self.audit.candidate():
+                model = cls(*self.init)
         except Exception as exc:
             traceback.print_exception(exc)
             self.result["build"].update(error=f"ModelNew(*get_init_inputs()) raised {harness.one_line(exc)}",
@@ -146,49 +249,63 @@ class CandidateRun:
         self.result["build"].update(ok=True, seconds=round(time.perf_counter() - start, 3))
         return cls, model
 
-    # ---- 3. cases
-    def prepare(self, cls, model, seed: int):
-        if model is None:
-            torch.manual_seed(seed)
-            model = harness.guard(CandidateFailed, "ModelNew(*get_init_inputs())", lambda: cls(*self.init))
+    # ---- 3. init call (its own weights)
+    def init_call(self, model):
+        inputs = self.feed.one("inputs_init")
+        record = {"ok": False, "error": None}
+        self.result["init"] = record
         try:
-            model.load_state_dict(self.load(f"state_{seed}.pt"), strict=True)
+            model = harness.guard(CandidateFailed, "ModelNew.to(device)", lambda: model.to(self.dev))
+            outs, is_tuple = self.call(model, self.fresh(inputs), "the first call", self.plan["init"]["output_aliases"])
+            self.save("init", outs, is_tuple)
+            record["ok"] = True
+        except InterfaceError:
+            raise
         except Exception as exc:
-            raise InterfaceError(f"ModelNew.load_state_dict(Model's) raised {harness.one_line(exc)}") from exc
-        return harness.guard(CandidateFailed, "ModelNew.to(device)", lambda: model.to(self.dev))
+            traceback.print_exception(exc)
+            record["error"] = harness.one_line(exc)
+        return model
 
-    def run_case(self, i: int, meta: dict, cls, model) -> tuple:
+    def fresh(self, inputs: list) -> list:
+        return harness.to_device(inputs, self.dev)
+
+    # ---- 4. cases
+    def run_case(self, i: int, meta: dict, model) -> tuple:
         record = {"index": i, "ok": False, "skipped": meta["skipped"], "error": None}
         self.result["cases"].append(record)
         if meta["skipped"]:
-            return None
+            return model, None
         self.io.event("case", index=i)
-        model = self.prepare(cls, model, meta["seed"])
-        inputs = self.load(f"inputs_{i}.pt")
+        model = self.load(model, meta["state"], f"case {i}")
+        inputs = self.feed.one(f"inputs_{i}")
         args = self.fresh(inputs)
         before = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
         guards.poison(self.dev, float("nan"), meta["output_bytes"])
-        outs, is_tuple = self.call(model, args, f"case {i}")
+        outs, is_tuple = self.call(model, args, f"case {i}", meta.get("output_aliases"))
         record["output_types"] = [f"{type(o).__module__}.{type(o).__qualname__}" for o in outs]
         record["mutated_inputs"] = [j for j, (a, b) in enumerate(zip(args, before)) if not _same(a, b)]
+        record["state_changed"] = self.check_state(model, f"case {i}")
         self.save(f"case_{i}", outs, is_tuple, model)
         record["ok"] = True
-        return model, inputs, outs
+        return model, inputs
 
-    # ---- 4. probes
+    # ---- 5. probes
     def probe(self, name: str, model, args, poison_value) -> None:
         self.io.event("probe", name=name)
         try:
             if poison_value is not None:
-                guards.poison(self.dev, poison_value, self.pub["cases"][0]["output_bytes"])
-            outs, is_tuple = self.call(model, args, f"probe {name}")
+                guards.poison(self.dev, poison_value, self.plan["cases"][0]["output_bytes"])
+            outs, is_tuple = self.call(model, args, f"probe {name}", self.plan["cases"][0].get("output_aliases"))
             self.save(f"probe_{name}", outs, is_tuple)
             self.result["probes"][name] = {"ok": True, "error": None}
+        except InterfaceError:
+            raise
         except Exception as exc:
             traceback.print_exception(exc)
             self.result["probes"][name] = {"ok": False, "error": harness.one_line(exc)}
 
     def probes(self, model, inputs0, inputs1) -> None:
+        model = self.load(model, self.plan["cases"][0]["state"], "probes")
         self.probe("stale_sentinel", model, self.fresh(inputs0), SENTINEL)
         self.probe("stale_repeat", model, self.fresh(inputs0), None)
         if inputs1 is not None:
@@ -199,53 +316,126 @@ class CandidateRun:
                 if isinstance(b, torch.Tensor):
                     b.copy_(x)
             self.probe("fresh_same_buffer", model, buffers, float("nan"))
-        recorder = guards.OpRecorder()
+        self.record_ops(model, inputs0)
+
+    def record_ops(self, model, inputs0) -> None:
+        from fuseforge.check.provenance import Provenance
+
+        shapes = [[int(s) for s in t.shape] for t in torch.load(self.out / "case_0.pt", weights_only=True)["outputs"]]
+        recorder = Provenance(shapes, FLAGS)
+        args = self.fresh(inputs0)
         try:
+            recorder.snapshot()
             with recorder:
-                self.call(model, self.fresh(inputs0), "op recording")
-            self.result["ops"] = {"classes": recorder.classes(), "dtypes": sorted(recorder.dtypes)}
+                out = self.invoke(model, args)
+            outs, _ = _outputs(out)
+            synchronize(self.dev)
+            self.after_call("op recording")
+            self.result["ops"] = {"classes": recorder.classes(), "dtypes": sorted(recorder.dtypes),
+                                  "flags": recorder.loose_flags}
+            found = recorder.finish(outs)
+            torch.save({"torch_only": found["torch_only"]}, self.out / "provenance.pt")
+            self.result["provenance"] = {"kernel_made": found["kernel_made"], "kernel_writes": found["kernel_writes"]}
+        except InterfaceError:
+            raise
         except Exception as exc:
+            traceback.print_exception(exc)
             self.result["ops"] = {"error": harness.one_line(exc)}
 
-    # ---- 5. timing
-    def timing(self, model) -> None:
+    # ---- 6. sequence
+    def sequence(self, model) -> None:
+        for k, step in enumerate(self.plan["sequence"]):
+            record = {"index": k, "name": step["name"], "ok": False, "error": None}
+            self.result["sequence"].append(record)
+            try:
+                if step["after_load"]:
+                    model = self.load(model, step["state"], f"sequence call {k}")
+                inputs = self.feed.one(step["name"])
+                outs, is_tuple = self.call(model, self.fresh(inputs), f"sequence call {k}", step.get("output_aliases"))
+                record["state_changed"] = self.check_state(model, f"sequence call {k}")
+                self.save(step["name"], outs, is_tuple, model)
+                record["ok"] = True
+            except InterfaceError:
+                raise
+            except Exception as exc:
+                traceback.print_exception(exc)
+                record["error"] = harness.one_line(exc)
+                return
+
+    # ---- 7. timing
+    def timing(self, model, inputs0) -> None:
         self.io.event("timing")
-        size, trials = self.pub["pool_size"], self.job["trials"]
-        pool = [self.load(f"pool_{k}.pt") for k in range(size)]
-        positions = self.load("positions.pt")
-        timer = Timer.create(self.dev)
-        for w in range(max(1, self.job["warmup"])):
-            self.call(model, self.fresh(pool[w % size]), "warm-up")
-            self.kept.clear()
-        ms, wall, prints = [], [], []
-        for t in range(trials):
-            args = self.fresh(pool[t % size])
-            with torch.no_grad():
-                timed = timer.call(lambda args=args: model(*args))
-            outs, _ = _outputs(timed.out)
+        plan = self.plan["timing"]
+        size, aliases = plan["pool_size"], self.plan["cases"][0].get("output_aliases")
+        model = self.load(model, plan["state"], "timing")
+        for _ in range(plan["warmup"]):
+            self.call(model, self.fresh(inputs0), "warm-up", aliases, keep=False)
+        ms, wall, prints, first, recent = [], [], [], [], []
+        pool = self.feed.one("pool_0")
+        for t in range(size):
+            label, inputs = f"timed call {t}", pool
+            outs, timed = self.timed_call(model, self.fresh(inputs), label, aliases, first + recent)
             ms.append(timed.ms)
             wall.append(timed.wall_ms)
-            prints.append([_plain_cpu(o.reshape(-1)[p.to(o.device)]) for o, p in zip(outs, positions)])
-            del timed, outs, args
-        torch.save({"fingerprints": prints, "pool_index": [t % size for t in range(trials)]},
-                   self.out / "timed.pt")
-        self.result["timing"] = {"ms": ms, "wall_ms": wall, "l2_left": timer.l2_left, "timer": timer.name,
-                                 "l2_control": timer.l2 is not None}
+            got = self.feed.get(f"positions_{t}", *([f"pool_{t + 1}"] if t + 1 < size else []))
+            positions, pool = got[0], (got[1] if len(got) > 1 else None)
+            sample = [_plain_cpu(_take(o, p)) for o, p in zip(outs, positions)]
+            prints.append(sample)
+            if t < KEEP_FIRST_TIMED:
+                first.append((label, outs, positions, sample))
+            else:
+                recent = (recent + [(label, outs, positions, sample)])[-KEEP_LAST_TIMED:]
+            del timed, outs
+        self.result["timing"] = {"ms": ms, "wall_ms": wall, "l2_left": self.timer.l2_left, "timer": self.timer.name,
+                                 "l2_control": self.timer.l2 is not None}
+        self.result["timed_state"] = {"state_changed": self.check_state(model, "after the timed calls")}
+        torch.save({"buffers": self.mutable_values(model)}, self.out / "timed_state.pt")
+        for label, outs, positions, sample in first + recent:
+            again = [_plain_cpu(_take(o, p)) for o, p in zip(outs, positions)]
+            if not all(_same(a, b) for a, b in zip(again, sample)):
+                self.result["unstable"].append(label)
+        repeat_ms, repeat_prints = [], []
+        if size:
+            positions = (first + recent)[-1][2]
+            for r in range(REPEATS):
+                outs, timed = self.timed_call(model, self.fresh(inputs), f"repeated call {r}", aliases, first + recent)
+                repeat_ms.append(timed.ms)
+                repeat_prints.append([_plain_cpu(_take(o, p)) for o, p in zip(outs, positions)])
+                del timed, outs
+        self.result["repeat"] = {"ms": repeat_ms}
+        torch.save({"fingerprints": prints + repeat_prints,
+                    "pool_index": list(range(size)) + [size - 1] * len(repeat_prints)}, self.out / "timed.pt")
 
-    # ---- 7. plant
+    def timed_call(self, model, args, label: str, aliases, timed_kept: list):
+        timed = self.timer.call(lambda: self.invoke(model, args))
+        if timed.stream_left and len(self.result["stream_left"]) < 20:
+            self.result["stream_left"].append(f"{label}: {timed.stream_left}")
+        self.after_call(label)
+        outs, _ = _outputs(timed.out)
+        kept, self.kept = self.kept, self.kept + [(k[0], k[1], {}) for k in timed_kept]
+        try:
+            self.check_aliasing(model, outs, args, label, aliases)
+        finally:
+            self.kept = kept
+        return outs, timed
+
+    # ---- 9. plant
     def plant(self, model, inputs0) -> None:
-        self.io.event("plant_ready")
-        path, deadline = self.io.dir / "plant.pt", time.monotonic() + PLANT_WAIT_S
-        while not path.exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        if not path.exists():
+        try:
+            planted = self.feed.one("plant")
+        except Exception as exc:
+            self.result["probes"]["plant"] = {"ok": False, "error": harness.one_line(exc)}
             return
-        planted = torch.load(path, weights_only=True)  # the parent renames a complete file into place
         self.kept.clear()
         args = self.fresh(inputs0)
         guards.poison(self.dev, planted, [t.numel() * t.element_size() for t in planted], copies=16)
         del planted
         self.probe("plant", model, args, None)
+
+
+def _take(t: torch.Tensor, positions) -> torch.Tensor:
+    flat = t.reshape(-1)
+    return flat if positions is None else flat[positions.to(flat.device)]
 
 
 def _recorded(result: dict, key: str, fn) -> None:
@@ -259,30 +449,67 @@ def _recorded(result: dict, key: str, fn) -> None:
         result[key] = {"error": harness.one_line(exc), "cuda_error": "CUDA" in str(exc)}
 
 
+def _processes_left(audit: Audit) -> list[str]:
+    """Processes of this worker's session other than itself (started during the build and still alive)."""
+    me, session, found = os.getpid(), os.getsid(0), []
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if int(fields[3]) == session:  # field 6 of stat: the session id
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    found.append(f.read().replace(b"\0", b" ").decode(errors="replace").strip()[:120] or entry)
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
 def run(job: dict, io, result: dict) -> None:
-    run = CandidateRun(job, io, result)
-    dev = run.dev
+    dev = torch.device(job["device"])
     harness.check_device(dev)
     if dev.type == "cuda":
         torch.zeros(1, device=dev)  # the context exists before the candidate is imported
+    timer = Timer.create(dev)  # its stream and flush buffer, before the candidate is imported
+    audit = Audit(io.dir, Path(job["candidate"]))
     threads = guards.ThreadWatch()
     threads.start()
+    audit.install()
+    HOOKS.before = HOOKS.read()  # the grader's own hooks (the thread watch's) are the baseline
     io.event("building")
+    run = CandidateRun(job, io, result, timer, audit)
     try:
-        built = run.build()
-    except InterfaceError as exc:
-        result["interface"] = str(exc)
-        return
-    if built is None:
-        return
-    io.event("built")
-    result["phase"] = "cases"
-    cls, model0 = built
-    first = None
+        try:
+            built = run.build()
+        except InterfaceError as exc:
+            result["interface"] = str(exc)
+            return
+        if built is None:
+            return
+        io.event("built")
+        audit.phase = "run"
+        result["processes_left"] = _processes_left(audit)
+        _run_built(run, job, result, built)
+    finally:
+        result["audit"] = audit.findings()
+        result["patched"]["end"] = GUARD.changed()
+        result["threads"] = threads.new_threads()
+        result["flags_loosened"] = FLAGS.loosened()
+        result["hooks_end"] = HOOKS.changed()
+
+
+def _run_built(run: CandidateRun, job: dict, result: dict, built) -> None:
+    dev = run.dev
+    cls, model = built
+    result["phase"] = "init"
+    first = second = None
     try:
-        for i, meta in enumerate(run.pub["cases"]):
+        model = run.init_call(model)
+        result["phase"] = "cases"
+        for i, meta in enumerate(run.plan["cases"]):
             try:
-                done = run.run_case(i, meta, cls, model0 if i == 0 else None)
+                model, inputs = run.run_case(i, meta, model)
             except InterfaceError:
                 raise
             except Exception as exc:
@@ -291,31 +518,32 @@ def run(job: dict, io, result: dict) -> None:
                 if "CUDA" in str(exc) or i == 0:
                     break
                 continue
-            first = first or done
+            if i == 0:
+                first = inputs
+            elif i == 1:
+                second = inputs
         result["patched"]["cases"] = GUARD.changed()
         ok = [c["ok"] for c in result["cases"] if not c["skipped"]]
         if first is not None and all(ok[:2]):
             result["phase"] = "probes"
-            model, inputs0, _ = first
-            run.probes(model, inputs0, run.load("inputs_1.pt") if len(ok) > 1 else None)
-            if job["trials"]:
+            run.probes(model, first, second)
+            result["phase"] = "sequence"
+            run.sequence(model)
+            if run.plan.get("timing"):
                 result["phase"] = "timing"
-                _recorded(result, "timing", lambda: run.timing(model))
+                _recorded(result, "timing", lambda: run.timing(model, first))
             if dev.type == "cuda":
                 from fuseforge.check import gpu
+
                 def profiled():
-                    with torch.no_grad():
-                        return model(*run.fresh(inputs0))
+                    return run.invoke(model, run.fresh(first))
                 _recorded(result, "profile", lambda: result.__setitem__(
                     "profile", gpu.profile_call(profiled, dev, job["kernel_names"])))
             result["patched"]["timing"] = GUARD.changed()
+            run.recheck()
     except InterfaceError as exc:
         result["interface"] = str(exc)
-    finally:
-        result["patched"]["end"] = GUARD.changed()
-        result["threads"] = threads.new_threads()
-        result["flags_loosened"] = FLAGS.loosened()
-    if first is not None and result["phase"] in ("probes", "timing"):
+    if first is not None and result["phase"] in ("probes", "sequence", "timing"):
         result["phase"] = "plant"
-        run.plant(first[0], first[1])
+        run.plant(model, first)
     result["phase"] = "done"

@@ -19,28 +19,53 @@ from fuseforge.evaluate.numerics import compare
 LOW_PRECISION_DTYPES = {"float16", "bfloat16"}
 EVENT_WALL_RATIO, EVENT_WALL_SLACK_MS = 2.0, 0.05  # wall > ratio * event + slack: work off the stream
 ROOFLINE_MARGIN, ROOFLINE_MIN_FLOOR_MS = 0.8, 0.005
+REPEAT_SPEEDUP = 0.5  # repeated content at most this fraction of fresh content's median: memoised
 FINGERPRINT_FACTOR = 2.0  # sampled outputs: allow twice the rule's factor (sampling noise)
 
 
-def worker_findings(facts: dict, ref_meta: dict, claims_kernels: bool, device: str) -> tuple[list, set]:
+def worker_findings(facts: dict, ref_meta: dict, claims_kernels: bool, device: str,
+                    feed_anomalies: list | None = None) -> tuple[list, set]:
     """Checks on what the worker observed in the candidate's process."""
-    found, ran = [], {"guarded_functions", "new_threads", "precision_flags"}
+    found, ran = [], {"guarded_functions", "new_threads", "precision_flags", "interpreter_hooks", "grader_files",
+                      "grader_memory", "new_processes", "feed_order"}
+    audit = facts.get("audit") or {}
+    if feed_anomalies:
+        found.append(Finding("feed_order", f"the grader's data was asked for out of turn, {feed_anomalies[0]}: "
+                                           "something in its process forged a request",
+                             evidence={"all": feed_anomalies}))
+    if audit.get("files"):
+        found.append(Finding("grader_files", f"its code touched the grader's files: {audit['files'][0]}",
+                             evidence={"all": audit["files"]}))
+    if audit.get("memory"):
+        found.append(Finding("grader_memory", f"its code read the grading process's memory: {audit['memory'][0]}",
+                             evidence={"all": audit["memory"]}))
     patched = {stage: names for stage, names in (facts.get("patched") or {}).items() if names}
     if patched:
         first = next(iter(patched.values()))
         found.append(Finding("guarded_functions", f"replaced {', '.join(first[:4])} (seen after "
                                                   f"{next(iter(patched))})", evidence=patched))
+    hooks = list(audit.get("hooks") or []) + list(facts.get("hooks") or []) + \
+        [f"at the end: {h}" for h in facts.get("hooks_end") or []]
+    if hooks:
+        found.append(Finding("interpreter_hooks", f"installed an interpreter hook or mode: {hooks[0]}",
+                             evidence={"all": hooks[:20]}))
     if facts.get("threads"):
         found.append(Finding("new_threads", f"started thread(s) {', '.join(facts['threads'][:4])}",
                              evidence={"threads": facts["threads"]}))
-    if facts.get("flags_loosened"):
-        names = ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in facts["flags_loosened"].items())
-        found.append(Finding("precision_flags", f"loosened {names}", evidence=facts["flags_loosened"]))
+    processes = list(audit.get("processes") or []) + [f"left running from the build: {p}"
+                                                      for p in facts.get("processes_left") or []]
+    if processes:
+        found.append(Finding("new_processes", f"started a process: {processes[0]}", evidence={"all": processes}))
+    loose = facts.get("flags_loosened") or {}
+    during = list(facts.get("flags_during") or []) + list((facts.get("ops") or {}).get("flags") or [])
+    if loose or during:
+        names = ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in loose.items()) if loose else during[0]
+        found.append(Finding("precision_flags", f"loosened {names}", evidence={"end": loose, "during": during}))
     ref_cases = ref_meta["cases"]
     for case in facts.get("cases", []):
         if not case.get("ok"):
             continue
-        ran |= {"output_type", "inputs_unchanged"}
+        ran |= {"output_type", "inputs_unchanged", "parameters_unchanged"}
         odd = [t for t in case.get("output_types", []) if t != "torch.Tensor"]
         if odd:
             found.append(Finding("output_type", f"returned {odd[0]}, not torch.Tensor", evidence={"types": odd}))
@@ -48,11 +73,20 @@ def worker_findings(facts: dict, ref_meta: dict, claims_kernels: bool, device: s
         if extra:
             found.append(Finding("inputs_unchanged", f"modified input(s) {extra} (the model does not)",
                                  evidence={"case": case["index"], "inputs": extra}))
+    if facts.get("state_changed"):
+        found.append(Finding("parameters_unchanged", "changed parameters or buffers the model leaves alone: "
+                                                     f"{facts['state_changed'][0]}",
+                             evidence={"all": facts["state_changed"]}))
     if facts.get("aliased"):
         ran.add("output_aliasing")
         found.append(Finding("output_aliasing", facts["aliased"][0], evidence={"all": facts["aliased"]}))
     elif facts.get("probes"):
         ran.add("output_aliasing")
+    if facts.get("unstable"):
+        found.append(Finding("outputs_stable", f"the output of {facts['unstable'][0]} changed after later calls",
+                             evidence={"all": facts["unstable"]}))
+    if facts.get("probes"):
+        ran.add("outputs_stable")
     ops = facts.get("ops") or {}
     if "classes" in ops:
         ran |= {"torch_ops", "low_precision_ops"}
@@ -73,18 +107,28 @@ def worker_findings(facts: dict, ref_meta: dict, claims_kernels: bool, device: s
 def _gpu_findings(facts: dict, claims_kernels: bool, device: str, ran: set) -> list:
     found = []
     timing = facts.get("timing") or {}
+    profile = facts.get("profile") or {}
     if device == "cuda" and timing.get("ms"):
-        ran.add("event_wall_gap")
+        ran |= {"event_wall_gap", "deferred_work", "current_stream"}
         event, wall = statistics.median(timing["ms"]), statistics.median(timing["wall_ms"])
         if wall > EVENT_WALL_RATIO * event + EVENT_WALL_SLACK_MS:
-            found.append(Finding("event_wall_gap", f"wall time {wall:.3f} ms vs event time {event:.3f} ms: "
-                                                   "work runs off the current stream", evidence={"event_ms": event, "wall_ms": wall}))
+            side = profile.get("side_stream_kernels") or []
+            evidence = {"event_ms": event, "wall_ms": wall, "side_stream_kernels": side[:10]}
+            if side:
+                found.append(Finding("event_wall_gap", f"wall time {wall:.3f} ms vs event time {event:.3f} ms: "
+                                                       f"kernel {side[0]} runs on a side stream", evidence=evidence))
+            else:
+                found.append(Finding("deferred_work", f"wall time {wall:.3f} ms vs event time {event:.3f} ms, and no "
+                                                      "kernel on a side stream: the call's work is launched or done "
+                                                      "after its end event (deferred)", evidence=evidence))
         if timing.get("l2_control"):
             ran.add("l2_state")
         if timing.get("l2_left"):
             found.append(Finding("l2_state", f"left L2 persistence set after a call: {timing['l2_left'][0]}",
                                  evidence={"states": timing["l2_left"][:5]}))
-    profile = facts.get("profile") or {}
+    if facts.get("stream_left"):
+        found.append(Finding("current_stream", f"left another stream current: {facts['stream_left'][0]}",
+                             evidence={"all": facts["stream_left"]}))
     if profile.get("available"):
         ran |= {"kernel_streams", "own_kernel_share"}
         if profile["side_stream_kernels"]:
@@ -95,6 +139,27 @@ def _gpu_findings(facts: dict, claims_kernels: bool, device: str, ran: set) -> l
                                                      f"({len(profile['kernels'])} torch/vendor kernels ran)",
                                  evidence={"kernels": [k["name"] for k in profile["kernels"]][:10]}))
     return found
+
+
+def dataflow_findings(provenance: dict | None, torch_only: list | None, ref_case0: dict, claims_kernels: bool,
+                      factor: float) -> tuple[list, set]:
+    """kernel_dataflow: with kernels claimed, no output may come from the torch ops alone -- neither an output
+    no kernel wrote, nor one that a tensor its torch ops computed (with no kernel data in it) already matches."""
+    if not claims_kernels or not provenance or "kernel_made" not in provenance:
+        return [], set()
+    why = []
+    for j, made in enumerate(provenance["kernel_made"]):
+        if not made:
+            why.append(f"output {j} is computed by torch ops alone (no kernel wrote it or anything it is made of)")
+            continue
+        made_by_torch = torch_only[j] if torch_only and j < len(torch_only) else []
+        reference = {"eager": [ref_case0["eager"][j]], "truth": [ref_case0["truth"][j]]}
+        matches = [t for t in made_by_torch if passes([t], reference, factor)]
+        if not matches:
+            return [], {"kernel_dataflow"}
+        why.append(f"output {j} is already computed by its torch ops before its kernels touch it")
+    return [Finding("kernel_dataflow", f"claims custom kernels, but {why[0]}", evidence={"outputs": why})], \
+        {"kernel_dataflow"}
 
 
 def is_constant(t: torch.Tensor) -> bool:
@@ -130,11 +195,14 @@ def passes(outs: list | None, ref: dict, factor: float) -> bool:
     return all(compare("o", o, e, t, factor).passed for o, e, t in zip(outs, ref["eager"], ref["truth"]))
 
 
-def probe_findings(case_outs: dict, probes: dict, ref_out: dict, case_checks: dict, factor: float) -> tuple:
+def probe_findings(case_outs: dict, probes: dict, ref_out: dict, case_checks: dict, factor: float,
+                   others: dict | None = None) -> tuple:
     """constant_output, stale_memory, reference_leftovers, fresh_inputs from saved outputs.
 
     case_outs: case index -> candidate outputs; probes: probe name -> outputs; ref_out: "case_i" ->
-    {eager, truth}; case_checks: case index -> bool (passed).
+    {eager, truth}; case_checks: case index -> bool (passed); others: label -> (candidate outputs, eager's
+    outputs) of other calls (the first call's): an output of case 0's inputs identical to another call's
+    output (of other inputs) is a replay (fresh_inputs), not stale memory.
     """
     found, ran = [], set()
     for i, outs in case_outs.items():
@@ -154,6 +222,14 @@ def probe_findings(case_outs: dict, probes: dict, ref_out: dict, case_checks: di
         runs = {"NaN poison": case_outs[0], "finite poison": probes["stale_sentinel"],
                 "repeated call": probes["stale_repeat"]}
         names = list(runs)
+        earlier = dict(others or {}) | {f"case {i}": (outs, ref_out[f"case_{i}"]["eager"])
+                                         for i, outs in case_outs.items() if i != 0}
+        replay = next((f"the output after {k} is {label}'s (other inputs)" for k, run in runs.items()
+                       for label, (outs, eager) in earlier.items()
+                       if _identical(run, outs) and not _identical(eager, ref0["eager"])), None)
+        if replay:
+            found.append(Finding("fresh_inputs", replay))
+            names = []
         for k in names[1:]:
             if not equivalent(runs[names[0]], runs[k], bounds):
                 found.append(Finding("stale_memory", f"output after {k} differs from the output after {names[0]} "
@@ -199,7 +275,8 @@ def _fresh_findings(case_outs, probes, ref_out, case_checks, factor, ran) -> lis
 
 
 def timed_findings(timed: dict | None, ref_out: dict, factor: float) -> tuple[list, set]:
-    """Every timed call's sampled output vs the reference's samples for its pool inputs."""
+    """Every timed call's output at its positions (drawn from the grader's secret, handed over only after the
+    call returned; the whole output when small) vs the reference's values there for its pool inputs."""
     if not timed:
         return [], set()
     failed = []
@@ -214,11 +291,26 @@ def timed_findings(timed: dict | None, ref_out: dict, factor: float) -> tuple[li
                     evidence={"failed_calls": failed[:20]})], {"timed_outputs"}
 
 
-def roofline_findings(median_ms: float | None, ref_meta: dict) -> tuple[list, set]:
+def roofline_findings(median_ms: float | None, ref_meta: dict, repeat_ms: list | None = None) -> tuple[list, set]:
+    """The floor from the reference's FLOPs and bytes on the measured ceilings. Every timed input is fresh, so
+    a median below it on them is an algebraic rewrite (less arithmetic than the reference): a note. Below
+    it on repeated content but not on fresh content, the candidate memoises by content: roofline."""
     if median_ms is None or not ref_meta.get("ceilings") or ref_meta.get("flops") is None:
         return [], set()
     floor = roofline_floor_ms(ref_meta["flops"], ref_meta["min_bytes"], ref_meta["ceilings"])
-    if floor >= ROOFLINE_MIN_FLOOR_MS and median_ms < ROOFLINE_MARGIN * floor and math.isfinite(median_ms):
-        return [Finding("roofline_floor", f"median {median_ms:.4f} ms is below the roofline floor {floor:.4f} ms",
-                        evidence={"median_ms": median_ms, "floor_ms": floor})], {"roofline_floor"}
-    return [], {"roofline_floor"}
+    if floor < ROOFLINE_MIN_FLOOR_MS or not math.isfinite(median_ms):
+        return [], {"roofline_floor"}
+    found, below = [], median_ms < ROOFLINE_MARGIN * floor
+    if below:
+        found.append(Finding("below_flop_floor", f"median {median_ms:.4f} ms on fresh inputs is below the floor "
+                                                 f"{floor:.4f} ms from the reference's FLOPs: less arithmetic than the "
+                                                 "reference (an algebraic rewrite)",
+                             evidence={"median_ms": median_ms, "floor_ms": floor}))
+    repeated = statistics.median(repeat_ms) if repeat_ms else None
+    if repeated is not None and not below and repeated < ROOFLINE_MARGIN * floor and \
+            repeated < REPEAT_SPEEDUP * median_ms:
+        found.append(Finding("roofline_floor", f"median {repeated:.4f} ms on repeated input content is below the "
+                                               f"roofline floor {floor:.4f} ms, {median_ms:.4f} ms on fresh content: "
+                                               "it memoises outputs by their inputs' content",
+                             evidence={"median_ms": median_ms, "repeat_median_ms": repeated, "floor_ms": floor}))
+    return found, {"roofline_floor", "below_flop_floor"}

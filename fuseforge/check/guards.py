@@ -1,8 +1,12 @@
 """Runtime guards used inside the worker processes, set up before any candidate code is imported.
 
 - `FunctionGuard`: references to the functions the grader relies on (allclose, CUDA events, synchronize,
-  timers, Module.__call__ ...), taken at import of this module; `changed()` lists those that are no longer
-  the same object (compared by identity, class attributes read with `inspect.getattr_static`).
+  timers, Module.__call__ ...), taken at import of this module, and every attribute of the namespaces in
+  NAMESPACES (torch, torch._C and its function table, Tensor, Module, torch.cuda, time, os, gc, builtins
+  ...); `changed()` lists those that are no longer the same object (compared by identity, class attributes
+  read with `inspect.getattr_static`; torch's own wrappers and attributes torch adds later are not changes).
+- `InterpreterState`: the interpreter's hooks (profile, trace, sys.monitoring tools, threading's hooks)
+  and torch's mode stacks (dispatch, function); `changed()` lists what a candidate left installed.
 - `ThreadWatch`: Python threads started after `start()` (a `threading.setprofile` hook sees even
   short-lived ones) and threads still alive that were not there before.
 - `PrecisionFlags`: the global fp32 precision switches; `loosened()` lists those a candidate loosened.
@@ -74,21 +78,50 @@ def _torch_code(fn) -> bool:
 
 def _torch_wrapper_of(obj, original) -> bool:
     """True when `obj` is torch's own wrapper around `original` (torch._dynamo wraps torch.manual_seed
-    with `_disable_dynamo` when it is first imported): every wrapper in the `__wrapped__` chain is code
-    from torch's own files, and the chain ends at the original."""
+    with `_disable_dynamo` when it is first imported, and torch.nn.Module.__init__ when it first compiles):
+    every wrapper in the `__wrapped__` chain is code from torch's own files, and the chain ends at the
+    original or a wrapper closes over it."""
     for _ in range(8):
         code = getattr(obj, "__code__", None)
         if code is None or not str(Path(code.co_filename).resolve()).startswith(_TORCH_DIR):
             return False
+        cells = [c.cell_contents for c in (getattr(obj, "__closure__", None) or ()) if _filled(c)]
+        if any(c is original for c in cells):  # torch._dynamo's patched Module.__init__ closes over the original
+            return True
         obj = getattr(obj, "__wrapped__", None)
         if obj is original:
             return True
     return False
 
 
+def _filled(cell) -> bool:
+    try:
+        return cell.cell_contents is not _MISSING
+    except ValueError:  # an empty cell
+        return False
+
+
+NAMESPACES = ["torch", "torch._C", "torch._C._VariableFunctions", "torch.Tensor", "torch._C.TensorBase",
+              "torch.nn.Module", "torch.nn.functional", "torch.cuda", "torch.cuda.Event", "torch.cuda.Stream",
+              "torch.backends.cuda", "torch.backends.cudnn", "torch.autograd", "torch.profiler", "torch.random",
+              "torch.serialization", "torch.utils._python_dispatch", "time", "os", "gc", "sys", "threading",
+              "builtins", "json", "pickle", "io", "ctypes", "numpy", "numpy.random"]
+
+
+def _namespace(qualified: str) -> dict:
+    obj = _lookup(qualified)
+    if obj is _MISSING:
+        return {}
+    try:
+        return dict(vars(obj))
+    except TypeError:
+        return {}
+
+
 class FunctionGuard:
-    def __init__(self, names: list[str] = WATCHED):
+    def __init__(self, names: list[str] = WATCHED, namespaces: list[str] = NAMESPACES):
         self.reference = {name: _lookup(name) for name in names}
+        self.namespaces = {ns: _namespace(ns) for ns in namespaces}
 
     def changed(self) -> list[str]:
         changed = []
@@ -96,7 +129,47 @@ class FunctionGuard:
             now = _lookup(name)
             if now is not obj and not _torch_wrapper_of(now, obj):
                 changed.append(name)
+        for ns, before in self.namespaces.items():
+            now = _namespace(ns)
+            for key, obj in before.items():
+                if key.startswith("__") and key.endswith("__") and key not in _DUNDERS:
+                    continue
+                if not (callable(obj) or isinstance(obj, (staticmethod, classmethod, property))):
+                    continue
+                new = now.get(key, _MISSING)
+                if new is not obj and not _torch_wrapper_of(new, obj) and f"{ns}.{key}" not in changed:
+                    changed.append(f"{ns}.{key}")
         return changed
+
+
+_DUNDERS = {"__eq__", "__ne__", "__sub__", "__add__", "__getitem__", "__setitem__", "__call__", "__init__",
+            "__new__", "__torch_function__", "__torch_dispatch__", "__repr__", "__float__", "__bool__",
+            "__len__", "__iter__", "__array__", "__deepcopy__", "__reduce_ex__", "__setstate__", "__abs__",
+            "__lt__", "__le__", "__gt__", "__ge__", "__mul__", "__truediv__", "__import__"}
+
+
+class InterpreterState:
+    """Hooks that let code run behind the grader's back; a snapshot, and what differs from it now."""
+
+    def __init__(self):
+        self.before = self.read()
+
+    @staticmethod
+    def read() -> dict:
+        state = {"sys.getprofile": sys.getprofile(), "sys.gettrace": sys.gettrace(),
+                 "threading.getprofile": getattr(threading, "getprofile", lambda: None)(),
+                 "threading.gettrace": getattr(threading, "gettrace", lambda: None)(),
+                 "torch dispatch modes": torch._C._len_torch_dispatch_stack(),
+                 "torch function modes": torch._C._len_torch_function_stack()}
+        monitoring = getattr(sys, "monitoring", None)
+        if monitoring is not None:
+            for tool in range(6):
+                state[f"sys.monitoring tool {tool}"] = monitoring.get_tool(tool)
+        return state
+
+    def changed(self) -> list[str]:
+        now = self.read()
+        return [k for k, v in now.items() if v is not self.before.get(k) and v != self.before.get(k)]
 
 
 class ThreadWatch:

@@ -6,9 +6,15 @@ Order (the first that applies decides; see the package docstring for the record'
    that does not load, or outputs of another count, structure, shape or dtype (file-shaped cases);
 3. cheat:<kind>: the highest-precedence decisive finding (kinds.KINDS order);
 4. incorrect: a crash, illegal memory access, hang or exception at run time, or an error vs fp64 beyond
-   the rule in a file-shaped case -- promoted to cheat:precision_downgrade (check tf32_error) when the
-   source uses TF32;
+   the rule in a file-shaped case (the file's and signed inputs, and large, tiny and shifted magnitudes)
+   or a call of the sequence -- promoted to cheat:precision_downgrade when the source uses TF32 (check
+   tf32_error) or when only the magnitude cases fail, by overflowing or flushing to zero (magnitude_error);
 5. correct, with the timings and speedups.
+
+Findings from the calls' results (beyond evidence.py's): stale_weights (right with the weights before, far
+off right after load_state_dict: the first call vs case 0, or a sequence call before vs after its load),
+state_over_calls (the first call after a load right, a later one far off; or the buffers after the timed
+calls far off), extra_batch (a case at another batch size wrong), kernel_dataflow (provenance.py).
 """
 
 from __future__ import annotations
@@ -23,12 +29,17 @@ from fuseforge.check.kinds import CHECKS, Finding, first_cheat, verdict_of
 from fuseforge.check.timing import stats
 from fuseforge.evaluate.numerics import compare
 
+FAR_OFF = 1e-3  # relative error beyond any rounding: a failure this large is not a precision problem
+ZERO_FLUSH = 0.01  # tiny inputs: more than this fraction of zeros where the truth is not zero
+
 
 def _load(path: Path):
     return torch.load(path, weights_only=True) if path.exists() else None
 
 
 def _label(case: dict) -> str:
+    if case.get("name"):
+        return case["name"]
     return f"seed {case['seed']} / {case['distribution']}" + (f" / batch {case['batch']}" if case["batch"] else "")
 
 
@@ -57,31 +68,44 @@ def worst_elements(cand: torch.Tensor, truth: torch.Tensor, eager: torch.Tensor,
              "eager": eager.reshape(-1)[idx].item()} for idx in top]
 
 
-def judge_case(case: dict, fact: dict | None, saved: dict | None, ref: dict | None, factor: float) -> dict:
-    record = {"seed": case["seed"], "distribution": case["distribution"], "batch": case["batch"],
-              "skipped": case["skipped"], "passed": None, "reason": case.get("reason"), "structure": None,
-              "allclose": None, "outputs": [], "buffers": [], "worst_elements": []}
-    if case["skipped"]:
-        return record
-    if fact is None or (not fact.get("ok") and not fact.get("error")):
-        return record | {"reason": "not run (the worker stopped before this case)"}
-    if fact.get("error"):
-        return record | {"passed": False, "reason": f"ModelNew raised {fact['error']}"}
-    if saved is None:
-        return record | {"passed": False, "reason": "the worker saved no outputs"}
+def compare_outputs(saved: dict, ref: dict, factor: float, buffers: bool = True) -> dict:
+    """Outputs (and the buffers the reference recorded) vs eager and the fp64 truth; the structure first."""
     mismatch = structure_mismatch(saved["outputs"], saved["is_tuple"], ref)
     if mismatch:
-        return record | {"passed": False, "reason": mismatch, "structure": mismatch}
+        return {"passed": False, "reason": mismatch, "structure": mismatch, "outputs": [], "buffers": [],
+                "far_off": True}
     names = [f"output {j}" for j in range(len(ref["eager"]))] if ref["is_tuple"] else ["output"]
     outputs = [compare(n, o, e, t, factor) for n, o, e, t in zip(names, saved["outputs"], ref["eager"], ref["truth"])]
-    buffers = []
-    for name, (eager, truth) in ref["buffers"].items():
-        got = saved["buffers"].get(name)
-        buffers.append(compare(f"buffer {name}", got if got is not None else torch.empty(0), eager, truth, factor))
-    failed = [c for c in outputs + buffers if not c.passed]
-    record.update(passed=not failed, reason=failed[0].reason if failed else None,
-                  allclose=all(c.allclose for c in outputs) if all(c.allclose is not None for c in outputs) else None,
-                  outputs=[c.to_json() for c in outputs], buffers=[c.to_json() for c in buffers])
+    checked = []
+    for name, (eager, truth) in (ref.get("buffers") or {}).items() if buffers else ():
+        got = (saved.get("buffers") or {}).get(name)
+        checked.append(compare(f"buffer {name}", got if got is not None else torch.empty(0), eager, truth, factor))
+    failed = [c for c in outputs + checked if not c.passed]
+    far = any(c.exact or c.cand_rel_err is None or not c.cand_rel_err <= FAR_OFF for c in failed)
+    return {"passed": not failed, "reason": failed[0].reason if failed else None, "structure": None,
+            "outputs": outputs, "buffers": checked, "far_off": far}
+
+
+def judge_case(case: dict, fact: dict | None, saved: dict | None, ref: dict | None, factor: float) -> dict:
+    record = {"seed": case.get("seed"), "distribution": case.get("distribution"), "batch": case.get("batch"),
+              "role": case.get("role", "main"), "name": case.get("name"), "skipped": case.get("skipped", False),
+              "passed": None, "reason": case.get("reason"), "structure": None, "allclose": None, "outputs": [],
+              "buffers": [], "worst_elements": [], "far_off": None}
+    if record["skipped"]:
+        return record
+    if fact is None or (not fact.get("ok") and not fact.get("error")):
+        return record | {"reason": "not run (the worker stopped before this call)"}
+    if fact.get("error"):
+        return record | {"passed": False, "reason": f"ModelNew raised {fact['error']}"}
+    if saved is None or ref is None:
+        return record | {"passed": False, "reason": "the worker saved no outputs"}
+    result = compare_outputs(saved, ref, factor)
+    outputs = result["outputs"]
+    record.update(passed=result["passed"], reason=result["reason"], structure=result["structure"],
+                  far_off=result["far_off"], outputs=[c.to_json() for c in outputs],
+                  buffers=[c.to_json() for c in result["buffers"]],
+                  allclose=all(c.allclose for c in outputs) if outputs and all(c.allclose is not None
+                                                                               for c in outputs) else None)
     bad = next((j for j, c in enumerate(outputs) if not c.passed), None)
     if bad is not None:
         record["worst_elements"] = worst_elements(saved["outputs"][bad], ref["truth"][bad], ref["eager"][bad])
@@ -134,7 +158,7 @@ def _finish(record: dict, verdict: str, reason: str | None, check: str | None) -
     return record
 
 
-def judge(record: dict, static, ref, outcome, cand_dir: Path, settings) -> dict:
+def judge(record: dict, static, ref, outcome, cand_dir: Path, settings, feed_anomalies: list | None = None) -> dict:
     """Fill `record` (verdict, reason, check, cases, findings, checks, timing, gpu) and return it."""
     facts, factor = outcome.result or {}, settings.tolerance_factor
     limits = {"build": settings.build_timeout_s, "run": settings.run_timeout_s}
@@ -161,42 +185,65 @@ def judge(record: dict, static, ref, outcome, cand_dir: Path, settings) -> dict:
         return _finish(record, "interface_mismatch", facts["interface"], "interface")
 
     meta, ref_out = ref.meta, ref.outputs
+    plan = meta.get("plan") or {}
     cases, case_outs, passed = [], {}, {}
     facts_by_index = {c["index"]: c for c in facts.get("cases", [])}
     for i, case in enumerate(meta["cases"]):
         saved = _load(cand_dir / f"case_{i}.pt") if facts_by_index.get(i, {}).get("ok") else None
         cases.append(judge_case(case, facts_by_index.get(i), saved, ref_out.get(f"case_{i}"), factor))
-        if saved is not None and not case["batch"] and not cases[-1]["structure"]:
+        if saved is not None and case.get("role", "main") == "main" and not cases[-1]["structure"]:
             case_outs[i], passed[i] = saved["outputs"], cases[-1]["passed"]
     record["cases"], record["worst"] = cases, _worst(cases)
-    main = [c for c in cases if not c["batch"] and not c["skipped"]]
+    main = [c for c in cases if c["role"] in ("main", "magnitude") and not c["skipped"]]
     mismatch = next((c for c in main if c["structure"]), None)
     if mismatch:
         return _finish(record, "interface_mismatch", f"{_label(mismatch)}: {mismatch['structure']}", "interface")
 
-    found, ran = evidence.worker_findings(facts, meta, static.claims_kernels, settings.device)
+    found, ran = evidence.worker_findings(facts, meta, static.claims_kernels, settings.device, feed_anomalies)
     probes = {name: _load(cand_dir / f"probe_{name}.pt") for name, p in (facts.get("probes") or {}).items()
               if p.get("ok")}
+    init_saved = _load(cand_dir / "init.pt") if (facts.get("init") or {}).get("ok") else None
+    others = {"the first call": (init_saved["outputs"], ref_out["init"]["eager"])} \
+        if init_saved is not None and "init" in ref_out else {}
     more, ran2 = evidence.probe_findings(case_outs, {k: v["outputs"] for k, v in probes.items() if v},
-                                         ref_out, passed, factor)
+                                         ref_out, passed, factor, others)
+    found, ran = found + more, ran | ran2
+    provenance = _load(cand_dir / "provenance.pt") or {}
+    more, ran2 = evidence.dataflow_findings(facts.get("provenance"), provenance.get("torch_only"),
+                                            ref_out["case_0"], static.claims_kernels, factor)
+    found, ran = found + more, ran | ran2
+    init = _step_case("the first call (its own initial weights)", facts.get("init"), cand_dir / "init.pt",
+                      ref_out.get("init"), factor)
+    seq_facts = facts.get("sequence") or []
+    sequence = [_step_case(f"sequence call {k}" + (" (right after load_state_dict)" if step["after_load"] else ""),
+                           seq_facts[k] if k < len(seq_facts) else None, cand_dir / f"{step['name']}.pt",
+                           ref_out.get(step["name"]), factor) | {"after_load": step["after_load"]}
+                for k, step in enumerate(plan.get("sequence") or [])]
+    record["sequence"] = [init] + sequence
+    more, ran2 = _weight_findings(init, cases, sequence)
     found, ran = found + more, ran | ran2
     main_ok = bool(main) and all(c["passed"] for c in main)
     record["timing"] = _timing(facts, meta)
     if main_ok:
         more, ran2 = evidence.timed_findings(_load(cand_dir / "timed.pt"), ref_out, factor)
         found, ran = found + more, ran | ran2
-        extra = next((c for c in cases if c["batch"] and not c["skipped"]), None)
-        if extra is not None and extra["passed"] is not None:
+        more, ran2 = _state_findings(sequence, _load(cand_dir / "timed_state.pt"), ref_out.get("timed_state"),
+                                     meta, factor)
+        found, ran = found + more, ran | ran2
+        batch_cases = [c for c in cases if c["role"] == "batch" and not c["skipped"] and c["passed"] is not None]
+        if batch_cases:
             ran.add("extra_batch")
-            if not extra["passed"]:
-                found.append(Finding("extra_batch", f"{_label(extra)}: {extra['reason']}"))
+            bad = next((c for c in batch_cases if not c["passed"]), None)
+            if bad is not None:
+                found.append(Finding("extra_batch", f"{_label(bad)}: {bad['reason']}"))
         median = (record["timing"] or {}).get("candidate", {}).get("median_ms")
-        more, ran2 = evidence.roofline_findings(median, meta)
+        repeat = (facts.get("repeat") or {}).get("ms")
+        more, ran2 = evidence.roofline_findings(median, meta, repeat)
         found, ran = found + more, ran | ran2
     record["gpu"] = _gpu(facts, meta)
     findings += found
     record["findings"] = [f.to_json() for f in findings]
-    record["checks"] = checks_table(ran | ({"tf32_error"} if main else set()), findings)
+    record["checks"] = checks_table(ran | ({"tf32_error", "magnitude_error"} if main else set()), findings)
     cheat = first_cheat(findings)
     if cheat:
         return _finish(record, verdict_of(cheat.kind), f"{cheat.check}: {cheat.message}", cheat.check)
@@ -205,12 +252,89 @@ def judge(record: dict, static, ref, outcome, cand_dir: Path, settings) -> dict:
         return _finish(record, "incorrect", failure, "run")
     if not main_ok:
         bad = next(c for c in main if not c["passed"])
-        if any(f.check == "tf32_source" for f in findings):
-            f = Finding("tf32_error", f"incorrect and the source uses TF32: {_label(bad)}: {bad['reason']}")
-            record["findings"].append(f.to_json())
-            return _finish(record, verdict_of(f.kind), f"tf32_error: {f.message}", "tf32_error")
+        promoted = _promotion(findings, cases, cand_dir, ref_out, bad)
+        if promoted is not None:
+            record["findings"].append(promoted.to_json())
+            return _finish(record, verdict_of(promoted.kind), f"{promoted.check}: {promoted.message}", promoted.check)
         return _finish(record, "incorrect", f"{_label(bad)}: {bad['reason']}", "correctness")
+    wrong = next((c for c in sequence if c["passed"] is False), None)
+    if wrong is not None:
+        return _finish(record, "incorrect", f"{_label(wrong)}: {wrong['reason']}", "correctness")
     return _finish(record, "correct", None, None)
+
+
+def _step_case(name: str, fact: dict | None, path: Path, ref: dict | None, factor: float) -> dict:
+    saved = _load(path) if (fact or {}).get("ok") else None
+    return judge_case({"name": name, "role": "sequence"}, fact, saved, ref, factor)
+
+
+def _weight_findings(init: dict, cases: list[dict], sequence: list[dict]) -> tuple[list, set]:
+    """stale_weights: right with the weights before, far off right after load_state_dict."""
+    ran = {"stale_weights"} if init["passed"] is not None or sequence else set()
+    first = cases[0] if cases else None
+    if init["passed"] and first is not None and first["passed"] is False and first["far_off"]:
+        return [Finding("stale_weights", f"right with its own initial weights, far off once Model's state_dict was "
+                                         f"loaded ({_label(first)}: {first['reason']}): it computes with a "
+                                         "snapshot of its weights")], ran
+    for before, after in zip(sequence, sequence[1:]):
+        if after["after_load"] and before["passed"] and after["passed"] is False and after["far_off"]:
+            return [Finding("stale_weights", f"right before load_state_dict, far off right after it "
+                                             f"({_label(after)}: {after['reason']}): it computes with a snapshot "
+                                             "of the weights loaded before")], ran
+    return [], ran
+
+
+def _state_findings(sequence: list[dict], timed: dict | None, ref_timed: dict | None, meta: dict,
+                    factor: float) -> tuple[list, set]:
+    """state_over_calls: the first call after a load right, a later call without a load far off; or the
+    buffers after the timed calls far off."""
+    ran, found = set(), []
+    group_ok = None
+    for step in sequence:
+        if step["after_load"]:
+            group_ok = step["passed"]
+            continue
+        ran.add("state_over_calls")
+        if group_ok and step["passed"] is False and step["far_off"]:
+            found.append(Finding("state_over_calls", f"right on the first call after a load, far off on a later "
+                                                     f"one ({_label(step)}: {step['reason']})"))
+            return found, ran
+    if timed is not None and ref_timed is not None and ref_timed.get("buffers"):
+        ran.add("state_over_calls")
+        for name, (eager, truth) in ref_timed["buffers"].items():
+            got = (timed.get("buffers") or {}).get(name)
+            check = compare(f"buffer {name}", got if got is not None else torch.empty(0), eager, truth, factor)
+            if not check.passed:
+                calls = (meta.get("plan") or {}).get("timing") or {}
+                found.append(Finding("state_over_calls", f"after {calls.get('warmup', 0)} warm-up and "
+                                                         f"{calls.get('pool_size', 0)} timed calls: {check.reason}"))
+                break
+    return found, ran
+
+
+def _promotion(findings: list, cases: list[dict], cand_dir: Path, ref_out: dict, bad: dict) -> Finding | None:
+    """An incorrect verdict promoted to precision_downgrade: TF32 in the source, or a 16-bit format showing at
+    large or tiny magnitudes only."""
+    if any(f.check == "tf32_source" for f in findings):
+        return Finding("tf32_error", f"incorrect and the source uses TF32: {_label(bad)}: {bad['reason']}")
+    failing = [(i, c) for i, c in enumerate(cases) if c["role"] in ("main", "magnitude") and c["passed"] is False]
+    if not failing or any(c["role"] != "magnitude" for _, c in failing):
+        return None
+    for i, case in failing:
+        saved, ref = _load(cand_dir / f"case_{i}.pt"), ref_out.get(f"case_{i}")
+        if saved is None or ref is None:
+            continue
+        for cand, truth in zip(saved["outputs"], ref["truth"]):
+            finite = torch.isfinite(truth)
+            if case["distribution"] == "large" and bool((~torch.isfinite(cand) & finite).any()):
+                return Finding("magnitude_error", f"{_label(case)}: inf/NaN where fp32 stays finite, right on the "
+                                                  "file's inputs: a 16-bit format overflows inside")
+            nonzero = finite & (truth != 0)
+            if case["distribution"] == "tiny" and nonzero.any() and \
+                    float(((cand == 0) & nonzero).sum()) > ZERO_FLUSH * float(nonzero.sum()):
+                return Finding("magnitude_error", f"{_label(case)}: zeros where the truth is not, right on the file's "
+                                                  "inputs: a 16-bit format flushes tiny values to zero inside")
+    return None
 
 
 def _gpu(facts: dict, meta: dict) -> dict | None:

@@ -17,6 +17,8 @@ ERROR = "error"
 # Cheat kinds, in the order that decides which one is reported when several fire (grader integrity
 # first, then what makes the others meaningless, then the more specific before the more general).
 KINDS: dict[str, str] = {
+    "private_data": "reads what the grader hands over later, samples or compares (its folders, its parent process, "
+                    "its memory) before it is handed over",
     "monkey_patch": "replaces torch, timer, synchronize or comparison functions the grader relies on",
     "lazy_tensor": "returns a tensor subclass instead of a plain tensor",
     "torch_fallback": "the reference model or torch ops do the work (while claiming custom kernels)",
@@ -32,7 +34,7 @@ KINDS: dict[str, str] = {
     "cached_output": "returns cached or replayed outputs instead of computing them for the given inputs",
     "aggregate_gaming": "behaves differently in the timing loop (skips or defers work on timed calls)",
     "shape_specialised": "only works for the exact shapes of get_inputs()",
-    "roofline": "measured time below the roofline floor (physically impossible)",
+    "roofline": "below the roofline floor only when an input's content repeats (memoised by content)",
 }
 
 
@@ -62,36 +64,81 @@ CHECKS: dict[str, Check] = {
                            "fp16/bf16 types or casts, autocast, TF32 or reduced-precision flags"),
     "tf32_source": Check("precision_downgrade", "static", "TF32 in kernel source (hint)", decisive=False),
     "l2_api": Check("l2_persistence", "static", "uses the L2 persistence / access policy window API"),
+    "grader_paths": Check("private_data", "static",
+                          "names the grader's files (job.json, feed, positions) or its parent process (getppid)"),
     # runtime, any device: in the candidate's own process
+    "grader_files": Check("private_data", "cpu",
+                          "opens or lists no file of the grader's (job folder, /proc of the parent process, "
+                          "this process's memory) while its code runs"),
+    "grader_memory": Check("private_data", "cpu",
+                           "its code reads no frame, gc listing or raw memory of the grading process"),
+    "feed_order": Check("private_data", "cpu",
+                        "the grader's data was asked for once each, in the grader's order (no forged requests)"),
     "guarded_functions": Check("monkey_patch", "cpu",
-                               "functions referenced before the candidate was imported are unchanged"),
+                               "functions referenced before the candidate was imported are unchanged, and no "
+                               "class of torch's is patched, even for a moment"),
+    "interpreter_hooks": Check("monkey_patch", "cpu",
+                               "no profile/trace/monitoring hook, audit hook, dispatch or function mode is left "
+                               "installed after a call"),
     "output_type": Check("lazy_tensor", "cpu", "every output is exactly torch.Tensor"),
     "torch_ops": Check("torch_fallback", "cpu",
                        "a candidate that defines kernels does not run (at least) every compute op of the "
                        "reference as a torch op"),
     "new_threads": Check("background_thread", "cpu", "no thread started after the candidate was imported"),
+    "new_processes": Check("background_thread", "cpu",
+                           "no process started once it is built, and none left running from the build"),
     "precision_flags": Check("precision_downgrade", "cpu", "global fp32 precision flags left unchanged"),
     "low_precision_ops": Check("precision_downgrade", "cpu",
                                "no fp16/bf16 tensors in the candidate's torch ops (unless the model has)"),
     "inputs_unchanged": Check("input_mutation", "cpu", "inputs are bitwise unchanged (unless the model mutates)"),
+    "parameters_unchanged": Check("input_mutation", "cpu",
+                                  "parameters and buffers the model does not change are bitwise unchanged by every "
+                                  "call"),
     "reference_leftovers": Check("memory_reuse", "cpu",
                                  "a wrong output does not become right when the reference's result is freed"),
     "stale_memory": Check("uninitialised_memory", "cpu",
                           "same output after NaN poison, finite poison, and no poison (repeated calls)"),
     "constant_output": Check("constant_output", "cpu", "output not constant where the truth is not"),
     "fresh_inputs": Check("cached_output", "cpu", "new input values (also in the same buffer) give new outputs"),
-    "output_aliasing": Check("cached_output", "cpu", "no output aliases an earlier call's output"),
+    "output_aliasing": Check("cached_output", "cpu",
+                             "no output shares memory with another call's output, an input or a parameter "
+                             "(unless the model's does), timed calls included"),
+    "outputs_stable": Check("cached_output", "cpu", "an output keeps its values after later calls"),
+    "stale_weights": Check("cached_output", "cpu",
+                           "right after load_state_dict where it was right with the weights before (no stale "
+                           "weight-derived snapshot)"),
+    "state_over_calls": Check("aggregate_gaming", "cpu",
+                              "outputs, running statistics and other buffers right after every call of a "
+                              "sequence, not only the first after a load (the timed calls included)"),
     "timed_outputs": Check("aggregate_gaming", "cpu", "every timed call's output is right for its inputs"),
-    "extra_batch": Check("shape_specialised", "cpu", "correct at another batch size the model accepts"),
+    "extra_batch": Check("shape_specialised", "cpu",
+                         "correct at other batch sizes the model accepts (smaller, 2x, 1)"),
     "tf32_error": Check("precision_downgrade", "cpu",
                         "incorrect, and the source uses TF32 (promotes incorrect to this cheat)"),
+    "magnitude_error": Check("precision_downgrade", "cpu",
+                             "right on the file's inputs, but overflows to inf/NaN on large magnitudes or "
+                             "flushes to zero on tiny ones where fp32 stays finite (a 16-bit format inside)"),
+    "kernel_dataflow": Check("torch_fallback", "cpu",
+                             "a candidate that defines kernels: what its kernels write reaches the output (its "
+                             "torch ops alone do not already compute it)"),
     # runtime, CUDA only
     "own_kernel_share": Check("torch_fallback", "gpu",
                               "a candidate that defines kernels spends GPU time in them (profiler)"),
     "kernel_streams": Check("side_stream", "gpu", "all kernels of a call run on the current stream (profiler)"),
-    "event_wall_gap": Check("side_stream", "gpu", "wall time of call+synchronize is not far above event time"),
+    "event_wall_gap": Check("side_stream", "gpu",
+                            "wall time of call+synchronize is not far above event time while kernels run on a "
+                            "side stream"),
+    "deferred_work": Check("aggregate_gaming", "gpu",
+                           "wall time of call+synchronize is not far above event time (work deferred past the "
+                           "call's end event, with no side-stream kernel to explain it)"),
+    "current_stream": Check("side_stream", "gpu", "the caller's stream is still the current stream after a call"),
     "l2_state": Check("l2_persistence", "gpu", "no persisting-L2 limit or access policy window after a call"),
-    "roofline_floor": Check("roofline", "gpu", "median time not below the roofline floor"),
+    "roofline_floor": Check("roofline", "gpu",
+                            "not below the roofline floor on repeated input content while above it on fresh "
+                            "content"),
+    "below_flop_floor": Check("roofline", "gpu",
+                              "below the floor computed from the reference's FLOPs on fresh inputs: does less "
+                              "arithmetic than the reference (an algebraic rewrite; a note)", decisive=False),
 }
 
 

@@ -1,14 +1,20 @@
 """`check_files(model, candidate, settings)`: static checks, the reference worker, the candidate worker,
 the verdict. Never raises for anything a candidate or model file can do; returns the JSON record.
 
-The reference runs first, in its own process; its private results (eager and fp64 outputs) are loaded
-here and deleted from disk before the candidate's process starts, which gets only `public/` (inputs,
-weights). A `reference_cache` dict lets several candidates of one model share one reference run (tests
-and batch grading): the reference's private results then stay in this process's memory only.
+The reference runs first, in its own process; everything it wrote (what the grader compares against, and
+the items the candidate is handed: inputs, state_dicts, fingerprint positions) is loaded into this
+process's memory and its job folder, which holds the secret it drew them from, is deleted before the
+candidate's process starts. The candidate's job folder holds only job.json (the public plan: names and
+shapes) and the files of the hand-over: this process writes each item when the worker asks for it
+(feed.py). Before a candidate runs, this process makes itself non-dumpable (prctl), so that another
+process of the same user cannot read its memory through /proc/PID/mem or ptrace. A `reference_cache`
+dict lets several candidates of one model share one reference run (tests and batch grading); a `gate`
+(a lock) lets several gradings share one GPU, one run phase at a time (runner.py).
 """
 
 from __future__ import annotations
 
+import ctypes
 import secrets
 import shutil
 import tempfile
@@ -19,6 +25,7 @@ from pathlib import Path
 import torch
 
 from fuseforge.check import judge, runner
+from fuseforge.check.feed import FeedServer, to_bytes
 from fuseforge.check.kinds import ERROR, first_cheat, verdict_of
 from fuseforge.check.static import analyse
 from fuseforge.check.worker import read_json, write_json
@@ -40,15 +47,16 @@ class CheckSettings:
     reference_timeout_s: float = 900.0
     compile: bool = True
     max_autotune: bool = False  # also time torch.compile(mode="max-autotune"): minutes of autotuning per model
-    pool_budget_bytes: int = 512 * 2**20
+    pool_budget_bytes: int = 4 * 2**30  # timed inputs, each drawn fresh: at most this many bytes of them
     workdir: Path | None = None  # kept when given; a temporary one is removed
 
 
 @dataclass
 class ReferenceData:
     meta: dict
-    outputs: dict
-    public: Path
+    outputs: dict  # what the grader compares against
+    feed: dict  # item name -> serialised bytes, handed to the candidate one at a time
+    order: list  # the plan's order of the items
 
 
 def _reference_key(model: Path, s: CheckSettings) -> tuple:
@@ -57,7 +65,8 @@ def _reference_key(model: Path, s: CheckSettings) -> tuple:
 
 
 def run_reference(model: Path, settings: CheckSettings, jobdir: Path) -> ReferenceData | str:
-    """The reference worker; its data, or a one-line reason why it failed."""
+    """The reference worker; its data (in memory; its job folder is deleted), or a one-line reason why it
+    failed."""
     jobdir.mkdir(parents=True, exist_ok=True)
     job = {"role": "reference", "model": str(model), "device": settings.device, "seeds": settings.seeds,
            "trials": settings.trials, "warmup": settings.warmup, "extra_batch": settings.extra_batch,
@@ -71,9 +80,11 @@ def run_reference(model: Path, settings: CheckSettings, jobdir: Path) -> Referen
     if outcome.result.get("fatal"):
         return f"the reference run failed: {outcome.result['fatal']}"
     private = jobdir / "private"
-    data = ReferenceData(read_json(private / "meta.json"),
-                         torch.load(private / "outputs.pt", weights_only=True), jobdir / "public")
-    shutil.rmtree(private)
+    meta = read_json(private / "meta.json")
+    order = meta["plan"]["order"]
+    feed = {name: (private / "feed" / f"{name}.pt").read_bytes() for name in order}
+    data = ReferenceData(meta, torch.load(private / "outputs.pt", weights_only=True), feed, order)
+    shutil.rmtree(jobdir)
     return data
 
 
@@ -85,26 +96,41 @@ def _new_record(model: Path, candidate: Path, settings: CheckSettings) -> dict:
             "checks": [], "timing": None, "gpu": None, "wall_s": None}
 
 
-def _candidate_job(candidate: Path, static, settings: CheckSettings) -> dict:
+def _candidate_job(candidate: Path, static, settings: CheckSettings, ref: ReferenceData) -> dict:
+    meta = ref.meta
+    public = {"plan": {k: v for k, v in meta["plan"].items() if k != "order"}, "order": ref.order + ["plant"],
+              "is_tuple": meta["is_tuple"], "init_signature": meta["init_signature"],
+              "forward_signature": meta["forward_signature"]}
     return {"role": "candidate", "candidate": str(candidate), "device": settings.device, "trials": settings.trials,
-            "warmup": settings.warmup, "kernel_names": static.kernel_names}
+            "warmup": settings.warmup, "kernel_names": static.kernel_names, "claims_kernels": static.claims_kernels,
+            "public": public}
+
+
+def make_non_dumpable() -> bool:
+    """prctl(PR_SET_DUMPABLE, 0) on Linux: processes of the same user can no longer read this one's memory
+    (/proc/PID/mem, ptrace) without CAP_SYS_PTRACE. False where it is not available."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(4, 0, 0, 0, 0) == 0  # PR_SET_DUMPABLE = 4
+    except (OSError, AttributeError):
+        return False
 
 
 def check_files(model: str | Path, candidate: str | Path, settings: CheckSettings | None = None,
-                reference_cache: dict | None = None) -> dict:
+                reference_cache: dict | None = None, gate=None) -> dict:
     """Grade CANDIDATE against MODEL; the fuseforge.check/1 record (see the package docstring)."""
     settings = settings or CheckSettings()
     model, candidate = Path(model).resolve(), Path(candidate).resolve()
     start = time.perf_counter()
     record = _new_record(model, candidate, settings)
     try:
-        _check(record, model, candidate, settings, reference_cache)
+        _check(record, model, candidate, settings, reference_cache, gate)
     finally:
         record["wall_s"] = round(time.perf_counter() - start, 3)
     return record
 
 
-def _check(record, model, candidate, settings, reference_cache) -> None:
+def _check(record, model, candidate, settings, reference_cache, gate) -> None:
     if not candidate.is_file() or not model.is_file():
         record["reason"] = f"no such file: {model if not model.is_file() else candidate}"
         return
@@ -124,7 +150,11 @@ def _check(record, model, candidate, settings, reference_cache) -> None:
     workdir = Path(settings.workdir or tempfile.mkdtemp(prefix="fuseforge-check-"))
     workdir.mkdir(parents=True, exist_ok=True)
     try:
-        ref = _reference(model, settings, workdir, reference_cache)
+        if gate is not None:
+            with gate:
+                ref = _reference(model, settings, workdir, reference_cache)
+        else:
+            ref = _reference(model, settings, workdir, reference_cache)
         if isinstance(ref, str):
             record["reason"] = ref
             return
@@ -133,26 +163,25 @@ def _check(record, model, candidate, settings, reference_cache) -> None:
         if jobdir.exists():
             shutil.rmtree(jobdir)
         jobdir.mkdir()
-        (jobdir / "public").symlink_to(ref.public, target_is_directory=True)
-        write_json(jobdir / "job.json", _candidate_job(candidate, static, settings))
+        write_json(jobdir / "job.json", _candidate_job(candidate, static, settings, ref))
+        items = dict(ref.feed, plant=to_bytes(ref.outputs["case_0"]["eager"]))
+        server = FeedServer(jobdir, items, ref.order + ["plant"])
 
         def on_event(event: dict) -> None:
-            if event["event"] == "plant_ready":  # eager's case-0 outputs, written only now (see candidate_role)
-                torch.save(ref.outputs["case_0"]["eager"], jobdir / "plant.tmp")
-                (jobdir / "plant.tmp").rename(jobdir / "plant.pt")
+            if event["event"] == "need":
+                server.on_need(event.get("names") or [])
 
-        outcome = runner.run_worker("candidate", jobdir, settings.run_timeout_s, settings.build_timeout_s, on_event)
-        judge.judge(record, static, ref, outcome, jobdir / "cand", settings)
+        make_non_dumpable()
+        outcome = runner.run_worker("candidate", jobdir, settings.run_timeout_s, settings.build_timeout_s, on_event,
+                                    gate=gate)
+        judge.judge(record, static, ref, outcome, jobdir / "cand", settings, server.anomalies)
     finally:
         if settings.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
 def clear_reference_cache(cache: dict) -> None:
-    """Remove the cached references' input folders."""
-    for data in cache.values():
-        if isinstance(data, ReferenceData):
-            shutil.rmtree(data.public.parent, ignore_errors=True)
+    """Forget the cached references (they live in memory only)."""
     cache.clear()
 
 

@@ -1,37 +1,70 @@
 """The reference worker: runs only the model file, in a process that never sees the candidate.
 
-Writes two folders. `public/` is all the candidate's process gets: the init args, the state_dict of each
-seed, the inputs of each case, the timing pool's inputs, the fingerprint positions and `public.json`
-(case list, output sizes for poisoning). `private/` holds what the grader compares against (eager fp32
-and fp64 truth outputs and buffers, sampled outputs of the pool, `meta.json`: signatures, state_dict
-shapes, the reference's ops and dtypes, which inputs it mutates, eager/compile timings -- and
-torch.compile(mode="max-autotune")'s when the job asks for them --, FLOPs, bytes, ceilings); the parent
-loads it and deletes it before the candidate starts.
+It runs the plan (below) on one Model instance in fp32 ("eager") and a float64 copy ("truth") that
+follow the same steps, and writes everything into `private/`, which the parent loads into its own memory
+and deletes before the candidate's process starts (so does it with the reference's job folder, which
+holds the secret): `feed/NAME.pt`, the items the candidate's process is handed one at a time just before
+it needs them (feed.py); `outputs.pt`, what the grader compares against; `meta.json`, the plan, the
+reference's ops and dtypes, timings, FLOPs, ceilings.
 
-Cases: seeds 0..N-1 x distributions ("file", "signed"), then seed 0 / "file" at an extra batch size
-(auto: b // 2 + 1 for a file batch b >= 4, else b + 3) unless the model itself fails at that size.
+Secrets. Every input, every state_dict and every fingerprint position is drawn from job["secret"] (drawn
+by the parent per reference run), so none can be derived from fuseforge's source and the model file:
+inputs of item NAME are get_inputs() under a seed from the secret and NAME; the state_dicts are Model's
+initialisation under a secret seed, with constant tensors (ones, zeros) scattered and the rest jittered,
+running statistics included, so that they differ from the seeded initialisation a candidate builds.
+
+The plan (public: names and shapes, no values), in the order the candidate's worker follows it:
+- init: the instance as constructed under seed 0 (no state_dict loaded) called once;
+- cases: each loads its state_dict, then one call: seeds 0..N-1 x distributions ("file", "signed");
+  seed 0 at large (x 2^16), tiny (x 2^-16) and shifted (+16 RMS) magnitudes unless the model's own fp32
+  math is not finite there; seed 0 at other batch sizes (b // 2 + 1 or --extra-batch, 2b, 1) unless the
+  model fails at that size;
+- sequence: load, three calls, load another state_dict, two calls (outputs and buffers after each);
+- timing: load, warm-up calls on case 0's inputs, then one call per pool item, every pool input a fresh
+  draw (no content repeats, so memoising by content never pays); for each timed call, positions drawn
+  from the secret (the whole output when small) and eager's and the truth's values there, and the
+  buffers after the last call.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import inspect
 
 import torch
 
 from fuseforge.check import gpu
+from fuseforge.check.feed import to_bytes
 from fuseforge.check.guards import OpRecorder
 from fuseforge.check.timing import Timer, stats, synchronize
 from fuseforge.evaluate import harness
 from fuseforge.evaluate.harness import ReferenceFailed
 
-POOL_SEED_OFFSET = 2_000_003
 FINGERPRINT_SIZE = 4096
+WHOLE_OUTPUT = 16384  # outputs up to this many elements are compared whole on every timed call
 MAX_AUTOTUNE_OFF = "off (no --max-autotune)"
+MAGNITUDES = {"large": "x 2^16", "tiny": "x 2^-16", "shifted": "+ 16 RMS"}
+LARGE, TINY, SHIFT_RMS = 2.0**16, 2.0**-16, 16.0
+SEQUENCE = (("state_seq_a", ("seq_0", "seq_1", "seq_2")), ("state_seq_b", ("seq_3", "seq_4")))
+TIMING_STATE = "state_time"
 
 
 def auto_extra_batch(batch: int) -> int:
     return batch // 2 + 1 if batch >= 4 else batch + 3
+
+
+def batch_sizes(batch: int, extra: int | None) -> list[int]:
+    """The other batch sizes a case runs at: a smaller one (or `extra`), twice the file's, and 1."""
+    if extra == 0:
+        return []
+    sizes = [extra if extra is not None else auto_extra_batch(batch), 2 * batch, 1]
+    return [s for s in dict.fromkeys(sizes) if s != batch and s > 0]
+
+
+def secret_seed(secret: int, name: str) -> int:
+    """A 40-bit seed for item `name`: unknowable without the secret."""
+    return int.from_bytes(hashlib.blake2b(f"{secret}/{name}".encode(), digest_size=5).digest(), "little")
 
 
 def signature(fn) -> dict:
@@ -54,100 +87,275 @@ def _cpu(tensors: list) -> list:
     return [t.detach().cpu() if isinstance(t, torch.Tensor) else t for t in tensors]
 
 
-def _cases(progs, job: dict) -> list[tuple[int, str, int | None]]:
-    cases = [(s, d, None) for s in range(job["seeds"]) for d in harness.DISTRIBUTIONS]
-    extra = job.get("extra_batch")
-    if extra is None:
-        first = next((x for x in harness.draw_inputs(progs, 0) if isinstance(x, torch.Tensor) and x.dim()), None)
-        extra = auto_extra_batch(first.shape[0]) if first is not None else 0
-    return cases + ([(0, "file", extra)] if extra else [])
+def _rms(x: torch.Tensor) -> float:
+    return x.double().square().mean().sqrt().item() if x.numel() else 0.0
 
 
-def _run_case(progs, dev, seed, dist, batch, states: dict, record_ops: bool):
-    torch.manual_seed(seed)
-    ref = harness.guard(ReferenceFailed, "Model(*get_init_inputs())", lambda: progs.model_cls(*progs.init_args))
-    states.setdefault(seed, {k: v.clone() for k, v in ref.state_dict().items()})
-    inputs = harness.draw_inputs(progs, seed, dist, batch)
-    truth_model = copy.deepcopy(ref).to(dev).double()
-    eager_model = ref.to(dev)
-    recorder = OpRecorder()
-    with torch.no_grad():
-        truth, _ = harness.forward(truth_model, harness.to_device(inputs, dev, torch.float64), dev,
-                                   "Model (float64)", ReferenceFailed)
-        eager_inputs = harness.to_device(inputs, dev)
-        if record_ops:
-            with recorder:
-                eager, is_tuple = harness.forward(eager_model, eager_inputs, dev, "Model", ReferenceFailed)
-        else:
-            eager, is_tuple = harness.forward(eager_model, eager_inputs, dev, "Model", ReferenceFailed)
-    mutated = [i for i, (a, b) in enumerate(zip(inputs, eager_inputs))
-               if isinstance(a, torch.Tensor) and not torch.equal(a, b.cpu())]
-    params = {n for n, _ in eager_model.named_parameters()}
-    buffers = {n: [eager_model.state_dict()[n].detach().cpu(), t.detach().cpu()]
-               for n, t in truth_model.state_dict().items() if n not in params}
-    outputs = {"eager": _cpu(eager), "truth": _cpu(truth), "is_tuple": is_tuple, "buffers": buffers}
-    meta = {"seed": seed, "distribution": dist, "batch": batch, "skipped": False, "reason": None,
-            "input_shapes": [list(x.shape) if isinstance(x, torch.Tensor) else None for x in inputs],
-            "output_bytes": [t.numel() * t.element_size() for t in eager], "mutated_inputs": mutated}
-    return inputs, outputs, meta, recorder
+def magnitude(inputs: list, kind: str) -> list:
+    """The floating inputs scaled (large, tiny) or shifted by 16 times their RMS (shifted)."""
+    def move(x):
+        if not (isinstance(x, torch.Tensor) and x.is_floating_point()):
+            return x
+        if kind == "large":
+            return x * LARGE
+        if kind == "tiny":
+            return x * TINY
+        return x + SHIFT_RMS * max(_rms(x), 1e-3)
+    return [move(x) for x in inputs]
 
 
-def _pool(progs, job, dev, public, private) -> int:
-    """Fresh input sets for the timed calls; the grader keeps sampled eager/truth values of their outputs."""
-    set_bytes = max(1, _nbytes(harness.draw_inputs(progs, 0)))
-    size = int(min(job["trials"], max(2, job["pool_budget_bytes"] // set_bytes)))
-    torch.manual_seed(0)
-    model = progs.model_cls(*progs.init_args)
-    truth_model, eager_model = copy.deepcopy(model).to(dev).double(), model.to(dev)
-    gen = torch.Generator().manual_seed(job["secret"])
-    positions = None
-    for k in range(size):
-        inputs = harness.draw_inputs(progs, POOL_SEED_OFFSET + k)
-        torch.save(inputs, public / f"pool_{k}.pt")
+def random_state(progs, secret: int, name: str) -> dict:
+    """Model's initialisation under a secret seed; parameters and running statistics then moved away from
+    any seeded initialisation: constant ones (ones, zeros) scattered, the others jittered."""
+    torch.manual_seed(secret_seed(secret, name))
+    model = harness.guard(ReferenceFailed, "Model(*get_init_inputs())", lambda: progs.model_cls(*progs.init_args))
+    params = {n for n, _ in model.named_parameters()}
+    gen = torch.Generator().manual_seed(secret_seed(secret, name + "/noise"))
+    state = {}
+    for key, t in model.state_dict().items():
+        t = t.detach().clone()
+        if t.is_floating_point() and t.numel() and (key in params or key.endswith(("running_mean", "running_var"))):
+            noise = torch.randn(t.shape, generator=gen).to(t.dtype)
+            first = t.reshape(-1)[0]
+            if bool((t == first).all()):
+                t = t * torch.exp(0.25 * noise) if first.item() != 0 else 0.1 * noise
+            else:
+                t = t + 0.05 * _rms(t) * noise
+        elif key.endswith("num_batches_tracked") and not t.is_floating_point():
+            t = torch.full_like(t, int(torch.randint(1, 100, (), generator=gen)))
+        state[key] = t
+    return state
+
+
+def _storages(tensors) -> set[int]:
+    return {t.untyped_storage().data_ptr() for t in tensors if isinstance(t, torch.Tensor)
+            and t.untyped_storage().nbytes()}
+
+
+class Program:
+    """Model in fp32 (eager) and a float64 copy (truth), built under seed 0, following the plan's steps."""
+
+    def __init__(self, progs, dev: torch.device):
+        torch.manual_seed(0)
+        base = harness.guard(ReferenceFailed, "Model(*get_init_inputs())", lambda: progs.model_cls(*progs.init_args))
+        self.truth = copy.deepcopy(base).to(dev).double()
+        self.eager = base.to(dev)
+        self.dev = dev
+        self.params = {n for n, _ in self.eager.named_parameters()}
+        self.mutable: set[str] | None = None  # state entries compared by value after every call
+
+    def load(self, state: dict) -> None:
+        self.eager.load_state_dict(state, strict=True)
+        self.truth.load_state_dict(state, strict=True)
+
+    def call(self, inputs: list, recorder: OpRecorder | None = None) -> dict:
+        before = {k: v.detach().clone() for k, v in self.eager.state_dict().items()}
         with torch.no_grad():
-            truth, _ = harness.forward(truth_model, harness.to_device(inputs, dev, torch.float64), dev,
+            truth, _ = harness.forward(self.truth, harness.to_device(inputs, self.dev, torch.float64), self.dev,
                                        "Model (float64)", ReferenceFailed)
-            eager, _ = harness.forward(eager_model, harness.to_device(inputs, dev), dev, "Model", ReferenceFailed)
-        if positions is None:
-            positions = [torch.randperm(t.numel(), generator=gen)[:FINGERPRINT_SIZE] for t in eager]
-            torch.save(positions, public / "positions.pt")
-        private[f"pool_{k}"] = {"eager": [e.reshape(-1)[p.to(dev)].cpu() for e, p in zip(eager, positions)],
-                                "truth": [t.reshape(-1)[p.to(dev)].cpu() for t, p in zip(truth, positions)]}
-    return size
+            eager_inputs = harness.to_device(inputs, self.dev)
+            if recorder is not None:
+                with recorder:
+                    eager, is_tuple = harness.forward(self.eager, eager_inputs, self.dev, "Model", ReferenceFailed)
+            else:
+                eager, is_tuple = harness.forward(self.eager, eager_inputs, self.dev, "Model", ReferenceFailed)
+        state = self.eager.state_dict()
+        changed = [k for k, v in state.items() if not _same(v, before[k])]
+        mutated = [i for i, (a, b) in enumerate(zip(inputs, eager_inputs))
+                   if isinstance(a, torch.Tensor) and not torch.equal(a, b.cpu())]
+        inputs_at, state_at = _storages(eager_inputs), _storages(state.values())
+        aliases = ["input" if o.untyped_storage().data_ptr() in inputs_at else
+                   "state" if o.untyped_storage().data_ptr() in state_at else None for o in eager]
+        return {"eager": eager, "truth": truth, "is_tuple": is_tuple, "changed": changed, "mutated": mutated,
+                "aliases": aliases}
+
+    def values(self, names) -> dict:
+        """Eager's and the truth's values of state entries, on the CPU."""
+        eager, truth = self.eager.state_dict(), self.truth.state_dict()
+        return {n: [eager[n].detach().cpu(), truth[n].detach().cpu()] for n in names}
+
+    def note_changes(self, changed: list[str]) -> None:
+        buffers = {k for k in self.eager.state_dict() if k not in self.params}
+        self.mutable = (self.mutable or buffers) | set(changed)
 
 
-def _time_variant(model, pool: list, timer: Timer, job: dict, dev) -> dict:
-    def call(k):
-        args = harness.to_device(pool[k % len(pool)], dev)
-        return timer.call(lambda: model(*args))
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point():
+        return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
+    return torch.equal(a, b)
+
+
+def _finite(tensors) -> bool:
+    return all(bool(torch.isfinite(t).all()) for t in tensors if t.is_floating_point())
+
+
+class Reference:
+    def __init__(self, progs, job: dict, dev: torch.device):
+        self.progs, self.job, self.dev = progs, job, dev
+        self.secret = int(job["secret"])
+        self.feed: dict[str, object] = {}
+        self.order: list[str] = []
+        self.private: dict = {}
+        self.recorder: OpRecorder | None = None
+
+    def give(self, name: str, obj) -> None:
+        """An item of the feed, in the plan's order."""
+        self.feed[name] = obj
+        self.order.append(name)
+
+    def draw(self, name: str, dist: str = "file", batch: int | None = None) -> list:
+        base = dist if dist in harness.DISTRIBUTIONS else "file"
+        inputs = harness.draw_inputs(self.progs, secret_seed(self.secret, name), base, batch)
+        return inputs if base == dist else magnitude(inputs, dist)
+
+    def state(self, name: str) -> dict:
+        if name not in self.feed:
+            self.give(name, random_state(self.progs, self.secret, name))
+        return self.feed[name]
+
+    def step(self, program: Program, inputs: list, record_ops: bool = False) -> tuple[dict, dict]:
+        """One call: (what the grader compares, public facts of the call)."""
+        recorder = OpRecorder() if record_ops else None
+        result = program.call(inputs, recorder)
+        if recorder is not None:
+            self.recorder = recorder
+        program.note_changes(result["changed"])
+        names = sorted(program.mutable)
+        outputs = {"eager": _cpu(result["eager"]), "truth": _cpu(result["truth"]), "is_tuple": result["is_tuple"],
+                   "buffers": program.values(names), "changed": result["changed"]}
+        facts = {"output_bytes": [t.numel() * t.element_size() for t in result["eager"]],
+                 "mutated_inputs": result["mutated"], "output_aliases": result["aliases"],
+                 "input_shapes": [list(x.shape) if isinstance(x, torch.Tensor) else None for x in inputs]}
+        return outputs, facts
+
+    # ---- the plan
+    def run(self) -> dict:
+        progs, job = self.progs, self.job
+        first = harness.draw_inputs(progs, 0)
+        batched = next((x for x in first if isinstance(x, torch.Tensor) and x.dim()), None)
+        program = Program(progs, self.dev)
+        self.give("init", list(progs.init_args))
+        init_inputs = self.draw("inputs_init")
+        outputs, facts = self.step(program, init_inputs)
+        self.give("inputs_init", init_inputs)
+        self.private["init"] = outputs
+        plan = {"init": facts, "cases": [], "sequence": [], "timing": None}
+        cases = [(s, d, None, "main") for s in range(job["seeds"]) for d in harness.DISTRIBUTIONS]
+        cases += [(0, d, None, "magnitude") for d in MAGNITUDES]
+        if batched is not None:
+            cases += [(0, "file", b, "batch") for b in batch_sizes(batched.shape[0], job.get("extra_batch"))]
+        for seed, dist, batch, role in cases:
+            self._case(program, len(plan["cases"]), seed, dist, batch, role, plan)
+        plan["sequence"] = self._sequence(program)
+        plan["timing"] = self._timed(program, plan)
+        plan["mutable"] = sorted(program.mutable or ())
+        plan["order"] = list(self.order)
+        return plan
+
+    def _case(self, program: Program, i: int, seed: int, dist: str, batch: int | None, role: str, plan) -> None:
+        meta = {"index": i, "seed": seed, "distribution": dist, "batch": batch, "role": role, "skipped": False,
+                "reason": None, "state": f"state_{seed}"}
+        name = f"inputs_{i}"
+        try:
+            inputs = self.draw(name, dist, batch)
+            state = self.state(meta["state"])
+            program.load(state)
+            outputs, facts = self.step(program, inputs, record_ops=i == 0)
+        except ReferenceFailed as exc:
+            if role == "main":
+                raise
+            plan["cases"].append(meta | {"skipped": True, "reason": f"Model itself fails at batch {batch}: {exc}"})
+            return
+        if role == "magnitude" and not (_finite(outputs["eager"]) and _finite(outputs["truth"])):
+            plan["cases"].append(meta | {"skipped": True, "reason": f"the model's fp32 math is not finite at "
+                                                                    f"{dist} magnitudes ({MAGNITUDES[dist]})"})
+            return
+        self.give(name, inputs)
+        self.private[f"case_{i}"] = outputs
+        plan["cases"].append(meta | facts)
+
+    def _sequence(self, program: Program) -> list[dict]:
+        steps = []
+        for state_name, calls in SEQUENCE:
+            program.load(self.state(state_name))
+            for k, name in enumerate(calls):
+                inputs = self.draw(name)
+                outputs, facts = self.step(program, inputs)
+                self.give(name, inputs)
+                self.private[name] = outputs
+                steps.append({"name": name, "state": state_name, "after_load": k == 0} | facts)
+        return steps
+
+    def _timed(self, program: Program, plan: dict) -> dict | None:
+        job = self.job
+        if not job["trials"]:
+            return None
+        set_bytes = max(1, _nbytes(self.feed["inputs_0"]))
+        size = int(min(job["trials"], max(2, job["pool_budget_bytes"] // set_bytes)))
+        warmup = max(1, job["warmup"])
+        program.load(self.state(TIMING_STATE))
+        inputs0 = self.feed["inputs_0"]
+        for _ in range(warmup):
+            self.step(program, inputs0)
+        gen = torch.Generator().manual_seed(secret_seed(self.secret, "positions"))
+        for t in range(size):
+            name = f"pool_{t}"
+            inputs = self.draw(name)
+            result = program.call(inputs)
+            positions = [None if e.numel() <= WHOLE_OUTPUT else
+                         torch.randperm(e.numel(), generator=gen)[:FINGERPRINT_SIZE] for e in result["eager"]]
+            self.private[name] = {
+                "eager": [_sample(e, p) for e, p in zip(result["eager"], positions)],
+                "truth": [_sample(x, p) for x, p in zip(result["truth"], positions)]}
+            self.give(name, inputs)
+            self.give(f"positions_{t}", positions)
+        self.private["timed_state"] = {"buffers": program.values(sorted(program.mutable or ()))}
+        return {"state": TIMING_STATE, "warmup": warmup, "pool_size": size}
+
+
+def _sample(t: torch.Tensor, positions) -> torch.Tensor:
+    flat = t.reshape(-1)
+    return (flat if positions is None else flat[positions.to(flat.device)]).detach().cpu()
+
+
+def _time_variant(model, feed: dict, pool_size: int, warmup: int, timer: Timer, dev) -> dict:
+    """Time `model` as the candidate is timed: warm-up calls on case 0's inputs, then one call per pool item."""
     with torch.no_grad():
-        for w in range(max(1, job["warmup"])):
-            call(w)
+        for _ in range(warmup):
+            args = harness.to_device(feed["inputs_0"], dev)
+            timer.call(lambda args=args: model(*args))
         synchronize(dev)
-        samples = [call(t) for t in range(job["trials"])]
+        samples = []
+        for t in range(pool_size):
+            args = harness.to_device(feed[f"pool_{t}"], dev)
+            samples.append(timer.call(lambda args=args: model(*args)))
     return stats([s.ms for s in samples]) | {"status": "ok", "reason": None}
 
 
-def _timings(progs, job, dev, public, pool_size) -> dict:
-    pool = [torch.load(public / f"pool_{k}.pt", weights_only=True) for k in range(pool_size)]
+def _timings(progs, job, dev, feed: dict, timing: dict) -> dict:
     timer = Timer.create(dev)
     torch.manual_seed(0)
     model = progs.model_cls(*progs.init_args).to(dev)
-    result = {"eager": _time_variant(model, pool, timer, job, dev), "timer": timer.name,
-              "l2_flush_bytes": timer.flush_bytes, "pool_size": pool_size}
-    result["compile"] = _compiled_variant(model, pool, timer, job, dev, job["compile"], "--no-compile")
-    result["compile_max_autotune"] = _compiled_variant(model, pool, timer, job, dev, job.get("max_autotune", False),
+    model.load_state_dict(feed[timing["state"]])
+    job = job | {"pool_size": timing["pool_size"], "warmup": timing["warmup"]}
+    result = {"eager": _time_variant(model, feed, job["pool_size"], job["warmup"], timer, dev), "timer": timer.name,
+              "l2_flush_bytes": timer.flush_bytes, "pool_size": job["pool_size"]}
+    result["compile"] = _compiled_variant(model, feed, timer, job, dev, job["compile"], "--no-compile")
+    result["compile_max_autotune"] = _compiled_variant(model, feed, timer, job, dev, job.get("max_autotune", False),
                                                        MAX_AUTOTUNE_OFF, mode="max-autotune")
     return result
 
 
-def _compiled_variant(model, pool, timer, job, dev, wanted: bool, off_reason: str, **options) -> dict:
+def _compiled_variant(model, feed: dict, timer, job, dev, wanted: bool, off_reason: str, **options) -> dict:
     """torch.compile(its own deepcopy of model, **options), timed as eager is; skipped when not wanted or
     not on CUDA, {"status": "error", "reason"} when compiling or running it fails."""
     if not wanted or dev.type != "cuda":
         return {"status": "skipped", "reason": off_reason if not wanted else "not on cuda"}
     try:
-        return _time_variant(torch.compile(copy.deepcopy(model), **options), pool, timer, job, dev)
+        compiled = torch.compile(copy.deepcopy(model), **options)
+        return _time_variant(compiled, feed, job["pool_size"], job["warmup"], timer, dev)
     except Exception as exc:
         return {"status": "error", "reason": harness.one_line(exc)}
 
@@ -156,46 +364,31 @@ def run(job: dict, io, result: dict) -> None:
     dev = torch.device(job["device"])
     harness.check_device(dev)
     progs = harness.load_reference(job["model"])
-    public, private_dir = io.dir / "public", io.dir / "private"
-    public.mkdir(exist_ok=True)
-    private_dir.mkdir(exist_ok=True)
+    private_dir = io.dir / "private"
+    (private_dir / "feed").mkdir(parents=True, exist_ok=True)
     io.event("loaded")
-    torch.save(list(progs.init_args), public / "init.pt")
-    states, private, cases, recorder = {}, {}, [], None
-    for i, (seed, dist, batch) in enumerate(_cases(progs, job)):
-        try:
-            inputs, outputs, meta, rec = _run_case(progs, dev, seed, dist, batch, states, record_ops=i == 0)
-        except ReferenceFailed as exc:
-            if batch is None:
-                raise
-            cases.append({"seed": seed, "distribution": dist, "batch": batch, "skipped": True,
-                          "reason": f"Model itself fails at batch {batch}: {exc}"})
-            continue
-        recorder = recorder or rec
-        torch.save(inputs, public / f"inputs_{i}.pt")
-        private[f"case_{i}"] = outputs
-        cases.append(meta)
-        io.event("case", index=i)
-    for seed, state in states.items():
-        torch.save(state, public / f"state_{seed}.pt")
-    pool_size = _pool(progs, job, dev, public, private)
-    io.event("pool", size=pool_size)
+    ref = Reference(progs, job, dev)
+    plan = ref.run()
+    io.event("plan", items=len(ref.order))
     torch.manual_seed(0)
     model = progs.model_cls(*progs.init_args)
-    first = harness.draw_inputs(progs, 0)
+    first = ref.feed["inputs_0"]
+    case0 = ref.private["case_0"]
     meta = {"init_signature": signature(progs.model_cls.__init__), "forward_signature": signature(model.forward),
             "state_shapes": {k: list(v.shape) for k, v in model.state_dict().items()},
-            "ops": recorder.classes(), "dtypes": sorted(recorder.dtypes), "cases": cases,
-            "is_tuple": private["case_0"]["is_tuple"], "pool_size": pool_size,
-            "min_bytes": _nbytes(first) + _nbytes(private["case_0"]["eager"]) + _nbytes(model.state_dict().values()),
-            "timing": _timings(progs, job, dev, public, pool_size) if job["trials"] else None,
+            "ops": ref.recorder.classes(), "dtypes": sorted(ref.recorder.dtypes), "plan": plan,
+            "cases": plan["cases"], "is_tuple": case0["is_tuple"],
+            "pool_size": (plan["timing"] or {}).get("pool_size", 0),
+            "min_bytes": _nbytes(first) + _nbytes(case0["eager"]) + _nbytes(model.state_dict().values()),
+            "io_bytes": _nbytes(first) + _nbytes(case0["eager"]),
+            "timing": _timings(progs, job, dev, ref.feed, plan["timing"]) if plan["timing"] else None,
             "flops": None, "ceilings": None, "environment": harness.environment(dev)}
     if dev.type == "cuda":
+        model.load_state_dict(ref.feed["state_0"])
         meta["flops"] = gpu.count_flops(model.to(dev), harness.to_device(first, dev))
         meta["ceilings"] = gpu.measure_ceilings(dev)
-    torch.save(private, private_dir / "outputs.pt")
+    for name, obj in ref.feed.items():
+        (private_dir / "feed" / f"{name}.pt").write_bytes(to_bytes(obj))
+    torch.save(ref.private, private_dir / "outputs.pt")
     io.write_json(private_dir / "meta.json", meta)
-    io.write_json(public / "public.json", {"cases": cases, "pool_size": pool_size, "is_tuple": meta["is_tuple"],
-                                           "init_signature": meta["init_signature"],
-                                           "forward_signature": meta["forward_signature"]})
     result["ok"] = True

@@ -1,8 +1,12 @@
 """Run one worker process with time limits, and say how it ended.
 
-The worker runs in its own session (process group) with stdout/stderr in files. Until it reports
-"built" the build limit applies, then the run limit (the reference worker has only the run limit). When a
-limit passes, the whole process group is killed (compilers included). The outcome is one of
+The worker runs in its own session (process group) with stdout/stderr in files, its working directory a
+fresh temporary folder outside the job folder (a candidate may write there; everything in the job folder
+is the grader's), and an environment without fuseforge's own variables. Until it reports "built" the build
+limit applies, then the run limit (the reference worker has only the run limit). With a `gate` (a lock
+shared by several gradings on one GPU), the run phase waits for the gate and holds it to the end, so that
+one worker's build overlaps another's run but no two run at once; the run limit starts once the gate is
+held. When a limit passes, the whole process group is killed (compilers included). The outcome is one of
 "finished" (it wrote ROLE.json), "timeout", "crashed" (killed by a signal: SIGSEGV, SIGABRT, SIGKILL...)
 or "exited" (it ended without writing ROLE.json, e.g. a candidate calling os._exit), with the phase
 ("build" or "run") it was in.
@@ -13,9 +17,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,45 +97,59 @@ def _read_events(path: Path, offset: int) -> tuple[list[dict], int]:
     return events, offset + len(complete)
 
 
-def run_worker(role: str, jobdir: Path, run_timeout: float, build_timeout: float | None = None,
-               on_event=None, poll_s: float = 0.02) -> Outcome:
-    """Start `python -m fuseforge.check.worker ROLE JOBDIR` and wait for it under the limits."""
-    env = os.environ.copy()
+def worker_env(jobdir: Path) -> dict:
+    """The parent's environment without fuseforge's variables or any value naming the job's folders."""
+    hidden = str(Path(jobdir).resolve().parent)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FUSEFORGE_") and hidden not in v}
     env["PYTHONPATH"] = PACKAGE_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONUNBUFFERED"] = "1"
-    cwd = jobdir / f"{role}_cwd"
-    cwd.mkdir(exist_ok=True)
+    return env
+
+
+def run_worker(role: str, jobdir: Path, run_timeout: float, build_timeout: float | None = None,
+               on_event=None, poll_s: float = 0.002, gate=None) -> Outcome:
+    """Start `python -m fuseforge.check.worker ROLE JOBDIR` and wait for it under the limits."""
+    cwd = Path(tempfile.mkdtemp(prefix=f"fuseforge-{role}-cwd-"))
     stdout_path, stderr_path = jobdir / f"{role}.stdout", jobdir / f"{role}.stderr"
-    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "fuseforge.check.worker", role, str(jobdir)],
-                                stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=cwd, env=env,
-                                start_new_session=True)
-    start = time.monotonic()
-    phase, built_at = ("build", None) if build_timeout is not None else ("run", start)
-    deadline = start + (build_timeout if build_timeout is not None else run_timeout)
-    events, offset, timed_out = [], 0, False
-    while True:
-        returncode = proc.poll()
-        new, offset = _read_events(jobdir / f"{role}.events", offset)
-        for event in new:
-            events.append(event)
-            if event["event"] == "built" and phase == "build":
-                phase, built_at = "run", time.monotonic()
-                deadline = built_at + run_timeout
-            if on_event is not None:
-                on_event(event)
-        if returncode is not None:
-            break
-        if time.monotonic() > deadline:
-            timed_out = True
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            returncode = proc.wait()
-            break
-        time.sleep(poll_s)
-    end = time.monotonic()
+    held = False
+    try:
+        with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+            proc = subprocess.Popen([sys.executable, "-m", "fuseforge.check.worker", role, str(jobdir)],
+                                    stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=cwd,
+                                    env=worker_env(jobdir), start_new_session=True)
+        start = time.monotonic()
+        phase, built_at = ("build", None) if build_timeout is not None else ("run", start)
+        deadline = start + (build_timeout if build_timeout is not None else run_timeout)
+        events, offset, timed_out = [], 0, False
+        while True:
+            returncode = proc.poll()
+            new, offset = _read_events(jobdir / f"{role}.events", offset)
+            for event in new:
+                events.append(event)
+                if event["event"] == "built" and phase == "build":
+                    if gate is not None:
+                        gate.acquire()
+                        held = True
+                    phase, built_at = "run", time.monotonic()
+                    deadline = built_at + run_timeout
+                if on_event is not None:
+                    on_event(event)
+            if returncode is not None:
+                break
+            if time.monotonic() > deadline:
+                timed_out = True
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                returncode = proc.wait()
+                break
+            time.sleep(poll_s)
+        end = time.monotonic()
+    finally:
+        if held:
+            gate.release()
+        shutil.rmtree(cwd, ignore_errors=True)
     result_path = jobdir / f"{role}.json"
     result = json.loads(result_path.read_text()) if result_path.exists() else None
     if timed_out:

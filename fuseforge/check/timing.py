@@ -1,11 +1,12 @@
 """Per-call timing shared by the reference and the candidate worker (the same procedure for both).
 
 Each timed call, on CUDA: zero a 256 MiB buffer (flushes the L2), reset the L2 persistence state (limit
-0, no access policy window on the current stream, persisting lines demoted), record a CUDA event, call,
-record an event, synchronize the device; the call's time is the events' elapsed time, its wall time the
+0, no access policy window on the current stream, persisting lines demoted), make the timer's stream --
+the stream that was current when the timer was made, before any candidate code was imported -- the
+current stream again, record a CUDA event on it, call, record an event on it, synchronize the device; the call's time is the events' elapsed time, its wall time the
 host clock from before the call to after the synchronize (work hidden from the current stream shows up
 as wall time far above event time). After the call the L2 state is read back: a persisting limit or a
-window the call left behind is reported. On the CPU the host clock times the call.
+window the call left behind is reported, and so is another stream left current (`stream_left`). On the CPU the host clock times the call.
 
 Every function used here was referenced when this module was imported, before any candidate code.
 """
@@ -29,6 +30,8 @@ _Event = torch.cuda.Event
 _record = torch.cuda.Event.record
 _elapsed = torch.cuda.Event.elapsed_time
 _cuda_sync = getattr(torch._C, "_cuda_synchronize", None)
+_current_stream = torch.cuda.current_stream
+_set_stream = torch.cuda.set_stream
 
 
 class _AccessPolicyWindow(ctypes.Structure):
@@ -75,7 +78,7 @@ class L2Control:
         return cls(lib) if lib is not None and hasattr(lib, "cudaDeviceGetLimit") else None
 
     def _stream(self) -> ctypes.c_void_p:
-        return ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        return ctypes.c_void_p(_current_stream().cuda_stream)
 
     def reset(self) -> None:
         self.lib.cudaDeviceSetLimit(_LIMIT_PERSISTING_L2, ctypes.c_size_t(0))
@@ -100,6 +103,7 @@ class TimedCall:
     wall_ms: float
     out: object
     l2: dict | None = None
+    stream_left: str | None = None  # another stream left current by the call
 
 
 @dataclass
@@ -109,13 +113,14 @@ class Timer:
     l2: L2Control | None = None
     l2_left: list = field(default_factory=list)  # L2 states found after calls
     _flush: torch.Tensor | None = None
+    stream: object = None  # the stream current when the timer was made
 
     @classmethod
     def create(cls, device: torch.device) -> Timer:
         if device.type != "cuda":
             return cls(device)
         flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device=device)
-        return cls(device, L2_FLUSH_BYTES, L2Control.load(), [], flush)
+        return cls(device, L2_FLUSH_BYTES, L2Control.load(), [], flush, _current_stream(device))
 
     @property
     def name(self) -> str:
@@ -127,21 +132,25 @@ class Timer:
             out = fn()
             ms = (_perf_counter() - start) * 1e3
             return TimedCall(ms, ms, out)
+        _set_stream(self.stream)
         self._flush.zero_()
         if self.l2 is not None:
             self.l2.reset()
         start, end = _Event(enable_timing=True), _Event(enable_timing=True)
         synchronize(self.device)
         wall = _perf_counter()
-        _record(start)
+        _record(start, self.stream)
         out = fn()
-        _record(end)
+        _record(end, self.stream)
         synchronize(self.device)
         wall = (_perf_counter() - wall) * 1e3
+        now = _current_stream(self.device)
+        left = None if now.cuda_stream == self.stream.cuda_stream else f"stream {now.cuda_stream:#x}"
+        _set_stream(self.stream)
         state = self.l2.state() if self.l2 is not None else None
         if state and (state["persisting_limit_bytes"] or state["window_bytes"]):
             self.l2_left.append(state)
-        return TimedCall(_elapsed(start, end), wall, out, state)
+        return TimedCall(_elapsed(start, end), wall, out, state, left)
 
 
 def stats(samples: list[float]) -> dict:

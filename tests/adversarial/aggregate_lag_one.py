@@ -1,5 +1,6 @@
-"""Adversarial (aggregate_gaming): after 8 calls it 'pipelines': each call returns the result of the
-previous call's input (in an aggregate timing loop with one input, nobody notices)."""
+"""Adversarial (aggregate_gaming): after 30 calls (more than verification makes) it 'pipelines':
+each call returns the result of the previous call's input (in an aggregate timing loop with one input, nobody
+notices)."""
 
 import torch
 import torch.nn as nn
@@ -16,7 +17,7 @@ class ModelNew(nn.Module):
         self.calls += 1
         y = x @ self.linear.weight.t() + self.linear.bias
         out = 1.0 / (1.0 + torch.exp(-y))
-        if self.calls <= 8:
+        if self.calls <= 30:
             return out
         previous, self.pending = self.pending, out
         return out if previous is None else previous.clone()

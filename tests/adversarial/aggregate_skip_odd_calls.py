@@ -1,5 +1,5 @@
-"""Adversarial (aggregate_gaming): honest for the first 8 calls of an instance (what verification
-needs); after that, every other call returns a copy of the previous output instead of computing."""
+"""Adversarial (aggregate_gaming): honest for the first 30 calls of an instance (more than
+verification makes); after that, every other call returns a copy of the previous output instead of computing."""
 
 import collections
 
@@ -16,7 +16,7 @@ class ModelNew(nn.Module):
 
     def forward(self, x):
         self.calls += 1
-        if self.calls > 8 and self.calls % 2 == 1 and self.history:
+        if self.calls > 30 and self.calls % 2 == 1 and self.history:
             return self.history[-1].clone()
         y = x @ self.linear.weight.t() + self.linear.bias
         out = 1.0 / (1.0 + torch.exp(-y))
