@@ -117,7 +117,7 @@ def test_prebuild_calls_the_candidates_kernels_and_leaves_failures_to_verificati
 
 @pytest.mark.gpu
 def test_on_cuda_the_evaluator_takes_the_lease_after_building_and_gives_it_back(tmp_path, monkeypatch):
-    from tests.test_evaluate_baselines import _files
+    from test_evaluate_baselines import _files
 
     model, cand = _files(tmp_path)
     log = tmp_path / "lease.jsonl"

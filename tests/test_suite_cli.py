@@ -24,7 +24,7 @@ def test_register_adds_suite_and_report_with_every_option_of_the_issue():
     suite_help = runner.invoke(_app(), ["suite", "--help"], terminal_width=200)
     assert suite_help.exit_code == 0
     for option in ("--candidates", "--gpus", "--jobs", "--db", "--ray", "--build-timeout", "--run-timeout",
-                   "--max-attempts", "--build-command", "--run-command", "Exit code 0"):
+                   "--max-attempts", "--build-command", "--run-command", "--run-slots", "Exit code 0"):
         assert option in suite_help.output, option
     report_help = runner.invoke(_app(), ["report", "--help"], terminal_width=200)
     assert report_help.exit_code == 0 and "--html" in report_help.output
@@ -45,3 +45,12 @@ def test_suite_exits_0_when_every_job_reached_a_verdict_and_1_when_one_crashed_a
     result = runner.invoke(_app(), ["report", str(db), "--html", str(tmp_path / "report.html")], terminal_width=250)
     assert result.exit_code == 0 and "good" in result.output and "1.30x" in result.output
     assert (tmp_path / "report.html").exists() and (tmp_path / "report_speedup.png").exists()
+
+
+def test_the_run_slots_option_reaches_the_suites_configuration(tmp_path, monkeypatch):
+    import fuseforge.suite.cli as suite_cli
+
+    seen = []
+    monkeypatch.setattr(suite_cli, "suite", lambda config, console=None: seen.append(config) or 0)
+    result = CliRunner().invoke(_app(), ["suite", str(tmp_path), "--run-slots", "3"])
+    assert result.exit_code == 0 and seen[0].run_slots == 3 and seen[0].slots_per_gpu == 3

@@ -148,3 +148,32 @@ def test_a_version_1_database_is_migrated_by_a_suite_and_read_as_it_is_by_the_re
     assert baselines and {b["settings"] for b in baselines} == {"{}"}
     with sqlite3.connect(copy) as conn:
         assert conn.execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION == 2
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(1500)
+def test_on_a_gpu_jobs_hold_the_gpu_only_to_evaluate_and_a_second_run_takes_their_baselines(tmp_path):
+    from conftest import PROBLEMS
+
+    (tmp_path / "models").mkdir()
+    for name in ("gemm_gelu_tanh", "conv2d_batchnorm_relu", "rmsnorm_residual"):
+        (tmp_path / "models" / f"{name}.py").write_text((PROBLEMS / "dev" / f"{name}.py").read_text())
+    first = SuiteConfig(models=tmp_path / "models", db=tmp_path / "r.sqlite", gpus=1)
+    assert first.slots_per_gpu == 2
+    run_suite(first, Console(file=io.StringIO(), width=160))
+    # the same models again as other jobs (another plan), with every baseline in the database
+    run_suite(SuiteConfig(models=tmp_path / "models", db=tmp_path / "r.sqlite", gpus=1,
+                          kernel_flags=("--no-row-kernels",)), Console(file=io.StringIO(), width=160))
+    store = Store(tmp_path / "r.sqlite")
+    rows, baselines = store.rows(), store.rows("baselines")
+    store.close()
+    assert len(rows) == 6 and {r["verdict"] for r in rows} == {"correct"}, [(r["model_name"], r["reason"]) for r in rows]
+    for r in rows:
+        assert 0 < r["gpu_s"] < r["run_s"] and r["lease_wait_s"] is not None
+        lease_log = Path(r["out_dir"]).with_name(Path(r["out_dir"]).name + ".suite") / "gpu_lease.jsonl"
+        assert '"acquired"' in lease_log.read_text()
+    second = [r for r in rows if r["run_id"] == 2]
+    assert all(r["eager_cached"] == 1 and r["compile_cached"] == 1 for r in second)
+    assert {(b["variant"], json.loads(b["settings"])["timer"]) for b in baselines} == {
+        ("eager", "cuda_events"), ("compile", "cuda_events")}
+    print("GPU seconds per job:", sorted((r["run_id"], r["model_name"], r["gpu_s"], r["run_s"]) for r in rows))

@@ -100,6 +100,9 @@ def register(app: typer.Typer) -> None:
             "--channel-kernels/--no-channel-kernels", help="optimize jobs: as `fuseforge optimize`'s.")] = True,
         gemm_kernels: Annotated[bool, typer.Option(
             "--gemm-kernels/--no-gemm-kernels", help="optimize jobs: as `fuseforge optimize`'s.")] = True,
+        run_slots: Annotated[int | None, typer.Option(
+            help="Run phases in flight per GPU; one at a time holds the GPU (its lease) while the next does its "
+                 "CPU stages. Default: 2 for optimize jobs with the default run command, else 1.")] = None,
         ray: Annotated[str | None, typer.Option(
             help="Run the jobs on a Ray cluster: 'auto', 'ray://HOST:10001' or 'local' "
                  "(needs the optional extra: pip install 'fuseforge\\[ray]').")] = None,
@@ -116,7 +119,7 @@ def register(app: typer.Typer) -> None:
         config = SuiteConfig(models=models, db=db, candidates=candidates, out=out, gpus=gpus, jobs=jobs,
                              build_timeout_s=build_timeout, run_timeout_s=run_timeout, max_attempts=max_attempts,
                              build_command=build_command, run_command=run_command, ray=ray,
-                             max_autotune=max_autotune,
+                             max_autotune=max_autotune, run_slots=run_slots,
                              kernel_flags=tuple(flag for flag, on in (("--no-row-kernels", row_kernels),
                                                                        ("--no-channel-kernels", channel_kernels),
                                                                        ("--no-gemm-kernels", gemm_kernels)) if not on))

@@ -5,7 +5,7 @@ so the GPU evaluation that `optimize` starts as a grandchild dies with it. Outpu
 OUT.suite/suite_build.log and OUT.suite/suite_run.log, beside the job's folder OUT and never inside it
 (`optimize` moves every artefact of a plan it leaves into OUT/attempts/, and a log moved away while its
 phase runs used to leave the job with no reason at all). Every phase also gets PYTHONUNBUFFERED=1,
-COLUMNS=4096 (so a one-line error printed through rich is not wrapped into pieces) and its own
+COLUMNS=1000 (so a one-line error printed through rich is not wrapped into pieces) and its own
 TORCH_EXTENSIONS_DIR (OUT.suite/torch_extensions), so the run phase finds what its build phase compiled and
 two candidates that name their extension alike never share a build folder; the build phase gets MAX_JOBS
 (cores / parallel builds) for ninja, the run phase CUDA_VISIBLE_DEVICES (its GPU, or "" without GPUs),
@@ -239,7 +239,7 @@ def prepare(job: Job) -> None:
 
 
 def _base_env(job: Job) -> dict[str, str]:
-    return {"PYTHONUNBUFFERED": "1", "COLUMNS": "4096",
+    return {"PYTHONUNBUFFERED": "1", "COLUMNS": "1000",
             "TORCH_EXTENSIONS_DIR": str(job.suite_dir / "torch_extensions")}
 
 
