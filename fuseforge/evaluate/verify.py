@@ -48,6 +48,7 @@ fails at that size, the case is skipped; if only ModelNew fails, the case fails.
     interface   {missing, unexpected, shape_mismatches} (interface_mismatch only)
     seconds     {load, cases}: where the wall time went (each case has its own breakdown)
     wall_s      seconds spent verifying
+    gpu_lease   (written by the command line) null, or {waited_s, prebuild_s} when it held a GPU lease
 """
 
 from __future__ import annotations
