@@ -177,3 +177,15 @@ def test_on_a_gpu_jobs_hold_the_gpu_only_to_evaluate_and_a_second_run_takes_thei
     assert {(b["variant"], json.loads(b["settings"])["timer"]) for b in baselines} == {
         ("eager", "cuda_events"), ("compile", "cuda_events")}
     print("GPU seconds per job:", sorted((r["run_id"], r["model_name"], r["gpu_s"], r["run_s"]) for r in rows))
+
+
+def test_a_lease_held_by_a_process_outside_the_suite_does_not_keep_a_job_waiting_forever(tmp_path):
+    import fcntl
+
+    write_model(tmp_path / "models" / "m.py")
+    (tmp_path / "leases").mkdir()
+    with (tmp_path / "leases" / "gpu0.lock").open("a") as squatter:
+        fcntl.flock(squatter, fcntl.LOCK_EX)  # held by this test process, never given back
+        _, [row] = _run(tmp_path, run_slots=2, run_timeout_s=1.0)
+    assert (row["status"], row["verdict"]) == ("failed", "timeout")
+    assert 1.5 < row["run_s"] < 15  # the wait counted once past the timeout itself

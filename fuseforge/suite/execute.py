@@ -12,8 +12,9 @@ two candidates that name their extension alike never share a build folder; the b
 FUSEFORGE_BASELINES (OUT.suite/baselines.json: the baselines of this model the database holds, which the
 evaluator uses instead of timing them again and adds to) and, when the scheduler gives one, the GPU lease
 (FUSEFORGE_GPU_LEASE, FUSEFORGE_GPU_LEASE_LOG = OUT.suite/gpu_lease.jsonl, FUSEFORGE_TIMING_CPUS: see
-fuseforge/evaluate/lease.py). A run phase's timeout does not count the seconds it waits for the lease, and
-its GPU time (`gpu_s`) is the seconds it held it (the whole run phase when its command takes no lease).
+fuseforge/evaluate/lease.py). A run phase's timeout does not count the seconds it waits for the lease (up
+to the timeout itself), and its GPU time (`gpu_s`) is the seconds it held it (the whole run phase when its
+command takes no lease).
 Processes may be confined to a set of CPUs (`affinity`: the scheduler keeps one per GPU for timed calls).
 The build phase runs at a lower CPU priority (BUILD_NICENESS): builds fill the CPU cores while GPU jobs
 are timed, and a forward that launches many small kernels is bound by its own CPU thread, so compiling
@@ -290,7 +291,9 @@ def run_phase(job: Job, gpu_id: str | None, timeout_s: float, no_compile: bool =
         env.update({lease.LEASE_ENV: str(share.lease_file), lease.LOG_ENV: str(lease_log)})
         if share.timing_cpus:
             env[lease.CPUS_ENV] = ",".join(str(c) for c in sorted(share.timing_cpus))
-        paused = lambda: lease.read_log(lease_log)["waited_s"]  # noqa: E731
+        # waiting for the lease stops the clock, for at most the timeout itself: a lease held by a process
+        # the suite does not control cannot keep a job waiting forever
+        paused = lambda: min(lease.read_log(lease_log)["waited_s"], timeout_s)  # noqa: E731
     argv = job.argv(job.run_template, no_gpu=gpu_id is None, no_compile=no_compile,
                     max_autotune=max_autotune and gpu_id is not None)
     environment = job_environment(gpu_id)
