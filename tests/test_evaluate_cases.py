@@ -81,7 +81,9 @@ def _verify(tmp_path, model: str, candidate: str, *extra: str) -> dict:
 def test_every_case_says_where_its_time_went(tmp_path):
     record = _verify(tmp_path, FLOAT_MODEL, FLOAT_CANDIDATE, "--seeds", "1", "--extra-batch", "3")
     assert record["verdict"] == "correct", record["reason"]
-    assert set(record["seconds"]) == {"load", "cases"}
+    steps = {"build", "inputs", "truth", "eager", "candidate", "compare"}
+    assert set(record["seconds"]) == {"load", "cases"} | steps
+    assert record["seconds"]["truth"] == pytest.approx(sum(c["seconds"]["truth"] for c in record["cases"]), abs=2e-3)
     for case in record["cases"]:
         assert set(case["seconds"]) == {"build", "inputs", "truth", "eager", "candidate", "compare"}
         assert all(v >= 0 for v in case["seconds"].values())

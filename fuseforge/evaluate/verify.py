@@ -46,7 +46,8 @@ fails at that size, the case is skipped; if only ModelNew fails, the case fails.
     worst       the check with the largest cand_err / bound: {case, name, cand_err, bound, ratio,
                 cand_rel_err, ref_rel_err}
     interface   {missing, unexpected, shape_mismatches} (interface_mismatch only)
-    seconds     {load, cases}: where the wall time went (each case has its own breakdown)
+    seconds     {load, cases, build, inputs, truth, eager, candidate, compare}: where the wall time went
+                (the steps summed over the cases; each case has its own breakdown)
     wall_s      seconds spent verifying
     gpu_lease   (written by the command line) null, or {waited_s, prebuild_s} when it held a GPU lease
 """
@@ -279,6 +280,9 @@ def verify_files(model_path, candidate_path, settings: VerifySettings) -> tuple[
         record["seconds"] = {"load": round(loaded - start, 3)}
         _conclude(record, run_cases(progs, settings))
         record["seconds"]["cases"] = round(time.perf_counter() - loaded, 3)
+        for case in record["cases"]:  # the steps summed over the cases: where verification spends its time
+            for step, seconds in (case.get("seconds") or {}).items():
+                record["seconds"][step] = round(record["seconds"].get(step, 0.0) + seconds, 3)
     except InterfaceMismatch as exc:
         record.update(verdict="interface_mismatch", reason=str(exc), interface=exc.to_json())
     except (Exception, SystemExit) as exc:
