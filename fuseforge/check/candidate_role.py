@@ -256,7 +256,9 @@ class CandidateRun:
         self.result["init"] = record
         try:
             model = harness.guard(CandidateFailed, "ModelNew.to(device)", lambda: model.to(self.dev))
+            self.loaded = {k: v.detach().clone() for k, v in model.state_dict().items() if k not in self.mutable}
             outs, is_tuple = self.call(model, self.fresh(inputs), "the first call", self.plan["init"]["output_aliases"])
+            record["state_changed"] = self.check_state(model, "the first call")
             self.save("init", outs, is_tuple)
             record["ok"] = True
         except InterfaceError:

@@ -109,9 +109,13 @@ NAMESPACES = ["torch", "torch._C", "torch._C._VariableFunctions", "torch.Tensor"
 
 
 def _namespace(qualified: str) -> dict:
+    """A module's attributes, or a class's as its instances see them (inherited ones included, so that an
+    attribute set on a subclass to shadow its base's shows)."""
     obj = _lookup(qualified)
     if obj is _MISSING:
         return {}
+    if isinstance(obj, type):
+        return {name: inspect.getattr_static(obj, name, _MISSING) for name in dir(obj)}
     try:
         return dict(vars(obj))
     except TypeError:

@@ -84,7 +84,8 @@ def _nbytes(tensors) -> int:
 
 
 def _cpu(tensors: list) -> list:
-    return [t.detach().cpu() if isinstance(t, torch.Tensor) else t for t in tensors]
+    """Copies on the CPU (a CPU tensor's .cpu() is the tensor itself, which later calls may change)."""
+    return [t.detach().to("cpu", copy=True) if isinstance(t, torch.Tensor) else t for t in tensors]
 
 
 def _rms(x: torch.Tensor) -> float:
@@ -172,7 +173,7 @@ class Program:
     def values(self, names) -> dict:
         """Eager's and the truth's values of state entries, on the CPU."""
         eager, truth = self.eager.state_dict(), self.truth.state_dict()
-        return {n: [eager[n].detach().cpu(), truth[n].detach().cpu()] for n in names}
+        return {n: [eager[n].detach().to("cpu", copy=True), truth[n].detach().to("cpu", copy=True)] for n in names}
 
     def note_changes(self, changed: list[str]) -> None:
         buffers = {k for k in self.eager.state_dict() if k not in self.params}
@@ -317,7 +318,7 @@ class Reference:
 
 def _sample(t: torch.Tensor, positions) -> torch.Tensor:
     flat = t.reshape(-1)
-    return (flat if positions is None else flat[positions.to(flat.device)]).detach().cpu()
+    return (flat if positions is None else flat[positions.to(flat.device)]).detach().to("cpu", copy=True)
 
 
 def _time_variant(model, feed: dict, pool_size: int, warmup: int, timer: Timer, dev) -> dict:
