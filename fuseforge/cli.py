@@ -101,10 +101,12 @@ def optimize(
 
 
 from .check.cli import register as register_check  # noqa: E402  (commands defined in their own packages)
+from .fuzz.cli import register as register_fuzz  # noqa: E402
 from .suite.cli import register as register_suite  # noqa: E402
 
 register_check(app)
 register_suite(app)
+register_fuzz(app)
 
 
 if __name__ == "__main__":

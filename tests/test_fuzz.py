@@ -1,0 +1,240 @@
+"""`fuseforge fuzz`: the generator writes only valid, deterministic model files; the campaign records an
+outcome for every model, whatever its run does (passes, fails, crashes, hangs)."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+
+from fuseforge.fuzz.campaign import OUTCOMES, CampaignConfig, run_campaign
+from fuseforge.fuzz.generator import MAX_CHAIN, MIN_CHAIN, generate
+from fuseforge.fuzz.reasons import failure_reason, reason_key
+from fuseforge.fuzz.vocabulary import ANCHORS, OPS
+
+CI_SEED, CI_COUNT = 7000, 5  # the CPU campaign of CI
+
+
+def _run_file(path: Path) -> list[torch.Tensor]:
+    """Import a model file as optimize's load stage does and run Model(*get_init_inputs())(*get_inputs())."""
+    spec = importlib.util.spec_from_file_location(f"fuzz_test_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    torch.manual_seed(0)
+    model = module.Model(*module.get_init_inputs())
+    with torch.no_grad():
+        out = model(*module.get_inputs())
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def _assert_runs_as_tracked(model, tmp_path: Path) -> None:
+    path = tmp_path / f"{model.name}.py"
+    path.write_text(model.source)
+    try:
+        outputs = _run_file(path)
+    except Exception as exc:  # the file in the message: it is the reproduction
+        raise AssertionError(f"{model.ops} raised {type(exc).__name__}: {exc}\n{model.source}") from exc
+    assert tuple(tuple(o.shape) for o in outputs) == model.output_shapes, model.source
+    assert all(torch.isfinite(o).all() for o in outputs), f"non-finite output\n{model.source}"
+
+
+# --- the generator --------------------------------------------------------------------------------------
+
+def test_the_same_seed_writes_the_same_model_file():
+    for seed in range(20):
+        assert generate(seed).source == generate(seed).source
+    assert len({generate(seed).source for seed in range(20)}) == 20
+
+
+def test_the_same_seed_writes_the_same_model_file_in_another_process():
+    """Catches randomness from outside the seed: hash() of strings, set order (PYTHONHASHSEED), time."""
+    code = "import sys; from fuseforge.fuzz.generator import generate; sys.stdout.write(generate(int(sys.argv[1])).source)"
+    for seed in (3, 11):
+        env = {**os.environ, "PYTHONHASHSEED": str(seed + 1)}
+        other = subprocess.run([sys.executable, "-c", code, str(seed)], capture_output=True, text=True, env=env,
+                               check=True).stdout
+        assert other == generate(seed).source
+
+
+def test_a_model_has_one_anchor_then_two_to_six_chain_ops():
+    for seed in range(200):
+        ops = [o for o in generate(seed).ops if o not in ("tuple_output", "unused_parameter")]
+        assert ops[0] in ANCHORS and all(o in OPS for o in ops[1:]), ops
+        assert MIN_CHAIN <= len(ops) - 1 <= MAX_CHAIN, ops
+
+
+def test_every_op_of_the_vocabulary_is_drawn_in_a_thousand_models():
+    """Catches an op that is never valid (a wrong `applies`) or never drawn (a zero weight)."""
+    drawn = Counter(op for seed in range(1000) for op in generate(seed).ops)
+    missing = sorted((set(OPS) | set(ANCHORS)) - set(drawn))
+    assert not missing, missing
+    assert drawn["tuple_output"] > 0 and drawn["unused_parameter"] > 0
+
+
+@pytest.mark.parametrize("name", sorted(OPS) + sorted(ANCHORS))
+def test_each_op_on_its_own_makes_models_that_run_in_eager_with_the_tracked_shapes(name, tmp_path):
+    """Each anchor and chain op, forced into three models: the file runs in eager PyTorch and its outputs
+    have the shapes the generator tracked (a wrong shape rule would make later ops invalid)."""
+    for seed in range(3):
+        model = generate(seed, include=name)
+        assert name in model.ops
+        _assert_runs_as_tracked(model, tmp_path)
+
+
+def test_three_hundred_random_models_run_in_eager_with_the_tracked_shapes(tmp_path):
+    for seed in range(300):
+        _assert_runs_as_tracked(generate(seed), tmp_path)
+
+
+def test_the_pool_shape_rule_and_the_empty_window_rule_agree_with_torch():
+    """Every window the generator may draw (ceil_mode's last window that would start in the padding
+    included): its output length is torch's, and a window of padding only is refused (-inf in a max pool)."""
+    from fuseforge.fuzz.ops_norm_pool import _every_window_reads_the_input, _pooled
+
+    checked = 0
+    for size in range(1, 10):
+        for kernel in range(1, 5):
+            for stride in range(1, 6):
+                for padding in range(0, kernel // 2 + 1):
+                    for dilation in (1, 2):
+                        if size + 2 * padding < dilation * (kernel - 1) + 1:
+                            continue
+                        for ceil_mode in (False, True):
+                            x = torch.zeros(1, 1, size)
+                            y = torch.nn.functional.max_pool1d(x, kernel, stride, padding, dilation, ceil_mode)
+                            window = (kernel, stride, padding, dilation, ceil_mode)
+                            assert _pooled(size, *window) == y.shape[-1], (size, window)
+                            assert _every_window_reads_the_input(size, *window) == bool(torch.isfinite(y).all())
+                            checked += 1
+    assert checked > 500
+
+
+def test_a_model_file_is_standalone_with_the_kernelbench_layout():
+    source = generate(1).source
+    for part in ("import torch\n", "class Model(nn.Module):", "def get_inputs():", "def get_init_inputs():",
+                 "\nbatch_size = "):
+        assert part in source, part
+    assert "fuseforge" not in source.split('"""')[2], "the model file must not import fuseforge"
+
+
+# --- reasons --------------------------------------------------------------------------------------------
+
+def test_the_failure_reason_is_the_cli_line_without_the_model_name():
+    log = ("[12:00:00] load …\n           capture …\n"
+           "fuseforge: fuzz_000003.py: capture: unsupported graph input c_lifted_tensor_0 of kind CONSTANT_TENSOR\n")
+    assert failure_reason(log, "fuzz_000003.py") == \
+        "capture: unsupported graph input c_lifted_tensor_0 of kind CONSTANT_TENSOR"
+
+
+def test_a_failure_message_wrapped_over_lines_is_joined_into_one():
+    log = ("fuseforge: m.py: verify: CPU check failed: plan output 0: relative error 1.8e+00; emitted buffer\n"
+           "bn.running_mean: relative error 1.0e+00\nreport (of the failed run): out/report.md\n")
+    assert failure_reason(log, "m.py") == ("verify: CPU check failed: plan output 0: relative error 1.8e+00; "
+                                           "emitted buffer bn.running_mean: relative error 1.0e+00")
+
+
+def test_the_failure_reason_of_a_traceback_is_its_exception_line():
+    log = "Traceback (most recent call last):\n  File \"x.py\", line 1\nRuntimeError: view size is not compatible\n"
+    assert failure_reason(log, "m.py") == "RuntimeError: view size is not compatible"
+
+
+def test_reasons_that_differ_only_in_numbers_count_as_one():
+    a = "capture: unsupported graph input c_lifted_tensor_0: error 3.1e-04 > bound 2e-06 at [2, 7]"
+    b = "capture: unsupported graph input c_lifted_tensor_12: error 0.5 > bound 1e-07 at [5, 3]"
+    assert reason_key(a) == reason_key(b)
+    assert reason_key("output 0: shape [2, 6016], error 6e-09") == reason_key("output 0: shape [2, 11, 25], error 4e-09")
+    assert reason_key("conv2d failed in float64") != reason_key("conv3d failed in float32")
+
+
+# --- the campaign ---------------------------------------------------------------------------------------
+
+def _fake_run(script: str) -> list[str]:
+    """A campaign command that runs `script` with the model file as sys.argv[1] instead of optimize."""
+    return ["{python}", "-c", script, "{model}", "{out}"]
+
+
+def test_a_hanging_run_is_killed_at_its_timeout_and_the_campaign_goes_on(tmp_path):
+    script = "import sys, time\nif sys.argv[1].endswith('fuzz_000001.py'):\n    time.sleep(120)\n"
+    config = CampaignConfig(out=tmp_path, count=3, seed=0, timeout_s=3, command=_fake_run(script))
+    campaign = run_campaign(config, progress=lambda line: None)
+    assert [o.outcome for o in campaign.outcomes] == ["passed", "timeout", "passed"]
+    hung = campaign.outcomes[1]
+    assert hung.exit_code is None and hung.reason.startswith("timed out after 3 s") and hung.seconds < 60
+
+
+def test_failures_and_crashes_are_recorded_with_their_one_line_reason(tmp_path):
+    script = ("import sys, pathlib\nname = pathlib.Path(sys.argv[1]).name\n"
+              "if name.endswith('0.py'):\n    print(f'fuseforge: {name}: capture: unsupported thing 7'); sys.exit(1)\n"
+              "if name.endswith('1.py'):\n    raise RuntimeError('boom 3')\n"
+              "if name.endswith('2.py'):\n    import os, signal; os.kill(os.getpid(), signal.SIGKILL)\n")
+    config = CampaignConfig(out=tmp_path, count=4, seed=10, timeout_s=60, command=_fake_run(script))
+    campaign = run_campaign(config, progress=lambda line: None)
+    got = [(o.outcome, o.exit_code, o.reason) for o in campaign.outcomes]
+    assert got == [("failed", 1, "capture: unsupported thing 7"), ("crashed", 1, "RuntimeError: boom 3"),
+                   ("crashed", -9, "killed by SIGKILL"), ("passed", 0, "")]
+    summary = json.loads((tmp_path / "fuzz.json").read_text())["summary"]
+    assert summary["counts"] == {"passed": 1, "failed": 1, "crashed": 2, "timeout": 0}
+    assert {r["example"]: r["count"] for r in summary["reasons"]} == {
+        "capture: unsupported thing 7": 1, "RuntimeError: boom 3": 1, "killed by SIGKILL": 1}
+
+
+def test_fuzz_json_is_rewritten_after_every_model(tmp_path):
+    """Catches a record written only at the end (a crash of the campaign would lose everything)."""
+    seen = []
+
+    def progress(line):
+        seen.append(len(json.loads((tmp_path / "fuzz.json").read_text())["models"]))
+
+    run_campaign(CampaignConfig(out=tmp_path, count=3, seed=0, command=_fake_run("pass")), progress)
+    assert seen == [1, 2, 3]
+
+
+def test_the_cpu_campaign_records_an_outcome_for_every_model_and_every_model_runs_in_eager(tmp_path):
+    """The CI campaign: `fuseforge fuzz --no-gpu` over fixed seeds, through the CLI. Whether optimize passes
+    on each is not asserted yet; that each model is valid and has a recorded outcome is."""
+    out = tmp_path / "campaign"
+    result = subprocess.run([sys.executable, "-m", "fuseforge", "fuzz", "--count", str(CI_COUNT), "--seed",
+                             str(CI_SEED), "--out", str(out), "--no-gpu", "--timeout", "300"],
+                            capture_output=True, text=True, timeout=900)
+    assert result.returncode in (0, 1), result.stderr
+    record = json.loads((out / "fuzz.json").read_text())
+    models = record["models"]
+    assert [m["seed"] for m in models] == list(range(CI_SEED, CI_SEED + CI_COUNT))
+    for m in models:
+        assert m["outcome"] in OUTCOMES and m["seconds"] > 0, m
+        assert (m["outcome"] == "passed") == (m["exit_code"] == 0) and bool(m["reason"]) != (m["exit_code"] == 0), m
+        assert "\n" not in m["reason"]
+        path = Path(m["model"])
+        assert path.read_text() == generate(m["seed"]).source
+        _assert_runs_as_tracked(generate(m["seed"]), tmp_path)
+    assert sum(record["summary"]["counts"].values()) == CI_COUNT
+    assert f"fuzz: {CI_COUNT} models: " in result.stdout
+    assert result.returncode == (0 if all(m["outcome"] == "passed" for m in models) else 1)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("[")]
+    assert len(lines) == CI_COUNT, result.stdout
+
+
+def test_a_fallback_to_a_simpler_plan_is_recorded_with_the_reasons_the_plans_were_left(tmp_path):
+    """Catches a campaign that counts a run as plainly passed when optimize only passed on a simpler plan."""
+    script = ("import sys, pathlib\nif sys.argv[1].endswith('0.py'):\n"
+              "    print('[12:00:01] verify …   cli.py:81')\n"
+              "    print('           next rung: torch calls of the captured graph …   cli.py:81')\n"
+              "    out = pathlib.Path(sys.argv[2]); out.mkdir(parents=True)\n"
+              "    (out / 'report.md').write_text('## Plan kept\\n\\nThe plan with torch calls of the captured graph. '\n"
+              "        'Plans tried before it:\\n\\n- The plan with every kernel family failed at verify: CPU check '\n"
+              "        'failed: relative error 7.2e-09. Its artefacts: attempts/1_every-kernel-family/.\\n')\n")
+    campaign = run_campaign(CampaignConfig(out=tmp_path, count=2, seed=0, command=_fake_run(script)),
+                            progress=lambda line: None)
+    first, second = campaign.outcomes
+    assert first.detours == ["next rung: torch calls of the captured graph"] and second.detours == []
+    assert first.plan_kept == "torch calls of the captured graph"
+    assert first.plans_left == ["every kernel family failed at verify: CPU check failed: relative error 7.2e-09"]
+    summary = campaign.summary()
+    assert summary["counts"]["passed"] == 2 and summary["passed_on_a_simpler_plan"] == 1
+    assert [(g["example"], g["models"]) for g in summary["first_plan_left"]] == [
+        ("every kernel family failed at verify: CPU check failed: relative error 7.2e-09", ["fuzz_000000"])]
