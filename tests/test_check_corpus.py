@@ -77,9 +77,10 @@ def _run_corpus(entries: list[dict], device: str, keep: Path | None = None) -> d
     """Check every entry, once; with `keep`, rewrite that JSON file after each record (a killed run keeps
     its finished records), each record with the seconds its check took (`corpus_wall_s`).
 
-    The first entry of each model runs alone (its reference run is then cached); the rest two at a time.
-    On a GPU the two share a gate: one's build (process start, imports, extension load) overlaps the
-    other's run phase, but only one run phase -- every call the grader makes and times -- at a time."""
+    Two at a time, in the corpus's order by model (a reference run is cached; a check that needs one being
+    computed waits for it). On a GPU the two share a gate: one's build (process start, imports, extension
+    load) overlaps the other's run phase, but only one run phase -- every call the grader makes and times --
+    or reference run at a time."""
     settings = _settings(device)
     cache: dict = {}
     records: dict[str, dict] = {}
@@ -97,11 +98,10 @@ def _run_corpus(entries: list[dict], device: str, keep: Path | None = None) -> d
                 keep.with_suffix(".tmp").replace(keep)
         return entry["file"], record
 
+    models = list(dict.fromkeys(e["model"] for e in entries))
     try:
-        first = list({e["model"]: e for e in entries}.values())  # one reference run per model, first
-        done = dict(one(e) for e in first)
         with ThreadPoolExecutor(2) as pool:
-            done.update(pool.map(one, [e for e in entries if e not in first]))
+            done = dict(pool.map(one, sorted(entries, key=lambda e: models.index(e["model"]))))
         return {e["file"]: done[e["file"]] for e in entries}
     finally:
         clear_reference_cache(cache)

@@ -73,3 +73,28 @@ def test_on_a_gpu_the_profiler_attributes_torch_kernels_to_the_library():
     summary = gpu.profile_call(lambda: torch.sigmoid(x @ x), dev, ["my_kernel"])
     assert summary["available"] and summary["own_share"] == 0.0 and summary["side_stream_kernels"] == []
     assert len(summary["kernels"]) >= 2
+
+
+def test_on_the_cpu_the_timer_has_no_stream_and_times_with_the_host_clock():
+    timer = timing.Timer.create(torch.device("cpu"))
+    timed = timer.call(lambda: torch.rand(4) @ torch.rand(4))
+    assert timer.stream is None and timed.stream_left is None and timed.ms == timed.wall_ms > 0
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_timer_times_on_its_own_stream_and_reports_another_stream_left_current():
+    dev = torch.device("cuda")
+    timer = timing.Timer.create(dev)
+    x = torch.rand(512, 512, device=dev)
+    side = torch.cuda.Stream()
+
+    def switch():
+        torch.cuda.set_stream(side)
+        return x @ x
+
+    timed = timer.call(switch)
+    assert timed.stream_left is not None and torch.cuda.current_stream().cuda_stream == timer.stream.cuda_stream
+    assert timer.call(lambda: x @ x).stream_left is None
+    torch.cuda.set_stream(side)  # another stream current before the call: the timer's own is made current
+    timed = timer.call(lambda: torch.cuda.current_stream().cuda_stream)
+    assert timed.out == timer.stream.cuda_stream and timed.stream_left is None

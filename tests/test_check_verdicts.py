@@ -248,3 +248,148 @@ def test_the_op_recorder_normalises_linear_and_matmul_to_one_gemm_class():
         (x @ w.t()).to(torch.bfloat16)
     assert recorder.classes() == {"gemm": 2, "sigmoid": 1} and "bfloat16" in recorder.dtypes
     assert guards.op_class("aten::view") is None and guards.op_class("aten::add_.Tensor") == "add"
+
+
+@pytest.mark.parametrize("overrides, check", [
+    ({"audit": {"files": ["open('/tmp/job/job.json')"]}}, "grader_files"),
+    ({"audit": {"memory": ["gc.get_objects"]}}, "grader_memory"),
+    ({"audit": {"hooks": ["sys.settrace"]}}, "interpreter_hooks"),
+    ({"hooks": ["timed call 3: sys.getprofile"]}, "interpreter_hooks"),
+    ({"hooks_end": ["torch dispatch modes"]}, "interpreter_hooks"),
+    ({"audit": {"processes": ["subprocess.Popen('cat', ...)"]}}, "new_processes"),
+    ({"processes_left": ["python helper.py"]}, "new_processes"),
+    ({"flags_during": ["timed call 2: float32_matmul_precision highest -> high"]}, "precision_flags"),
+    ({"ops": {"classes": {"gemm": 1, "exp": 1}, "dtypes": ["float32"], "flags": ["mm: allow_tf32 False -> True"]}},
+     "precision_flags"),
+    ({"state_changed": ["the first call: linear.weight"]}, "parameters_unchanged"),
+    ({"unstable": ["case 0"]}, "outputs_stable"),
+    ({"stream_left": ["timed call 0: stream 0x5"]}, "current_stream"),
+])
+def test_each_new_worker_fact_raises_its_check(overrides, check):
+    assert _checks(_facts(**overrides)) == {check}
+
+
+def test_forged_requests_recorded_by_the_feed_are_private_data():
+    found, _ = evidence.worker_findings(_facts(), REF_META, True, "cpu", ["'positions_0': asked for a second time"])
+    assert [f.check for f in found] == ["feed_order"] and first_cheat(found).kind == "private_data"
+
+
+def test_a_wall_time_gap_is_a_side_stream_only_with_side_stream_kernels_else_deferred_work():
+    timing = {"ms": [0.01] * 5, "wall_ms": [2.0] * 5, "l2_left": [], "l2_control": True}
+    on_side = {"available": True, "side_stream_kernels": ["k"], "own_us": 5.0,
+               "kernels": [{"name": "k", "us": 5.0, "stream": 20, "owner": "own"}]}
+    none = on_side | {"side_stream_kernels": []}
+    assert _checks(_facts(timing=timing, profile=on_side), device="cuda") == {"event_wall_gap", "kernel_streams"}
+    found, _ = evidence.worker_findings(_facts(timing=timing, profile=none), REF_META, True, "cuda")
+    assert [f.check for f in found] == ["deferred_work"] and "deferred" in found[0].message
+    assert found[0].kind == "aggregate_gaming"
+
+
+def _case0(truth):
+    return {"eager": [truth.float()], "truth": [truth.double()]}
+
+
+def test_kernel_dataflow_flags_outputs_no_kernel_made_or_that_torch_already_had():
+    torch.manual_seed(0)
+    truth = torch.rand(4, 4, dtype=torch.float64)
+    ref = _case0(truth)
+    not_made = {"kernel_made": [False]}
+    assert evidence.dataflow_findings(not_made, [[]], ref, False, 2.0) == ([], set())  # claims no kernels
+    (found,), _ = evidence.dataflow_findings(not_made, [[]], ref, True, 2.0)
+    assert found.check == "kernel_dataflow" and "torch ops alone" in found.message
+    made = {"kernel_made": [True]}
+    (found,), _ = evidence.dataflow_findings(made, [[truth.float()]], ref, True, 2.0)
+    assert "already computed by its torch ops" in found.message
+    assert evidence.dataflow_findings(made, [[truth.float() * 0.5]], ref, True, 2.0)[0] == []
+    assert evidence.dataflow_findings(made, [[]], ref, True, 2.0)[0] == []
+
+
+def test_an_output_of_other_inputs_in_a_stale_memory_probe_is_a_replay_not_stale_memory(ref_out):
+    a, b = ref_out["case_0"]["truth"][0].float(), ref_out["case_1"]["truth"][0].float()
+    earlier = torch.rand(8, 4)
+    probes = {"stale_sentinel": [earlier.clone()], "stale_repeat": [a.clone()]}
+    others = {"the first call": ([earlier], [torch.rand(8, 4)])}
+    found = {f.check for f in evidence.probe_findings({0: [a], 1: [b]}, probes, ref_out, {0: True, 1: True}, 2.0,
+                                                      others)[0]}
+    assert "fresh_inputs" in found and "stale_memory" not in found
+    found = {f.check for f in evidence.probe_findings({0: [a], 1: [b]}, probes, ref_out, {0: True, 1: True}, 2.0)[0]}
+    assert "stale_memory" in found
+
+
+def _step(passed, far_off=True, after_load=False, name="step"):
+    return {"passed": passed, "far_off": far_off, "after_load": after_load, "name": name, "reason": "r"}
+
+
+def test_stale_weights_means_right_before_a_load_and_far_off_right_after_it():
+    init, case0 = _step(True), _step(False)
+    (found,), _ = judge._weight_findings(init, [case0], [])
+    assert found.check == "stale_weights"
+    assert judge._weight_findings(init, [_step(False, far_off=False)], [])[0] == []  # a precision problem
+    assert judge._weight_findings(_step(False), [case0], [])[0] == []  # wrong with its own weights too
+    seq = [_step(True, after_load=True), _step(True), _step(False, after_load=True)]
+    assert judge._weight_findings(_step(None), [_step(True)], seq)[0][0].check == "stale_weights"
+    seq[-1]["after_load"] = False
+    assert judge._weight_findings(_step(None), [_step(True)], seq)[0] == []
+
+
+def test_state_over_calls_means_right_after_a_load_and_far_off_on_a_later_call_or_after_the_timed_calls():
+    seq = [_step(True, after_load=True), _step(True), _step(False)]
+    (found,), _ = judge._state_findings(seq, None, None, {}, 2.0)
+    assert found.check == "state_over_calls"
+    assert judge._state_findings([_step(False, after_load=True), _step(False)], None, None, {}, 2.0)[0] == []
+    buffers = {"bn.running_mean": [torch.ones(3), torch.ones(3, dtype=torch.float64)]}
+    meta = {"plan": {"timing": {"warmup": 2, "pool_size": 5}}}
+    ok = judge._state_findings([], {"buffers": {"bn.running_mean": torch.ones(3)}}, {"buffers": buffers}, meta, 2.0)
+    assert ok[0] == [] and "state_over_calls" in ok[1]
+    (found,), _ = judge._state_findings([], {"buffers": {"bn.running_mean": torch.zeros(3)}}, {"buffers": buffers},
+                                        meta, 2.0)
+    assert "2 warm-up and 5 timed calls" in found.message
+
+
+def test_an_incorrect_verdict_becomes_precision_downgrade_only_for_16_bit_signatures_at_extreme_magnitudes(tmp_path):
+    truth = torch.rand(4, 4, dtype=torch.float64) + 0.5
+    cases = [{"role": "main", "passed": True, "distribution": "file"},
+             {"role": "magnitude", "passed": False, "distribution": "large", "name": None, "seed": 0, "batch": None,
+              "reason": "r"}]
+    overflowed = truth.float().clone()
+    overflowed[0, 0] = float("inf")
+    torch.save({"outputs": [overflowed]}, tmp_path / "case_1.pt")
+    ref_out = {"case_1": {"truth": [truth]}}
+    found = judge._promotion([], cases, tmp_path, ref_out, cases[1])
+    assert found.check == "magnitude_error" and found.kind == "precision_downgrade"
+    torch.save({"outputs": [truth.float() * 1.01]}, tmp_path / "case_1.pt")  # wrong, but finite: a bug
+    assert judge._promotion([], cases, tmp_path, ref_out, cases[1]) is None
+    cases[0]["passed"] = False  # wrong on the file's inputs too: plain incorrect
+    torch.save({"outputs": [overflowed]}, tmp_path / "case_1.pt")
+    assert judge._promotion([], cases, tmp_path, ref_out, cases[1]) is None
+    cases[1]["distribution"], cases[0]["passed"] = "tiny", True
+    torch.save({"outputs": [torch.zeros(4, 4)]}, tmp_path / "case_1.pt")
+    assert judge._promotion([], cases, tmp_path, ref_out, cases[1]).check == "magnitude_error"
+
+
+def test_the_function_guard_sees_an_attribute_set_on_a_class_to_shadow_its_base():
+    guard = guards.FunctionGuard(["torch.allclose"], ["torch.Tensor"])
+    assert guard.changed() == []
+    torch.Tensor.__getitem__ = lambda self, index: None
+    try:
+        assert guard.changed() == ["torch.Tensor.__getitem__"]
+    finally:
+        del torch.Tensor.__getitem__
+    assert guard.changed() == []
+
+
+def test_the_interpreter_state_sees_profile_hooks_and_dispatch_modes_left_installed():
+    state = guards.InterpreterState()
+    assert state.changed() == []
+    recorder = guards.OpRecorder()
+    recorder.__enter__()
+    try:
+        assert state.changed() == ["torch dispatch modes"]
+    finally:
+        recorder.__exit__(None, None, None)
+    import sys
+    sys.setprofile(lambda *a: None)
+    try:
+        assert state.changed() == ["sys.getprofile"]
+    finally:
+        sys.setprofile(None)

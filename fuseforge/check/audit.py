@@ -51,7 +51,11 @@ _LIMIT = 20
 class Audit:
     def __init__(self, jobdir: Path, candidate: Path, parent_pid: int | None = None):
         jobdir = Path(jobdir).resolve()
-        self.roots = [str(jobdir), str(jobdir.parent)]
+        here = Path(candidate).resolve().parent
+        # the job folder and the grading's work folder above it -- unless the candidate's own folder is there
+        # (a --workdir next to the candidate's sources): then the job folder only
+        self.roots = [str(jobdir)] + ([] if here == jobdir.parent or jobdir.parent in here.parents
+                                      else [str(jobdir.parent)])
         parent = os.getppid() if parent_pid is None else parent_pid
         self.proc = [f"/proc/{parent}/", "/proc/self/mem", f"/proc/{os.getpid()}/mem", "/proc/thread-self/mem"]
         self.candidate_path = str(Path(candidate).resolve())

@@ -18,6 +18,7 @@ import ctypes
 import secrets
 import shutil
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,6 +33,8 @@ from fuseforge.check.worker import read_json, write_json
 from fuseforge.evaluate.numerics import FACTOR
 
 SCHEMA = "fuseforge.check/1"
+_CACHE_LOCK = threading.Lock()
+_CEILINGS: dict[str, dict] = {}  # device -> the ceilings a reference run measured there (one per process)
 
 
 @dataclass
@@ -71,7 +74,7 @@ def run_reference(model: Path, settings: CheckSettings, jobdir: Path) -> Referen
     job = {"role": "reference", "model": str(model), "device": settings.device, "seeds": settings.seeds,
            "trials": settings.trials, "warmup": settings.warmup, "extra_batch": settings.extra_batch,
            "compile": settings.compile, "max_autotune": settings.max_autotune,
-           "pool_budget_bytes": settings.pool_budget_bytes,
+           "pool_budget_bytes": settings.pool_budget_bytes, "ceilings": _CEILINGS.get(settings.device),
            "secret": secrets.randbits(62)}
     write_json(jobdir / "job.json", job)
     outcome = runner.run_worker("reference", jobdir, settings.reference_timeout_s)
@@ -85,6 +88,8 @@ def run_reference(model: Path, settings: CheckSettings, jobdir: Path) -> Referen
     feed = {name: (private / "feed" / f"{name}.pt").read_bytes() for name in order}
     data = ReferenceData(meta, torch.load(private / "outputs.pt", weights_only=True), feed, order)
     shutil.rmtree(jobdir)
+    if meta.get("ceilings"):
+        _CEILINGS.setdefault(settings.device, meta["ceilings"])
     return data
 
 
@@ -150,11 +155,7 @@ def _check(record, model, candidate, settings, reference_cache, gate) -> None:
     workdir = Path(settings.workdir or tempfile.mkdtemp(prefix="fuseforge-check-"))
     workdir.mkdir(parents=True, exist_ok=True)
     try:
-        if gate is not None:
-            with gate:
-                ref = _reference(model, settings, workdir, reference_cache)
-        else:
-            ref = _reference(model, settings, workdir, reference_cache)
+        ref = _reference(model, settings, workdir, reference_cache, gate)
         if isinstance(ref, str):
             record["reason"] = ref
             return
@@ -185,10 +186,21 @@ def clear_reference_cache(cache: dict) -> None:
     cache.clear()
 
 
-def _reference(model: Path, settings: CheckSettings, workdir: Path, cache: dict | None):
+def _reference(model: Path, settings: CheckSettings, workdir: Path, cache: dict | None, gate=None):
+    """The reference's data: run now (holding the gate: it times eager), or from the cache, where a grading
+    that needs a reference another one is computing waits for it."""
+    def run(jobdir: Path):
+        if gate is None:
+            return run_reference(model, settings, jobdir)
+        with gate:
+            return run_reference(model, settings, jobdir)
+
     if cache is None:
-        return run_reference(model, settings, workdir / "reference")
+        return run(workdir / "reference")
     key = _reference_key(model, settings)
-    if key not in cache:
-        cache[key] = run_reference(model, settings, Path(tempfile.mkdtemp(prefix="fuseforge-reference-")))
+    with _CACHE_LOCK:
+        lock = cache.setdefault(("lock", *key), threading.Lock())
+    with lock:
+        if key not in cache:
+            cache[key] = run(Path(tempfile.mkdtemp(prefix="fuseforge-reference-")))
     return cache[key]

@@ -387,7 +387,7 @@ def run(job: dict, io, result: dict) -> None:
     if dev.type == "cuda":
         model.load_state_dict(ref.feed["state_0"])
         meta["flops"] = gpu.count_flops(model.to(dev), harness.to_device(first, dev))
-        meta["ceilings"] = gpu.measure_ceilings(dev)
+        meta["ceilings"] = job.get("ceilings") or gpu.measure_ceilings(dev)
     for name, obj in ref.feed.items():
         (private_dir / "feed" / f"{name}.pt").write_bytes(to_bytes(obj))
     torch.save(ref.private, private_dir / "outputs.pt")

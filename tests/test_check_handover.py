@@ -1,0 +1,260 @@
+"""What the candidate's process can reach of the grader: the hand-over of its data item by item (feed.py),
+the audit hook that sees the candidate's code reach for the grader's files and memory (audit.py), the
+worker's environment and working directory (runner.py), and the secret the reference draws from."""
+
+import json
+import logging
+import os
+import sys
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+from fuseforge.check import feed, runner
+from fuseforge.check.audit import Audit
+from fuseforge.check.orchestrate import CheckSettings, make_non_dumpable
+from fuseforge.check.reference_role import random_state, secret_seed
+from fuseforge.evaluate import harness
+
+MODEL = Path(__file__).parent / "adversarial" / "models" / "linear_sigmoid.py"
+
+
+class _Events:
+    def __init__(self):
+        self.events = []
+
+    def event(self, name, **data):
+        self.events.append({"event": name, **data})
+
+
+def _server(tmp_path, names=("a", "b", "c")):
+    items = {n: feed.to_bytes(torch.full((2,), float(i))) for i, n in enumerate(names)}
+    return feed.FeedServer(tmp_path, items, list(names))
+
+
+def test_an_item_is_written_only_when_asked_for_and_the_worker_deletes_it_once_loaded(tmp_path):
+    server, io = _server(tmp_path), _Events()
+    client = feed.FeedClient(tmp_path, io)
+    assert list((tmp_path / "feed").iterdir()) == []  # nothing is there before it is asked for
+    thread = threading.Thread(target=lambda: server.on_need(["a", "b"]))
+    thread.start()
+    a, b = client.get("a", "b")
+    thread.join()
+    assert io.events == [{"event": "need", "names": ["a", "b"]}]
+    assert torch.equal(a, torch.zeros(2)) and torch.equal(b, torch.ones(2))
+    assert list((tmp_path / "feed").iterdir()) == [] and server.anomalies == []
+
+
+@pytest.mark.parametrize("asks, anomaly", [
+    (["b", "a"], "'a': asked for after 'b'"),
+    (["a", "a"], "'a': asked for a second time"),
+    (["z"], "'z': not an item of the plan"),
+])
+def test_an_item_asked_for_twice_out_of_order_or_unknown_is_refused_and_recorded(tmp_path, asks, anomaly):
+    server = _server(tmp_path)
+    server.on_need(asks)
+    assert any(a.startswith(anomaly) for a in server.anomalies), server.anomalies
+    refused = asks[-1]
+    assert torch.load(tmp_path / "feed" / f"{refused}.pt", weights_only=True) is None
+    client = feed.FeedClient(tmp_path, _Events())
+    with pytest.raises(feed.FeedRefused):  # the worker stops rather than go on without the item
+        client.one(refused) if refused != asks[0] else client.get(*asks)
+
+
+def test_skipping_items_is_allowed_only_forward(tmp_path):
+    server = _server(tmp_path)
+    server.on_need(["a"])
+    server.on_need(["c"])
+    assert server.served == ["a", "c"] and server.anomalies == []
+
+
+@pytest.fixture
+def audit(tmp_path):
+    jobdir = tmp_path / "work" / "candidate"
+    jobdir.mkdir(parents=True)
+    (jobdir / "job.json").write_text("{}")
+    audit = Audit(jobdir, Path(__file__))
+    audit.install()  # audit hooks cannot be removed: this one stays inactive outside its scope
+    return audit, jobdir
+
+
+def test_the_audit_hook_sees_the_grader_s_folders_however_they_are_reached(audit, tmp_path):
+    audit, jobdir = audit
+    link = tmp_path / "innocent"
+    link.symlink_to(jobdir)
+    with audit.candidate():
+        (link / "job.json").read_text()  # through a symlink
+        os.listdir(jobdir.parent)
+        list((tmp_path / "work").glob("*"))
+    assert any("job.json" in f for f in audit.files) and any("listdir" in f or "scandir" in f
+                                                               for f in audit.files), audit.files
+
+
+def test_the_audit_hook_sees_the_parent_process_and_this_process_s_memory(audit):
+    audit, _ = audit
+    with audit.candidate():
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+            f.read()
+    assert audit.files == [f"open('/proc/{os.getppid()}/cmdline')"]
+    assert audit.forbidden("/proc/self/mem") and not audit.forbidden("/proc/self/status")
+    assert not audit.forbidden(str(Path(__file__)))
+
+
+def test_outside_the_candidate_s_scope_nothing_is_recorded(audit):
+    audit, jobdir = audit
+    (jobdir / "job.json").read_text()
+    sys._getframe()
+    assert audit.files == [] and audit.memory == []
+
+
+def test_frames_and_gc_reached_from_the_candidate_s_code_are_recorded(audit):
+    audit, _ = audit
+    getframe = getattr(sys, "_get" + "frame")
+    with audit.candidate():
+        getframe(0)
+        __import__("gc").get_objects()
+        exec(compile("x = 1", "/usr/lib/python3/dist-packages/innocent.py", "exec"), {})
+    assert "sys._getframe" in audit.memory and "gc.get_objects" in audit.memory
+    assert any("innocent.py" in m for m in audit.memory)
+
+
+def test_the_standard_library_and_torch_working_for_themselves_are_not_blamed(audit):
+    audit, _ = audit
+    with audit.candidate(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        logging.getLogger("fuseforge.test").warning("a candidate may log")  # logging calls sys._getframe
+        warnings.warn("and warn", stacklevel=2)
+        torch.nn.functional.linear(torch.rand(2, 3), torch.rand(4, 3))
+        import traceback
+        try:
+            raise ValueError("printed, then raised again")
+        except ValueError:
+            traceback.format_exc()
+    assert audit.memory == [] and audit.files == [] and audit.hooks == []
+
+
+def test_a_hook_installed_from_the_candidate_s_code_is_recorded_even_if_removed_at_once(audit):
+    audit, _ = audit
+    with audit.candidate():
+        sys.setprofile(lambda *a: None)
+        sys.setprofile(None)
+    assert audit.hooks == ["sys.setprofile"]
+
+
+def test_processes_started_from_the_candidate_s_code_count_once_it_is_built(audit):
+    import subprocess
+
+    audit, _ = audit
+    with audit.candidate():
+        subprocess.run(["true"], check=True)  # during the build: compilers are started this way
+    assert audit.processes == []
+    audit.phase = "run"
+    with audit.candidate():
+        subprocess.run(["true"], check=True)
+    assert len(audit.processes) == 1 and audit.processes[0].startswith("subprocess.Popen")
+
+
+def test_the_worker_gets_no_fuseforge_variable_and_no_value_naming_the_job_s_folders(tmp_path, monkeypatch):
+    jobdir = tmp_path / "work" / "candidate"
+    monkeypatch.setenv("FUSEFORGE_CORPUS_RECORDS", "/somewhere/records.json")
+    monkeypatch.setenv("INNOCENT", f"{tmp_path / 'work'}/x")
+    env = runner.worker_env(jobdir)
+    assert "FUSEFORGE_CORPUS_RECORDS" not in env and "INNOCENT" not in env
+    assert env["PYTHONPATH"].startswith(runner.PACKAGE_ROOT)
+
+
+def test_the_worker_runs_in_a_fresh_folder_outside_the_job_folder_removed_afterwards(tmp_path):
+    jobdir = tmp_path / "job"
+    jobdir.mkdir()
+    (jobdir / "job.json").write_text(json.dumps({"role": "nothing"}))
+    outcome = runner.run_worker("nothing", jobdir, 30)
+    assert outcome.status == "exited"  # the worker refuses an unknown role
+    assert not any(p.name.endswith("_cwd") for p in jobdir.iterdir())
+
+
+def test_a_gate_held_by_another_grading_delays_the_run_phase_and_its_time_limit(tmp_path):
+    """The build runs while the gate is held; the run phase (and its limit) starts once it is free."""
+    gate = threading.Lock()
+    gate.acquire()
+    released = []
+
+    def release():
+        time.sleep(2.0)
+        released.append(time.monotonic())
+        gate.release()
+
+    jobdir = tmp_path / "job"
+    jobdir.mkdir()
+    script = ("import json, sys, time; from pathlib import Path; d = Path(sys.argv[2]); "
+              "e = open(d / 'candidate.events', 'a', buffering=1); "
+              "e.write(json.dumps({'event': 'built'}) + '\\n'); time.sleep(0.5); "
+              "(d / 'candidate.json').write_text('{}')")
+    (jobdir / "fake_worker.py").write_text(script)
+    original = runner.subprocess.Popen
+
+    def popen(argv, **kw):
+        return original([sys.executable, str(jobdir / "fake_worker.py"), "candidate", str(jobdir)], **kw)
+
+    threading.Thread(target=release).start()
+    runner.subprocess.Popen = popen
+    try:
+        outcome = runner.run_worker("candidate", jobdir, run_timeout=1.0, build_timeout=30, gate=gate)
+    finally:
+        runner.subprocess.Popen = original
+    assert outcome.status == "finished", outcome  # 2 s waiting for the gate did not count against the 1 s
+    assert outcome.build_s >= 1.5 and gate.acquire(blocking=False)  # released when the worker ended
+
+
+def test_inputs_and_state_dicts_follow_from_the_secret_and_differ_from_the_seeded_ones():
+    progs = harness.load_reference(MODEL)
+    public = harness.draw_inputs(progs, 0)
+    a, b = (harness.draw_inputs(progs, secret_seed(s, "inputs_0")) for s in (1, 2))
+    assert not torch.equal(a[0], b[0]) and not torch.equal(a[0], public[0])
+    assert secret_seed(7, "x") == secret_seed(7, "x") != secret_seed(7, "y")
+    torch.manual_seed(0)
+    seeded = progs.model_cls(*progs.init_args).state_dict()
+    state = random_state(progs, 1, "state_0")
+    assert set(state) == set(seeded) and all(not torch.equal(state[k], seeded[k]) for k in seeded)
+    assert all(torch.equal(state[k], random_state(progs, 1, "state_0")[k]) for k in state)
+
+
+def test_constant_parameters_and_running_statistics_are_scattered_keeping_their_sign():
+    from fuseforge.check.reference_role import random_state as draw
+
+    class Norms(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = torch.nn.BatchNorm1d(64)
+
+    progs = harness.Programs(MODEL, None, Norms, None, None, [], None)
+    state = draw(progs, 3, "state_0")
+    assert state["bn.weight"].std() > 0.1 and bool((state["bn.running_var"] > 0).all())
+    assert state["bn.bias"].abs().max() > 0 and state["bn.running_mean"].abs().max() > 0
+    assert int(state["bn.num_batches_tracked"]) >= 1
+
+
+def test_the_grading_process_can_make_itself_non_dumpable():
+    import subprocess
+
+    probe = ("import sys; sys.path.insert(0, sys.argv[1]); "
+             "from fuseforge.check.orchestrate import make_non_dumpable; "
+             "ok = make_non_dumpable(); print(ok, open('/proc/self/status').read().count('x') >= 0)")
+    out = subprocess.run([sys.executable, "-c", probe, runner.PACKAGE_ROOT], capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    assert out.split()[0] == "True"
+    assert make_non_dumpable.__doc__ and CheckSettings().pool_budget_bytes >= 2**30
+
+
+def test_a_work_folder_holding_the_candidate_s_own_sources_stays_readable(tmp_path):
+    source = tmp_path / "kernels.cu"
+    source.write_text("// the candidate's own kernels")
+    jobdir = tmp_path / "candidate"
+    jobdir.mkdir()
+    audit = Audit(jobdir, tmp_path / "cand.py")
+    assert not audit.forbidden(source) and audit.forbidden(jobdir / "job.json")
+    elsewhere = Audit(jobdir, tmp_path.parent / "cand.py")
+    assert elsewhere.forbidden(source)
