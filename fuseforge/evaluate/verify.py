@@ -10,7 +10,8 @@ In each case, under `torch.no_grad()` and on the chosen device:
    generator under the same seeds; the CPU where the file's code needs it).
 2. truth = a deep copy of ref in float64 on float64 inputs, run under `scales.ScaleTracker` (the scale of
    the values each output was computed from, for the floor of numerics.py); eager = ref on the fp32
-   inputs.
+   inputs. Truth, eager and the candidate each start their forward from the same generator state, and the
+   truth's random ops draw in float32 (`random_draws.py`): a model with dropout is compared seed for seed.
 3. A fresh block of about 2x the bytes of eager's outputs, and on CUDA every block the caching
    allocator holds free, are filled with NaN and freed (memory the candidate leaves unwritten then reads
    as NaN, never as the reference's leftovers); then the candidate runs on the fp32 inputs.
@@ -71,6 +72,7 @@ from fuseforge.evaluate.harness import (
     ReferenceFailed,
 )
 from fuseforge.evaluate.numerics import FACTOR, FLOOR_ABS, FLOOR_REL, TensorCheck, compare
+from fuseforge.evaluate.random_draws import FORWARD_SEED, Float32Draws
 from fuseforge.evaluate.scales import ScaleTracker
 
 SCHEMA = "fuseforge.verify/1"
@@ -139,15 +141,19 @@ def _reference_run(ref, inputs, dev, precision, laps: _Laps, label: str) -> _Ref
     truth_inputs = harness.to_device(inputs, dev, torch.float64)
     tracker = ScaleTracker()
     try:
-        with tracker:
+        torch.manual_seed(FORWARD_SEED)
+        with Float32Draws(), tracker:
             truth, _ = harness.forward(truth_model, truth_inputs, dev, "Model (float64)", ReferenceFailed)
         scales = [tracker.scale_of(t) for t in truth]
     except ReferenceFailed:  # run it as it is: the error (or the result) is the model's own
         truth_model = copy.deepcopy(ref).double()
-        truth, _ = harness.forward(truth_model, harness.to_device(inputs, dev, torch.float64), dev,
-                                   "Model (float64)", ReferenceFailed)
+        torch.manual_seed(FORWARD_SEED)
+        with Float32Draws():
+            truth, _ = harness.forward(truth_model, harness.to_device(inputs, dev, torch.float64), dev,
+                                       "Model (float64)", ReferenceFailed)
         scales = [None] * len(truth)
     laps.lap("truth")
+    torch.manual_seed(FORWARD_SEED)
     eager, eager_tuple = harness.forward(eager_model, harness.to_device(inputs, dev), dev, "Model",
                                          ReferenceFailed)
     laps.lap("eager")
@@ -180,6 +186,7 @@ def run_case(progs: Programs, settings: VerifySettings, seed: int, distribution:
                 same_as[key] = reference
         reused = reference.label if reference.label != label else None
         harness.poison(dev, sum(t.numel() * t.element_size() for t in reference.eager))
+        torch.manual_seed(FORWARD_SEED)  # random ops draw what eager drew (random_draws.py)
         got, got_tuple = harness.forward(cand_model, harness.to_device(inputs, dev), dev, "ModelNew",
                                          CandidateFailed)
         laps.lap("candidate")
