@@ -238,3 +238,12 @@ def test_a_fallback_to_a_simpler_plan_is_recorded_with_the_reasons_the_plans_wer
     assert summary["counts"]["passed"] == 2 and summary["passed_on_a_simpler_plan"] == 1
     assert [(g["example"], g["models"]) for g in summary["first_plan_left"]] == [
         ("every kernel family failed at verify: CPU check failed: relative error 7.2e-09", ["fuzz_000000"])]
+
+
+def test_generate_only_writes_the_seeds_model_files_and_runs_nothing(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "fuseforge", "fuzz", "--generate-only", "--count", "2", "--seed",
+                             "41", "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    for seed in (41, 42):
+        assert (tmp_path / "models" / f"fuzz_{seed:06d}.py").read_text() == generate(seed).source
+    assert not (tmp_path / "fuzz.json").exists() and not (tmp_path / "runs").exists()
