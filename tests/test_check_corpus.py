@@ -70,7 +70,8 @@ def test_each_file_says_what_it_is_in_its_docstring(entry):
 def _settings(device: str) -> CheckSettings:
     s = CORPUS["settings"][device]
     return CheckSettings(device=device, seeds=s["seeds"], trials=s["trials"], warmup=s["warmup"],
-                         compile=s.get("compile", True))
+                         compile=s.get("compile", True),
+                         pool_budget_bytes=s.get("pool_budget_bytes", CheckSettings.pool_budget_bytes))
 
 
 def _run_corpus(entries: list[dict], device: str, keep: Path | None = None) -> dict[str, dict]:
@@ -96,6 +97,9 @@ def _run_corpus(entries: list[dict], device: str, keep: Path | None = None) -> d
             if keep is not None:  # whole or not at all: write aside, then rename
                 keep.with_suffix(".tmp").write_text(json.dumps(json_safe(records), indent=1) + "\n")
                 keep.with_suffix(".tmp").replace(keep)
+                summary = keep.with_name(keep.stem + "_summary.json")
+                summary.with_suffix(".tmp").write_text(json.dumps(corpus_summary(records), indent=1) + "\n")
+                summary.with_suffix(".tmp").replace(summary)
         return entry["file"], record
 
     models = list(dict.fromkeys(e["model"] for e in entries))
@@ -105,6 +109,31 @@ def _run_corpus(entries: list[dict], device: str, keep: Path | None = None) -> d
         return {e["file"]: done[e["file"]] for e in entries}
     finally:
         clear_reference_cache(cache)
+
+
+def corpus_summary(records: dict[str, dict]) -> dict:
+    """Counts by class: per cheat kind, adversarial files caught with their intended verdict and check; honest
+    files graded correct with no decisive finding; incorrect ones graded incorrect; and the seconds taken."""
+    by_kind: dict[str, dict] = {}
+    summary = {"adversarial": by_kind, "honest": {"correct": 0, "total": 0, "wrong": []},
+               "incorrect": {"as_intended": 0, "total": 0, "wrong": []},
+               "seconds": round(sum(r.get("corpus_wall_s") or 0 for r in records.values()), 1)}
+    for name, record in sorted(records.items()):
+        entry = BY_FILE[name]
+        fired = {f["check"] for f in record.get("findings") or [] if f["decisive"]}
+        if entry["role"] == "adversarial":
+            row = by_kind.setdefault(entry["kind"], {"caught": 0, "total": 0, "missed": []})
+            ok = record.get("verdict") == entry["verdict"] and entry["check"] in fired
+        else:
+            row = summary[entry["role"]]
+            ok = record.get("verdict") == entry["verdict"] and not fired
+        row["total"] += 1
+        key = {"adversarial": "caught", "honest": "correct", "incorrect": "as_intended"}[entry["role"]]
+        if ok:
+            row[key] += 1
+        else:
+            row["missed" if entry["role"] == "adversarial" else "wrong"].append(f"{name}: {record.get('verdict')}")
+    return summary
 
 
 def _shard(entries: list[dict]) -> list[dict]:
@@ -202,3 +231,17 @@ def test_each_candidate_is_checked_once_and_on_a_gpu_two_at_a_time_share_one_gat
     seen.clear()
     _run_corpus(CPU_ENTRIES[:3], "cpu")
     assert {gate for _, gate, _ in seen} == {None}
+
+
+def test_the_summary_counts_each_class_and_names_what_went_wrong():
+    honest = next(e for e in ENTRIES if e["role"] == "honest")
+    caught = next(e for e in ADVERSARIAL if e["kind"] == "private_data")
+    missed = next(e for e in ADVERSARIAL if e["kind"] == "roofline")
+    records = {honest["file"]: {"verdict": "correct", "findings": [], "corpus_wall_s": 1.5},
+               caught["file"]: {"verdict": caught["verdict"], "corpus_wall_s": 2.0,
+                                "findings": [{"check": caught["check"], "decisive": True}]},
+               missed["file"]: {"verdict": "correct", "findings": [], "corpus_wall_s": 1.0}}
+    summary = corpus_summary(records)
+    assert summary["adversarial"]["private_data"] == {"caught": 1, "total": 1, "missed": []}
+    assert summary["adversarial"]["roofline"] == {"caught": 0, "total": 1, "missed": [f"{missed['file']}: correct"]}
+    assert summary["honest"]["correct"] == summary["honest"]["total"] == 1 and summary["seconds"] == 4.5

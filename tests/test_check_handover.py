@@ -258,3 +258,16 @@ def test_a_work_folder_holding_the_candidate_s_own_sources_stays_readable(tmp_pa
     assert not audit.forbidden(source) and audit.forbidden(jobdir / "job.json")
     elsewhere = Audit(jobdir, tmp_path.parent / "cand.py")
     assert elsewhere.forbidden(source)
+
+
+def test_code_the_candidate_writes_elsewhere_and_runs_from_there_is_still_the_candidate_s(audit, tmp_path):
+    audit, _ = audit
+    elsewhere = tmp_path / "site-packages" / "helper_lib.py"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text("import gc\ndef look():\n    return len(gc.get_objects())\n")
+    namespace = {}
+    exec(compile(elsewhere.read_text(), str(elsewhere), "exec"), namespace)
+    with audit.candidate():
+        namespace["look"]()
+    assert audit.memory == ["gc.get_objects"]
+    assert not audit.is_candidate_file(logging.__file__) and not audit.is_candidate_file(torch.__file__)

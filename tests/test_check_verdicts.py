@@ -393,3 +393,17 @@ def test_the_interpreter_state_sees_profile_hooks_and_dispatch_modes_left_instal
         assert state.changed() == ["sys.getprofile"]
     finally:
         sys.setprofile(None)
+
+
+def test_a_batch_case_counts_against_the_candidate_only_when_it_is_far_off():
+    torch.manual_seed(0)
+    truth = torch.rand(1, 1, dtype=torch.float64) + 0.5
+    ref = {"eager": [truth.float()], "truth": [truth], "is_tuple": False, "buffers": {}}
+    rounding = truth.float() + 3e-7  # a few ulps off where eager happened to be exact: fails the ratio
+    result = judge.compare_outputs({"outputs": [rounding], "is_tuple": False}, ref, 2.0)
+    assert not result["passed"] and not result["far_off"]
+    result = judge.compare_outputs({"outputs": [truth.float() * 1.5], "is_tuple": False}, ref, 2.0)
+    assert not result["passed"] and result["far_off"]
+    result = judge.compare_outputs({"outputs": [torch.zeros(1)], "is_tuple": False}, ref, 2.0)
+    assert result["far_off"] and judge.compare_outputs({"outputs": [torch.zeros(2)], "is_tuple": False}, ref,
+                                                       2.0)["structure"]

@@ -16,7 +16,7 @@ While candidate code runs (`with audit.candidate():` around its import, construc
 
 "From the candidate's code": the nearest frame that is not a helper the candidate could call on its behalf
 (inspect, traceback's walk functions, subprocess/os/pty/multiprocessing for processes, code without a
-file) belongs to the candidate's file or a file next to it. Torch, the standard library acting for itself
+file) belongs to the candidate's file, a file next to it, or a file written since the worker started. Torch, the standard library acting for itself
 (logging, warnings) and the grader are never blamed.
 """
 
@@ -26,6 +26,7 @@ import os
 import sys
 import sysconfig
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -69,6 +70,8 @@ class Audit:
         self._local = threading.local()
         self._realpath = os.path.realpath
         self._getframe = sys._getframe
+        self._fresh: dict[str, bool] = {}
+        self.started = time.time() - 1.0
 
     # ---- switching on and off
     def install(self) -> None:
@@ -99,10 +102,19 @@ class Audit:
         return any((p + "/").startswith(q) or p == q.rstrip("/") for p in (text, real) for q in self.proc)
 
     def is_candidate_file(self, filename: str) -> bool:
+        """The candidate's file, a file next to it, or any file written since this process started (code
+        the candidate wrote somewhere else, a library's folder included, to run it from there)."""
         if filename == self.candidate_path:
             return True
-        return filename.startswith(self.candidate_dir) and not filename.startswith(_FUSEFORGE) and \
-            "site-packages" not in filename and not filename.startswith(_STDLIB)
+        if filename.startswith(self.candidate_dir) and not filename.startswith(_FUSEFORGE) and \
+                "site-packages" not in filename and not filename.startswith(_STDLIB):
+            return True
+        if filename not in self._fresh:
+            try:
+                self._fresh[filename] = os.stat(filename).st_mtime >= self.started
+            except (OSError, ValueError):
+                self._fresh[filename] = False
+        return self._fresh[filename]
 
     def from_candidate(self, depth: int, processes: bool = False) -> bool:
         """Whether the code that raised the event (`depth` frames above this function) is the candidate's."""

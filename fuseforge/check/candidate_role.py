@@ -19,7 +19,8 @@ order:
 6. sequence: load, three calls, load another state_dict, two calls: outputs, buffers and parameters after
    each (stale weights, running statistics over calls);
 7. timing: load the timing state_dict, warm-up calls, then one call per pool item, each input handed
-   over right before its call and the call's fingerprint positions right after it; per call: the caller's
+   over right before its call and the call's fingerprint positions right after it (its outputs copied
+   first: what is written into them after the call returned does not count); per call: the caller's
    stream current again, precision flags, interpreter hooks, aliasing; then the buffers after the last
    call, and a few timed calls on the last input's content again (repeated content: memoisation);
    on CUDA one profiled call (gpu.py);
@@ -379,9 +380,11 @@ class CandidateRun:
             outs, timed = self.timed_call(model, self.fresh(inputs), label, aliases, first + recent)
             ms.append(timed.ms)
             wall.append(timed.wall_ms)
+            frozen = [o.detach().clone() for o in outs]  # as returned: nothing written after this counts
             got = self.feed.get(f"positions_{t}", *([f"pool_{t + 1}"] if t + 1 < size else []))
             positions, pool = got[0], (got[1] if len(got) > 1 else None)
-            sample = [_plain_cpu(_take(o, p)) for o, p in zip(outs, positions)]
+            sample = [_plain_cpu(_take(o, p)) for o, p in zip(frozen, positions)]
+            del frozen
             prints.append(sample)
             if t < KEEP_FIRST_TIMED:
                 first.append((label, outs, positions, sample))
