@@ -142,3 +142,27 @@ def test_the_real_answer_with_prose_in_the_code_is_invalid_python():
     if not path.exists():
         pytest.skip("shared candidates not present")
     assert "unterminated string literal" in analyse(path.read_text(), path.name).syntax_error
+
+
+@pytest.mark.parametrize("source", [
+    'SRC = """asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));"""',
+    'SRC = """asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(p) : "f"(a), "f"(b));"""',
+    'SRC = "cvt.rn." + "f16.f32"',
+    'SRC = """mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"""',
+    'SRC = """wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"""',
+    'SRC = """at::globalContext().setAllowTF32CuBLAS(true);"""',
+    'SRC = """cublasGemmEx(h, a, b, m, n, k, &al, A, CUDA_R_32F, m, B, CUDA_R_32F, k, &be, C, CUDA_R_32F, m, '
+    'CUBLAS_COMPUTE_32F_FAST_16F, CUBLAS_GEMM_DEFAULT);"""',
+])
+def test_reduced_precision_inside_kernel_source_is_named_ptx_and_cublas_included(source):
+    assert "low_precision" in _fired(source)
+
+
+@pytest.mark.parametrize("source", [
+    'SRC = """asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(t) : "f"(x));"""',  # TF32: a hint, not decisive
+    'SRC = """mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"""',
+    'SRC = """float buf16 = x; // f16 is not used here; int f16_count = 2;"""',
+    'SRC = """cvt.rn.f32.s32 %0, %1;"""',
+])
+def test_fp32_and_tf32_kernel_source_is_not_named_low_precision(source):
+    assert "low_precision" not in _fired(source)

@@ -57,7 +57,7 @@ SENTINEL = 1234.5
 REPEATS = 5  # timed calls on repeated content after the timing loop
 KEEP_FIRST_TIMED, KEEP_LAST_TIMED = 2, 3
 STABLE_BUDGET = 512 * 2**20  # CPU copies of earlier outputs, re-checked at the end
-_urandom = os.urandom
+TORCH_WORKERS = ("torch._inductor", "torch/_inductor", "triton")  # torch.compile's own worker pool
 
 
 class InterfaceError(Exception):
@@ -455,7 +455,8 @@ def _recorded(result: dict, key: str, fn) -> None:
 
 
 def _processes_left(audit: Audit) -> list[str]:
-    """Processes of this worker's session other than itself (started during the build and still alive)."""
+    """Processes of this worker's session other than itself (started during the build and still alive), but
+    torch.compile's own worker pool."""
     me, session, found = os.getpid(), os.getsid(0), []
     for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
         if not entry.isdigit() or int(entry) == me:
@@ -465,7 +466,9 @@ def _processes_left(audit: Audit) -> list[str]:
                 fields = f.read().rsplit(")", 1)[1].split()
             if int(fields[3]) == session:  # field 6 of stat: the session id
                 with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    found.append(f.read().replace(b"\0", b" ").decode(errors="replace").strip()[:120] or entry)
+                    command = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+                if not any(worker in command for worker in TORCH_WORKERS):
+                    found.append(command[:120] or entry)
         except (OSError, ValueError, IndexError):
             continue
     return found

@@ -30,6 +30,13 @@ SOURCE_PATTERNS = [  # (check, regex) over string constants (inline CUDA / C++)
     ("low_precision", re.compile(r"\b(__half2?|half2|__nv_bfloat162?|nv_bfloat16|__float2half\w*|"
                                  r"__float2bfloat16\w*|__half2float|__bfloat162float|at::Half|at::BFloat16|"
                                  r"torch::kHalf|torch::kBFloat16)\b|cuda_fp16\.h|cuda_bf16\.h")),
+    # inline PTX: conversions to and tensor-core products in 16- and 8-bit formats (also as fragments, e.g.
+    # "cvt.rn." + "f16.f32"), and C++ switches of cuBLAS/ATen to reduced-precision math
+    ("low_precision", re.compile(r"\b(?:cvt|mma|wgmma)\.[\w.]*?\b(?:b?f16|e4m3|e5m2)(?:x2)?\b|"
+                                 r"(?:^|[\s.\"'])(?:b?f16|e4m3|e5m2)(?:x2)?\.(?:f32|f16|bf16)\b|"
+                                 r"\bsetAllow(?:TF32CuBLAS|FP16ReductionCuBLAS|BF16ReductionCuBLAS)\b|"
+                                 r"\bsetFloat32MatmulPrecision\b|\bCUBLAS_COMPUTE_32F_FAST_\w+|"
+                                 r"\bCUBLAS_TF32_TENSOR_OP_MATH\b")),
     ("tf32_source", re.compile(r"__float_to_tf32|precision::tf32|\btf32\b|\.tf32\b")),
     ("streams", re.compile(r"\bcudaStreamCreate\w*|\bgetStreamFromPool\b|\bcudaStreamNonBlocking\b|"
                            r"\bcudaStreamPerThread\b")),
