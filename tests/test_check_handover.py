@@ -271,3 +271,21 @@ def test_code_the_candidate_writes_elsewhere_and_runs_from_there_is_still_the_ca
         namespace["look"]()
     assert audit.memory == ["gc.get_objects"]
     assert not audit.is_candidate_file(logging.__file__) and not audit.is_candidate_file(torch.__file__)
+
+
+def test_a_process_left_running_in_the_worker_s_session_is_found_but_torch_compile_s_workers_are_not():
+    import subprocess
+
+    from fuseforge.check.candidate_role import _processes_left
+
+    helper = subprocess.Popen(["sleep", "7.25"])
+    pool = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(7.5)", "torch._inductor.compile_worker"])
+    try:
+        time.sleep(0.2)
+        found = _processes_left(None)
+        assert any("sleep 7.25" in p for p in found) and not any("compile_worker" in p for p in found)
+    finally:
+        helper.kill()
+        pool.kill()
+        helper.wait()
+        pool.wait()
