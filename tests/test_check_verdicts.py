@@ -407,3 +407,12 @@ def test_a_batch_case_counts_against_the_candidate_only_when_it_is_far_off():
     result = judge.compare_outputs({"outputs": [torch.zeros(1)], "is_tuple": False}, ref, 2.0)
     assert result["far_off"] and judge.compare_outputs({"outputs": [torch.zeros(2)], "is_tuple": False}, ref,
                                                        2.0)["structure"]
+
+
+def test_a_call_that_raised_or_saved_nothing_is_far_off():
+    case = {"seed": 0, "distribution": "file", "batch": 128, "role": "batch"}
+    raised = judge.judge_case(case, {"ok": False, "error": "RuntimeError: shape '[64, 32]' is invalid"}, None, None,
+                              2.0)
+    assert raised["passed"] is False and raised["far_off"] and raised["reason"].startswith("ModelNew raised")
+    nothing = judge.judge_case(case, {"ok": True}, None, None, 2.0)
+    assert nothing["passed"] is False and nothing["far_off"]

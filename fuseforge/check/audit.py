@@ -66,7 +66,7 @@ class Audit:
         self.hooks: list[str] = []
         self.processes: list[str] = []
         self.phase = "build"
-        self._active = 0
+        self.active = 0
         self._local = threading.local()
         self._realpath = os.path.realpath
         self._getframe = sys._getframe
@@ -79,11 +79,11 @@ class Audit:
 
     @contextmanager
     def candidate(self):
-        self._active += 1
+        self.active += 1
         try:
             yield
         finally:
-            self._active -= 1
+            self.active -= 1
 
     def findings(self) -> dict:
         return {"files": self.files, "memory": self.memory, "hooks": self.hooks, "processes": self.processes}
@@ -139,7 +139,7 @@ class Audit:
 
     # ---- the hook
     def _hook(self, event: str, args: tuple) -> None:
-        if not self._active or getattr(self._local, "busy", False):
+        if not self.active or getattr(self._local, "busy", False):
             return
         self._local.busy = True
         try:

@@ -412,7 +412,17 @@ class CandidateRun:
                     "pool_index": list(range(size)) + [size - 1] * len(repeat_prints)}, self.out / "timed.pt")
 
     def timed_call(self, model, args, label: str, aliases, timed_kept: list):
-        timed = self.timer.call(lambda: self.invoke(model, args))
+        audit = self.audit
+
+        def call():  # as the reference's eager is timed: no_grad outside the timed region, no context manager
+            audit.active += 1
+            try:
+                return model(*args)
+            finally:
+                audit.active -= 1
+
+        with torch.no_grad():
+            timed = self.timer.call(call)
         if timed.stream_left and len(self.result["stream_left"]) < 20:
             self.result["stream_left"].append(f"{label}: {timed.stream_left}")
         self.after_call(label)

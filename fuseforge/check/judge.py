@@ -96,9 +96,9 @@ def judge_case(case: dict, fact: dict | None, saved: dict | None, ref: dict | No
     if fact is None or (not fact.get("ok") and not fact.get("error")):
         return record | {"reason": "not run (the worker stopped before this call)"}
     if fact.get("error"):
-        return record | {"passed": False, "reason": f"ModelNew raised {fact['error']}"}
+        return record | {"passed": False, "reason": f"ModelNew raised {fact['error']}", "far_off": True}
     if saved is None or ref is None:
-        return record | {"passed": False, "reason": "the worker saved no outputs"}
+        return record | {"passed": False, "reason": "the worker saved no outputs", "far_off": True}
     result = compare_outputs(saved, ref, factor)
     outputs = result["outputs"]
     record.update(passed=result["passed"], reason=result["reason"], structure=result["structure"],
