@@ -10,7 +10,13 @@ import torch
 
 from fuseforge.check.orchestrate import CheckSettings, run_reference
 from fuseforge.check.provenance import Provenance, checksum
-from fuseforge.check.reference_role import WHOLE_OUTPUT, batch_sizes, magnitude
+from fuseforge.check.reference_role import (
+    CANDIDATE_POSITIONS,
+    FINGERPRINT_SIZE,
+    WHOLE_OUTPUT,
+    batch_sizes,
+    magnitude,
+)
 
 MODELS = Path(__file__).parent / "adversarial" / "models"
 
@@ -80,15 +86,53 @@ def test_every_timed_input_is_fresh_and_its_positions_are_secret_until_handed_ov
     assert set(ref.outputs["timed_state"]["buffers"]) == set(ref.meta["plan"]["mutable"])
 
 
-def test_large_outputs_get_a_sample_of_positions_drawn_from_the_secret(tmp_path):
+def _wide_model(tmp_path) -> Path:
     model = tmp_path / "wide.py"
     model.write_text((MODELS / "linear_sigmoid.py").read_text().replace("out_features = 64", "out_features = 512"))
+    return model
+
+
+def test_large_outputs_get_a_sample_of_positions_drawn_from_the_secret(tmp_path):
+    model = _wide_model(tmp_path)
     settings = CheckSettings(device="cpu", seeds=1, trials=2, warmup=1)
     refs = [run_reference(model.resolve(), settings, tmp_path / f"r{k}") for k in range(2)]
     positions = [torch.load(io.BytesIO(r.feed["positions_0"]), weights_only=True)[0] for r in refs]
-    assert all(p.numel() == 4096 and p.unique().numel() == 4096 for p in positions)
+    assert all(p.numel() == CANDIDATE_POSITIONS and p.unique().numel() == CANDIDATE_POSITIONS for p in positions)
     assert not torch.equal(positions[0], positions[1])  # another secret, other positions
     assert not (tmp_path / "r0").exists()
+
+
+def test_each_candidate_is_handed_its_own_pick_of_positions_and_compared_there(tmp_path):
+    from fuseforge.check.feed import to_bytes
+    from fuseforge.check.orchestrate import ReferenceData, _picked, _picker
+
+    positions = [torch.randperm(100_000)[:CANDIDATE_POSITIONS], None]
+    values = [torch.arange(CANDIDATE_POSITIONS, dtype=torch.float32), torch.rand(10)]
+    ref = ReferenceData({}, {"pool_0": {"eager": values, "truth": [v.double() for v in values]}}, {}, [])
+    handed = []
+    for _ in range(2):
+        picks = {}
+        got = torch.load(io.BytesIO(_picker(to_bytes(positions), picks, "positions_0")()), weights_only=True)
+        assert got[0].numel() == FINGERPRINT_SIZE and got[1] is None
+        compared = _picked(ref, picks).outputs["pool_0"]["eager"]
+        index = {int(p): k for k, p in enumerate(positions[0])}
+        assert torch.equal(compared[0], torch.tensor([float(index[int(p)]) for p in got[0]]))
+        assert torch.equal(compared[1], values[1])  # a small output: compared whole
+        handed.append(got[0])
+    assert not torch.equal(handed[0], handed[1])
+
+
+def test_a_wide_output_s_timed_calls_are_compared_at_the_positions_handed_over(tmp_path):
+    from fuseforge.check.orchestrate import check_files
+
+    settings = CheckSettings(device="cpu", seeds=1, trials=3, warmup=1)
+    model = _wide_model(tmp_path)
+    record = check_files(model, MODELS.parent / "honest_linear_sigmoid.py", settings)
+    assert record["verdict"] == "correct", record["reason"]
+    lazy = tmp_path / "lazy.py"  # right on verified calls, half the rows left empty on timed ones
+    lazy.write_text((MODELS.parent / "aggregate_partial_rows.py").read_text().replace("self.calls <= 30", "self.calls <= 20"))
+    record = check_files(model, lazy, settings)
+    assert record["verdict"] == "cheat:aggregate_gaming" and record["check"] == "timed_outputs", record["reason"]
 
 
 def _provenance(fn, x, shapes):

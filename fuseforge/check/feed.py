@@ -39,7 +39,8 @@ def to_bytes(obj) -> bytes:
 
 
 class FeedServer:
-    """The parent's side: `items` maps a name to its serialised bytes, `order` is the plan's order."""
+    """The parent's side: `items` maps a name to its serialised bytes (or to a function making them when the
+    item is handed over), `order` is the plan's order."""
 
     def __init__(self, jobdir: Path, items: dict[str, bytes], order: list[str]):
         self.dir = jobdir / FEED
@@ -70,6 +71,7 @@ class FeedServer:
             self.served.append(name)
             self.last = index
             data = self.items[name]
+            data = data() if callable(data) else data
         tmp = self.dir / f".{name}.tmp"
         tmp.write_bytes(data)
         os.replace(tmp, self.dir / f"{name}.pt")

@@ -8,13 +8,17 @@ candidate's process starts. The candidate's job folder holds only job.json (the 
 shapes) and the files of the hand-over: this process writes each item when the worker asks for it
 (feed.py). Before a candidate runs, this process makes itself non-dumpable (prctl), so that another
 process of the same user cannot read its memory through /proc/PID/mem or ptrace. A `reference_cache`
-dict lets several candidates of one model share one reference run (tests and batch grading); a `gate`
-(a lock) lets several gradings share one GPU, one run phase at a time (runner.py).
+dict lets several candidates of one model share one reference run (tests, the corpus): share it only among
+candidates that trust each other -- one could keep what it was handed (inputs, positions) for the next.
+The fingerprint positions each candidate is handed are picked per candidate, when it asks for them, from
+the reference's larger set, with the OS's randomness. A `gate` (a lock) lets several gradings share one
+GPU, one run phase at a time (runner.py).
 """
 
 from __future__ import annotations
 
 import ctypes
+import io
 import secrets
 import shutil
 import tempfile
@@ -28,6 +32,7 @@ import torch
 from fuseforge.check import judge, runner
 from fuseforge.check.feed import FeedServer, to_bytes
 from fuseforge.check.kinds import ERROR, first_cheat, verdict_of
+from fuseforge.check.reference_role import FINGERPRINT_SIZE
 from fuseforge.check.static import analyse
 from fuseforge.check.worker import read_json, write_json
 from fuseforge.evaluate.numerics import FACTOR
@@ -165,7 +170,11 @@ def _check(record, model, candidate, settings, reference_cache, gate) -> None:
             shutil.rmtree(jobdir)
         jobdir.mkdir()
         write_json(jobdir / "job.json", _candidate_job(candidate, static, settings, ref))
+        picks: dict[str, list] = {}
         items = dict(ref.feed, plant=to_bytes(ref.outputs["case_0"]["eager"]))
+        for name in ref.order:
+            if name.startswith("positions_"):
+                items[name] = _picker(ref.feed[name], picks, name)
         server = FeedServer(jobdir, items, ref.order + ["plant"])
 
         def on_event(event: dict) -> None:
@@ -175,10 +184,37 @@ def _check(record, model, candidate, settings, reference_cache, gate) -> None:
         make_non_dumpable()
         outcome = runner.run_worker("candidate", jobdir, settings.run_timeout_s, settings.build_timeout_s, on_event,
                                     gate=gate)
-        judge.judge(record, static, ref, outcome, jobdir / "cand", settings, server.anomalies)
+        judge.judge(record, static, _picked(ref, picks), outcome, jobdir / "cand", settings, server.anomalies)
     finally:
         if settings.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _picker(data: bytes, picks: dict, name: str):
+    """Hands over FINGERPRINT_SIZE of the reference's positions for a timed call, picked with the OS's
+    randomness when the item is asked for (once the candidate is built and the call returned)."""
+    def pick() -> bytes:
+        chosen = []
+        for positions in torch.load(io.BytesIO(data), weights_only=True):
+            if positions is None or positions.numel() <= FINGERPRINT_SIZE:
+                chosen.append(None)
+                continue
+            gen = torch.Generator().manual_seed(secrets.randbits(63))
+            chosen.append(torch.randperm(positions.numel(), generator=gen)[:FINGERPRINT_SIZE])
+        picks[name] = chosen
+        return to_bytes([p if c is None else p[c] for p, c in
+                         zip(torch.load(io.BytesIO(data), weights_only=True), chosen)])
+    return pick
+
+
+def _picked(ref: ReferenceData, picks: dict) -> ReferenceData:
+    """The reference's timed-call values at the positions handed over."""
+    outputs = dict(ref.outputs)
+    for name, chosen in picks.items():
+        pool = "pool_" + name.removeprefix("positions_")
+        outputs[pool] = {key: [v if c is None else v[c] for v, c in zip(ref.outputs[pool][key], chosen)]
+                         for key in ("eager", "truth")}
+    return ReferenceData(ref.meta, outputs, ref.feed, ref.order)
 
 
 def clear_reference_cache(cache: dict) -> None:

@@ -21,9 +21,10 @@ The plan (public: names and shapes, no values), in the order the candidate's wor
   model fails at that size;
 - sequence: load, three calls, load another state_dict, two calls (outputs and buffers after each);
 - timing: load, warm-up calls on case 0's inputs, then one call per pool item, every pool input a fresh
-  draw (no content repeats, so memoising by content never pays); for each timed call, positions drawn
-  from the secret (the whole output when small) and eager's and the truth's values there, and the
-  buffers after the last call.
+  draw (no content repeats, so memoising by content never pays); for each timed call, 16384 positions
+  drawn from the secret (the whole output when small) and eager's and the truth's values there -- the
+  grading process picks the 4096 it hands over per candidate, once the candidate is built (orchestrate.py)
+  -- and the buffers after the last call.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ from fuseforge.check.timing import Timer, stats, synchronize
 from fuseforge.evaluate import harness
 from fuseforge.evaluate.harness import ReferenceFailed
 
-FINGERPRINT_SIZE = 4096
+FINGERPRINT_SIZE = 4096  # positions compared per output of a timed call ...
+CANDIDATE_POSITIONS = 4 * FINGERPRINT_SIZE  # ... picked by the grading process among these, per candidate
 WHOLE_OUTPUT = 16384  # outputs up to this many elements are compared whole on every timed call
 MAX_AUTOTUNE_OFF = "off (no --max-autotune)"
 MAGNITUDES = {"large": "x 2^20", "tiny": "x 2^-20", "shifted": "+ 16 RMS"}
@@ -306,7 +308,7 @@ class Reference:
             inputs = self.draw(name)
             result = program.call(inputs)
             positions = [None if e.numel() <= WHOLE_OUTPUT else
-                         torch.randperm(e.numel(), generator=gen)[:FINGERPRINT_SIZE] for e in result["eager"]]
+                         torch.randperm(e.numel(), generator=gen)[:CANDIDATE_POSITIONS] for e in result["eager"]]
             self.private[name] = {
                 "eager": [_sample(e, p) for e, p in zip(result["eager"], positions)],
                 "truth": [_sample(x, p) for x, p in zip(result["truth"], positions)]}
