@@ -416,3 +416,15 @@ def test_a_call_that_raised_or_saved_nothing_is_far_off():
     assert raised["passed"] is False and raised["far_off"] and raised["reason"].startswith("ModelNew raised")
     nothing = judge.judge_case(case, {"ok": True}, None, None, 2.0)
     assert nothing["passed"] is False and nothing["far_off"]
+
+
+def test_a_cuda_error_on_the_first_call_is_a_run_failure_even_when_no_case_could_run():
+    from fuseforge.check.runner import Outcome
+
+    finished = Outcome("candidate", "finished", "run", 0, None, 1.0, 1.0, {})
+    facts = {"init": {"ok": False, "error": "AcceleratorError: CUDA error: an illegal memory access was encountered",
+                      "cuda_error": True}}
+    reason = judge._run_failure(finished, facts, [], {})
+    assert reason.startswith("the first call: ModelNew raised") and "CUDA" in reason
+    facts["init"]["cuda_error"] = False  # an ordinary exception on its own weights: only evidence
+    assert judge._run_failure(finished, facts, [], {}) is None

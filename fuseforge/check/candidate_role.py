@@ -191,6 +191,8 @@ class CandidateRun:
         try:
             model.load_state_dict(state, strict=True)
         except Exception as exc:
+            if "CUDA" in str(exc):  # an earlier call broke the context: a run failure, not the interface
+                raise
             raise InterfaceError(f"ModelNew.load_state_dict(Model's) raised {harness.one_line(exc)}") from exc
         model = harness.guard(CandidateFailed, "ModelNew.to(device)", lambda: model.to(self.dev))
         self.loaded = {k: v.to(self.dev) for k, v in state.items() if k not in self.mutable}
@@ -266,7 +268,7 @@ class CandidateRun:
             raise
         except Exception as exc:
             traceback.print_exception(exc)
-            record["error"] = harness.one_line(exc)
+            record.update(error=harness.one_line(exc), cuda_error="CUDA" in str(exc))
         return model
 
     def fresh(self, inputs: list) -> list:

@@ -150,7 +150,12 @@ def _run_failure(outcome, facts: dict, cases: list[dict], limits: dict) -> str |
     if facts.get("fatal"):
         return f"the candidate's process failed: {facts['fatal']}"
     errors = [c for c in cases if c["passed"] is False and c["reason"].startswith("ModelNew raised")]
-    return f"{_label(errors[0])}: {errors[0]['reason']}" if errors else None
+    if errors:
+        return f"{_label(errors[0])}: {errors[0]['reason']}"
+    first = facts.get("init") or {}
+    if first.get("cuda_error"):  # the context broke on the first call: later calls could not run
+        return f"the first call: ModelNew raised {first['error']}"
+    return None
 
 
 def _finish(record: dict, verdict: str, reason: str | None, check: str | None) -> dict:
