@@ -45,6 +45,13 @@ def test_flops_are_counted_from_the_reference_forward():
     assert gpu.count_flops(nn.Linear(32, 16), [torch.rand(8, 32)]) == 2 * 8 * 32 * 16
 
 
+def test_a_convolution_s_flops_count_at_the_same_tensor_core_rate_as_a_matrix_product():
+    flops = gpu.count_flops(nn.Conv2d(3, 8, 3), [torch.rand(2, 3, 16, 16)])
+    assert flops == 2 * (2 * 8 * 14 * 14) * (3 * 3 * 3)
+    ceilings = {"peak_flops": 400e12, "peak_bytes_per_s": 3e12, "flops_source": "tf32 matmul 8192^3"}
+    assert gpu.roofline_floor_ms(flops, 0, ceilings) == pytest.approx(1e3 * flops / 400e12)
+
+
 def test_the_access_policy_window_matches_the_cuda_runtime_layout():
     assert ctypes.sizeof(timing._AttrValue) == 64 and timing._AccessPolicyWindow.num_bytes.offset == 8
 
@@ -54,6 +61,9 @@ def test_on_a_gpu_the_ceilings_are_plausible_and_the_timer_resets_and_reads_l2_s
     dev = torch.device("cuda")
     ceilings = gpu.measure_ceilings(dev)
     assert 1e11 < ceilings["peak_bytes_per_s"] < 2e13 and 1e13 < ceilings["peak_flops"] < 5e15
+    # a tensor-core rate (TF32), which cuDNN's convolutions and 3xTF32 GEMMs approach -- not SGEMM's ~51 TFLOP/s
+    # on an H100, which honest convolutions beat
+    assert ceilings["flops_source"].startswith("tf32") and ceilings["peak_flops"] > 3 * 51.3e12
     timer = timing.Timer.create(dev)
     assert timer.l2 is not None, "libcudart could not be loaded: the L2 checks would not run"
     x = torch.rand(1024, 1024, device=dev)
