@@ -289,3 +289,35 @@ def test_a_process_left_running_in_the_worker_s_session_is_found_but_torch_compi
         pool.kill()
         helper.wait()
         pool.wait()
+
+
+def test_the_candidate_s_process_cannot_read_the_non_dumpable_grader_s_memory():
+    """Even as root with CAP_SYS_PTRACE: the grading process is non-dumpable and the worker drops the
+    capability before the candidate is imported."""
+    import subprocess
+
+    probe = """
+import os, sys
+sys.path.insert(0, sys.argv[1])
+from fuseforge.check.confine import drop_ptrace
+if sys.argv[2] == "drop":
+    assert drop_ptrace()
+try:
+    open(f"/proc/{os.getppid()}/mem", "rb").close()
+    print("read")
+except OSError:
+    print("denied")
+"""
+    parent = f"""
+import subprocess, sys
+sys.path.insert(0, sys.argv[1])
+from fuseforge.check.orchestrate import make_non_dumpable
+assert make_non_dumpable()
+for how in ("keep", "drop"):
+    print(subprocess.run([sys.executable, "-c", {probe!r}, sys.argv[1], how], capture_output=True, text=True,
+                         check=True).stdout.strip())
+"""
+    out = subprocess.run([sys.executable, "-c", parent, runner.PACKAGE_ROOT], capture_output=True, text=True,
+                         timeout=120, check=True).stdout.split()
+    has_ptrace = int(open("/proc/self/status").read().split("CapEff:")[1].split()[0], 16) & (1 << 19)
+    assert out == ["read" if has_ptrace else "denied", "denied"]

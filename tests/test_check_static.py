@@ -166,3 +166,25 @@ def test_reduced_precision_inside_kernel_source_is_named_ptx_and_cublas_included
 ])
 def test_fp32_and_tf32_kernel_source_is_not_named_low_precision(source):
     assert "low_precision" not in _fired(source)
+
+
+@pytest.mark.parametrize("source", [
+    "import os\nparent = os.getppid()",
+    "import os\nfrom pathlib import Path\nPath(f'/proc/{os.getpid() - 1}/environ').read_text()",
+    'SRC = """std::ifstream f("/proc/self/mem");"""',
+    'SRC = """long n = process_vm_readv(pid, local, 1, remote, 1, 0);"""',
+    "import json\nplan = json.load(open('../job.json'))",
+    "from glob import glob\nfound = glob('/tmp/fuseforge-reference-*/private/*')",
+])
+def test_naming_the_grader_s_files_or_process_is_private_data(source):
+    assert "grader_paths" in _fired(source)
+
+
+@pytest.mark.parametrize("source", [
+    "maps = open('/proc/self/maps').read()",
+    "cpus = open('/proc/cpuinfo').read()",
+    "import os\npid = os.getpid()",
+    "import json\nconfig = json.load(open('config.json'))",
+])
+def test_a_candidate_s_own_process_entries_and_files_are_not_the_grader_s(source):
+    assert "grader_paths" not in _fired(source)

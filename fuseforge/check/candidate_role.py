@@ -4,8 +4,8 @@ It records facts; the grader (judge.py) turns them into findings. Everything it 
 public plan: names and shapes) comes through the feed (feed.py), one item right before it is used. In
 order:
 
-1. guards exist from this module's import (function references and namespaces, precision flags,
-   interpreter hooks); the timer (its stream and L2 flush buffer) is made, threads are watched and the
+1. the process gives up CAP_SYS_PTRACE (confine.py); guards exist from this module's import (function
+   references and namespaces, precision flags, interpreter hooks); the timer (its stream and L2 flush buffer) is made, threads are watched and the
    audit hook (audit.py) installed before the candidate is imported;
 2. build: import the candidate file (its load_inline compiles here), bind `ModelNew(*init)` and
    `forward(*inputs)` to their signatures, construct under seed 0 -> event "built";
@@ -45,6 +45,7 @@ from torch import nn
 
 from fuseforge.check import guards
 from fuseforge.check.audit import Audit
+from fuseforge.check.confine import drop_ptrace
 from fuseforge.check.feed import FeedClient
 from fuseforge.check.timing import Timer, synchronize
 from fuseforge.evaluate import harness
@@ -487,6 +488,7 @@ def _processes_left(audit: Audit) -> list[str]:
 
 
 def run(job: dict, io, result: dict) -> None:
+    result["confined"] = drop_ptrace()  # no reading the grading process's memory, C++ included
     dev = torch.device(job["device"])
     harness.check_device(dev)
     if dev.type == "cuda":

