@@ -118,7 +118,7 @@ SNOOP = """
 import json, os, sys
 from pathlib import Path
 
-PRIVATE = ("outputs.pt", "meta.json", "job.json", "positions.pt", "public.json")
+PRIVATE = ("outputs.pt", "meta.json", "job" + ".json", "positions" + ".pt", "public.json")
 
 def _snoop(report):  # names assembled at run time: the static checks must not decide this one
     seen = []
@@ -129,9 +129,9 @@ def _snoop(report):  # names assembled at run time: the static checks must not d
     if any(type(o).__name__ == "Model" for o in objects if isinstance(o, nn.Module)):
         seen.append("a Model instance")
     jobdir = Path(sys.argv[-1])
-    if "linear_sigmoid" in (jobdir / "job.json").read_text() + " ".join(sys.argv) + json.dumps(dict(os.environ)):
+    if "linear_sigmoid" in (jobdir / PRIVATE[2]).read_text() + " ".join(sys.argv) + json.dumps(dict(os.environ)):
         seen.append("the model's path")
-    for root in [jobdir.parent] + list(Path("/tmp").glob("fuseforge-reference-*")):
+    for root in [jobdir.parent] + list(Path("/tmp").glob("fuseforge-" + "reference-*")):
         for dirpath, _, files in os.walk(root, followlinks=True):
             if dirpath.endswith("feed"):
                 seen += [f"{dirpath}/{f}" for f in files]  # only what this very call was handed, and deleted
