@@ -428,3 +428,16 @@ def test_a_cuda_error_on_the_first_call_is_a_run_failure_even_when_no_case_could
     assert reason.startswith("the first call: ModelNew raised") and "CUDA" in reason
     facts["init"]["cuda_error"] = False  # an ordinary exception on its own weights: only evidence
     assert judge._run_failure(finished, facts, [], {}) is None
+
+
+@pytest.mark.skipif(not hasattr(__import__("sys"), "monitoring"), reason="sys.monitoring is Python 3.12+")
+def test_the_interpreter_state_sees_a_sys_monitoring_tool():
+    import sys
+
+    state = guards.InterpreterState()
+    sys.monitoring.use_tool_id(3, "candidate")
+    try:
+        assert state.changed() == ["sys.monitoring tool 3"]
+    finally:
+        sys.monitoring.free_tool_id(3)
+    assert state.changed() == []
