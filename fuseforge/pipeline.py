@@ -331,18 +331,26 @@ def _run_stages(config: OptimizeConfig, on_stage: Callable[[str], None], attempt
         on_stage(name)
         try:
             stage(run)
-        except StageFailed as exc:
-            run.notes.append(f"stage {name} failed: {exc}")
-            if name != "report" and run.plan is not None:
-                _try_report(run)
-            raise StageFailed(f"{name}: {exc}", stage=name, reason=str(exc), family=exc.family, run=run) from exc
         except Exception as exc:
+            if name == "report":  # the report explains a result, it never decides it
+                run.notes.append(f"the report could not be rendered: {type(exc).__name__}: {exc}")
+                run.artefact("report.md").write_text(_plain_report(run, exc))
+                continue
             run.notes.append(f"stage {name} failed: {exc}")
-            if name != "report" and run.plan is not None:
+            if run.plan is not None:
                 _try_report(run)
-            family = exc.family if isinstance(exc, KernelCodegenError) else None
+            family = getattr(exc, "family", None) if isinstance(exc, (StageFailed, KernelCodegenError)) else None
             raise StageFailed(f"{name}: {exc}", stage=name, reason=str(exc), family=family, run=run) from exc
     return run
+
+
+def _plain_report(run: Run, exc: Exception) -> str:
+    """What the report must say even when the full one cannot be rendered."""
+    verdict = run.verify.get("verdict") if run.verify else "not verified on a GPU"
+    return "\n".join([f"# fuseforge report: {run.loaded.path.name}", "",
+                      f"The full report could not be rendered ({type(exc).__name__}: {exc}).", "",
+                      f"- plan: {describe(run.config)}", f"- verdict: {verdict}",
+                      *[f"- {line}" for line in run.ladder], ""])
 
 
 def _try_report(run: Run) -> None:

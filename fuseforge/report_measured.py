@@ -28,8 +28,17 @@ def _worst(verify: dict) -> str:
     w = verify.get("worst") or {}
     if not w:
         return "—"
-    return (f"{w.get('cand_rel_err', float('nan')):.2e} (eager fp32: {w.get('ref_rel_err', float('nan')):.2e}; "
-            f"{w.get('ratio', float('nan')):.0%} of the allowed error)")
+    return (f"{_e(w.get('cand_rel_err'))} (eager fp32: {_e(w.get('ref_rel_err'))}; "
+            f"{_pct(w.get('ratio'))} of the allowed error)")
+
+
+def _e(v) -> str:
+    """A relative error; '—' where there is none (the truth is all zeros, so no relative error exists)."""
+    return f"{v:.2e}" if isinstance(v, (int, float)) else "—"
+
+
+def _pct(v) -> str:
+    return f"{v:.0%}" if isinstance(v, (int, float)) else "—"
 
 
 def summary_rows(run: Run) -> list[str]:
@@ -69,7 +78,7 @@ def _verify_table(verify: dict) -> list[str]:
         checks = case.get("outputs", []) + case.get("buffers", [])
         worst = max(checks, key=lambda c: (c.get("cand_err") or 0) / max(c.get("bound") or 1e-300, 1e-300),
                     default={})
-        err = (f"{worst.get('name')}: {worst.get('cand_rel_err', 0):.2e} ({worst.get('ref_rel_err', 0):.2e})"
+        err = (f"{worst.get('name')}: {_e(worst.get('cand_rel_err'))} ({_e(worst.get('ref_rel_err'))})"
                if worst else "—")
         lines.append(f"| {case.get('seed')} | {case.get('distribution')} | {case.get('batch') or 'file'} | "
                      f"{case.get('passed')} | {err} | {case.get('allclose')} |")

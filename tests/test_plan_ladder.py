@@ -188,3 +188,21 @@ def test_the_command_line_shows_the_next_rung_and_exits_0_with_the_simpler_plan(
     assert (tmp_path / "out" / "40_model_new.py").exists()
 
 
+
+
+def test_a_report_that_cannot_be_rendered_never_costs_a_verified_plan_its_place(model, tmp_path, monkeypatch):
+    from fuseforge import report
+
+    monkeypatch.setattr(report, "render", lambda run: f"{None:.2e}")  # a None where a number was expected
+    run = optimize(_config(model, tmp_path))
+    assert run.config.families == FAMILIES and not run.ladder  # the default plan is kept
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "could not be rendered (TypeError" in text and "plan: every kernel family" in text
+
+
+def test_the_measured_summary_of_an_output_whose_truth_is_all_zeros_has_no_relative_error():
+    from fuseforge.report_measured import _worst
+
+    worst = {"case": "seed 0 / file", "name": "output", "cand_err": 0.0, "bound": 1e-7, "ratio": 0.0,
+             "cand_rel_err": None, "ref_rel_err": None}
+    assert _worst({"worst": worst}) == "— (eager fp32: —; 0% of the allowed error)"
