@@ -72,9 +72,9 @@ def _reference_key(model: Path, s: CheckSettings) -> tuple:
             s.compile, s.max_autotune, s.pool_budget_bytes)
 
 
-def run_reference(model: Path, settings: CheckSettings, jobdir: Path) -> ReferenceData | str:
+def run_reference(model: Path, settings: CheckSettings, jobdir: Path, gate=None) -> ReferenceData | str:
     """The reference worker; its data (in memory; its job folder is deleted), or a one-line reason why it
-    failed."""
+    failed. With a gate, its start (imports) runs freely and the rest holds the gate."""
     jobdir.mkdir(parents=True, exist_ok=True)
     job = {"role": "reference", "model": str(model), "device": settings.device, "seeds": settings.seeds,
            "trials": settings.trials, "warmup": settings.warmup, "extra_batch": settings.extra_batch,
@@ -82,9 +82,10 @@ def run_reference(model: Path, settings: CheckSettings, jobdir: Path) -> Referen
            "pool_budget_bytes": settings.pool_budget_bytes, "ceilings": _CEILINGS.get(settings.device),
            "secret": secrets.randbits(62)}
     write_json(jobdir / "job.json", job)
-    outcome = runner.run_worker("reference", jobdir, settings.reference_timeout_s)
+    limit = settings.reference_timeout_s
+    outcome = runner.run_worker("reference", jobdir, limit, limit, gate=gate)
     if outcome.status != "finished":
-        return f"the reference (model file) {outcome.describe({'run': settings.reference_timeout_s})}"
+        return f"the reference (model file) {outcome.describe({'build': limit, 'run': limit})}"
     if outcome.result.get("fatal"):
         return f"the reference run failed: {outcome.result['fatal']}"
     private = jobdir / "private"
@@ -223,13 +224,10 @@ def clear_reference_cache(cache: dict) -> None:
 
 
 def _reference(model: Path, settings: CheckSettings, workdir: Path, cache: dict | None, gate=None):
-    """The reference's data: run now (holding the gate: it times eager), or from the cache, where a grading
-    that needs a reference another one is computing waits for it."""
+    """The reference's data: run now (its run phase holding the gate: it times eager), or from the cache, where
+    a grading that needs a reference another one is computing waits for it."""
     def run(jobdir: Path):
-        if gate is None:
-            return run_reference(model, settings, jobdir)
-        with gate:
-            return run_reference(model, settings, jobdir)
+        return run_reference(model, settings, jobdir, gate)
 
     if cache is None:
         return run(workdir / "reference")
