@@ -21,12 +21,14 @@ def check(
         "--json", help="Write the fuseforge.check/1 record here ('-': to stdout, the summary to stderr).")] = None,
     device: Annotated[str | None, typer.Option(help="cuda or cpu (default: cuda if available).")] = None,
     seeds: Annotated[int, typer.Option(min=1, help="Seeds 0..N-1, each with two input distributions.")] = 3,
-    trials: Annotated[int, typer.Option(min=0, help="Timed calls (0: no timing).")] = 50,
+    trials: Annotated[int, typer.Option(min=0, help="Timed calls, each on fresh inputs (fewer where they would "
+                                                   "pass 4 GiB of inputs; 0: no timing).")] = 50,
     warmup: Annotated[int, typer.Option(min=0, help="Untimed calls before timing.")] = 5,
     tolerance_factor: Annotated[float, typer.Option(
         help="Candidate's error vs fp64 may be this many times eager fp32's (plus a tiny floor).")] = FACTOR,
     extra_batch: Annotated[int | None, typer.Option(
-        help="Also verify at this batch size (default: b // 2 + 1; 0: off).")] = None,
+        help="Also verify at this batch size, besides twice the file's and 1 (default: b // 2 + 1; 0: at the "
+             "file's batch only).")] = None,
     build_timeout: Annotated[float, typer.Option(help="Seconds for import + build + construction.")] = 900.0,
     run_timeout: Annotated[float, typer.Option(help="Seconds for everything after the build.")] = 600.0,
     no_compile: Annotated[bool, typer.Option("--no-compile", help="Do not time torch.compile.")] = False,
