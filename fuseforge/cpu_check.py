@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import fx
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import channel_reductions, channelwise, pooling, rowwise
 from .capture import Captured
@@ -195,7 +196,7 @@ def run_plan(captured: Captured, plan: Plan, state: dict[str, torch.Tensor], use
 def graph_scales(captured: Captured, ref: Float64Reference) -> dict[str, float]:
     """The scales of `_scales`, from a float64 run of the graph's own ops (every op a torch call)."""
     torch.manual_seed(RANDOM_SEED)
-    with torch.no_grad():
+    with torch.no_grad(), Float32Constants():
         _, _, env = run_plan(captured, partition(captured.graph, pointwise_kernels=False), dict(ref.state),
                              ref.inputs)
     return _scales(captured, env)
@@ -278,6 +279,25 @@ def available_bytes() -> int | None:
     return None
 
 
+class Float32Constants(TorchDispatchMode):
+    """While active, constants built in forward hold float32 values even when built as float64.
+
+    A model that writes `torch.full(shape, 0.51, dtype=x.dtype)` builds a float64 0.51 in the float64
+    reference run, while the trace recorded `dtype=torch.float32` (the dtype x had when it was captured):
+    the two runs would differ by the constant's float32 rounding (~1e-8), not by anything the plan
+    computes. So every float64 run of the check (reference, plan, emitted forward) rounds the values of
+    constants to float32, which is what they are on the GPU."""
+
+    OPS = ("aten.full.default", "aten.scalar_tensor.default", "aten.lift_fresh.default", "aten.full_like.default",
+           "aten.new_full.default", "aten.fill.Scalar")
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if str(func) in self.OPS and isinstance(out, torch.Tensor) and out.dtype == torch.float64:
+            return out.float().double()
+        return out
+
+
 RANDOM_SEED = 0  # every float64 run starts from it: random ops (dropout, rand_like) draw the same values
 
 
@@ -291,7 +311,7 @@ def float64_reference(loaded: LoadedModel, captured: Captured) -> Float64Referen
     inputs = [x[:2] if dynamic else x for x in loaded.inputs]
     inputs = [x.double() if x.is_floating_point() else x for x in inputs]
     torch.manual_seed(RANDOM_SEED)
-    with torch.no_grad():
+    with torch.no_grad(), Float32Constants():
         out = model(*inputs)
     outputs = list(out) if isinstance(out, (tuple, list)) else [out]
     return Float64Reference(state, inputs, outputs, {k: v.clone() for k, v in model.named_buffers()})
@@ -337,7 +357,7 @@ def check_on_cpu(captured: Captured, plan: Plan, ref: Float64Reference, toleranc
     they differ, the first kernel whose reference differs from the graph's own ops is named as the culprit."""
     torch.manual_seed(RANDOM_SEED)
     try:
-        with torch.no_grad():
+        with torch.no_grad(), Float32Constants():
             outputs, buffers, _ = run_plan(captured, plan, dict(ref.state), ref.inputs)
     except Exception as exc:
         culprit = first_diverging_kernel(captured, plan, ref, tolerance)
@@ -365,7 +385,7 @@ def first_diverging_kernel(captured: Captured, plan: Plan, ref: Float64Reference
     for placeholder, fqn in captured.state_names.items():
         env[placeholder] = ref.state[fqn]
     torch.manual_seed(RANDOM_SEED)
-    with torch.no_grad():
+    with torch.no_grad(), Float32Constants():
         for step in plan.steps:
             if not isinstance(step, KernelStep):
                 node = by_name[step.node]
@@ -435,7 +455,7 @@ def check_emitted_on_cpu(loaded: LoadedModel, captured: Captured, plan: Plan, mo
     torch.cuda.current_stream = lambda *a, **k: _NoStream()  # the forward asks for a stream to pass on
     torch.manual_seed(RANDOM_SEED)
     try:
-        with torch.no_grad():
+        with torch.no_grad(), Float32Constants():
             got = candidate(*ref.inputs)
     finally:
         torch.cuda.current_stream = real_stream

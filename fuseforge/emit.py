@@ -84,10 +84,38 @@ def _call(node: fx.Node, device_expr: str, memory_format: str | None = None) -> 
     else:
         raise EmitError(f"cannot write a call of {node.target!r}")
     args = [_arg(a, device_expr) for a in node.args]
+    if isinstance(node.target, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in node.target.tags:
+        args = [_in_eager_layout(a, text) for a, text in zip(node.args, args)]
     if memory_format:
         args[:2] = [f"kernels.ff_channels_last({args[0]}, stream)", f"{args[1]}.contiguous(memory_format={memory_format})"]
     args += [f"{k}={_arg(v, device_expr)}" for k, v in node.kwargs.items()]
     return f"{fn}({', '.join(args)})"
+
+
+def eager_dim_order(node: fx.Node) -> list[int] | None:
+    """The order of the value's dims from outermost to innermost in eager's memory (from the strides the
+    trace recorded), or None where it is row-major (or cannot be told)."""
+    val = node.meta.get("val")
+    if not isinstance(val, torch.Tensor) or val.dim() < 2:
+        return None
+    try:
+        strides = [int(st) for st in val.stride()]
+        sizes = [int(sz) for sz in val.shape]
+    except Exception:  # a stride that is not a number here
+        return None
+    order = sorted(range(val.dim()), key=lambda d: (-strides[d], d))
+    dense = all(strides[order[i]] == strides[order[i + 1]] * sizes[order[i + 1]] for i in range(len(order) - 1))
+    return order if dense and order != list(range(val.dim())) else None
+
+
+def _in_eager_layout(value, text: str) -> str:
+    """A random op draws in the memory order of its input (dropout's mask follows the input's strides): give
+    it the value in eager's layout, whatever layout the kernel that computed it wrote."""
+    order = eager_dim_order(value) if isinstance(value, fx.Node) else None
+    if order is None:
+        return text
+    inverse = [order.index(d) for d in range(len(order))]
+    return f"{text}.permute({order}).contiguous().permute({inverse})"
 
 
 _BN_FUNCTIONAL = "aten._native_batch_norm_legit_functional.default"

@@ -142,3 +142,77 @@ def test_an_output_that_is_zero_by_cancellation_is_judged_against_the_scale_of_i
     assert _rel(want * 3, want) > 1.0  # relative to itself, the rounding of a ~0 value is a 200 % error
     assert _rel(want * 3, want, scale=1.0) < 1e-16  # relative to operands of size 1 it is nothing
     assert _rel(want + 1e-2, want, scale=1.0) > 1e-3  # and a real error (1 % of the operands) still shows
+
+
+CONSTANTS_OF_THE_INPUTS_DTYPE = '''
+class Model(nn.Module):
+    def forward(self, x):
+        y = torch.min(x, torch.full((1, 5, 7), 0.51, device=x.device, dtype=x.dtype))
+        return y + torch.tensor(0.37, dtype=x.dtype) - torch.tensor([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7], dtype=x.dtype)
+
+
+def get_inputs():
+    return [torch.randn(4, 3, 5, 7)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_constants_built_with_the_inputs_dtype_hold_their_float32_values_in_every_float64_run(tmp_path):
+    run = _run(tmp_path, CONSTANTS_OF_THE_INPUTS_DTYPE)  # the trace records dtype=float32 for dtype=x.dtype
+    assert run.cpu_check.passed and not run.ladder, (run.cpu_check.detail, run.ladder)
+
+
+DROPOUT_OF_A_PERMUTED_VALUE = '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.dropout = nn.Dropout(0.5)
+
+    def forward(self, x):
+        return self.dropout(torch.sigmoid(x.permute(0, 1, 3, 2)))
+
+
+def get_inputs():
+    return [torch.randn(4, 12, 5, 7)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_dropout_of_a_value_a_kernel_wrote_gets_it_in_eagers_memory_order_and_draws_eagers_mask(tmp_path):
+    run = _run(tmp_path, DROPOUT_OF_A_PERMUTED_VALUE)
+    assert run.cpu_check.passed and not run.ladder, (run.cpu_check.detail, run.ladder)
+    assert any(g.kind == "pointwise" for g in run.plan.groups)  # the sigmoid kernel writes contiguous rows
+    assert ".permute([0, 1, 3, 2]).contiguous().permute([0, 1, 3, 2]), 0.5, True)" in (
+        tmp_path / "out" / "40_model_new.py").read_text()
+
+
+EVAL_SUBMODULE = '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(4).eval()
+        self.dropout = nn.Dropout(0.25).eval()
+
+    def forward(self, x):
+        return self.dropout(self.bn(x)) * 2.0
+
+
+def get_inputs():
+    return [torch.randn(3, 4, 5, 6)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_submodule_in_eval_mode_inside_a_train_mode_model_keeps_its_eval_behaviour(tmp_path):
+    run = _run(tmp_path, EVAL_SUBMODULE)
+    assert run.captured.training and run.cpu_check.passed and not run.ladder, run.cpu_check.detail
+    assert not run.captured.buffer_mutations  # an eval-mode batch norm updates no running statistics
