@@ -118,7 +118,7 @@ class CandidateRun:
         self.init = self.feed.one("init")
         self.states: dict[str, dict] = {}
         self.loaded: dict[str, torch.Tensor] | None = None  # fixed state entries as loaded, on the device
-        self.kept: list[tuple[str, list, dict]] = []  # outputs kept alive: (label, outputs, allowed aliases)
+        self.kept: list[tuple[str, list]] = []  # outputs kept alive: (label, outputs)
         self.stable: list[tuple[str, list, list]] = []  # (label, outputs kept alive, CPU copies) re-checked
         self.stable_bytes = 0
         result.update(phase="start", build={"ok": False, "error": None, "seconds": None}, interface=None,
@@ -151,7 +151,7 @@ class CandidateRun:
                 self._aliased(f"{label} output {j} shares memory with its input (the model's does not)")
             elif ptr in state_at and allowed != "state":
                 self._aliased(f"{label} output {j} shares memory with a parameter or buffer (the model's does not)")
-            for prev_label, prev, _ in self.kept:
+            for prev_label, prev in self.kept:
                 if any(ptr == _storage(p) for p in prev):
                     self._aliased(f"{label} output {j} shares memory with {prev_label}'s output")
 
@@ -166,7 +166,7 @@ class CandidateRun:
         outs, is_tuple = _outputs(out)
         self.check_aliasing(model, outs, args, label, aliases)
         if keep:
-            self.kept.append((label, outs, {}))
+            self.kept.append((label, outs))
         return outs, is_tuple
 
     def keep_stable(self, label: str, outs: list, copies: list) -> None:
@@ -430,7 +430,7 @@ class CandidateRun:
             self.result["stream_left"].append(f"{label}: {timed.stream_left}")
         self.after_call(label)
         outs, _ = _outputs(timed.out)
-        kept, self.kept = self.kept, self.kept + [(k[0], k[1], {}) for k in timed_kept]
+        kept, self.kept = self.kept, self.kept + [(k[0], k[1]) for k in timed_kept]
         try:
             self.check_aliasing(model, outs, args, label, aliases)
         finally:
@@ -467,7 +467,7 @@ def _recorded(result: dict, key: str, fn) -> None:
         result[key] = {"error": harness.one_line(exc), "cuda_error": "CUDA" in str(exc)}
 
 
-def _processes_left(audit: Audit) -> list[str]:
+def _processes_left() -> list[str]:
     """Processes of this worker's session other than itself (started during the build and still alive), but
     torch.compile's own worker pool."""
     me, session, found = os.getpid(), os.getsid(0), []
@@ -511,7 +511,7 @@ def run(job: dict, io, result: dict) -> None:
             return
         io.event("built")
         audit.phase = "run"
-        result["processes_left"] = _processes_left(audit)
+        result["processes_left"] = _processes_left()
         _run_built(run, job, result, built)
     finally:
         result["audit"] = audit.findings()
