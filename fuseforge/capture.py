@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import fx
 from torch.export import Dim, ExportedProgram
-from torch.export.graph_signature import InputKind, OutputKind
+from torch.export.graph_signature import ConstantArgument, InputKind, OutputKind
 
 from .load import LoadedModel
 
@@ -38,6 +38,8 @@ class Captured:
     training: bool
     mode_dependent: bool  # the eval-mode graph differs from the captured one
     notes: list[str] = field(default_factory=list)
+    number_inputs: dict[str, object] = field(default_factory=dict)  # forward's Python-number arguments by
+    # name: the values the trace built into the graph (ModelNew runs the model's forward for other values)
 
     def node(self, name: str) -> fx.Node:
         for n in self.graph.nodes:
@@ -50,15 +52,15 @@ def _export(model: torch.nn.Module, inputs: tuple, dynamic: bool) -> ExportedPro
     dynamic_shapes = None
     if dynamic:
         batch = Dim("batch")
-        dynamic_shapes = tuple({0: batch} for _ in inputs)
+        dynamic_shapes = tuple({0: batch} if isinstance(x, torch.Tensor) else None for x in inputs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         program = torch.export.export(model, inputs, dynamic_shapes=dynamic_shapes)
         return program.run_decompositions({})
 
 
-def _can_be_dynamic(inputs: list[torch.Tensor]) -> bool:
-    sizes = {t.shape[0] if t.dim() > 0 else None for t in inputs}
+def _can_be_dynamic(inputs: list) -> bool:
+    sizes = {t.shape[0] if t.dim() > 0 else None for t in inputs if isinstance(t, torch.Tensor)}
     return len(sizes) == 1 and None not in sizes and next(iter(sizes)) >= 2
 
 
@@ -162,8 +164,10 @@ def capture(loaded: LoadedModel) -> Captured:
     notes += literal_constants(program)
     drop_metadata_asserts(program.graph)
     state, params, user_inputs, outputs, mutations = _signature_maps(program)
+    numbers = {spec.arg.name: spec.arg.value for spec in program.graph_signature.input_specs
+               if spec.kind == InputKind.USER_INPUT and isinstance(spec.arg, ConstantArgument)}
     return Captured(program, program.graph, state, params, user_inputs, outputs, mutations,
-                    dynamic, training, mode_dependent, notes)
+                    dynamic, training, mode_dependent, notes, numbers)
 
 
 def describe_value(node: fx.Node) -> str:

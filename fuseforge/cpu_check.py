@@ -264,7 +264,7 @@ def float64_check_bytes(loaded: LoadedModel) -> int:
     """Host memory the float64 check adds: a float64 copy of the model's state (twice its float32 size) and
     of the inputs, and room for the values of one forward at the checked batch size (as much again)."""
     state = sum(t.numel() * 8 for t in loaded.model.state_dict().values())
-    inputs = sum(t.numel() * 8 for t in loaded.inputs)
+    inputs = sum(t.numel() * 8 for t in loaded.inputs if isinstance(t, torch.Tensor))
     return 2 * state + 2 * inputs
 
 
@@ -308,8 +308,8 @@ def float64_reference(loaded: LoadedModel, captured: Captured) -> Float64Referen
              for k, v in loaded.model.state_dict().items()}
     model = _with_state(loaded.module.Model, loaded.init_args, state, loaded.model)
     dynamic = captured is not None and captured.dynamic_batch
-    inputs = [x[:2] if dynamic else x for x in loaded.inputs]
-    inputs = [x.double() if x.is_floating_point() else x for x in inputs]
+    inputs = [x[:2] if dynamic and isinstance(x, torch.Tensor) else x for x in loaded.inputs]
+    inputs = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
     torch.manual_seed(RANDOM_SEED)
     with torch.no_grad(), Float32Constants():
         out = model(*inputs)

@@ -189,13 +189,18 @@ def _forward(ctx: EmitContext) -> str:
             w.line(f"if self.training != {c.training!r}:  # only the {'train' if c.training else 'eval'}"
                    "-mode graph was compiled")
             w.line(f"    return super().forward({', '.join(c.user_inputs)})")
+        if c.number_inputs:
+            names, values = list(c.number_inputs), list(c.number_inputs.values())
+            w.line(f"if ({', '.join(names)},) != {tuple(values)!r}:  # the numbers the kernels were built for")
+            w.line(f"    return super().forward({', '.join(c.user_inputs)})")
         for name in c.state_names:
             if by_name[name].users:
                 w.line(f"{name} = {_state_expr(ctx, name)}")
         if not ctx.extension.empty:
             w.line("kernels = _kernels()")
             w.line("stream = torch.cuda.current_stream().cuda_stream")
-        device_expr = f"{c.user_inputs[0]}.device"
+        tensors = [name for name in c.user_inputs if name not in c.number_inputs]
+        device_expr = f"{tensors[0]}.device" if tensors else "None"
         in_kernels = {n for g in ctx.plan.groups for n in g.nodes}  # a channel kernel returns new statistics
         bn = {name: fqns for name, fqns in in_place_batch_norms(c).items() if name not in in_kernels}
         release = _release_after(ctx.plan, by_name, keep=set(c.user_outputs) | set(c.buffer_mutations.values()))

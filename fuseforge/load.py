@@ -32,7 +32,7 @@ class LoadedModel:
     module: ModuleType
     model: nn.Module
     init_args: list
-    inputs: list[torch.Tensor]
+    inputs: list  # tensors, and Python numbers
     outputs: list[torch.Tensor]  # eager fp32 outputs on the CPU, flattened (of the first two samples where
     # the batch is free)
     output_is_tuple: bool
@@ -89,8 +89,11 @@ def _check_inputs(inputs, path: Path) -> list[torch.Tensor]:
     if not inputs:
         raise LoadError(f"{path.name}: get_inputs() returned no inputs")
     for i, t in enumerate(inputs):
+        if isinstance(t, (bool, int, float)):  # a Python number: built into the plan, guarded in ModelNew
+            continue
         if not isinstance(t, torch.Tensor):
-            raise LoadError(f"{path.name}: input {i} from get_inputs() is a {type(t).__name__}; only tensors are supported")
+            raise LoadError(f"{path.name}: input {i} from get_inputs() is a {type(t).__name__}; only tensors and "
+                            "Python numbers are supported")
         if t.numel() == 0:
             raise LoadError(f"{path.name}: input {i} from get_inputs() has zero elements (shape {tuple(t.shape)})")
     return list(inputs)
@@ -109,10 +112,10 @@ def _first_forward(model: nn.Module, inputs: list[torch.Tensor], path: Path):
     """One eager forward on the CPU: on the first two samples where every input has a batch of 3 or more
     (a model's forward is seconds at full size on a CPU), else, or if that fails, on the inputs as given."""
     with torch.no_grad():
-        batches = {t.shape[0] if t.dim() else None for t in inputs}
+        batches = {t.shape[0] if t.dim() else None for t in inputs if isinstance(t, torch.Tensor)}
         if len(batches) == 1 and (batch := next(iter(batches))) is not None and batch >= 3:
             try:
-                return model(*[t[:2] for t in inputs])
+                return model(*[t[:2] if isinstance(t, torch.Tensor) else t for t in inputs])
             except Exception:  # the model fixes its batch size somewhere: run it as given
                 pass
         return _call(lambda: model(*inputs), "Model.forward", path)

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
+
 from .capture import Captured, capture, format_captured
 from .codegen import Extension, KernelCodegenError, generate
 from .config import OptimizeConfig
@@ -127,7 +129,8 @@ def extra_batch_size(run: Run) -> int:
     """A second batch size for verification (odd, about half), when the batch size is symbolic."""
     if run.captured is None or not run.captured.dynamic_batch:
         return 0
-    return max(2, run.loaded.inputs[0].shape[0] // 2 + 1)
+    first = next(x for x in run.loaded.inputs if isinstance(x, torch.Tensor))
+    return max(2, first.shape[0] // 2 + 1)
 
 
 def _check_on_cpu(run: Run) -> None:

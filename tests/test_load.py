@@ -79,7 +79,7 @@ def test_an_unusable_file_fails_with_a_one_line_reason(tmp_path, text, expected)
         ("3", "torch.randn(2, 4)", "returned int; expected a tensor or a tuple of tensors"),
         ("(x, 3)", "torch.randn(2, 4)", "returned tuple of Tensor, int"),
         ("self.fc(x)", "torch.randn(0, 4)", "input 0 from get_inputs\\(\\) has zero elements"),
-        ("self.fc(x)", "4", "input 0 from get_inputs\\(\\) is a int"),
+        ("self.fc(x)", "'text'", "input 0 from get_inputs\\(\\) is a str"),  # numbers are inputs; text is not
     ],
     ids=["forward raises", "int output", "mixed tuple", "zero-size input", "non-tensor input"],
 )

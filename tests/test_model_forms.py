@@ -216,3 +216,30 @@ def test_a_submodule_in_eval_mode_inside_a_train_mode_model_keeps_its_eval_behav
     run = _run(tmp_path, EVAL_SUBMODULE)
     assert run.captured.training and run.cpu_check.passed and not run.ladder, run.cpu_check.detail
     assert not run.captured.buffer_mutations  # an eval-mode batch norm updates no running statistics
+
+
+NUMBERS_AMONG_THE_INPUTS = '''
+class Model(nn.Module):
+    def forward(self, x, scale, n, flag):
+        return torch.where(flag, torch.relu(x) * scale + n, x)
+
+
+def get_inputs():
+    return [torch.randn(3, 4), 0.5, 2, torch.tensor([True, False, True, False])]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_python_numbers_among_the_inputs_are_built_in_and_other_values_run_the_models_own_forward(tmp_path):
+    from fuseforge.load import import_model_file
+
+    run = _run(tmp_path, NUMBERS_AMONG_THE_INPUTS)
+    assert run.cpu_check.passed and not run.ladder, (run.cpu_check.detail, run.ladder)
+    assert run.captured.number_inputs == {"scale": 0.5, "n": 2} and run.plan.groups
+    emitted = import_model_file(tmp_path / "out" / "40_model_new.py")
+    x, flag = torch.randn(3, 4), torch.tensor([True, False, True, False])
+    model = emitted.ModelNew()  # other numbers: the model's own forward, no kernel is built
+    assert torch.equal(model(x, 0.75, 1, flag), emitted.Model()(x, 0.75, 1, flag))
