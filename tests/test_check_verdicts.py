@@ -316,8 +316,9 @@ def test_an_output_of_other_inputs_in_a_stale_memory_probe_is_a_replay_not_stale
     assert "stale_memory" in found
 
 
-def _step(passed, far_off=True, after_load=False, name="step"):
-    return {"passed": passed, "far_off": far_off, "after_load": after_load, "name": name, "reason": "r"}
+def _step(passed, far_off=True, after_load=False, name="step", outputs_far_off=None):
+    return {"passed": passed, "far_off": far_off, "after_load": after_load, "name": name, "reason": "r",
+            "outputs_far_off": far_off if outputs_far_off is None else outputs_far_off}
 
 
 def test_stale_weights_means_right_before_a_load_and_far_off_right_after_it():
@@ -326,6 +327,8 @@ def test_stale_weights_means_right_before_a_load_and_far_off_right_after_it():
     assert found.check == "stale_weights"
     assert judge._weight_findings(init, [_step(False, far_off=False)], [])[0] == []  # a precision problem
     assert judge._weight_findings(_step(False), [case0], [])[0] == []  # wrong with its own weights too
+    buffers_only = _step(False, outputs_far_off=False)  # running statistics updated as if from their init values
+    assert judge._weight_findings(init, [buffers_only], [])[0] == []
     seq = [_step(True, after_load=True), _step(True), _step(False, after_load=True)]
     assert judge._weight_findings(_step(None), [_step(True)], seq)[0][0].check == "stale_weights"
     seq[-1]["after_load"] = False

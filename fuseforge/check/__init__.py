@@ -41,7 +41,7 @@ The record, schema "fuseforge.check/1" (JSON; non-finite floats as strings):
     cases         [{seed, distribution ("file", "signed", "large", "tiny", "shifted"), batch (null: the
                     file's), role ("main", "magnitude", "batch"), name (null), skipped, passed (null: not
                     run), reason, structure (why outputs could not be compared), far_off (an error far
-                    beyond rounding), allclose, outputs: [numerics.TensorCheck], buffers: [...],
+                    beyond rounding), outputs_far_off (the same, outputs only), allclose, outputs: [numerics.TensorCheck], buffers: [...],
                     worst_elements: [{index, candidate, truth, eager}] (first failing output, 5 largest
                     errors)}]
     sequence      [the first call (its own initial weights), then the sequence's calls: as cases, with

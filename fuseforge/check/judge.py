@@ -73,7 +73,7 @@ def compare_outputs(saved: dict, ref: dict, factor: float, buffers: bool = True)
     mismatch = structure_mismatch(saved["outputs"], saved["is_tuple"], ref)
     if mismatch:
         return {"passed": False, "reason": mismatch, "structure": mismatch, "outputs": [], "buffers": [],
-                "far_off": True}
+                "far_off": True, "outputs_far_off": True}
     names = [f"output {j}" for j in range(len(ref["eager"]))] if ref["is_tuple"] else ["output"]
     outputs = [compare(n, o, e, t, factor) for n, o, e, t in zip(names, saved["outputs"], ref["eager"], ref["truth"])]
     checked = []
@@ -81,28 +81,34 @@ def compare_outputs(saved: dict, ref: dict, factor: float, buffers: bool = True)
         got = (saved.get("buffers") or {}).get(name)
         checked.append(compare(f"buffer {name}", got if got is not None else torch.empty(0), eager, truth, factor))
     failed = [c for c in outputs + checked if not c.passed]
-    far = any(c.exact or c.cand_rel_err is None or not c.cand_rel_err <= FAR_OFF for c in failed)
+
+    def far(checks) -> bool:
+        return any(c.exact or c.cand_rel_err is None or not c.cand_rel_err <= FAR_OFF for c in checks if not c.passed)
     return {"passed": not failed, "reason": failed[0].reason if failed else None, "structure": None,
-            "outputs": outputs, "buffers": checked, "far_off": far}
+            "outputs": outputs, "buffers": checked, "far_off": far(failed), "outputs_far_off": far(outputs)}
 
 
-def judge_case(case: dict, fact: dict | None, saved: dict | None, ref: dict | None, factor: float) -> dict:
+def judge_case(case: dict, fact: dict | None, saved: dict | None, ref: dict | None, factor: float,
+               buffers: bool = True) -> dict:
     record = {"seed": case.get("seed"), "distribution": case.get("distribution"), "batch": case.get("batch"),
               "role": case.get("role", "main"), "name": case.get("name"), "skipped": case.get("skipped", False),
               "passed": None, "reason": case.get("reason"), "structure": None, "allclose": None, "outputs": [],
-              "buffers": [], "worst_elements": [], "far_off": None}
+              "buffers": [], "worst_elements": [], "far_off": None, "outputs_far_off": None}
     if record["skipped"]:
         return record
     if fact is None or (not fact.get("ok") and not fact.get("error")):
         return record | {"reason": "not run (the worker stopped before this call)"}
     if fact.get("error"):
-        return record | {"passed": False, "reason": f"ModelNew raised {fact['error']}", "far_off": True}
+        return record | {"passed": False, "reason": f"ModelNew raised {fact['error']}", "far_off": True,
+                         "outputs_far_off": True}
     if saved is None or ref is None:
-        return record | {"passed": False, "reason": "the worker saved no outputs", "far_off": True}
-    result = compare_outputs(saved, ref, factor)
+        return record | {"passed": False, "reason": "the worker saved no outputs", "far_off": True,
+                         "outputs_far_off": True}
+    result = compare_outputs(saved, ref, factor, buffers)
     outputs = result["outputs"]
     record.update(passed=result["passed"], reason=result["reason"], structure=result["structure"],
-                  far_off=result["far_off"], outputs=[c.to_json() for c in outputs],
+                  far_off=result["far_off"], outputs_far_off=result["outputs_far_off"],
+                  outputs=[c.to_json() for c in outputs],
                   buffers=[c.to_json() for c in result["buffers"]],
                   allclose=all(c.allclose for c in outputs) if outputs and all(c.allclose is not None
                                                                                for c in outputs) else None)
@@ -220,7 +226,7 @@ def judge(record: dict, static, ref, outcome, cand_dir: Path, settings, feed_ano
                                             ref_out["case_0"], static.claims_kernels, factor)
     found, ran = found + more, ran | ran2
     init = _step_case("the first call (its own initial weights)", facts.get("init"), cand_dir / "init.pt",
-                      ref_out.get("init"), factor)
+                      ref_out.get("init"), factor, buffers=False)
     seq_facts = facts.get("sequence") or []
     sequence = [_step_case(f"sequence call {k}" + (" (right after load_state_dict)" if step["after_load"] else ""),
                            seq_facts[k] if k < len(seq_facts) else None, cand_dir / f"{step['name']}.pt",
@@ -272,21 +278,23 @@ def judge(record: dict, static, ref, outcome, cand_dir: Path, settings, feed_ano
     return _finish(record, "correct", None, None)
 
 
-def _step_case(name: str, fact: dict | None, path: Path, ref: dict | None, factor: float) -> dict:
+def _step_case(name: str, fact: dict | None, path: Path, ref: dict | None, factor: float,
+               buffers: bool = True) -> dict:
     saved = _load(path) if (fact or {}).get("ok") else None
-    return judge_case({"name": name, "role": "sequence"}, fact, saved, ref, factor)
+    return judge_case({"name": name, "role": "sequence"}, fact, saved, ref, factor, buffers)
 
 
 def _weight_findings(init: dict, cases: list[dict], sequence: list[dict]) -> tuple[list, set]:
-    """stale_weights: right with the weights before, far off right after load_state_dict."""
+    """stale_weights: outputs right with the weights before, far off right after load_state_dict (outputs:
+    a buffer update that assumes the initial running statistics is a bug, not a stale snapshot)."""
     ran = {"stale_weights"} if init["passed"] is not None or sequence else set()
     first = cases[0] if cases else None
-    if init["passed"] and first is not None and first["passed"] is False and first["far_off"]:
+    if init["passed"] and first is not None and first["passed"] is False and first["outputs_far_off"]:
         return [Finding("stale_weights", f"right with its own initial weights, far off once Model's state_dict was "
                                          f"loaded ({_label(first)}: {first['reason']}): it computes with a "
                                          "snapshot of its weights")], ran
     for before, after in zip(sequence, sequence[1:]):
-        if after["after_load"] and before["passed"] and after["passed"] is False and after["far_off"]:
+        if after["after_load"] and before["passed"] and after["passed"] is False and after["outputs_far_off"]:
             return [Finding("stale_weights", f"right before load_state_dict, far off right after it "
                                              f"({_label(after)}: {after['reason']}): it computes with a snapshot "
                                              "of the weights loaded before")], ran
