@@ -269,7 +269,8 @@ class Reference:
         except ReferenceFailed as exc:
             if role == "main":
                 raise
-            plan["cases"].append(meta | {"skipped": True, "reason": f"Model itself fails at batch {batch}: {exc}"})
+            where = f"at batch {batch}" if batch else f"at {dist} magnitudes"
+            plan["cases"].append(meta | {"skipped": True, "reason": f"Model itself fails {where}: {exc}"})
             return
         if role == "magnitude" and not (_finite(outputs["eager"]) and _finite(outputs["truth"])):
             plan["cases"].append(meta | {"skipped": True, "reason": f"the model's fp32 math is not finite at "
