@@ -321,3 +321,38 @@ for how in ("keep", "drop"):
                          timeout=120, check=True).stdout.split()
     has_ptrace = int(open("/proc/self/status").read().split("CapEff:")[1].split()[0], 16) & (1 << 19)
     assert out == ["read" if has_ptrace else "denied", "denied"]
+
+
+def test_a_worker_that_reports_untimed_gives_the_gate_back_before_it_ends(tmp_path):
+    gate = threading.Lock()
+    jobdir = tmp_path / "job"
+    jobdir.mkdir()
+    script = ("import json, sys, time; from pathlib import Path; d = Path(sys.argv[2]); "
+              "e = open(d / 'candidate.events', 'a', buffering=1); "
+              "e.write(json.dumps({'event': 'built'}) + '\\n'); time.sleep(0.3); "
+              "e.write(json.dumps({'event': 'untimed'}) + '\\n'); time.sleep(1.5); "
+              "(d / 'candidate.json').write_text('{}')")
+    (jobdir / "fake_worker.py").write_text(script)
+    original = runner.subprocess.Popen
+    freed = []
+
+    def popen(argv, **kw):
+        return original([sys.executable, str(jobdir / "fake_worker.py"), "candidate", str(jobdir)], **kw)
+
+    def watch():
+        time.sleep(0.5)
+        while not gate.acquire(blocking=False):
+            time.sleep(0.02)
+        freed.append(time.monotonic())
+        gate.release()
+
+    watcher = threading.Thread(target=watch)
+    runner.subprocess.Popen = popen
+    try:
+        watcher.start()
+        outcome = runner.run_worker("candidate", jobdir, run_timeout=30, build_timeout=30, gate=gate)
+    finally:
+        runner.subprocess.Popen = original
+    watcher.join()
+    ended = time.monotonic()
+    assert outcome.status == "finished" and freed and ended - freed[0] > 0.8  # freed well before the end

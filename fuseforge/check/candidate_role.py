@@ -554,6 +554,7 @@ def _run_built(run: CandidateRun, job: dict, result: dict, built) -> None:
             if run.plan.get("timing"):
                 result["phase"] = "timing"
                 _recorded(result, "timing", lambda: run.timing(model, first))
+            run.io.event("untimed")  # what follows is not timed (a grading waiting for the GPU may start)
             if dev.type == "cuda":
                 from fuseforge.check import gpu
 
