@@ -261,11 +261,12 @@ class Float64Reference:
 
 
 def float64_check_bytes(loaded: LoadedModel) -> int:
-    """Host memory the float64 check adds: a float64 copy of the model's state (twice its float32 size) and
-    of the inputs, and room for the values of one forward at the checked batch size (as much again)."""
+    """Host memory the float64 check adds to the loaded model: one float64 copy of its state (twice its float32
+    size; the reference and both checked programs share its parameters), a quarter of that again for the
+    values of a forward and the buffers' copies, and the float64 inputs twice."""
     state = sum(t.numel() * 8 for t in loaded.model.state_dict().values())
     inputs = sum(t.numel() * 8 for t in loaded.inputs if isinstance(t, torch.Tensor))
-    return 2 * state + 2 * inputs
+    return state + state // 4 + 2 * inputs
 
 
 def available_bytes() -> int | None:

@@ -243,3 +243,13 @@ def test_python_numbers_among_the_inputs_are_built_in_and_other_values_run_the_m
     x, flag = torch.randn(3, 4), torch.tensor([True, False, True, False])
     model = emitted.ModelNew()  # other numbers: the model's own forward, no kernel is built
     assert torch.equal(model(x, 0.75, 1, flag), emitted.Model()(x, 0.75, 1, flag))
+
+
+def test_a_model_whose_float64_check_cannot_fit_in_memory_says_so_in_one_line_and_goes_on(tmp_path, monkeypatch):
+    from fuseforge import pipeline
+
+    monkeypatch.setattr(pipeline, "available_bytes", lambda: 1024)  # 1 KiB free: nothing fits
+    run = _run(tmp_path, RANDOM)
+    assert run.cpu_check.skipped and "float64 CPU check skipped: it needs about" in run.cpu_check.skipped
+    assert not run.ladder and (tmp_path / "out" / "40_model_new.py").exists()
+    assert run.cpu_check.skipped in (tmp_path / "out" / "report.md").read_text()
