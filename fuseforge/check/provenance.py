@@ -90,11 +90,15 @@ class Provenance(OpRecorder):
                     continue
 
     def _seen(self, t: torch.Tensor) -> bool:
-        """Whether `t`'s data is kernel-made (a storage torch did not write last, or never saw)."""
-        key = _key(t)
-        if key is None:
-            return False
-        now = checksum(t)
+        """Whether `t`'s data is kernel-made (a storage torch did not write last, or never saw; and, to stay on
+        the honest side, any tensor whose storage cannot be read: sparse, nested, meta)."""
+        try:
+            key = _key(t)
+            if key is None:
+                return False
+            now = checksum(t)
+        except Exception:
+            return True
         entry = self.known.get(key)
         if entry is None:
             self.known[key] = [now, True]
@@ -115,12 +119,15 @@ class Provenance(OpRecorder):
                 self.loose_flags.append(f"{name}: " + ", ".join(f"{k} {a} -> {b}" for k, (a, b) in loose.items()))
         fresh = name in ALLOCATIONS
         for t in _tensors(out):
-            key = _key(t)
-            if key is None:
+            try:
+                key = _key(t)
+                if key is None:
+                    continue
+                if fresh:
+                    _bytes_of(t).fill_(SENTINEL)
+                self.known[key] = [checksum(t), made and not fresh]
+            except Exception:
                 continue
-            if fresh:
-                _bytes_of(t).fill_(SENTINEL)
-            self.known[key] = [checksum(t), made and not fresh]
             if not made and not fresh and tuple(t.shape) in self.shapes and t.is_floating_point() and \
                     self.kept_bytes + t.numel() * t.element_size() <= MAX_KEPT_BYTES:
                 self.torch_only.setdefault(tuple(t.shape), []).append(t.detach().clone())
