@@ -184,3 +184,12 @@ def test_on_cuda_an_illegal_memory_access_is_incorrect_and_the_grader_survives(t
     settings = CheckSettings(device="cuda", seeds=1, trials=3, warmup=1, build_timeout_s=300, run_timeout_s=300)
     record = _check(tmp_path, None, _honest(prologue="x = x[torch.full((64,), 10**9, device=x.device)]"), settings)
     assert record["verdict"] == "incorrect" and "CUDA" in record["reason"]
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(900)
+def test_on_a_gpu_an_honest_torch_compile_candidate_is_correct(tmp_path):
+    settings = CheckSettings(device="cuda", seeds=1, trials=5, warmup=2, build_timeout_s=600, run_timeout_s=600,
+                             compile=False)
+    record = check_files(MODEL, ADVERSARIAL / "honest_torch_compile.py", settings)
+    assert record["verdict"] == "correct", (record["reason"], [f for f in record["findings"] if f["decisive"]])

@@ -164,14 +164,15 @@ class Audit:
             self._note(self.hooks, event)
         elif event in _PROCESS_EVENTS and self.phase == "run" and self.from_candidate(3, processes=True):
             self._note(self.processes, f"{event}{_short(args)}")
-        elif event == "compile" and len(args) > 1 and self.from_candidate(3):
-            name = os.fsdecode(args[1]) if isinstance(args[1], (str, bytes)) else str(args[1])
+        elif event in ("compile", "exec") and self.is_candidate_file(self._getframe(2).f_code.co_filename):
+            # called directly from the candidate's code (torch.compile runs library code through exec: not this)
+            code = args[0] if event == "exec" and args else None
+            name = code.co_filename if hasattr(code, "co_filename") else \
+                os.fsdecode(args[1]) if event == "compile" and len(args) > 1 and isinstance(args[1], (str, bytes)) \
+                else "<string>"
             if not (name.startswith("<") or self.is_candidate_file(name)):
-                self._note(self.memory, f"compiles code under the file name {name!r}")
-        elif event == "exec" and args and hasattr(args[0], "co_filename") and self.from_candidate(3):
-            name = args[0].co_filename
-            if not (name.startswith("<") or self.is_candidate_file(name)):
-                self._note(self.memory, f"runs code under the file name {name!r}")
+                self._note(self.memory, f"{'compiles' if event == 'compile' else 'runs'} code under the file name "
+                                        f"{name!r}")
 
 
 def _short(args: tuple) -> str:

@@ -8,7 +8,8 @@
 - `InterpreterState`: the interpreter's hooks (profile, trace, sys.monitoring tools, threading's hooks)
   and torch's mode stacks (dispatch, function); `changed()` lists what a candidate left installed.
 - `ThreadWatch`: Python threads started after `start()` (a `threading.setprofile` hook sees even
-  short-lived ones) and threads still alive that were not there before.
+  short-lived ones) and threads still alive that were not there before -- but those torch starts for
+  itself (torch.compile's workers: `Thread.start` is wrapped to see who calls it).
 - `PrecisionFlags`: the global fp32 precision switches; `loosened()` lists those a candidate loosened.
 - `OpRecorder`: a TorchDispatchMode that records the ATen ops of a call and the dtypes they produce;
   `op_class` normalises names so that the reference's and the candidate's ops can be compared.
@@ -186,16 +187,40 @@ class ThreadWatch:
 
         def hook(frame, event, arg):  # runs first thing in every thread started through threading
             thread = threading.current_thread()
-            if not _torch_code(getattr(thread, "_target", None)):  # torch.compile's own helpers
+            if not _torch_thread(thread):  # torch.compile's own helpers
                 self.started.append(thread.name)
             sys.setprofile(None)
 
         threading.setprofile(hook)
+        original = threading.Thread.start
+        if not getattr(original, "_fuseforge_origin", False):
+            def start(thread, *args, **kwargs):  # who starts it: torch (its compile workers) or someone else
+                thread._fuseforge_by_torch = _started_by_torch(sys._getframe(1))
+                return original(thread, *args, **kwargs)
+            start._fuseforge_origin = True
+            threading.Thread.start = start
 
     def new_threads(self) -> list[str]:
         alive = [t.name for t in threading.enumerate() if t.ident not in self.before and t.is_alive()
-                 and not _torch_code(getattr(t, "_target", None))]
+                 and not _torch_thread(t)]
         return sorted(set(alive) | set(self.started))
+
+
+_STDLIB_DIR = str(Path(threading.__file__).resolve().parent)
+
+
+def _started_by_torch(frame) -> bool:
+    """The nearest frame outside the standard library (a thread pool starting its workers) is torch's."""
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not (name.startswith(_STDLIB_DIR) or name.startswith("<")):
+            return str(Path(name).resolve()).startswith(_TORCH_DIR)
+        frame = frame.f_back
+    return False
+
+
+def _torch_thread(thread) -> bool:
+    return bool(getattr(thread, "_fuseforge_by_torch", False)) or _torch_code(getattr(thread, "_target", None))
 
 
 class PrecisionFlags:

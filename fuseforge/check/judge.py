@@ -119,8 +119,10 @@ def judge_case(case: dict, fact: dict | None, saved: dict | None, ref: dict | No
 
 
 def _worst(cases: list[dict]) -> dict | None:
+    """The output or buffer closest to (or furthest past) its bound, among the cases the rule decides on (the
+    file's and signed inputs, the magnitudes: not other batch sizes, which count only when far off)."""
     best = None
-    for case in cases:
+    for case in (c for c in cases if c.get("role", "main") in ("main", "magnitude")):
         for check in case["outputs"] + case["buffers"]:
             err, bound = check.get("cand_err"), check.get("bound")
             if isinstance(err, float) and isinstance(bound, float) and bound > 0 and \

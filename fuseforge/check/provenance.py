@@ -77,9 +77,15 @@ class Provenance(OpRecorder):
 
     def snapshot(self) -> None:
         """Checksums of every live tensor's storage (call right before the call, outside the mode)."""
+        objects = []
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            objects = [o for o in gc.get_objects() if isinstance(o, torch.Tensor)]
+            for o in gc.get_objects():
+                try:
+                    if isinstance(o, torch.Tensor):
+                        objects.append(o)
+                except Exception:  # a dead weak proxy, a lazy module that fails on attribute access
+                    continue
         for obj in objects:
             if True:
                 try:
