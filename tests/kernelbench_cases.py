@@ -43,3 +43,21 @@ def assert_the_generated_kernels_compile_for_hopper(run, tmp_path: Path) -> None
         [NVCC, "-cubin", "-O3", "-gencode=arch=compute_90a,code=sm_90a", "-Werror", "all-warnings",
          "-o", str(tmp_path / "k.cubin"), str(source)], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+def bind_half(parity: int):
+    """The fixture and tests of one half, for a test file to bind as `run, test_a, test_b = bind_half(k)`."""
+    cases = half(parity)
+
+    @pytest.fixture(scope="module", params=cases, ids=[p.stem for p in cases])
+    def run(request, tmp_path_factory):
+        return optimized(request.param, tmp_path_factory.mktemp(request.param.stem))
+
+    def test_each_problem_keeps_the_default_plan_and_matches_the_model_in_float64(run):
+        assert_the_default_plan_is_kept_and_matches_the_model_in_float64(run)
+
+    def test_each_problems_kernels_compile_for_hopper(run, tmp_path):
+        assert_the_generated_kernels_compile_for_hopper(run, tmp_path)
+
+    return run, test_each_problem_keeps_the_default_plan_and_matches_the_model_in_float64, \
+        test_each_problems_kernels_compile_for_hopper
