@@ -119,10 +119,19 @@ def judge_case(case: dict, fact: dict | None, saved: dict | None, ref: dict | No
 
 
 def _worst(cases: list[dict]) -> dict | None:
-    """The output or buffer closest to (or furthest past) its bound, among the cases the rule decides on (the
-    file's and signed inputs, the magnitudes: not other batch sizes, which count only when far off)."""
+    """The output or buffer closest to (or furthest past) its bound: among the file's and signed inputs' cases,
+    else the magnitudes' (at large magnitudes a saturated output can leave eager exact, a bound of the floor
+    alone); other batch sizes count only when far off."""
+    for role in ("main", "magnitude"):
+        best = _worst_of([c for c in cases if c.get("role", "main") == role])
+        if best is not None:
+            return best
+    return None
+
+
+def _worst_of(cases: list[dict]) -> dict | None:
     best = None
-    for case in (c for c in cases if c.get("role", "main") in ("main", "magnitude")):
+    for case in cases:
         for check in case["outputs"] + case["buffers"]:
             err, bound = check.get("cand_err"), check.get("bound")
             if isinstance(err, float) and isinstance(bound, float) and bound > 0 and \
