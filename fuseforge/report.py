@@ -143,7 +143,14 @@ def _unchanged(run: Run) -> list[str]:
             why = ("convolution kept as the cuDNN call, given its input and weight channels-last (the input "
                    "converted by the extension's `ff_channels_last` tile-transpose kernel): every reader of "
                    "its output is a kernel that reads NHWC, so cuDNN does not convert its output back to NCHW "
-                   "(eager pays that pass; `layout.py`).")
+                   "(eager pays that pass; `layout.py`). Precision: cuDNN picks its algorithm for this layout "
+                   "(TF32 tensor cores where torch allows it, as eager for most shapes); the GPU verification "
+                   "holds it to eager's own error for this shape, and a plan whose channels-last convolution "
+                   "is less precise than eager's is left for the plan without layout changes.")
+        elif str(node.target) in _CONVS:
+            why = _why_torch(node, run.config.row_kernels, run.config.channel_kernels, run.config.gemm_kernels) + (
+                " Precision: eager's own call in eager's layout, so the same cuDNN algorithm and precision "
+                "class as eager.")
         elif node.all_input_nodes and all(a.name in run.captured.state_names for a in node.all_input_nodes):
             why = ("derives a weight from the parameters for a rewrite above; recomputed in every forward, "
                    "so it follows training and load_state_dict.")
@@ -155,6 +162,10 @@ def _unchanged(run: Run) -> list[str]:
         lines += ["", "Neighbours that were not fused:"]
         lines += [f"- {w.producer} → {w.consumer}: {w.reason}" for w in run.plan.not_fused]
     return lines + [""]
+
+
+_CONVS = ("aten.conv1d.default", "aten.conv2d.default", "aten.conv3d.default", "aten.conv_transpose1d.default",
+          "aten.conv_transpose2d.input", "aten.conv_transpose3d.input", "aten.convolution.default")
 
 
 def _a(phrase: str) -> str:

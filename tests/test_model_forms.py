@@ -253,3 +253,37 @@ def test_a_model_whose_float64_check_cannot_fit_in_memory_says_so_in_one_line_an
     assert run.cpu_check.skipped and "float64 CPU check skipped: it needs about" in run.cpu_check.skipped
     assert not run.ladder and (tmp_path / "out" / "40_model_new.py").exists()
     assert run.cpu_check.skipped in (tmp_path / "out" / "report.md").read_text()
+
+
+TWO_CONVS = '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(3, 8, 3, bias=False)
+        self.b = nn.Conv2d(8, 8, 3)
+
+    def forward(self, x):
+        y = self.a(x)  # read by the next convolution: stays NCHW, as eager runs it
+        return torch.relu(self.b(y))  # read by a pointwise kernel only: channels-last
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 12, 12)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_the_report_says_at_which_precision_each_convolution_runs_and_why(tmp_path):
+    run = _run(tmp_path, TWO_CONVS)
+    report = (tmp_path / "out" / "report.md").read_text()
+    convs = [n.name for n in run.captured.graph.nodes if str(n.target) == "aten.conv2d.default"]
+    lines = {n: next(line for line in report.splitlines() if f"({n})" in line and "Precision" in line) for n in convs}
+    chosen = run.plan.channels_last
+    assert len(lines) == 2 and len(chosen) == 1
+    for name, line in lines.items():
+        expected = "cuDNN picks its algorithm for this layout" if name in chosen else \
+            "same cuDNN algorithm and precision class as eager"
+        assert expected in line, line
