@@ -176,6 +176,12 @@ def run_kernel_reference(group: KernelGroup, by_name: dict[str, fx.Node], inputs
 
 def run_plan(captured: Captured, plan: Plan, state: dict[str, torch.Tensor], user_inputs: list) -> tuple:
     """Execute the plan; returns (user outputs, {buffer fqn: new value})."""
+    outputs, buffers, _ = _execute(captured, plan, state, user_inputs)
+    return outputs, buffers
+
+
+def _execute(captured: Captured, plan: Plan, state: dict[str, torch.Tensor], user_inputs: list) -> tuple:
+    """Execute the plan; returns (user outputs, {buffer fqn: new value}, every value computed by name)."""
     by_name = {n.name: n for n in captured.graph.nodes}
     env: dict[str, object] = dict(zip(captured.user_inputs, user_inputs))
     for placeholder, fqn in captured.state_names.items():
@@ -197,7 +203,7 @@ def graph_scales(captured: Captured, ref: Float64Reference) -> dict[str, float]:
     """The scales of `_scales`, from a float64 run of the graph's own ops (every op a torch call)."""
     torch.manual_seed(RANDOM_SEED)
     with torch.no_grad(), Float32Constants():
-        _, _, env = run_plan(captured, partition(captured.graph, pointwise_kernels=False), dict(ref.state),
+        _, _, env = _execute(captured, partition(captured.graph, pointwise_kernels=False), dict(ref.state),
                              ref.inputs)
     return _scales(captured, env)
 
@@ -359,7 +365,7 @@ def check_on_cpu(captured: Captured, plan: Plan, ref: Float64Reference, toleranc
     torch.manual_seed(RANDOM_SEED)
     try:
         with torch.no_grad(), Float32Constants():
-            outputs, buffers, _ = run_plan(captured, plan, dict(ref.state), ref.inputs)
+            outputs, buffers = run_plan(captured, plan, dict(ref.state), ref.inputs)
     except Exception as exc:
         culprit = first_diverging_kernel(captured, plan, ref, tolerance)
         return CpuCheck(False, float("inf"), [f"plan raised {type(exc).__name__}: {exc}"],
