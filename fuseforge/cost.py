@@ -57,8 +57,12 @@ def flops(node: fx.Node) -> tuple[float, float]:
         return 2.0 * numel(node) * k, SGEMM_FLOPS
     if key.startswith("aten.conv") and len(ins) >= 2:
         w = ins[1].meta["val"]
-        per_out = math.prod(size_hint(s) for s in w.shape[2:]) * size_hint(w.shape[1 if "transpose" not in key else 0])
-        return 2.0 * numel(node) * per_out + _conv_with_bias(node) * numel(node), CONV_FLOPS  # bias: one add per output
+        window = math.prod(size_hint(s) for s in w.shape[2:])
+        if "transpose" in key:  # each input element meets its group's C_out/groups weights of the whole window
+            macs = numel(ins[0]) * size_hint(w.shape[1]) * window
+        else:  # each output element sums C_in/groups inputs over the window
+            macs = numel(node) * size_hint(w.shape[1]) * window
+        return 2.0 * macs + _conv_with_bias(node) * numel(node), CONV_FLOPS  # bias: one add per output
     return float(numel(node)), SGEMM_FLOPS
 
 

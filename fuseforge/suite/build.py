@@ -17,9 +17,9 @@ suite_roofline.json:
                 other op one per output element)
     min_bytes   bytes the forward must move at least: every input, parameter and buffer read once, every
                 output and mutated buffer written once
-    compute_ms  sum of FLOPs / rate over the ops (rates below: GEMMs at the TF32 tensor-core rate, which
-                fuseforge's own 3xTF32 GEMM kernels run well above cuBLAS SGEMM's rate toward; convolutions
-                at cuDNN's; any other op at SGEMM's); memory_ms: min_bytes / bandwidth
+    compute_ms  sum of FLOPs / rate over the ops (rates below: GEMMs and convolutions at the TF32
+                tensor-core rate, the peak that cuDNN's TF32 convolutions and fuseforge's own 3xTF32 GEMM
+                kernels run toward; any other op at SGEMM's); memory_ms: min_bytes / bandwidth
     floor_ms    max(compute_ms, memory_ms): no implementation is faster on these ceilings
     ceilings    {"tf32_flops", "sgemm_flops", "conv_flops", "bandwidth"}: the H100 rates of fuseforge/rates.py
 """
@@ -52,7 +52,8 @@ def roofline(captured) -> dict:
         if node.op != "call_function" or node.target is operator.getitem or str(node.target) in VIEW_OPS:
             continue
         fl, rate = flops(node)
-        rate = TF32_FLOPS if is_gemm_op(node) else rate
+        # a floor takes the tensor cores' peak for products and convolutions (cuDNN runs those on TF32)
+        rate = TF32_FLOPS if is_gemm_op(node) or str(node.target).startswith("aten.conv") else rate
         total, compute_s = total + fl, compute_s + fl / rate
     by_name = {n.name: n for n in graph.nodes}
     written = {o for o in captured.user_outputs if o} | set(captured.buffer_mutations.values())
