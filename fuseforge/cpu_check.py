@@ -180,8 +180,10 @@ def run_plan(captured: Captured, plan: Plan, state: dict[str, torch.Tensor], use
     return outputs, buffers
 
 
-def _execute(captured: Captured, plan: Plan, state: dict[str, torch.Tensor], user_inputs: list) -> tuple:
-    """Execute the plan; returns (user outputs, {buffer fqn: new value}, every value computed by name)."""
+def _execute(captured: Captured, plan: Plan, state: dict[str, torch.Tensor], user_inputs: list,
+             run_kernel=run_kernel_reference) -> tuple:
+    """Execute the plan, each kernel by `run_kernel(group, by_name, inputs)`; returns (user outputs,
+    {buffer fqn: new value}, every value computed by name)."""
     by_name = {n.name: n for n in captured.graph.nodes}
     env: dict[str, object] = dict(zip(captured.user_inputs, user_inputs))
     for placeholder, fqn in captured.state_names.items():
@@ -189,7 +191,7 @@ def _execute(captured: Captured, plan: Plan, state: dict[str, torch.Tensor], use
     for step in plan.steps:
         if isinstance(step, KernelStep):
             group = step.group
-            env.update(run_kernel_reference(group, by_name, {i: env[i] for i in group.inputs}))
+            env.update(run_kernel(group, by_name, {i: env[i] for i in group.inputs}))
         else:
             node = by_name[step.node]
             env[node.name] = _run_node(node, env) if node.target is not operator.getitem else \
@@ -383,36 +385,37 @@ def check_on_cpu(captured: Captured, plan: Plan, ref: Float64Reference, toleranc
     return check
 
 
+class _Diverged(Exception):
+    def __init__(self, group: KernelGroup, why: str):
+        super().__init__(why)
+        self.group, self.why = group, why
+
+
 def first_diverging_kernel(captured: Captured, plan: Plan, ref: Float64Reference,
                            tolerance: float) -> tuple[KernelGroup, str] | None:
-    """Run the plan in float64 and, at each kernel, its ops by the graph's own ATen ops on the same inputs:
-    the first kernel whose reference output differs (or raises) and why."""
-    by_name = {n.name: n for n in captured.graph.nodes}
-    env: dict[str, object] = dict(zip(captured.user_inputs, ref.inputs))
-    for placeholder, fqn in captured.state_names.items():
-        env[placeholder] = ref.state[fqn]
+    """Run the plan in float64 and, at each kernel, its ops by the graph's own ATen ops on the same inputs
+    (which the later steps then read): the first kernel whose reference output differs (or raises) and why."""
+
+    def compared(group: KernelGroup, by_name, inputs: dict) -> dict:
+        own = dict(inputs)
+        for name in group.nodes:
+            own[name] = _run_node(by_name[name], own)
+        try:
+            got = run_kernel_reference(group, by_name, inputs)
+        except Exception as exc:
+            raise _Diverged(group, f"its reference raised {type(exc).__name__}: {exc}") from exc
+        for out in group.outputs:
+            err = _rel(got[out], own[out]) if isinstance(own[out], torch.Tensor) else 0.0
+            if not err <= tolerance:
+                raise _Diverged(group, f"output {out}: relative error {err:.1e} vs the graph's own ops")
+        return {o: own[o] for o in group.outputs}
+
     torch.manual_seed(RANDOM_SEED)
-    with torch.no_grad(), Float32Constants():
-        for step in plan.steps:
-            if not isinstance(step, KernelStep):
-                node = by_name[step.node]
-                env[node.name] = _run_node(node, env) if node.target is not operator.getitem else \
-                    _materialise(node.args[0], env)[node.args[1]]
-                continue
-            group = step.group
-            inputs = {i: env[i] for i in group.inputs}
-            own = dict(inputs)
-            for name in group.nodes:
-                own[name] = _run_node(by_name[name], own)
-            try:
-                got = run_kernel_reference(group, by_name, inputs)
-            except Exception as exc:
-                return group, f"its reference raised {type(exc).__name__}: {exc}"
-            for out in group.outputs:
-                err = _rel(got[out], own[out]) if isinstance(own[out], torch.Tensor) else 0.0
-                if not err <= tolerance:
-                    return group, f"output {out}: relative error {err:.1e} vs the graph's own ops"
-            env.update({o: own[o] for o in group.outputs})
+    try:
+        with torch.no_grad(), Float32Constants():
+            _execute(captured, plan, dict(ref.state), ref.inputs, compared)
+    except _Diverged as found:
+        return found.group, found.why
     return None
 
 

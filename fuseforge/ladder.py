@@ -57,7 +57,7 @@ def next_rung(config: OptimizeConfig, failure: Failure) -> OptimizeConfig | None
     """The next simpler plan after `config` failed (None: nothing simpler is left)."""
     if not config.capture:
         return None
-    if failure.stage in ("capture",):
+    if failure.stage == "capture":
         return config.without(*FAMILIES, "layout", "pointwise_kernels", "rewrites", "capture")
     if failure.stage == "rewrite":
         return config.without(*FAMILIES, "layout", "pointwise_kernels", "rewrites")

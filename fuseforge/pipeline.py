@@ -78,24 +78,18 @@ def stage_load(run: Run) -> None:
 
 
 def stage_capture(run: Run) -> None:
-    if not run.config.capture:
-        return
     run.captured = capture(run.loaded)
     run.eager_cost = eager_cost(run.captured)
     run.artefact("00_captured.txt").write_text(format_captured(run.captured))
 
 
 def stage_rewrite(run: Run) -> None:
-    if not run.config.capture:
-        return
     run.rewrites = rewrite(run.captured.graph, run.captured) if run.config.rewrites else \
         run_rules(run.captured.graph, [], None)
     run.artefact("10_rewritten.txt").write_text(format_rewrite(run.rewrites, format_captured(run.captured)))
 
 
 def stage_partition(run: Run) -> None:
-    if not run.config.capture:
-        return
     c = run.config
     run.plan = partition(run.captured.graph, row_kernels=c.row_kernels, channel_kernels=c.channel_kernels,
                          gemm_kernels=c.gemm_kernels, pointwise_kernels=c.pointwise_kernels)
@@ -106,8 +100,6 @@ def stage_partition(run: Run) -> None:
 
 
 def stage_codegen(run: Run) -> None:
-    if not run.config.capture:
-        return
     run.extension = generate(run.plan, run.captured.graph, run.loaded.path.name)
     folder = run.artefact("30_kernels")
     folder.mkdir(exist_ok=True)
@@ -115,11 +107,13 @@ def stage_codegen(run: Run) -> None:
     (folder / "binding.cpp").write_text(run.extension.binding)
 
 
+def stage_emit_model_forward(run: Run) -> None:
+    """The ladder's last rung: a ModelNew that runs the model's own forward (nothing captured)."""
+    loaded = run.loaded
+    run.artefact("40_model_new.py").write_text(emit_model_forward(loaded.path.name, loaded.source, loaded.init_args))
+
+
 def stage_emit(run: Run) -> None:
-    if not run.config.capture:
-        loaded = run.loaded
-        run.artefact("40_model_new.py").write_text(emit_model_forward(loaded.path.name, loaded.source, loaded.init_args))
-        return
     ctx = EmitContext(run.captured, run.plan, run.extension, run.loaded.path.name, run.loaded.source,
                       run.loaded.init_args, run.loaded.output_is_tuple)
     run.artefact("40_model_new.py").write_text(emit(ctx))
@@ -211,6 +205,15 @@ STAGES: list[tuple[str, Callable[[Run], None]]] = [
 ]
 
 
+MODEL_FORWARD_STAGES: list[tuple[str, Callable[[Run], None]]] = [  # the last rung: nothing is captured
+    ("load", stage_load),
+    ("emit", stage_emit_model_forward),
+    ("verify", stage_verify),
+    ("bench", stage_bench),
+    ("report", stage_report),
+]
+
+
 ATTEMPTS = "attempts"  # OUT/attempts/<n>_<rung>/: the artefacts of every rung that was left
 
 
@@ -237,11 +240,12 @@ def optimize(config: OptimizeConfig, on_stage: Callable[[str], None] = lambda na
         except StageFailed as exc:
             if exc.stage == "load":
                 raise
-            error, run, failure = exc, exc.run, _failure(exc)
+            error, run, failure = exc, exc.run, _failure(exc.run, exc.stage, exc.reason, exc.family)
         else:
-            if not _slower_than_eager(run):
+            slower = _slower_than_eager(run)
+            if slower is None:
                 return run
-            failure = _failure_of_slow(run)
+            failure = _failure(run, "bench", slower, verified=True)
         following = next_rung(rung, failure)
         if following is None and not slow and error is not None:
             raise error
@@ -255,32 +259,23 @@ def optimize(config: OptimizeConfig, on_stage: Callable[[str], None] = lambda na
         rung = following
 
 
-def _failure(exc: StageFailed) -> Failure:
-    run = exc.run
+def _failure(run: Run | None, stage: str, reason: str, family: str | None = None,
+             verified: bool = False) -> Failure:
+    """Why a rung was left, with what its plan used (the ladder skips rungs that would not change it)."""
     plan = run.plan if run is not None else None
     groups = plan.groups if plan is not None else []
-    return Failure(exc.stage, exc.reason, exc.family,
-                   frozenset(g.family for g in groups if g.family),
+    return Failure(stage, reason, family, frozenset(g.family for g in groups if g.family),
                    bool(plan is not None and plan.channels_last), bool(groups),
-                   bool(run is not None and run.rewrites is not None and run.rewrites.firings))
+                   bool(run is not None and run.rewrites is not None and run.rewrites.firings), verified)
 
 
-def _slower_than_eager(run: Run) -> bool:
+def _slower_than_eager(run: Run) -> str | None:
+    """Why a verified run is slower than eager (None where it is not, or was not timed)."""
     variants = (run.bench or {}).get("variants", {})
     ours, eager = variants.get("candidate", {}), variants.get("eager", {})
-    if ours.get("status") != "ok" or eager.get("status") != "ok":
-        return False
-    return ours["median_ms"] > eager["median_ms"]
-
-
-def _failure_of_slow(run: Run) -> Failure:
-    variants = run.bench["variants"]
-    ours, eager = variants["candidate"]["median_ms"], variants["eager"]["median_ms"]
-    groups = run.plan.groups if run.plan is not None else []
-    return Failure("bench", f"verified, but {ours:.3f} ms is slower than eager's {eager:.3f} ms", None,
-                   frozenset(g.family for g in groups if g.family),
-                   bool(run.plan is not None and run.plan.channels_last), bool(groups),
-                   bool(run.rewrites is not None and run.rewrites.firings), verified=True)
+    if ours.get("status") != "ok" or eager.get("status") != "ok" or ours["median_ms"] <= eager["median_ms"]:
+        return None
+    return f"verified, but {ours['median_ms']:.3f} ms is slower than eager's {eager['median_ms']:.3f} ms"
 
 
 def _median_ms(run: Run) -> float:
@@ -330,7 +325,7 @@ def ladder_notes(attempts: list[Attempt]) -> list[str]:
 def _run_stages(config: OptimizeConfig, on_stage: Callable[[str], None], attempts: list[Attempt] = ()) -> Run:
     config.out_dir.mkdir(parents=True, exist_ok=True)
     run = Run(config, ladder=ladder_notes(list(attempts)))
-    for name, stage in STAGES:
+    for name, stage in STAGES if config.capture else MODEL_FORWARD_STAGES:
         on_stage(name)
         try:
             stage(run)

@@ -139,7 +139,8 @@ def test_when_every_verified_plan_is_slower_than_eager_the_fastest_one_is_kept(m
         run.bench = {"variants": {"eager": {"status": "ok", "median_ms": 1.0},
                                   "candidate": {"status": "ok", "median_ms": times[describe(run.config)]}}}
 
-    monkeypatch.setattr(pipeline, "STAGES", [(n, bench if n == "bench" else f) for n, f in pipeline.STAGES])
+    for stages in ("STAGES", "MODEL_FORWARD_STAGES"):
+        monkeypatch.setattr(pipeline, stages, [(n, bench if n == "bench" else f) for n, f in getattr(pipeline, stages)])
     run = optimize(_config(model, tmp_path))
     assert describe(run.config) == "pointwise kernels only"
     out = tmp_path / "out"
