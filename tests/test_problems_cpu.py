@@ -25,6 +25,7 @@ def cpu_run(request, tmp_path_factory):
 def test_the_plan_matches_the_model_in_float64_on_the_cpu(cpu_run):
     assert cpu_run.cpu_check.passed, cpu_run.cpu_check.detail
     assert cpu_run.cpu_check.max_rel_error <= 1e-9
+    assert not cpu_run.ladder, f"the default plan was left: {cpu_run.ladder}"  # a failing family shows here
 
 
 def test_every_stage_wrote_its_artefact(cpu_run):
