@@ -59,6 +59,18 @@ from fuseforge.suite.build import build_extension; build_extension(pathlib.Path(
     echo "suite exit $? (137: killed)"
     pkill -9 -f "m [f]useforge" ; sleep 2
     ;;
+  fuzz)  # the GPU fuzz campaign for $2 seconds: seeds $3.. ($4 models), $5 at a time, each verified ModelNew checked
+        # again; resumes from out/fuzz (a warm machine) or from the record named by FUZZ_RESUME (a fresh one)
+    mkdir -p out/fuzz
+    [ -f out/fuzz/fuzz.json ] || [ -z "${FUZZ_RESUME:-}" ] || cp "$FUZZ_RESUME" out/fuzz/fuzz.json
+    timeout -s TERM "$2" $PY -m fuseforge fuzz --seed "${3:-20000}" --count "${4:-300}" --jobs "${5:-10}" \
+        --out out/fuzz --timeout 300 --check --no-compile > "$OUT/fuzz.log" 2>&1
+    echo "fuzz exit $? (124: stopped at $2 s; the same command goes on)"; grep -v "^\[" "$OUT/fuzz.log" | tail -25
+    cp out/fuzz/fuzz.json "$OUT/fuzz.json"
+    (cd out && find fuzz/logs fuzz/models fuzz/runs -maxdepth 2 -type f \( -name '*.log' -o -name '*.py' \
+        -o -name report.md -o -name check.json -o -name 50_verify.json \) | tar czf "$OUT/fuzz_runs.tgz" -T -)
+    DB=out/suite/none.sqlite  # nothing to snapshot
+    ;;
   problems)  # optimize jobs (default plan) on ${3:-../shared/problems} for at most $2 seconds; the same command resumes
     timeout -s TERM "$2" $PY -m fuseforge suite "${3:-../shared/problems}" --db "$DB" > "$OUT/suite_resume.log" 2>&1
     echo "suite exit $?"; tail -5 "$OUT/suite_resume.log"

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -247,3 +248,72 @@ def test_generate_only_writes_the_seeds_model_files_and_runs_nothing(tmp_path):
     for seed in (41, 42):
         assert (tmp_path / "models" / f"fuzz_{seed:06d}.py").read_text() == generate(seed).source
     assert not (tmp_path / "fuzz.json").exists() and not (tmp_path / "runs").exists()
+
+
+def test_several_models_run_at_once_and_the_record_stays_in_seed_order(tmp_path):
+    """Each fake run waits until two runs have started: with one job at a time the first would give up and
+    fail, so all four passing shows that two ran at once."""
+    script = ("import sys, time, pathlib\nout = pathlib.Path(sys.argv[2]).parent\n"
+              "(out / ('started_' + pathlib.Path(sys.argv[1]).stem)).touch()\n"
+              "deadline = time.time() + 20\n"
+              "while len(list(out.glob('started_*'))) < 2 and time.time() < deadline:\n    time.sleep(0.05)\n"
+              "sys.exit(0 if len(list(out.glob('started_*'))) >= 2 else 3)\n")
+    config = CampaignConfig(out=tmp_path, count=4, seed=20, jobs=2, timeout_s=60, command=_fake_run(script))
+    campaign = run_campaign(config, progress=lambda line: None)
+    assert sorted(o.outcome for o in campaign.outcomes) == ["passed"] * 4
+    record = json.loads((tmp_path / "fuzz.json").read_text())
+    assert [m["seed"] for m in record["models"]] == [20, 21, 22, 23] and record["jobs"] == 2
+
+
+def test_a_campaign_started_again_keeps_its_recorded_outcomes_and_runs_only_the_rest(tmp_path):
+    """Catches a second command that runs every model again (or loses the first command's outcomes)."""
+    run_campaign(CampaignConfig(out=tmp_path, count=2, seed=0, command=_fake_run("pass")), lambda line: None)
+    # the second command fails any model it runs: the first two must keep their recorded 'passed'
+    again = CampaignConfig(out=tmp_path, count=4, seed=0, command=_fake_run("import sys; sys.exit(5)"))
+    lines = []
+    campaign = run_campaign(again, lines.append)
+    assert [(o.seed, o.outcome) for o in sorted(campaign.outcomes, key=lambda o: o.seed)] == [
+        (0, "passed"), (1, "passed"), (2, "crashed"), (3, "crashed")]
+    assert lines[0].startswith("2 model(s) already recorded") and len(lines) == 3
+
+
+def test_with_check_each_verified_model_new_is_graded_again_and_its_verdict_counted(tmp_path):
+    """A run that verifies writes model_new.py; the check command's verdict (from its JSON record) is kept
+    per model and counted; a run that exits 0 without model_new.py is 'missing', never 'correct'."""
+    optimize = ("import sys, pathlib\nname = pathlib.Path(sys.argv[1]).stem\nout = pathlib.Path(sys.argv[2])\n"
+                "out.mkdir(parents=True)\n"
+                "if not name.endswith('2'):\n    (out / 'model_new.py').write_text('# ' + name)\n")
+    check = ["{python}", "-c", "import sys, json, pathlib\ncand = pathlib.Path(sys.argv[2]).read_text()\n"
+             "verdict = 'incorrect' if cand.endswith('1') else 'correct'\n"
+             "pathlib.Path(sys.argv[3]).write_text(json.dumps({'verdict': verdict, 'reason': 'r ' + verdict}))\n",
+             "{model}", "{candidate}", "{json}"]
+    config = CampaignConfig(out=tmp_path, count=3, seed=0, gpu=True, check=True, jobs=2, timeout_s=60,
+                            command=_fake_run(optimize), check_command=check)
+    campaign = run_campaign(config, progress=lambda line: None)
+    verdicts = {o.seed: (o.check_verdict, o.check_reason) for o in campaign.outcomes}
+    assert verdicts == {0: ("correct", "r correct"), 1: ("incorrect", "r incorrect"),
+                        2: ("missing", "optimize exited 0 without a verified model_new.py")}
+    assert campaign.summary()["check_verdicts"] == {"correct": 1, "incorrect": 1, "missing": 1}
+    assert (tmp_path / "gpu_lease.jsonl").is_file()  # the checks held the GPU lease
+
+
+def test_a_terminated_campaign_kills_its_runs_in_flight_and_keeps_what_it_recorded(tmp_path):
+    """Catches runs left behind (their own sessions) when a `timeout` ends the campaign: they would go on
+    writing into OUT while the next command runs the same models again."""
+    script = ("import sys, time, os, pathlib\nname = pathlib.Path(sys.argv[1]).stem\n"
+              "if name.endswith('1'):\n"
+              "    pathlib.Path(sys.argv[2]).with_suffix('.pid').write_text(str(os.getpid())); time.sleep(120)\n")
+    code = ("import sys; from pathlib import Path; from fuseforge.fuzz.campaign import CampaignConfig, run_campaign\n"
+            f"run_campaign(CampaignConfig(out=Path(sys.argv[1]), count=2, seed=0, jobs=2, command={_fake_run(script)!r}))")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    pid_file = tmp_path / "runs" / "fuzz_000001.pid"
+    deadline = time.time() + 60
+    while not (pid_file.is_file() and pid_file.read_text() and (tmp_path / "fuzz.json").is_file()):
+        assert time.time() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    proc.terminate()
+    assert proc.wait(timeout=30) == 128 + 15
+    run_pid = int(pid_file.read_text())
+    time.sleep(0.5)
+    assert not Path(f"/proc/{run_pid}").exists() or "Z" in Path(f"/proc/{run_pid}/stat").read_text().split()[2]
+    assert [m["seed"] for m in json.loads((tmp_path / "fuzz.json").read_text())["models"]] == [0]

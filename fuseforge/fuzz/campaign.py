@@ -2,6 +2,12 @@
 its own process group: a hang or a crash ends that model's run, never the campaign), and record the outcome
 in OUT/fuzz.json, rewritten after every model.
 
+`jobs` models run at once; on a GPU their GPU work takes turns through the GPU lease (OUT/gpu.lock,
+fuseforge/evaluate/lease.py), so one model's build overlaps another's verification and benchmark. A campaign
+started again on the same OUT keeps the outcomes already recorded for its seeds and runs only the others.
+With `check`, every verified `ModelNew` is graded again by `fuseforge check` (holding the lease), and the
+verdict is recorded: a `ModelNew` that check finds incorrect is a wrong result the campaign emitted.
+
 Outcomes: passed (exit code 0), failed (a stage failed: the CLI's one-line reason), crashed (any other
 exit: a traceback, a signal), timeout. Layout of OUT: models/fuzz_SEED.py, runs/fuzz_SEED/ (optimize's
 artefacts), logs/fuzz_SEED.log (its stdout and stderr), fuzz.json.
@@ -9,16 +15,21 @@ artefacts), logs/fuzz_SEED.log (its stdout and stderr), fuzz.json.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from fuseforge.evaluate import lease
 
 from .generator import generate
 from .reasons import detours, failure_reason, last_stage, plan_left_key, plans_left, reason_key, signal_reason
@@ -34,23 +45,48 @@ class CampaignConfig:
     gpu: bool = False
     compile_baseline: bool = True
     timeout_s: float = 600
+    jobs: int = 1  # models run at once
+    check: bool = False  # grade each verified ModelNew again with `fuseforge check`
+    # the check of a verified ModelNew: arguments with {python}, {model}, {candidate}, {json} filled in
+    check_command: Sequence[str] = ("{python}", "-m", "fuseforge", "check", "{model}", "{candidate}", "--json",
+                                    "{json}", "--no-compile", "--trials", "10", "--warmup", "2")
     # the run of one model: arguments with {python}, {model}, {out} filled in (default: fuseforge optimize)
     command: Sequence[str] | None = None
 
     def seeds(self) -> range:
         return range(self.seed, self.seed + self.count)
 
+    @property
+    def lease_lock(self) -> Path:
+        return self.out / "gpu.lock"
+
+    def env(self) -> dict:
+        """The environment of a model's runs: the CLI's console one line per message, tracebacks plain (their
+        last line the exception); on a GPU with several jobs, the lease that makes their GPU work take turns."""
+        env = {**os.environ, "COLUMNS": "1000", "_TYPER_STANDARD_TRACEBACK": "1"}
+        if self.gpu and self.jobs > 1:
+            env[lease.LEASE_ENV] = str(self.lease_lock)
+            env[lease.LOG_ENV] = str(self.out / "gpu_lease.jsonl")
+        return env
+
     def argv(self, model: Path, out: Path) -> list[str]:
         template = list(self.command) if self.command else [
             "{python}", "-m", "fuseforge", "optimize", "{model}", "-o", "{out}",
             *([] if self.gpu else ["--no-gpu"]), *([] if self.compile_baseline else ["--no-compile"])]
-        fill = {"{python}": sys.executable, "{model}": str(model), "{out}": str(out)}
-        argv = []
-        for arg in template:
-            for key, value in fill.items():
-                arg = arg.replace(key, value)
-            argv.append(arg)
-        return argv
+        return _filled(template, {"{python}": sys.executable, "{model}": str(model), "{out}": str(out)})
+
+    def check_argv(self, model: Path, candidate: Path, record: Path) -> list[str]:
+        return _filled(self.check_command, {"{python}": sys.executable, "{model}": str(model),
+                                            "{candidate}": str(candidate), "{json}": str(record)})
+
+
+def _filled(template: Sequence[str], fill: dict[str, str]) -> list[str]:
+    argv = []
+    for arg in template:
+        for key, value in fill.items():
+            arg = arg.replace(key, value)
+        argv.append(arg)
+    return argv
 
 
 @dataclass
@@ -67,6 +103,8 @@ class Outcome:
     seconds: float
     log: str
     out_dir: str
+    check_verdict: str | None = None  # `fuseforge check` on the verified ModelNew (config.check)
+    check_reason: str = ""
 
 
 @dataclass
@@ -84,7 +122,9 @@ class Campaign:
         counts = Counter(o.outcome for o in self.outcomes)
         failed = [(o.reason, o) for o in self.outcomes if o.outcome != "passed"]
         first_left = [((o.plans_left or o.detours)[0], o) for o in self.outcomes if o.plans_left or o.detours]
+        checked = Counter(o.check_verdict for o in self.outcomes if o.check_verdict is not None)
         return {"models": len(self.outcomes), "counts": {k: counts.get(k, 0) for k in OUTCOMES},
+                "check_verdicts": dict(sorted(checked.items())),
                 "passed_on_a_simpler_plan": sum(1 for o in self.outcomes
                                                 if o.outcome == "passed" and (o.plans_left or o.detours)),
                 "reasons": _grouped(failed, reason_key), "first_plan_left": _grouped(first_left, plan_left_key)}
@@ -94,7 +134,9 @@ class Campaign:
         import torch
 
         c = self.config
-        record = {"seed": c.seed, "count": c.count, "gpu": c.gpu, "timeout_s": c.timeout_s,
+        self.outcomes.sort(key=lambda o: o.seed)
+        record = {"seed": c.seed, "count": c.count, "gpu": c.gpu, "timeout_s": c.timeout_s, "jobs": c.jobs,
+                  "check": c.check_argv(Path("{model}"), Path("{candidate}"), Path("{json}")) if c.check else None,
                   "command": c.argv(Path("{model}"), Path("{out}")), "python": sys.version.split()[0],
                   "torch": torch.__version__, "summary": self.summary(),
                   "models": [asdict(o) for o in self.outcomes]}
@@ -104,18 +146,66 @@ class Campaign:
 
 
 def run_campaign(config: CampaignConfig, progress: Callable[[str], None] = print) -> Campaign:
-    """Generate and optimize config.count models, one at a time; one progress line per model."""
+    """Generate and optimize config.count models, config.jobs at a time; one progress line per model. The
+    outcomes OUT/fuzz.json already holds for these seeds are kept, not run again."""
     for sub in ("models", "runs", "logs"):
         (config.out / sub).mkdir(parents=True, exist_ok=True)
-    campaign = Campaign(config)
-    for i, seed in enumerate(config.seeds()):
-        outcome = run_model(config, seed)
-        campaign.outcomes.append(outcome)
-        campaign.write()
-        detail = f": {outcome.reason}" if outcome.reason else ""
-        progress(f"[{i + 1}/{config.count}] {Path(outcome.model).name} {' > '.join(outcome.ops)}: "
-                 f"{outcome.outcome} ({outcome.seconds:.1f} s){detail}")
+    campaign = Campaign(config, recorded(config))
+    done = {o.seed for o in campaign.outcomes}
+    todo = [seed for seed in config.seeds() if seed not in done]
+    if done:
+        progress(f"{len(done)} model(s) already recorded in {campaign.record_path}; running the other {len(todo)}")
+    lock = threading.Lock()
+
+    def finished(outcome: Outcome) -> None:
+        with lock:
+            campaign.outcomes.append(outcome)
+            campaign.write()
+            detail = f": {outcome.reason}" if outcome.reason else ""
+            if outcome.check_verdict is not None:
+                detail += f" [check: {outcome.check_verdict}{': ' + outcome.check_reason if outcome.check_reason else ''}]"
+            progress(f"[{len(campaign.outcomes)}/{config.count}] {Path(outcome.model).name} "
+                     f"{' > '.join(outcome.ops)}: {outcome.outcome} ({outcome.seconds:.1f} s){detail}")
+
+    with _stopped_runs_on_sigterm(), ThreadPoolExecutor(max_workers=max(1, config.jobs)) as pool:
+        for future in as_completed([pool.submit(run_model, config, seed) for seed in todo]):
+            finished(future.result())
     return campaign
+
+
+_RUNNING: set[subprocess.Popen] = set()  # the runs in flight, killed with the campaign (SIGTERM)
+
+
+@contextlib.contextmanager
+def _stopped_runs_on_sigterm():
+    """A SIGTERM (a `timeout` around the campaign) kills the runs in flight, each its whole process group,
+    then ends the campaign: what was recorded stays, the runs cut short are run again next time."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        for proc in list(_RUNNING):
+            _kill_group(proc)
+        raise SystemExit(128 + signum)
+
+    before = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def recorded(config: CampaignConfig) -> list[Outcome]:
+    """The outcomes of config's seeds in an earlier OUT/fuzz.json (none if there is none or it is unreadable)."""
+    path = config.out / "fuzz.json"
+    try:
+        models = json.loads(path.read_text())["models"]
+    except (OSError, ValueError, KeyError):
+        return []
+    seeds = set(config.seeds())
+    fields = set(Outcome.__dataclass_fields__)
+    return [Outcome(**{k: v for k, v in m.items() if k in fields}) for m in models if m.get("seed") in seeds]
 
 
 def _grouped(items: list[tuple[str, Outcome]], key: Callable[[str], str]) -> list[dict]:
@@ -138,17 +228,8 @@ def write_model(out: Path, seed: int):
 def run_model(config: CampaignConfig, seed: int) -> Outcome:
     model, path = write_model(config.out, seed)
     run_dir, log_path = config.out / "runs" / model.name, config.out / "logs" / f"{model.name}.log"
-    # the CLI's rich console: one line per message; tracebacks plain, their last line the exception
-    env = {**os.environ, "COLUMNS": "1000", "_TYPER_STANDARD_TRACEBACK": "1"}
     started = time.monotonic()
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(config.argv(path, run_dir), stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=env, start_new_session=True)
-        try:
-            code: int | None = proc.wait(timeout=config.timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            code = None
+    code = _run(config.argv(path, run_dir), log_path, config.env(), config.timeout_s)
     seconds = time.monotonic() - started
     text = log_path.read_text(errors="replace")
     if code is None:
@@ -163,8 +244,47 @@ def run_model(config: CampaignConfig, seed: int) -> Outcome:
         outcome = "failed" if f"fuseforge: {path.name}: " in text else "crashed"
     report = run_dir / "report.md"
     kept, left = plans_left(report.read_text(errors="replace")) if report.is_file() else (None, [])
-    return Outcome(str(path), seed, list(model.ops), outcome, code, reason, detours(text), kept, left,
-                   round(seconds, 2), str(log_path), str(run_dir))
+    result = Outcome(str(path), seed, list(model.ops), outcome, code, reason, detours(text), kept, left,
+                     round(seconds, 2), str(log_path), str(run_dir))
+    if config.check and config.gpu and outcome == "passed":
+        result.check_verdict, result.check_reason = check_model_new(config, path, run_dir)
+    return result
+
+
+def check_model_new(config: CampaignConfig, model: Path, run_dir: Path) -> tuple[str, str]:
+    """`fuseforge check` on the ModelNew a run verified (run_dir/model_new.py), holding the GPU lease: its
+    verdict and one-line reason ("missing" when the run wrote no model_new.py)."""
+    candidate = run_dir / "model_new.py"
+    if not candidate.is_file():
+        return "missing", "optimize exited 0 without a verified model_new.py"
+    record_path, log_path = run_dir / "check.json", run_dir / "check.log"
+    argv = config.check_argv(model, candidate, record_path)
+    held = lease.Lease(config.lease_lock, config.out / "gpu_lease.jsonl", f"check {model.name}") \
+        if config.jobs > 1 else None
+    with held if held is not None else contextlib.nullcontext():
+        code = _run(argv, log_path, config.env(), config.timeout_s)
+    try:
+        record = json.loads(record_path.read_text())
+        return record["verdict"], (record.get("reason") or "").splitlines()[0] if record.get("reason") else ""
+    except (OSError, ValueError, KeyError):
+        text = log_path.read_text(errors="replace") if log_path.is_file() else ""
+        return "error", ("timed out" if code is None else failure_reason(text, candidate.name))
+
+
+def _run(argv: list[str], log_path: Path, env: dict, timeout_s: float) -> int | None:
+    """Run argv in its own session with stdout and stderr to log_path; its exit code, None if killed at the
+    timeout."""
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                start_new_session=True)
+        _RUNNING.add(proc)
+        try:
+            return proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            return None
+        finally:
+            _RUNNING.discard(proc)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -179,6 +299,9 @@ def _kill_group(proc: subprocess.Popen) -> None:
 def summary_lines(summary: dict) -> list[str]:
     counts = summary["counts"]
     head = f"fuzz: {summary['models']} models: " + ", ".join(f"{counts[k]} {k}" for k in OUTCOMES)
+    if summary.get("check_verdicts"):
+        head += "; check of each verified ModelNew: " + ", ".join(
+            f"{n} {verdict}" for verdict, n in summary["check_verdicts"].items())
     if summary["passed_on_a_simpler_plan"]:
         head += f" ({summary['passed_on_a_simpler_plan']} passed on a simpler plan than the first)"
     reasons = summary["reasons"]

@@ -18,6 +18,10 @@ def fuzz(
     no_compile: Annotated[bool, typer.Option(
         "--no-compile", help="Pass --no-compile to optimize (no torch.compile baseline in the benchmark).")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds allowed to one model's optimize run.")] = 600,
+    jobs: Annotated[int, typer.Option(min=1, help="Models run at once (on a GPU their GPU work takes turns "
+                                                  "through a lease: OUT/gpu.lock).")] = 1,
+    check: Annotated[bool, typer.Option(
+        "--check", help="Grade each verified ModelNew again with `fuseforge check` (GPU runs only).")] = False,
     generate_only: Annotated[bool, typer.Option(
         "--generate-only", help="Write the model files into OUT/models/ and stop.")] = False,
 ) -> None:
@@ -26,11 +30,12 @@ def fuzz(
     Each model: an anchor op (linear, matmul, bmm, conv1d/2d/3d, conv_transpose2d/3d) with random sizes,
     strides, padding, groups and dilation, then 2-6 ops drawn among those valid for the shape reached:
     pointwise ops, broadcast operands, reductions, softmax-like ops, norms, pools, tensor constants, dropout,
-    in-place ops, views, residuals, tuple outputs. One optimize process per model, one at a time, with a
-    timeout; OUT/fuzz.json is rewritten after each model; the end prints counts by outcome and the distinct
-    failure reasons with their counts.
+    in-place ops, views, residuals, tuple outputs. One optimize process per model, JOBS at a time, each with a
+    timeout; OUT/fuzz.json is rewritten after each model (the same command on the same OUT goes on where it
+    stopped); the end prints counts by outcome and the distinct failure reasons with their counts.
 
-    Exit code 0: every model passed; 1: some did not (see OUT/fuzz.json).
+    Exit code 0: every model passed (and, with --check, every check said correct); 1: some did not (see
+    OUT/fuzz.json).
     """
     from .campaign import CampaignConfig, run_campaign, summary_lines, write_model
 
@@ -40,12 +45,13 @@ def fuzz(
             print(f"{path}: {' > '.join(model.ops)}")
         return
     config = CampaignConfig(out=out, count=count, seed=seed, gpu=not no_gpu, compile_baseline=not no_compile,
-                            timeout_s=timeout)
+                            timeout_s=timeout, jobs=jobs, check=check)
     campaign = run_campaign(config, progress=lambda line: print(line, flush=True))
     for line in summary_lines(campaign.summary()):
         print(line)
     print(f"record: {campaign.record_path}")
-    raise typer.Exit(0 if all(o.outcome == "passed" for o in campaign.outcomes) else 1)
+    raise typer.Exit(0 if all(o.outcome == "passed" and o.check_verdict in (None, "correct")
+                              for o in campaign.outcomes) else 1)
 
 
 def register(app: typer.Typer) -> None:
