@@ -301,14 +301,16 @@ def test_a_terminated_campaign_kills_its_runs_in_flight_and_keeps_what_it_record
     """Catches runs left behind (their own sessions) when a `timeout` ends the campaign: they would go on
     writing into OUT while the next command runs the same models again."""
     script = ("import sys, time, os, pathlib\nname = pathlib.Path(sys.argv[1]).stem\n"
-              "if name.endswith('1'):\n"
+              "pathlib.Path(sys.argv[2]).with_suffix('.started').touch()\n"
+              "if not name.endswith('0'):\n"
               "    pathlib.Path(sys.argv[2]).with_suffix('.pid').write_text(str(os.getpid())); time.sleep(120)\n")
     code = ("import sys; from pathlib import Path; from fuseforge.fuzz.campaign import CampaignConfig, run_campaign\n"
-            f"run_campaign(CampaignConfig(out=Path(sys.argv[1]), count=2, seed=0, jobs=2, command={_fake_run(script)!r}))")
+            f"run_campaign(CampaignConfig(out=Path(sys.argv[1]), count=6, seed=0, jobs=2, command={_fake_run(script)!r}))")
     proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
-    pid_file = tmp_path / "runs" / "fuzz_000001.pid"
+    pid_file, third = tmp_path / "runs" / "fuzz_000001.pid", tmp_path / "runs" / "fuzz_000002.pid"
     deadline = time.time() + 60
-    while not (pid_file.is_file() and pid_file.read_text() and (tmp_path / "fuzz.json").is_file()):
+    while not (pid_file.is_file() and pid_file.read_text() and third.is_file() and third.read_text()
+               and (tmp_path / "fuzz.json").is_file()):
         assert time.time() < deadline and proc.poll() is None
         time.sleep(0.1)
     proc.terminate()
@@ -316,4 +318,7 @@ def test_a_terminated_campaign_kills_its_runs_in_flight_and_keeps_what_it_record
     run_pid = int(pid_file.read_text())
     time.sleep(0.5)
     assert not Path(f"/proc/{run_pid}").exists() or "Z" in Path(f"/proc/{run_pid}/stat").read_text().split()[2]
+    # model 0 passed at once, 1 and 2 hung (2 started when 0 ended): 3, 4, 5 never start
     assert [m["seed"] for m in json.loads((tmp_path / "fuzz.json").read_text())["models"]] == [0]
+    started = sorted(p.stem for p in (tmp_path / "runs").glob("*.started"))
+    assert started == ["fuzz_000000", "fuzz_000001", "fuzz_000002"], started

@@ -167,13 +167,19 @@ def run_campaign(config: CampaignConfig, progress: Callable[[str], None] = print
             progress(f"[{len(campaign.outcomes)}/{config.count}] {Path(outcome.model).name} "
                      f"{' > '.join(outcome.ops)}: {outcome.outcome} ({outcome.seconds:.1f} s){detail}")
 
-    with _stopped_runs_on_sigterm(), ThreadPoolExecutor(max_workers=max(1, config.jobs)) as pool:
-        for future in as_completed([pool.submit(run_model, config, seed) for seed in todo]):
-            finished(future.result())
+    _STOPPING.clear()
+    pool = ThreadPoolExecutor(max_workers=max(1, config.jobs))
+    try:
+        with _stopped_runs_on_sigterm():
+            for future in as_completed([pool.submit(run_model, config, seed) for seed in todo]):
+                finished(future.result())
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)  # after a SIGTERM: models not started never start
     return campaign
 
 
 _RUNNING: set[subprocess.Popen] = set()  # the runs in flight, killed with the campaign (SIGTERM)
+_STOPPING = threading.Event()  # set by the SIGTERM: no run starts any more
 
 
 @contextlib.contextmanager
@@ -185,6 +191,7 @@ def _stopped_runs_on_sigterm():
         return
 
     def stop(signum, frame):
+        _STOPPING.set()
         for proc in list(_RUNNING):
             _kill_group(proc)
         raise SystemExit(128 + signum)
@@ -274,6 +281,8 @@ def check_model_new(config: CampaignConfig, model: Path, run_dir: Path) -> tuple
 def _run(argv: list[str], log_path: Path, env: dict, timeout_s: float) -> int | None:
     """Run argv in its own session with stdout and stderr to log_path; its exit code, None if killed at the
     timeout."""
+    if _STOPPING.is_set():
+        return None
     with open(log_path, "w") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                                 start_new_session=True)
