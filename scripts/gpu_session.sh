@@ -64,7 +64,7 @@ from fuseforge.suite.build import build_extension; build_extension(pathlib.Path(
     mkdir -p out/fuzz
     [ -f out/fuzz/fuzz.json ] || [ -z "${FUZZ_RESUME:-}" ] || cp "$FUZZ_RESUME" out/fuzz/fuzz.json
     timeout -s TERM "$2" $PY -m fuseforge fuzz --seed "${3:-20000}" --count "${4:-300}" --jobs "${5:-10}" \
-        --out out/fuzz --timeout 300 --check --no-compile > "$OUT/fuzz.log" 2>&1
+        --out out/fuzz --timeout 600 --check --no-compile > "$OUT/fuzz.log" 2>&1
     echo "fuzz exit $? (124: stopped at $2 s; the same command goes on)"; grep -v "^\[" "$OUT/fuzz.log" | tail -25
     cp out/fuzz/fuzz.json "$OUT/fuzz.json"
     (cd out && find fuzz/logs fuzz/models fuzz/runs -maxdepth 2 -type f \( -name '*.log' -o -name '*.py' \

@@ -294,7 +294,6 @@ def test_with_check_each_verified_model_new_is_graded_again_and_its_verdict_coun
     assert verdicts == {0: ("correct", "r correct"), 1: ("incorrect", "r incorrect"),
                         2: ("missing", "optimize exited 0 without a verified model_new.py")}
     assert campaign.summary()["check_verdicts"] == {"correct": 1, "incorrect": 1, "missing": 1}
-    assert (tmp_path / "gpu_lease.jsonl").is_file()  # the checks held the GPU lease
 
 
 def test_a_terminated_campaign_kills_its_runs_in_flight_and_keeps_what_it_recorded(tmp_path):

@@ -5,8 +5,9 @@ in OUT/fuzz.json, rewritten after every model.
 `jobs` models run at once; on a GPU their GPU work takes turns through the GPU lease (OUT/gpu.lock,
 fuseforge/evaluate/lease.py), so one model's build overlaps another's verification and benchmark. A campaign
 started again on the same OUT keeps the outcomes already recorded for its seeds and runs only the others.
-With `check`, every verified `ModelNew` is graded again by `fuseforge check` (holding the lease), and the
-verdict is recorded: a `ModelNew` that check finds incorrect is a wrong result the campaign emitted.
+With `check`, every verified `ModelNew` is graded again by `fuseforge check` (beside the other runs: its
+verdict does not depend on its timings, and holding the lease for a whole check stalled every other model's
+verification), and the verdict is recorded: a `ModelNew` that check finds incorrect is a wrong result the campaign emitted.
 
 Outcomes: passed (exit code 0), failed (a stage failed: the CLI's one-line reason), crashed (any other
 exit: a traceback, a signal), timeout. Layout of OUT: models/fuzz_SEED.py, runs/fuzz_SEED/ (optimize's
@@ -259,17 +260,13 @@ def run_model(config: CampaignConfig, seed: int) -> Outcome:
 
 
 def check_model_new(config: CampaignConfig, model: Path, run_dir: Path) -> tuple[str, str]:
-    """`fuseforge check` on the ModelNew a run verified (run_dir/model_new.py), holding the GPU lease: its
-    verdict and one-line reason ("missing" when the run wrote no model_new.py)."""
+    """`fuseforge check` on the ModelNew a run verified (run_dir/model_new.py): its verdict and one-line reason ("missing" when the run wrote no model_new.py)."""
     candidate = run_dir / "model_new.py"
     if not candidate.is_file():
         return "missing", "optimize exited 0 without a verified model_new.py"
     record_path, log_path = run_dir / "check.json", run_dir / "check.log"
     argv = config.check_argv(model, candidate, record_path)
-    held = lease.Lease(config.lease_lock, config.out / "gpu_lease.jsonl", f"check {model.name}") \
-        if config.jobs > 1 else None
-    with held if held is not None else contextlib.nullcontext():
-        code = _run(argv, log_path, config.env(), config.timeout_s)
+    code = _run(argv, log_path, config.env(), config.timeout_s)
     try:
         record = json.loads(record_path.read_text())
         return record["verdict"], (record.get("reason") or "").splitlines()[0] if record.get("reason") else ""
