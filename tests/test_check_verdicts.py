@@ -444,3 +444,36 @@ def test_the_interpreter_state_sees_a_sys_monitoring_tool():
     finally:
         sys.monitoring.free_tool_id(3)
     assert state.changed() == []
+
+
+def _fake_library(tmp_path):
+    """A module installed as libraries are (under site-packages) that starts a thread, as tqdm starts its
+    monitor thread when torch.compile shows a progress bar."""
+    import importlib.util
+
+    folder = tmp_path / "lib" / "python3" / "site-packages"
+    folder.mkdir(parents=True)
+    (folder / "fake_monitor_lib.py").write_text(
+        "import threading\n\ndef start_monitor(*_):\n"
+        "    t = threading.Thread(target=lambda: None, name='lib-monitor')\n    t.start()\n    t.join()\n    return 0\n")
+    spec = importlib.util.spec_from_file_location("fake_monitor_lib", folder / "fake_monitor_lib.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_thread_a_library_starts_for_torch_is_not_the_candidates_but_one_it_starts_for_the_candidate_is(tmp_path):
+    """Catches an honest torch.compile candidate graded cheat:background_thread for tqdm's monitor thread,
+    and a library used as a way around the thread check."""
+    from torch.utils._pytree import tree_map
+
+    lib = _fake_library(tmp_path)
+    watch = guards.ThreadWatch()
+    watch.start()
+    try:
+        tree_map(lib.start_monitor, [1])  # torch's code calls the library
+        assert watch.new_threads() == []
+        lib.start_monitor()  # this file (the candidate's code, here) calls it
+        assert watch.new_threads() == ["lib-monitor"]
+    finally:
+        threading.setprofile(None)

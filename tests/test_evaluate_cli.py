@@ -423,3 +423,14 @@ def test_zero_seeds_is_refused_rather_than_verifying_nothing(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main([str(model_path), str(cand_path), "--out", str(tmp_path / "out"), "--seeds", "0"])
     assert exit_info.value.code == 2 and "must be at least 1" in capsys.readouterr().err
+
+
+def test_a_one_line_reason_names_the_cuda_error_a_later_line_of_the_message_gives():
+    """A call that failed because an earlier kernel broke the CUDA context says so on its one line."""
+    from fuseforge.evaluate.harness import one_line
+
+    exc = RuntimeError("Error(s) in loading state_dict for ModelNew:\n\tWhile copying the parameter named "
+                       "\"w\", an exception occurred : ('CUDA error: an illegal memory access was encountered\\n').")
+    assert one_line(exc).startswith("RuntimeError: Error(s) in loading state_dict for ModelNew: While copying")
+    assert "CUDA error: an illegal memory access" in one_line(exc)
+    assert one_line(ValueError("plain\nsecond line")) == "ValueError: plain"

@@ -210,13 +210,23 @@ _STDLIB_DIR = str(Path(threading.__file__).resolve().parent)
 
 
 def _started_by_torch(frame) -> bool:
-    """The nearest frame outside the standard library (a thread pool starting its workers) is torch's."""
+    """The nearest frame outside the standard library (a thread pool starting its workers) and outside the
+    installed libraries other than torch (tqdm's monitor thread, started by torch.compile's progress bars)
+    is torch's. A library called straight from the candidate's code still counts as the candidate's."""
     while frame is not None:
         name = frame.f_code.co_filename
         if not (name.startswith(_STDLIB_DIR) or name.startswith("<")):
-            return str(Path(name).resolve()).startswith(_TORCH_DIR)
+            path = str(Path(name).resolve())
+            if path.startswith(_TORCH_DIR):
+                return True
+            if not _installed_library(path):
+                return False
         frame = frame.f_back
     return False
+
+
+def _installed_library(path: str) -> bool:
+    return any(part in ("site-packages", "dist-packages") for part in Path(path).parts)
 
 
 def _torch_thread(thread) -> bool:

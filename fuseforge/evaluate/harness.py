@@ -61,9 +61,15 @@ class InterfaceMismatch(CandidateFailed):
 
 
 def one_line(exc: BaseException) -> str:
-    """'TypeName: first line of the message', cut to a readable length."""
+    """'TypeName: first line of the message', cut to a readable length. A CUDA error named further down
+    (a call that failed because an earlier kernel broke the context: "Error(s) in loading state_dict ...")
+    is added to the first line: it is the cause."""
     lines = str(exc).strip().splitlines()
-    text = f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+    first = lines[0] if lines else ""
+    cuda = next((line.strip() for line in lines[1:] if "CUDA error" in line), None)
+    if cuda and "CUDA error" not in first:
+        first = f"{first.rstrip(': ')}: {cuda}"
+    text = f"{type(exc).__name__}: {first}".rstrip(": ")
     return text if len(text) <= _REASON_MAX else text[: _REASON_MAX - 3] + "..."
 
 
