@@ -248,7 +248,8 @@ def _module_text(ctx: EmitContext, forward: str | None = None) -> str:
         w.line(f"first call. Compiled for get_init_inputs() = {ctx.init_args!r}.")
     else:
         w.line("The original model file follows verbatim; ModelNew inherits its __init__ and runs the model's own")
-        w.line("forward: no plan with generated kernels passed verification for this model (see the report).")
+        w.line("forward: no plan with generated kernels both passed verification and ran faster than eager for")
+        w.line("this model (see the report).")
     w.line("Run this file to check ModelNew against Model on the GPU and time both.")
     w.line('"""')
     w.line("")

@@ -13,7 +13,9 @@ From the plan expected fastest down to the simplest, each rung a strict simplifi
 
 A rung is skipped when it would not change the failed plan (no layout change to remove, no rewrite that
 fired). Every rung is checked like the first: CPU float64 check, build, GPU verification. A plan that
-verified but ran slower than eager also moves down, and the fastest verified rung is kept.
+verified but ran slower than eager also moves down, and the fastest verified rung is kept; after such a
+plan, the rungs of torch calls that run eager's own ops (the graph as captured, or as rewritten where no
+rewrite fired) are skipped: they cannot be faster than the model's own forward.
 """
 
 from __future__ import annotations
@@ -67,8 +69,11 @@ def next_rung(config: OptimizeConfig, failure: Failure) -> OptimizeConfig | None
         return config.without("layout")
     if config.families and failure.used_families:
         return config.without(*FAMILIES)
+    own_forward = config.without(*FAMILIES, "layout", "pointwise_kernels", "rewrites", "capture")
     if config.pointwise_kernels and failure.used_kernels:
+        if failure.verified and not failure.rewrites_fired:
+            return own_forward  # torch calls of eager's own ops: no faster than eager
         return config.without(*FAMILIES, "layout", "pointwise_kernels")
-    if config.rewrites and failure.rewrites_fired:
+    if config.rewrites and failure.rewrites_fired and not failure.verified:
         return config.without(*FAMILIES, "layout", "pointwise_kernels", "rewrites")
-    return config.without(*FAMILIES, "layout", "pointwise_kernels", "rewrites", "capture")
+    return own_forward

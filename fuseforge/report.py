@@ -273,7 +273,7 @@ def _render_model_forward(run: Run) -> str:
     """The report of the last rung: ModelNew runs the model's own forward."""
     return "\n".join([f"# fuseforge report: {run.loaded.path.name}", "", *summary_rows(run), "", *_plan_kept(run),
                        "No operator was replaced: `ModelNew` runs the model's own forward, because no plan with "
-                       "generated kernels passed its checks (above).", ""])
+                       "generated kernels both passed its checks and ran faster than eager (above).", ""])
 
 
 def render(run: Run) -> str:

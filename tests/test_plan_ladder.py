@@ -146,7 +146,8 @@ def test_when_every_verified_plan_is_slower_than_eager_the_fastest_one_is_kept(m
     out = tmp_path / "out"
     assert "fused" in (out / "40_model_new.py").read_text()  # the kept rung's artefacts are back in OUT
     tried = sorted(p.name for p in (out / ATTEMPTS).iterdir())
-    assert tried == ["1_every-kernel-family", "3_torch-calls-of-the-rewritten-graph", "4_the-model-s-own-forward"]
+    # no rewrite fired here: the rewritten graph's torch calls are eager's ops, skipped after a slower plan
+    assert tried == ["1_every-kernel-family", "3_the-model-s-own-forward"]
     report = (out / "report.md").read_text()
     assert "No plan ran faster than eager" in report and "slower than eager's 1.000 ms" in report
 
@@ -207,3 +208,18 @@ def test_the_measured_summary_of_an_output_whose_truth_is_all_zeros_has_no_relat
     worst = {"case": "seed 0 / file", "name": "output", "cand_err": 0.0, "bound": 1e-7, "ratio": 0.0,
              "cand_rel_err": None, "ref_rel_err": None}
     assert _worst({"worst": worst}) == "— (eager fp32: —; 0% of the allowed error)"
+
+
+def test_after_a_plan_slower_than_eager_the_ladder_skips_torch_calls_of_eagers_own_ops():
+    """The captured graph as torch calls runs eager's ops (so does the rewritten one where no rewrite fired):
+    after a verified but slower plan they cannot win and only cost a verification; after a failed one they
+    are still the next simpler plan."""
+    pointwise_only = OptimizeConfig(model_path=Path("m.py"), out_dir=Path("o")).without(*FAMILIES, "layout")
+    slow = dict(used_kernels=True, verified=True)
+    assert describe(next_rung(pointwise_only, _failure(**slow))) == "the model's own forward"
+    assert describe(next_rung(pointwise_only, _failure(**slow, rewrites_fired=True))) == \
+        "torch calls of the rewritten graph"
+    assert describe(next_rung(pointwise_only, _failure(used_kernels=True))) == "torch calls of the rewritten graph"
+    rewritten = pointwise_only.without("pointwise_kernels")
+    assert describe(next_rung(rewritten, _failure(rewrites_fired=True, verified=True))) == "the model's own forward"
+    assert describe(next_rung(rewritten, _failure(rewrites_fired=True))) == "torch calls of the captured graph"
