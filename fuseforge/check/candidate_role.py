@@ -50,6 +50,7 @@ from fuseforge.check.feed import FeedClient
 from fuseforge.check.timing import Timer, synchronize
 from fuseforge.evaluate import harness
 from fuseforge.evaluate.harness import CandidateFailed
+from fuseforge.evaluate.random_draws import FORWARD_SEED
 
 GUARD = guards.FunctionGuard()  # before any candidate code is imported
 FLAGS = guards.PrecisionFlags()
@@ -128,6 +129,7 @@ class CandidateRun:
 
     # ---- calling the candidate
     def invoke(self, model, args):
+        torch.manual_seed(FORWARD_SEED)  # random ops draw what the reference's call drew (reference_role)
         with self.audit.candidate(), torch.no_grad():
             return model(*args)
 
@@ -424,6 +426,7 @@ class CandidateRun:
             finally:
                 audit.active -= 1
 
+        torch.manual_seed(FORWARD_SEED)  # outside the timed region
         with torch.no_grad():
             timed = self.timer.call(call)
         if timed.stream_left and len(self.result["stream_left"]) < 20:

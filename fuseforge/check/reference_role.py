@@ -41,6 +41,7 @@ from fuseforge.check.guards import OpRecorder
 from fuseforge.check.timing import Timer, stats, synchronize
 from fuseforge.evaluate import harness
 from fuseforge.evaluate.harness import ReferenceFailed
+from fuseforge.evaluate.random_draws import FORWARD_SEED, Float32Draws
 
 FINGERPRINT_SIZE = 4096  # positions compared per output of a timed call ...
 CANDIDATE_POSITIONS = 4 * FINGERPRINT_SIZE  # ... picked by the grading process among these, per candidate
@@ -154,9 +155,14 @@ class Program:
     def call(self, inputs: list, recorder: OpRecorder | None = None) -> dict:
         before = {k: v.detach().clone() for k, v in self.eager.state_dict().items()}
         with torch.no_grad():
-            truth, _ = harness.forward(self.truth, harness.to_device(inputs, self.dev, torch.float64), self.dev,
-                                       "Model (float64)", ReferenceFailed)
+            # random ops: the truth, eager and every candidate call start from one generator state, and the
+            # truth draws what float32 draws (fuseforge/evaluate/random_draws.py)
+            torch.manual_seed(FORWARD_SEED)
+            with Float32Draws():
+                truth, _ = harness.forward(self.truth, harness.to_device(inputs, self.dev, torch.float64),
+                                           self.dev, "Model (float64)", ReferenceFailed)
             eager_inputs = harness.to_device(inputs, self.dev)
+            torch.manual_seed(FORWARD_SEED)
             if recorder is not None:
                 with recorder:
                     eager, is_tuple = harness.forward(self.eager, eager_inputs, self.dev, "Model", ReferenceFailed)
