@@ -193,3 +193,27 @@ def test_on_a_gpu_an_honest_torch_compile_candidate_is_correct(tmp_path):
                              compile=False)
     record = check_files(MODEL, ADVERSARIAL / "honest_torch_compile.py", settings)
     assert record["verdict"] == "correct", (record["reason"], [f for f in record["findings"] if f["decisive"]])
+
+
+def test_the_plant_probe_calls_the_candidate_with_case_0s_weights(tmp_path, cache):
+    """The planted leftovers are eager's outputs of case 0, so the plant call must run with case 0's weights,
+    not the timed calls' ones. A candidate wrong on its first two calls (the first call and case 0) and right
+    after them looks, to the plant probe, like one that is right once the reference's output is in its
+    memory: reference_leftovers must fire. With the timed calls' weights the plant call is wrong too and the
+    check cannot fire (on the H100 a half-rows memory-reuse cheat was graded under the neighbouring class)."""
+    source = """
+    class ModelNew(nn.Module):
+        calls = 0
+
+        def __init__(self, in_features, out_features):
+            super().__init__()
+            self.linear = nn.Linear(in_features, out_features)
+
+        def forward(self, x):
+            ModelNew.calls += 1
+            out = 1.0 / (1.0 + torch.exp(-(x @ self.linear.weight.t() + self.linear.bias)))
+            return out if ModelNew.calls > 2 else out * 0.5
+    """
+    record = _check(tmp_path, cache, source)
+    fired = {c["name"] for c in record["checks"] if c["fired"]}
+    assert "reference_leftovers" in fired and record["verdict"] == "cheat:memory_reuse", (record["verdict"], fired)

@@ -448,6 +448,8 @@ class CandidateRun:
             self.result["probes"]["plant"] = {"ok": False, "error": harness.one_line(exc)}
             return
         self.kept.clear()
+        # case 0's weights again (the timed calls ran with other ones): the planted outputs are case 0's
+        model = self.load(model, self.plan["cases"][0]["state"], "plant")
         args = self.fresh(inputs0)
         guards.poison(self.dev, planted, [t.numel() * t.element_size() for t in planted], copies=16)
         del planted
