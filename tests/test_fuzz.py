@@ -321,3 +321,18 @@ def test_a_terminated_campaign_kills_its_runs_in_flight_and_keeps_what_it_record
     assert [m["seed"] for m in json.loads((tmp_path / "fuzz.json").read_text())["models"]] == [0]
     started = sorted(p.stem for p in (tmp_path / "runs").glob("*.started"))
     assert started == ["fuzz_000000", "fuzz_000001", "fuzz_000002"], started
+
+
+def test_on_several_gpus_the_models_take_them_in_turn_each_gpu_with_its_own_lease(tmp_path):
+    """Catches runs all pinned to one GPU (or sharing one lease across GPUs: they would wait for each other),
+    and jobs that each start as many threads as the machine has CPUs."""
+    script = ("import sys, os, json, pathlib\nout = pathlib.Path(sys.argv[2]); out.mkdir(parents=True)\n"
+              "(out / 'env.json').write_text(json.dumps({k: os.environ.get(k) for k in "
+              "('CUDA_VISIBLE_DEVICES', 'FUSEFORGE_GPU_LEASE', 'OMP_NUM_THREADS')}))\n")
+    config = CampaignConfig(out=tmp_path, count=4, seed=0, gpu=True, jobs=2, gpu_ids=["3", "5"], timeout_s=60,
+                            command=_fake_run(script))
+    run_campaign(config, progress=lambda line: None)
+    seen = {seed: json.loads((tmp_path / "runs" / f"fuzz_{seed:06d}" / "env.json").read_text()) for seed in range(4)}
+    assert [seen[s]["CUDA_VISIBLE_DEVICES"] for s in range(4)] == ["3", "5", "3", "5"]
+    assert [Path(seen[s]["FUSEFORGE_GPU_LEASE"]).name for s in range(4)] == ["gpu3.lock", "gpu5.lock"] * 2
+    assert int(seen[0]["OMP_NUM_THREADS"]) == max(1, (os.cpu_count() or 1) // 2)

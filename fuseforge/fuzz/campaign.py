@@ -2,8 +2,10 @@
 its own process group: a hang or a crash ends that model's run, never the campaign), and record the outcome
 in OUT/fuzz.json, rewritten after every model.
 
-`jobs` models run at once; on a GPU their GPU work takes turns through the GPU lease (OUT/gpu.lock,
-fuseforge/evaluate/lease.py), so one model's build overlaps another's verification and benchmark. A campaign
+`jobs` models run at once; on GPUs each model is pinned to one (CUDA_VISIBLE_DEVICES, the GPUs taken in
+turn) and the GPU work of the models on one GPU takes turns through its lease (OUT/gpu<id>.lock,
+fuseforge/evaluate/lease.py), so one model's build overlaps another's verification and benchmark. Each run
+gets its share of the CPUs for its threads (OMP_NUM_THREADS) and its compiler jobs (MAX_JOBS). A campaign
 started again on the same OUT keeps the outcomes already recorded for its seeds and runs only the others.
 With `check`, every verified `ModelNew` is graded again by `fuseforge check` (beside the other runs: its
 verdict does not depend on its timings, and holding the lease for a whole check stalled every other model's
@@ -47,6 +49,7 @@ class CampaignConfig:
     compile_baseline: bool = True
     timeout_s: float = 600
     jobs: int = 1  # models run at once
+    gpu_ids: Sequence[str] = ()  # the GPUs the runs are pinned to, in turn (empty: as the environment has it)
     check: bool = False  # grade each verified ModelNew again with `fuseforge check`
     # the check of a verified ModelNew: arguments with {python}, {model}, {candidate}, {json} filled in
     check_command: Sequence[str] = ("{python}", "-m", "fuseforge", "check", "{model}", "{candidate}", "--json",
@@ -57,16 +60,19 @@ class CampaignConfig:
     def seeds(self) -> range:
         return range(self.seed, self.seed + self.count)
 
-    @property
-    def lease_lock(self) -> Path:
-        return self.out / "gpu.lock"
-
-    def env(self) -> dict:
-        """The environment of a model's runs: the CLI's console one line per message, tracebacks plain (their
-        last line the exception); on a GPU with several jobs, the lease that makes their GPU work take turns."""
+    def env(self, index: int = 0) -> dict:
+        """The environment of the index-th model's runs: the CLI's console one line per message, tracebacks
+        plain (their last line the exception); with several jobs, a share of the CPUs each and, on GPUs, the
+        GPU it is pinned to and that GPU's lease."""
         env = {**os.environ, "COLUMNS": "1000", "_TYPER_STANDARD_TRACEBACK": "1"}
+        if self.jobs > 1:
+            share = str(max(1, (os.cpu_count() or 1) // self.jobs))
+            env.update(OMP_NUM_THREADS=share, MAX_JOBS=share)
         if self.gpu and self.jobs > 1:
-            env[lease.LEASE_ENV] = str(self.lease_lock)
+            gpu = self.gpu_ids[index % len(self.gpu_ids)] if self.gpu_ids else None
+            if gpu is not None:
+                env["CUDA_VISIBLE_DEVICES"] = gpu
+            env[lease.LEASE_ENV] = str(self.out / f"gpu{gpu if gpu is not None else ''}.lock")
             env[lease.LOG_ENV] = str(self.out / "gpu_lease.jsonl")
         return env
 
@@ -136,7 +142,8 @@ class Campaign:
 
         c = self.config
         self.outcomes.sort(key=lambda o: o.seed)
-        record = {"seed": c.seed, "count": c.count, "gpu": c.gpu, "timeout_s": c.timeout_s, "jobs": c.jobs,
+        record = {"seed": c.seed, "count": c.count, "gpu": c.gpu, "gpu_ids": list(c.gpu_ids),
+                  "timeout_s": c.timeout_s, "jobs": c.jobs,
                   "check": c.check_argv(Path("{model}"), Path("{candidate}"), Path("{json}")) if c.check else None,
                   "command": c.argv(Path("{model}"), Path("{out}")), "python": sys.version.split()[0],
                   "torch": torch.__version__, "summary": self.summary(),
@@ -172,7 +179,7 @@ def run_campaign(config: CampaignConfig, progress: Callable[[str], None] = print
     pool = ThreadPoolExecutor(max_workers=max(1, config.jobs))
     try:
         with _stopped_runs_on_sigterm():
-            for future in as_completed([pool.submit(run_model, config, seed) for seed in todo]):
+            for future in as_completed([pool.submit(run_model, config, seed, i) for i, seed in enumerate(todo)]):
                 finished(future.result())
     finally:
         pool.shutdown(wait=True, cancel_futures=True)  # after a SIGTERM: models not started never start
@@ -233,11 +240,11 @@ def write_model(out: Path, seed: int):
     return model, path
 
 
-def run_model(config: CampaignConfig, seed: int) -> Outcome:
+def run_model(config: CampaignConfig, seed: int, index: int = 0) -> Outcome:
     model, path = write_model(config.out, seed)
     run_dir, log_path = config.out / "runs" / model.name, config.out / "logs" / f"{model.name}.log"
     started = time.monotonic()
-    code = _run(config.argv(path, run_dir), log_path, config.env(), config.timeout_s)
+    code = _run(config.argv(path, run_dir), log_path, config.env(index), config.timeout_s)
     seconds = time.monotonic() - started
     text = log_path.read_text(errors="replace")
     if code is None:
@@ -255,18 +262,19 @@ def run_model(config: CampaignConfig, seed: int) -> Outcome:
     result = Outcome(str(path), seed, list(model.ops), outcome, code, reason, detours(text), kept, left,
                      round(seconds, 2), str(log_path), str(run_dir))
     if config.check and config.gpu and outcome == "passed":
-        result.check_verdict, result.check_reason = check_model_new(config, path, run_dir)
+        result.check_verdict, result.check_reason = check_model_new(config, path, run_dir, index)
     return result
 
 
-def check_model_new(config: CampaignConfig, model: Path, run_dir: Path) -> tuple[str, str]:
+def check_model_new(config: CampaignConfig, model: Path, run_dir: Path, index: int = 0) -> tuple[str, str]:
     """`fuseforge check` on the ModelNew a run verified (run_dir/model_new.py): its verdict and one-line reason ("missing" when the run wrote no model_new.py)."""
     candidate = run_dir / "model_new.py"
     if not candidate.is_file():
         return "missing", "optimize exited 0 without a verified model_new.py"
     record_path, log_path = run_dir / "check.json", run_dir / "check.log"
     argv = config.check_argv(model, candidate, record_path)
-    code = _run(argv, log_path, config.env(), config.timeout_s)
+    env = {k: v for k, v in config.env(index).items() if k not in (lease.LEASE_ENV, lease.LOG_ENV)}
+    code = _run(argv, log_path, env, config.timeout_s)
     try:
         record = json.loads(record_path.read_text())
         return record["verdict"], (record.get("reason") or "").splitlines()[0] if record.get("reason") else ""

@@ -20,6 +20,8 @@ def fuzz(
     timeout: Annotated[float, typer.Option(help="Seconds allowed to one model's optimize run.")] = 600,
     jobs: Annotated[int, typer.Option(min=1, help="Models run at once (on a GPU their GPU work takes turns "
                                                   "through a lease: OUT/gpu.lock).")] = 1,
+    gpus: Annotated[int | None, typer.Option(
+        min=1, help="GPUs the models are spread over (default: every GPU visible).")] = None,
     check: Annotated[bool, typer.Option(
         "--check", help="Grade each verified ModelNew again with `fuseforge check` (GPU runs only).")] = False,
     generate_only: Annotated[bool, typer.Option(
@@ -30,8 +32,8 @@ def fuzz(
     Each model: an anchor op (linear, matmul, bmm, conv1d/2d/3d, conv_transpose2d/3d) with random sizes,
     strides, padding, groups and dilation, then 2-6 ops drawn among those valid for the shape reached:
     pointwise ops, broadcast operands, reductions, softmax-like ops, norms, pools, tensor constants, dropout,
-    in-place ops, views, residuals, tuple outputs. One optimize process per model, JOBS at a time, each with a
-    timeout; OUT/fuzz.json is rewritten after each model (the same command on the same OUT goes on where it
+    in-place ops, views, residuals, tuple outputs. One optimize process per model, JOBS at a time (on GPUs, each
+    pinned to one of them in turn, the models on one GPU taking turns for it), each with a timeout; OUT/fuzz.json is rewritten after each model (the same command on the same OUT goes on where it
     stopped); the end prints counts by outcome and the distinct failure reasons with their counts.
 
     Exit code 0: every model passed (and, with --check, every check said correct); 1: some did not (see
@@ -44,8 +46,11 @@ def fuzz(
             model, path = write_model(out, s)
             print(f"{path}: {' > '.join(model.ops)}")
         return
+    from fuseforge.suite.environment import visible_gpu_ids
+
+    gpu_ids = [] if no_gpu else visible_gpu_ids()[:gpus]
     config = CampaignConfig(out=out, count=count, seed=seed, gpu=not no_gpu, compile_baseline=not no_compile,
-                            timeout_s=timeout, jobs=jobs, check=check)
+                            timeout_s=timeout, jobs=jobs, gpu_ids=gpu_ids, check=check)
     campaign = run_campaign(config, progress=lambda line: print(line, flush=True))
     for line in summary_lines(campaign.summary()):
         print(line)
