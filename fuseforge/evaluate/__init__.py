@@ -12,6 +12,7 @@ Modules:
     bench      eager / torch.compile / candidate timed in one process, interleaved -> 60_bench.json
     baselines  the cache of reference timings (eager, compile) per model, GPU, torch and bench settings
     lease      the GPU lease: one process at a time on a GPU (`fuseforge suite` overlaps jobs with it)
+    conv_precision  each convolution's error vs float64 in NCHW and channels-last, measured on the GPU
     cli        the command line
 
 The package imports torch only when one of its torch modules is used (`baselines` and `lease` need none:

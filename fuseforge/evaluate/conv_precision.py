@@ -1,0 +1,165 @@
+"""The precision class of each convolution, measured on the GPU: does it stay in class channels-last?
+
+    python -m fuseforge.evaluate.conv_precision MODEL.py [MODEL.py ...] [--device cuda] [--out FILE.json]
+
+cuDNN picks an algorithm per shape and layout. On an H100 (torch 2.11) most fp32 convolutions of the
+problem models run TF32-class (error vs float64 ~3e-4 of the output's RMS), some exact fp32-class (~2e-7),
+and the same convolution given channels-last tensors can land in the other class. A plan may run a
+convolution channels-last only where that keeps it within the verifier's bound of eager's own error
+(numerics.py: FACTOR x eager's error + the floor); this module measures it, per convolution:
+
+    error(layout) = max |conv(x, w) in fp32, that layout  -  conv in float64| / RMS(float64 result)
+                    over the first sample's outputs (the fp32 call runs on the whole batch)
+
+for the NCHW call (what eager runs) and the channels-last one, on the model's own shapes, with inputs and
+weights drawn as the verifier draws them (uniform inputs, the module's initialisation scale), under the
+precision flags the process has (eager's). `class` is "fp32" below FP32_CLASS, else "tf32";
+`channels_last_in_class` is whether the channels-last error stays within FACTOR x the NCHW error + the
+floor. The convolutions come from running each model once under a dispatch mode that records every
+aten.convolution call (modules and functional calls alike).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from fuseforge.evaluate.numerics import FACTOR, FLOOR_REL
+
+FP32_CLASS = 3e-5  # error vs float64 (max over the output, relative to its RMS) below which a convolution is
+# fp32-class: fp32 sums give ~1e-7..1e-5, TF32 products ~1e-4..1e-2
+SEED = 20251125
+
+
+@dataclass(frozen=True)
+class ConvCall:
+    """One aten.convolution call: what decides cuDNN's algorithm (shapes, the arguments, the dtype)."""
+
+    input_shape: tuple[int, ...]
+    weight_shape: tuple[int, ...]
+    bias: bool
+    stride: tuple[int, ...]
+    padding: tuple[int, ...]
+    dilation: tuple[int, ...]
+    transposed: bool
+    output_padding: tuple[int, ...]
+    groups: int
+
+    @property
+    def dims(self) -> int:
+        return len(self.input_shape) - 2
+
+    def run(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+        return torch.ops.aten.convolution.default(x, w, b, list(self.stride), list(self.padding),
+                                                  list(self.dilation), self.transposed,
+                                                  list(self.output_padding), self.groups)
+
+
+class _Recorder(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.calls: list[ConvCall] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.ops.aten.convolution.default:
+            x, w, b, stride, padding, dilation, transposed, output_padding, groups = args
+            call = ConvCall(tuple(x.shape), tuple(w.shape), b is not None, tuple(stride), tuple(padding),
+                            tuple(dilation), bool(transposed), tuple(output_padding), int(groups))
+            if call not in self.calls:
+                self.calls.append(call)
+        return func(*args, **kwargs)
+
+
+def convolutions(model: torch.nn.Module, inputs: list) -> list[ConvCall]:
+    """The distinct convolutions one forward of `model` calls (on the meta device: nothing is computed)."""
+    recorder = _Recorder()
+    with torch.no_grad(), recorder:
+        model(*inputs)
+    return recorder.calls
+
+
+def measure(call: ConvCall, device: torch.device) -> dict:
+    """The error vs float64 of the call in NCHW and channels-last (module docstring)."""
+    gen = torch.Generator().manual_seed(SEED)
+    x = torch.rand(call.input_shape, generator=gen)
+    fan_in = call.weight_shape[1] * max(1, int(torch.tensor(call.weight_shape[2:]).prod()))
+    bound = 1.0 / fan_in ** 0.5  # nn.Conv*'s default initialisation scale
+    w = (torch.rand(call.weight_shape, generator=gen) * 2 - 1) * bound
+    b = (torch.rand(call.weight_shape[1] * call.groups if call.transposed else call.weight_shape[0],
+                    generator=gen) * 2 - 1) * bound if call.bias else None
+    with torch.no_grad():
+        # the fp32 calls run on the whole batch (cuDNN picks its algorithm for the real shape); the float64
+        # truth of the first sample alone bounds its cost (a sample's outputs read only its own inputs)
+        truth = call.run(x[:1].double().to(device), w.double().to(device),
+                         None if b is None else b.double().to(device))
+        rms = truth.square().mean().sqrt().item() or 1.0
+        xd, wd, bd = x.to(device), w.to(device), None if b is None else b.to(device)
+        errors = {}
+        for layout in ("nchw", "channels_last"):
+            if layout == "channels_last" and call.dims in (2, 3):
+                fmt = torch.channels_last if call.dims == 2 else torch.channels_last_3d
+                xd, wd = xd.contiguous(memory_format=fmt), wd.contiguous(memory_format=fmt)
+            elif layout == "channels_last":
+                continue  # 1-D: no channels-last form
+            out = call.run(xd, wd, bd)
+            errors[layout] = (out[:1].double() - truth).abs().max().item() / rms
+            del out
+    nchw = errors["nchw"]
+    cl = errors.get("channels_last")
+    in_class = None if cl is None else cl <= FACTOR * nchw + FLOOR_REL
+    return {"error_nchw": nchw, "error_channels_last": cl, "class": "fp32" if nchw < FP32_CLASS else "tf32",
+            "class_channels_last": None if cl is None else ("fp32" if cl < FP32_CLASS else "tf32"),
+            "channels_last_in_class": in_class}
+
+
+def model_convolutions(path: Path) -> list[ConvCall]:
+    """The convolutions of a model file, at its get_inputs() sizes (built and run on the meta device)."""
+    from fuseforge.evaluate import harness
+
+    module = harness._import(path, "model", harness.ReferenceFailed)
+    with torch.device("meta"):
+        model = module.Model(*module.get_init_inputs())
+        inputs = [t.to("meta") if isinstance(t, torch.Tensor) else t for t in module.get_inputs()]
+    return convolutions(model, inputs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fuseforge.evaluate.conv_precision",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("models", nargs="+", type=Path)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    device = torch.device(args.device)
+    env = {"torch": torch.__version__, "device": str(device),
+           "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+           "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32}
+    rows = []
+    for path in args.models:
+        try:
+            calls = model_convolutions(path)
+        except Exception as exc:  # one model that does not load never stops the others
+            print(f"{path.name}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+            continue
+        for call in calls:
+            row = {"model": path.name, **asdict(call), **measure(call, device)}
+            rows.append(row)
+            cl = row["error_channels_last"]
+            print(f"{path.name}: conv{call.dims}d{' transposed' if call.transposed else ''} {call.input_shape} "
+                  f"-> {row['class']} ({row['error_nchw']:.1e}); channels-last "
+                  + ("n/a" if cl is None else f"{row['class_channels_last']} ({cl:.1e}), "
+                     f"{'in' if row['channels_last_in_class'] else 'OUT OF'} class"), flush=True)
+    if args.out:
+        args.out.write_text(json.dumps({"environment": env, "convolutions": rows}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
