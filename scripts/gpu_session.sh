@@ -71,6 +71,22 @@ from fuseforge.suite.build import build_extension; build_extension(pathlib.Path(
         -o -name report.md -o -name check.json -o -name 50_verify.json \) | tar czf "$OUT/fuzz_runs.tgz" -T -)
     DB=out/suite/none.sqlite  # nothing to snapshot
     ;;
+  own-checks)  # `check` jobs on the ModelNew files optimize wrote for the problem models (the suite records' jobs.tgz,
+              # the later one of a model winning), for at most $2 seconds; resumes from out/suite/own.sqlite
+    DB=out/suite/own.sqlite
+    rm -rf /tmp/own_x /tmp/own && mkdir -p /tmp/own_x /tmp/own
+    for t in bench/results/2026-11-24_suite69_h100/run1_jobs.tgz bench/results/2026-11-24_suite69_h100/run2_jobs.tgz \
+             bench/results/2026-11-25_rerun3_h100/jobs.tgz; do
+        rm -rf /tmp/own_x/* && tar xzf "$t" -C /tmp/own_x --wildcards '*/model_new.py' --exclude='*/attempts/*'
+        for f in /tmp/own_x/*/*/*/model_new.py; do
+            name=$(basename "$(dirname "$f")"); cp "$f" "/tmp/own/${name%-*}.ours.py"
+        done
+    done
+    echo "$(ls /tmp/own | wc -l) ModelNew files"
+    timeout -s TERM "$2" $PY -m fuseforge suite ../shared/problems --candidates /tmp/own --db "$DB" --run-timeout 600 \
+        > "$OUT/suite_own.log" 2>&1
+    echo "suite exit $?"; tail -5 "$OUT/suite_own.log"
+    ;;
   problems)  # optimize jobs (default plan) on ${3:-../shared/problems} for at most $2 seconds; the same command resumes
     timeout -s TERM "$2" $PY -m fuseforge suite "${3:-../shared/problems}" --db "$DB" > "$OUT/suite_resume.log" 2>&1
     echo "suite exit $?"; tail -5 "$OUT/suite_resume.log"
