@@ -33,6 +33,7 @@ from .cpu_check import (
 from .emit import EmitContext, emit, emit_model_forward
 from .ladder import Failure, describe, next_rung
 from .layout import channels_last_convs
+from .layout_precision import keep_in_class
 from .load import LoadedModel, load_model_file
 from .partition import Plan, format_plan, partition
 from .report import write_report
@@ -54,6 +55,7 @@ class Run:
     bench: dict | None = None  # 60_bench.json
     notes: list[str] = field(default_factory=list)
     ladder: list[str] = field(default_factory=list)  # the rungs of the ladder of plans left before this one
+    conv_precision: dict = field(default_factory=dict)  # layout_precision: convolution -> its measurement
 
     def artefact(self, name: str) -> Path:
         return self.config.out_dir / name
@@ -95,6 +97,9 @@ def stage_partition(run: Run) -> None:
                          gemm_kernels=c.gemm_kernels, pointwise_kernels=c.pointwise_kernels)
     if c.layout:
         run.plan.channels_last = channels_last_convs(run.plan, run.captured.graph)
+        if c.gpu and run.plan.channels_last:  # measured on the GPU: channels-last only where in class
+            run.plan.channels_last, run.conv_precision = keep_in_class(run.plan.channels_last,
+                                                                       run.captured.graph, c.out_dir)
     run.artefact("20_partition.txt").write_text(format_plan(run.plan))
     run.cost = estimate(run.eager_cost, run.captured, run.plan)
 

@@ -146,11 +146,12 @@ def _unchanged(run: Run) -> list[str]:
                    "(eager pays that pass; `layout.py`). Precision: cuDNN picks its algorithm for this layout "
                    "(TF32 tensor cores where torch allows it, as eager for most shapes); the GPU verification "
                    "holds it to eager's own error for this shape, and a plan whose channels-last convolution "
-                   "is less precise than eager's is left for the plan without layout changes.")
+                   "is less precise than eager's is left for the plan without layout changes."
+                   + _measured_precision(run, node.name))
         elif str(node.target) in _CONVS:
             why = _why_torch(node, run.config.row_kernels, run.config.channel_kernels, run.config.gemm_kernels) + (
                 " Precision: eager's own call in eager's layout, so the same cuDNN algorithm and precision "
-                "class as eager.")
+                "class as eager." + _measured_precision(run, node.name))
         elif node.all_input_nodes and all(a.name in run.captured.state_names for a in node.all_input_nodes):
             why = ("derives a weight from the parameters for a rewrite above; recomputed in every forward, "
                    "so it follows training and load_state_dict.")
@@ -259,6 +260,18 @@ def _what_was_fused(run: Run) -> str:
         return "found nothing to put into a generated kernel"
     listed = held[0] if len(held) == 1 else ", ".join(held[:-1]) + " and " + held[-1]
     return f"put its {listed} into generated CUDA kernels"
+
+
+def _measured_precision(run: Run, name: str) -> str:
+    """What the GPU measured for this convolution before the layout was decided (layout_precision.py)."""
+    m = run.conv_precision.get(name)
+    if not m:
+        return ""
+    cl, nchw = m.get("error_channels_last"), m["error_nchw"]
+    verdict = "kept" if m.get("channels_last_in_class") else "not taken: outside eager's bound"
+    return (f" Measured on the GPU for this shape (error vs float64 relative to the output's RMS): NCHW "
+            f"{nchw:.1e} ({m['class']}-class), channels-last "
+            + ("n/a" if cl is None else f"{cl:.1e} ({m['class_channels_last']}-class)") + f"; channels-last {verdict}.")
 
 
 def _plan_kept(run: Run) -> list[str]:

@@ -98,3 +98,52 @@ def test_on_a_gpu_the_channels_last_conversion_keeps_every_value_at_odd_sizes(tm
         assert torch.equal(got.isnan(), x.isnan()), shape
     strided = torch.randn(2, 4, 6, 8, device="cuda")[:, :, ::2]  # not contiguous: PyTorch converts it
     assert torch.equal(kernels.ff_channels_last(strided, stream), strided)
+
+
+# --- the precision step after the layout (layout_precision.py) ----------------------------------------------
+
+def test_the_precision_step_measures_the_convolution_the_layout_chose_on_its_own_shapes(tmp_path):
+    """The call measured is the one the graph makes (shapes, stride, groups); here measured on the CPU in a
+    child process, as the GPU run measures it on CUDA."""
+    from fuseforge.layout_precision import conv_call, measured
+
+    run = _run(tmp_path, "pool-then-channel-sum")
+    (name,) = run.plan.channels_last
+    node = next(n for n in run.captured.graph.nodes if n.name == name)
+    call = conv_call(node)
+    assert (call.input_shape[1:], call.weight_shape, call.stride, call.groups, call.transposed, call.bias) == \
+        ((3, 6, 7, 8), (6, 3, 3, 3, 3), (1, 1, 1), 1, False, False)  # its bias add is in the pool kernel
+    rows = measured(run.plan.channels_last, run.captured.graph, tmp_path, device="cpu")
+    assert set(rows) == {name} and rows[name]["class"] == "fp32" and rows[name]["error_channels_last"] is not None
+    assert (tmp_path / "25_conv_precision.json").is_file()
+
+
+def test_on_a_gpu_plan_a_convolution_out_of_class_channels_last_runs_in_eagers_layout(tmp_path, monkeypatch):
+    """Catches a plan that keeps channels-last for a convolution whose channels-last algorithm is less precise
+    than eager's (it would fail verification and cost the whole model its layout change), and a failed
+    measurement taken as 'in class'. The measurement is stubbed; the GPU runs the real one."""
+    import dataclasses
+
+    from fuseforge import layout_precision, pipeline
+    from fuseforge.report import _measured_precision
+
+    run = _run(tmp_path, "batch-norm-reader")
+    (name,) = run.plan.channels_last
+    run.config = dataclasses.replace(run.config, gpu=True)
+    out_of_class = {name: {"error_nchw": 2e-7, "error_channels_last": 3e-4, "class": "fp32",
+                           "class_channels_last": "tf32", "channels_last_in_class": False}}
+    monkeypatch.setattr(layout_precision, "measured", lambda names, graph, out: out_of_class)
+    pipeline.stage_partition(run)
+    assert run.plan.channels_last == frozenset() and run.conv_precision == out_of_class
+    assert "channels-last 3.0e-04 (tf32-class); channels-last not taken" in _measured_precision(run, name)
+
+    in_class = {name: {**out_of_class[name], "error_channels_last": 2.5e-7, "channels_last_in_class": True}}
+    monkeypatch.setattr(layout_precision, "measured", lambda names, graph, out: in_class)
+    pipeline.stage_partition(run)
+    assert run.plan.channels_last == frozenset({name})
+
+    def broken(names, graph, out):
+        raise layout_precision.subprocess.CalledProcessError(1, "probe", stderr=b"RuntimeError: no GPU\n")
+    monkeypatch.setattr(layout_precision, "measured", broken)
+    pipeline.stage_partition(run)
+    assert run.plan.channels_last == frozenset() and run.conv_precision == {"error": "RuntimeError: no GPU"}

@@ -1,6 +1,7 @@
 """The precision class of each convolution, measured on the GPU: does it stay in class channels-last?
 
     python -m fuseforge.evaluate.conv_precision MODEL.py [MODEL.py ...] [--device cuda] [--out FILE.json]
+    python -m fuseforge.evaluate.conv_precision --calls CALLS.json [--device cuda] --out FILE.json
 
 cuDNN picks an algorithm per shape and layout. On an H100 (torch 2.11) most fp32 convolutions of the
 problem models run TF32-class (error vs float64 ~3e-4 of the output's RMS), some exact fp32-class (~2e-7),
@@ -16,12 +17,15 @@ weights drawn as the verifier draws them (uniform inputs, the module's initialis
 precision flags the process has (eager's). `class` is "fp32" below FP32_CLASS, else "tf32";
 `channels_last_in_class` is whether the channels-last error stays within FACTOR x the NCHW error + the
 floor. The convolutions come from running each model once under a dispatch mode that records every
-aten.convolution call (modules and functional calls alike).
+aten.convolution call (modules and functional calls alike), or from CALLS.json ({name: ConvCall fields}:
+what the plan step `layout_precision.py` asks about). On CUDA the measurement holds the GPU lease when the
+environment names one (lease.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from dataclasses import asdict, dataclass
@@ -130,14 +134,28 @@ def model_convolutions(path: Path) -> list[ConvCall]:
     return convolutions(model, inputs)
 
 
+def call_from_json(fields: dict) -> ConvCall:
+    return ConvCall(**{k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()})
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fuseforge.evaluate.conv_precision",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("models", nargs="+", type=Path)
+    parser.add_argument("models", nargs="*", type=Path)
+    parser.add_argument("--calls", type=Path, help="JSON {name: ConvCall fields} to measure instead of models")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     device = torch.device(args.device)
+    if args.calls:
+        from fuseforge.evaluate import lease
+
+        calls = {name: call_from_json(f) for name, f in json.loads(args.calls.read_text()).items()}
+        held = lease.from_env("conv precision") if device.type == "cuda" else None
+        with held if held is not None else contextlib.nullcontext():
+            rows = {name: measure(call, device) for name, call in calls.items()}
+        args.out.write_text(json.dumps(rows, indent=1) + "\n")
+        return 0
     env = {"torch": torch.__version__, "device": str(device),
            "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
            "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32}
