@@ -82,7 +82,7 @@ def _run_corpus(entries: list[dict], device: str, keep: Path | None = None) -> d
     computed waits for it). On a GPU they share a gate: the others' builds (process start, imports,
     extension load) overlap one's run phase, but only one run phase -- every call the grader makes and
     times -- or reference run at a time (on the H100, two at a time took 567 s for 85 entries, the gated
-    phases about 425 s of it)."""
+    phases an estimated 425 s of it: 85 run phases of about 5 s)."""
     settings = _settings(device)
     cache: dict = {}
     records: dict[str, dict] = {}
