@@ -17,10 +17,10 @@ import torch
 from torch import fx
 
 from .capture import Captured
-from .partition import KernelStep, Plan
-from .partition_family import size_hint
 from .partition_gemm import traced_sizes
+from .plan import KernelStep, Plan
 from .rates import BANDWIDTH, CONV_FLOPS, LAUNCH_S, SGEMM_FLOPS, gemm3x_seconds
+from .traced import size_hint
 
 READS_ONLY_METADATA = {"aten.new_ones.default", "aten.new_zeros.default", "aten.new_empty.default",
                        "aten.new_full.default", "aten.zeros_like.default", "aten.ones_like.default",

@@ -29,8 +29,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from . import channel_reductions, channelwise, pooling, rowwise
 from .capture import Captured
 from .load import LoadedModel
-from .partition import KernelGroup, KernelStep, Plan, partition
+from .partition import partition
 from .partition_rows import broadcasts, per_row_shapes
+from .plan import KernelGroup, KernelStep, Plan
 
 
 @dataclass

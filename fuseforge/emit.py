@@ -19,7 +19,7 @@ from torch import fx
 from .capture import Captured
 from .codegen import Extension
 from .codegen.writer import Writer
-from .partition import KernelStep, Plan
+from .plan import KernelStep, Plan
 from .pointwise import op_key
 
 

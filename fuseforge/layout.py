@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from torch import fx
 
-from .partition import Plan, TorchStep
+from .plan import Plan, TorchStep
 
 CONVS = ("aten.conv2d.default", "aten.conv3d.default", "aten.conv_transpose2d.input",
          "aten.conv_transpose3d.input")

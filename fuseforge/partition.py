@@ -19,114 +19,23 @@ then channel reductions and pools.
 Other anchors (GEMMs without the flag, conv, other reductions and norms, views) stay torch calls.
 Whenever two neighbours end up apart, the reason is recorded (`WhyNotFused`).
 
-The planner emits plain dataclasses; codegen only prints them.
+The planner emits the plain dataclasses of `plan.py`; codegen only prints them.
 """
 
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass, field
 
 import torch
 from torch import fx
 
-from . import pointwise, rowwise
+from .fusible import fusible_reason, unwrap_getitem
 from .partition_channel_reductions import ChannelReduceSpec, form_channel_reduction_groups
 from .partition_channels import ChannelSpec, form_channel_groups
 from .partition_gemm import GemmSpec, form_gemm_groups
-from .partition_rows import RowSpec, form_row_groups, row_op_reason
-from .pointwise import NotSpellable
-
-KERNEL_DTYPES = (torch.float32, torch.bool)
-
-
-@dataclass(frozen=True)
-class KernelGroup:
-    """Ops computed by one generated kernel: pointwise ops, or (with `row`) a row reduction and its neighbours."""
-
-    name: str
-    nodes: tuple[str, ...]  # in topological order
-    inputs: tuple[str, ...]  # external tensors read (float32), in first-use order
-    outputs: tuple[str, ...]  # tensors written: of shape `shape` (row kernels: or one value per row)
-    shape: tuple  # iteration shape (row kernels: the row shape) as captured; may hold symbolic sizes
-    row: RowSpec | None = None  # set for a row kernel
-    channel: ChannelSpec | None = None  # set for a channel kernel pair (shape: the norm's input shape)
-    gemm: GemmSpec | None = None  # set for a GEMM kernel (shape: the GEMM's output shape)
-    channel_reduce: ChannelReduceSpec | None = None  # set for a channel-reduction kernel (shape: the reduced tensor's)
-
-    @property
-    def kind(self) -> str:
-        if self.gemm is not None:
-            return "gemm"
-        if self.channel_reduce is not None:
-            return "channel-reduction" if self.channel_reduce.reduction else "pool"
-        return "row" if self.row is not None else "channel" if self.channel is not None else "pointwise"
-
-    @property
-    def family(self) -> str | None:
-        """The configuration switch of the kernel family this group belongs to (None: a pointwise kernel)."""
-        if self.gemm is not None:
-            return "gemm_kernels"
-        if self.row is not None:
-            return "row_kernels"
-        return "channel_kernels" if self.channel is not None or self.channel_reduce is not None else None
-
-
-@dataclass(frozen=True)
-class TorchStep:
-    node: str
-
-
-@dataclass(frozen=True)
-class KernelStep:
-    group: KernelGroup
-
-
-@dataclass(frozen=True)
-class WhyNotFused:
-    producer: str
-    consumer: str
-    reason: str
-
-
-@dataclass
-class Plan:
-    steps: list[TorchStep | KernelStep]
-    groups: list[KernelGroup]
-    not_fused: list[WhyNotFused] = field(default_factory=list)
-    channels_last: frozenset[str] = frozenset()  # convolutions run channels-last (set by `layout`)
-
-
-def _tensor_meta(node: fx.Node):
-    val = node.meta.get("val")
-    return val if isinstance(val, torch.Tensor) else None
-
-
-def _unwrap_getitem(node: fx.Node) -> fx.Node:
-    """The op that produced a tuple element, for messages."""
-    return node.args[0] if node.target is operator.getitem else node
-
-
-def fusible_reason(node: fx.Node) -> str | None:
-    """None if the node can live in a generated kernel, else why not."""
-    if node.op != "call_function":
-        return f"{node.name} is a graph {node.op}"
-    if not pointwise.is_pointwise(node):
-        if rowwise.is_row_op(node) and row_op_reason(node):
-            return f"{pointwise.op_key(node)} is not pointwise, nor a row kernel: {row_op_reason(node)}"
-        return f"{pointwise.op_key(node)} is not pointwise (stays a torch call)"
-    meta = _tensor_meta(node)
-    if meta is None or meta.dtype not in KERNEL_DTYPES:
-        return f"{node.name} has dtype {getattr(meta, 'dtype', None)}; kernels compute float32"
-    for arg in node.all_input_nodes:
-        arg_meta = _tensor_meta(arg)
-        if arg_meta is None or arg_meta.dtype not in KERNEL_DTYPES:
-            return f"input {arg.name} of {node.name} has dtype {getattr(arg_meta, 'dtype', None)}"
-    try:
-        pointwise.spell(node, lambda n: n.name)
-    except NotSpellable as exc:
-        return f"{node.name}: {exc}"
-    return None
+from .partition_rows import RowSpec, form_row_groups
+from .plan import KernelGroup, KernelStep, Plan, TorchStep, WhyNotFused
+from .traced import tensor_meta
 
 
 class _Reach:
@@ -155,7 +64,7 @@ def _outputs(group: set[str], by_name: dict[str, fx.Node]) -> list[str]:
 
 def _shape_of(name: str, by_name) -> tuple:
     """The node's shape; symbolic sizes as their names ('s0')."""
-    return tuple(s if isinstance(s, int) else str(s) for s in _tensor_meta(by_name[name]).shape)
+    return tuple(s if isinstance(s, int) else str(s) for s in tensor_meta(by_name[name]).shape)
 
 
 def _acceptable(group: set[str], by_name, reach: _Reach) -> str | None:
@@ -165,7 +74,7 @@ def _acceptable(group: set[str], by_name, reach: _Reach) -> str | None:
     shapes = {_shape_of(o, by_name) for o in outs}
     if len(shapes) > 1:
         return f"outputs would have different shapes {sorted(map(list, shapes), key=str)}"
-    if any(_tensor_meta(by_name[o]).dtype != torch.float32 for o in outs):
+    if any(tensor_meta(by_name[o]).dtype != torch.float32 for o in outs):
         return "a kernel output would not be float32"
     return None
 
@@ -193,7 +102,7 @@ def _group_nodes(graph: fx.Graph, not_fused: list[WhyNotFused]) -> list[list[str
             other = group_of.get(arg.name)
             if other is None:
                 if arg.op == "call_function":
-                    producer = _unwrap_getitem(arg)
+                    producer = unwrap_getitem(arg)
                     not_fused.append(WhyNotFused(producer.name, node.name, fusible_reason(producer) or "?"))
                 continue
             if other == group_of[node.name]:
@@ -310,19 +219,18 @@ def partition(graph: fx.Graph, row_kernels: bool = False, channel_kernels: bool 
     pointwise_groups = _group_nodes(graph, not_fused)
     gemm_groups: list = []
     if gemm_kernels:
-        pointwise_groups, gemm_groups = form_gemm_groups(graph, pointwise_groups, not_fused, _Reach(graph),
-                                                         WhyNotFused)
+        pointwise_groups, gemm_groups = form_gemm_groups(graph, pointwise_groups, not_fused, _Reach(graph))
         gemm_entries = list(not_fused)
     row_groups: list = []
     if row_kernels:
-        pointwise_groups, row_groups = form_row_groups(graph, pointwise_groups, not_fused, _Reach(graph), WhyNotFused)
+        pointwise_groups, row_groups = form_row_groups(graph, pointwise_groups, not_fused, _Reach(graph))
     if channel_kernels:
         in_rows = {n for members, _ in row_groups for n in members}
         pointwise_groups, channel_groups = form_channel_groups(graph, pointwise_groups, not_fused, _Reach(graph),
-                                                               WhyNotFused, in_rows)
+                                                               in_rows)
         in_kernels = in_rows | {n for members, _ in channel_groups for n in members}
         pointwise_groups, reduce_groups = form_channel_reduction_groups(graph, pointwise_groups, not_fused,
-                                                                        _Reach(graph), WhyNotFused, in_kernels)
+                                                                        _Reach(graph), in_kernels)
         row_groups += channel_groups + reduce_groups
     if gemm_groups:  # the GEMM family's reasons stand for every edge that touches one of its groups
         in_gemm = {n for members, _ in gemm_groups for n in members}

@@ -35,16 +35,11 @@ from torch import fx
 from . import channel_reductions, pooling
 from .channel_reductions import ChannelReduction
 from .partition_channels import operand_class
-from .partition_family import (
-    GroupGrower,
-    edge_notes,
-    notes_outside,
-    recognise_reason,
-    tensor_meta,
-    traced_shape,
-)
+from .partition_family import GroupGrower, edge_notes, notes_outside, recognise_reason
+from .plan import WhyNotFused
 from .pointwise import NotSpellable, op_key
 from .pooling import Pool
+from .traced import tensor_meta, traced_shape
 
 OPERAND_CLASSES = ("full", "channel", "scalar", "reduced", "pooled")
 
@@ -264,7 +259,7 @@ def _anchor_reason(anchor: str, grower: _Grower) -> str:
 
 
 def form_channel_reduction_groups(graph: fx.Graph, pointwise_groups: list[list[str]], not_fused: list, reach,
-                                  why_cls, elsewhere: set[str] = frozenset()):
+                                  elsewhere: set[str] = frozenset()):
     """Channel-reduction groups grown from `pointwise_groups`: returns (pointwise groups left,
     [(members, ChannelReduceSpec)]); `not_fused` is updated: entries about group members are replaced by
     the groups' own, and a reduction over the channels that cannot be a kernel gets its reason.
@@ -286,10 +281,10 @@ def form_channel_reduction_groups(graph: fx.Graph, pointwise_groups: list[list[s
     for w in notes_outside(not_fused, group_of):
         anchor = next((n for n in (w.producer, w.consumer) if n in grower.anchor_reasons), None)
         if anchor is not None and w.reason.startswith(f"{op_key(grower.by_name[anchor])} is not pointwise"):
-            w = why_cls(w.producer, w.consumer, _anchor_reason(anchor, grower))
+            w = WhyNotFused(w.producer, w.consumer, _anchor_reason(anchor, grower))
         kept.append(w)
     not_fused[:] = kept + edge_notes(
-        grower, lambda i, other, after: _edge_reason(grower, i, other, group_of, elsewhere), why_cls)
+        grower, lambda i, other, after: _edge_reason(grower, i, other, group_of, elsewhere))
     return grower.untaken(pointwise_groups), grower.formed  # pool units come after the pointwise groups
 
 

@@ -29,16 +29,9 @@ from torch import fx
 
 from . import channelwise
 from .channelwise import ChannelNorm
-from .partition_family import (
-    GroupGrower,
-    edge_notes,
-    notes_outside,
-    recognise_reason,
-    restate_anchor_notes,
-    tensor_meta,
-    traced_shape,
-)
+from .partition_family import GroupGrower, edge_notes, notes_outside, recognise_reason, restate_anchor_notes
 from .pointwise import NotSpellable
+from .traced import tensor_meta, traced_shape
 
 OPERAND_CLASSES = ("full", "channel", "scalar")
 
@@ -165,7 +158,7 @@ def _edge_reason(grower: GroupGrower, mine: int, other: fx.Node, channel_of: dic
     return grower.outside_reason(other)
 
 
-def form_channel_groups(graph: fx.Graph, pointwise_groups: list[list[str]], not_fused: list, reach, why_cls,
+def form_channel_groups(graph: fx.Graph, pointwise_groups: list[list[str]], not_fused: list, reach,
                         elsewhere: set[str] = frozenset()):
     """Channel groups grown from `pointwise_groups`: returns (pointwise groups left, [(members, ChannelSpec)]);
     `not_fused` is updated: entries about channel-group members are replaced by the channel groups' own, and
@@ -185,9 +178,9 @@ def form_channel_groups(graph: fx.Graph, pointwise_groups: list[list[str]], not_
         if grown:
             grower.formed.append(grown)
     channel_of = grower.group_of()
-    kept = restate_anchor_notes(notes_outside(not_fused, channel_of), grower.anchor_reasons, "channel", why_cls)
+    kept = restate_anchor_notes(notes_outside(not_fused, channel_of), grower.anchor_reasons, "channel")
     not_fused[:] = kept + edge_notes(
-        grower, lambda i, other, after: _edge_reason(grower, i, other, channel_of, elsewhere), why_cls)
+        grower, lambda i, other, after: _edge_reason(grower, i, other, channel_of, elsewhere))
     return grower.untaken(pointwise_groups), grower.formed
 
 

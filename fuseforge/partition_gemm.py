@@ -30,15 +30,9 @@ import torch
 from torch import fx
 
 from . import pointwise, rates
-from .partition_family import (
-    GroupGrower,
-    edge_notes,
-    notes_outside,
-    restate_anchor_notes,
-    size_hint,
-    tensor_meta,
-    traced_shape,
-)
+from .fusible import fusible_reason
+from .partition_family import GroupGrower, edge_notes, notes_outside, restate_anchor_notes
+from .traced import size_hint, tensor_meta, traced_shape
 
 OPERAND_CLASSES = ("full", "row", "col", "scalar")
 MIN_TILE_SIDE = 16  # a static M or N below this stays a torch call (GEMV-like shapes)
@@ -256,8 +250,6 @@ def _edge_reason(grower: GroupGrower, group: int, other: fx.Node, gemm_of: dict[
     if producer.name in grower.formed[group][0]:
         return None
     if not after:
-        from .partition import fusible_reason  # the reason a torch call stays one
-
         why = fusible_reason(producer) or "stays a torch call"
         if producer.name in grower.anchor_reasons:
             why = f"{why.removesuffix(' (stays a torch call)')}, nor a GEMM kernel: {grower.anchor_reasons[producer.name]}"
@@ -266,7 +258,7 @@ def _edge_reason(grower: GroupGrower, group: int, other: fx.Node, gemm_of: dict[
             "element by element (a reduction, norm or other anchor after the GEMM reads its whole output)")
 
 
-def form_gemm_groups(graph: fx.Graph, pointwise_groups: list[list[str]], not_fused: list, reach, why_cls):
+def form_gemm_groups(graph: fx.Graph, pointwise_groups: list[list[str]], not_fused: list, reach):
     """GEMM groups grown from `pointwise_groups`: returns (pointwise groups left, [(members, GemmSpec)]);
     `not_fused` is updated: entries about GEMM-group members are replaced by the GEMM groups' own, and a
     GEMM that cannot be a GEMM kernel gets its reason."""
@@ -283,9 +275,9 @@ def form_gemm_groups(graph: fx.Graph, pointwise_groups: list[list[str]], not_fus
         if grown:
             grower.formed.append(grown)
     gemm_of = grower.group_of()
-    kept = restate_anchor_notes(notes_outside(not_fused, gemm_of), grower.anchor_reasons, "GEMM", why_cls)
+    kept = restate_anchor_notes(notes_outside(not_fused, gemm_of), grower.anchor_reasons, "GEMM")
     not_fused[:] = kept + edge_notes(
-        grower, lambda i, other, after: _edge_reason(grower, i, other, gemm_of, after), why_cls)
+        grower, lambda i, other, after: _edge_reason(grower, i, other, gemm_of, after))
     return grower.untaken(pointwise_groups), grower.formed
 
 

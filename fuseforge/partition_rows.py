@@ -23,24 +23,16 @@ One reduction per group. Whenever a neighbour stays apart, the reason is recorde
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
 from torch import fx
 
 from . import rowwise
-from .partition_family import (
-    GroupGrower,
-    edge_notes,
-    notes_outside,
-    recognise_reason,
-    size_hint,
-    tensor_meta,
-    traced_shape,
-)
+from .partition_family import GroupGrower, edge_notes, notes_outside
 from .pointwise import NotSpellable
 from .rowwise import RowReduction
+from .traced import tensor_meta, traced_shape
 
 OPERAND_CLASSES = ("full", "col", "row", "row-flat", "scalar")
 
@@ -174,35 +166,7 @@ def _edge_reason(grower: GroupGrower, mine: int, other: fx.Node, row_of: dict[st
     return grower.outside_reason(other)
 
 
-# A row kernel runs a row per block (or per warp): with fewer rows than this, each of them long, most SMs
-# idle. Measured on an H100 (dev/kernels/bench_row_shapes.py, relu(x).mean(-1) over 2^25 values): 8 rows
-# 0.285 ms vs torch.compile's 0.140; 32 rows 0.096 vs 0.149; 128 or more rows 0.064-0.065.
-MIN_ROWS = 32
-LONG_ROW = 65536
-
-
-def _rows_reason(red: RowReduction, data: fx.Node) -> str | None:
-    """Why a reduction has too few, too long rows for a row kernel (None when it has enough)."""
-    sizes = [size_hint(d) for d in tensor_meta(data).shape]
-    reduced = red.reduced(len(sizes))
-    cols = math.prod(sizes[a] for a in reduced)
-    rows = math.prod(sizes) // max(1, cols)
-    if rows < MIN_ROWS and cols >= LONG_ROW:
-        return (f"{rows} rows of {cols} values (as traced): a row kernel reduces a row per block, so fewer "
-                f"than {MIN_ROWS} long rows leave most of the GPU idle")
-    return None
-
-
-def recognise(node: fx.Node) -> RowReduction:
-    """`rowwise.recognise`, refusing reductions of a few long rows."""
-    red = rowwise.recognise(node)
-    reason = _rows_reason(red, next(a for a in node.all_input_nodes if a.name == red.data))
-    if reason:
-        raise NotSpellable(f"{node.name}: {reason}")
-    return red
-
-
-def form_row_groups(graph: fx.Graph, pointwise_groups: list[list[str]], not_fused: list, reach, why_cls):
+def form_row_groups(graph: fx.Graph, pointwise_groups: list[list[str]], not_fused: list, reach):
     """Row groups grown from `pointwise_groups`: returns (pointwise groups left, [(row members, RowSpec)]);
     `not_fused` is updated: entries about row-group members are replaced by the row groups' own."""
     grower = GroupGrower(graph, pointwise_groups, reach)
@@ -210,7 +174,7 @@ def form_row_groups(graph: fx.Graph, pointwise_groups: list[list[str]], not_fuse
         if not rowwise.is_row_op(node):
             continue
         try:
-            red = recognise(node)
+            red = rowwise.recognise_kernel(node)
         except NotSpellable:
             continue
         grown = grower.grow(node.name, {node.name},
@@ -219,10 +183,5 @@ def form_row_groups(graph: fx.Graph, pointwise_groups: list[list[str]], not_fuse
             grower.formed.append(grown)
     row_of = grower.group_of()
     not_fused[:] = notes_outside(not_fused, row_of) + \
-        edge_notes(grower, lambda i, other, after: _edge_reason(grower, i, other, row_of), why_cls)
+        edge_notes(grower, lambda i, other, after: _edge_reason(grower, i, other, row_of))
     return grower.untaken(pointwise_groups), grower.formed
-
-
-def row_op_reason(node: fx.Node) -> str | None:
-    """Why a node of the row-reduction table is not a row kernel (None when it is one)."""
-    return recognise_reason(recognise, node)

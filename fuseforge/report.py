@@ -15,12 +15,12 @@ from torch import fx
 
 from . import channel_reductions, channelwise, pooling, rowwise
 from .cost import VIEW_OPS, nbytes
+from .fusible import fusible_reason
 from .ladder import describe
-from .partition import KernelStep, fusible_reason
 from .partition_channel_reductions import channel_reduction_reason, pool_reason
 from .partition_channels import channel_op_reason
 from .partition_gemm import gemm_op_reason, is_gemm_op
-from .partition_rows import row_op_reason
+from .plan import KernelStep
 from .pointwise import op_key
 from .rates import BANDWIDTH, GEMM3X_FLOPS, GEMM3X_MARGIN, GEMM3X_TILE, LAUNCH_S, SGEMM_FLOPS, SMS
 from .report_kernels import kernels_how
@@ -201,7 +201,7 @@ def _why_torch(node: fx.Node, row_kernels: bool, channel_kernels: bool = False, 
         return ("reduction or normalisation anchor: kept as PyTorch's kernel; row kernels cover softmax, "
                 "log_softmax, logsumexp, layer_norm, mean, sum, amax and amin over the last axis, or over the "
                 "last k axes together, and softmax, log_softmax and logsumexp over the channel axis"
-                + (f" ({row_op_reason(node)})." if rowwise.is_row_op(node) and row_op_reason(node) else "."))
+                + (f" ({rowwise.row_op_reason(node)})." if rowwise.is_row_op(node) and rowwise.row_op_reason(node) else "."))
     return (fusible_reason(node) or "kept as a torch call") + "."
 
 

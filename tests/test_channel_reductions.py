@@ -22,8 +22,9 @@ from fuseforge import channel_reductions, pooling
 from fuseforge.codegen import generate
 from fuseforge.config import OptimizeConfig
 from fuseforge.cpu_check import _run_node, run_kernel_reference
-from fuseforge.partition import KernelStep, format_plan, partition
+from fuseforge.partition import format_plan, partition
 from fuseforge.pipeline import optimize
+from fuseforge.plan import KernelStep
 
 
 def _plan(model, *inputs):

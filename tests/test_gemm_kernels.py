@@ -20,8 +20,9 @@ from torch import nn
 from fuseforge.codegen import generate
 from fuseforge.codegen.gemm_runtime import GEMM_VARIANT
 from fuseforge.cpu_check import _run_node, run_kernel_reference
-from fuseforge.partition import KernelStep, format_plan, partition
+from fuseforge.partition import format_plan, partition
 from fuseforge.partition_gemm import gemm_op_reason
+from fuseforge.plan import KernelStep
 
 
 def _model_plan(name, **flags):

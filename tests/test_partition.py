@@ -7,7 +7,8 @@ from torch import nn
 
 from fuseforge.capture import capture
 from fuseforge.load import LoadedModel
-from fuseforge.partition import KernelStep, TorchStep, partition
+from fuseforge.partition import partition
+from fuseforge.plan import KernelStep, TorchStep
 
 
 def _captured(model: nn.Module, *inputs):

@@ -19,8 +19,9 @@ from fuseforge import rowwise
 from fuseforge.codegen import generate
 from fuseforge.config import OptimizeConfig
 from fuseforge.cpu_check import run_kernel_reference
-from fuseforge.partition import KernelStep, partition
-from fuseforge.partition_rows import row_op_reason
+from fuseforge.partition import partition
+from fuseforge.plan import KernelStep
+from fuseforge.rowwise import row_op_reason
 
 TRACED = (2, 3, 5, 7)  # N, C, H, W (as test_row_trailing_axes: each size names its axis)
 

@@ -18,8 +18,9 @@ from fuseforge import rowwise
 from fuseforge.codegen import generate
 from fuseforge.config import OptimizeConfig
 from fuseforge.cpu_check import _run_node, run_kernel_reference
-from fuseforge.partition import KernelStep, TorchStep, partition
+from fuseforge.partition import partition
 from fuseforge.pipeline import optimize
+from fuseforge.plan import KernelStep, TorchStep
 
 
 def _plan(model, *inputs):

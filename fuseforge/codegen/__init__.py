@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from torch import fx
 
-from ..partition import KernelGroup, Plan
+from ..plan import KernelGroup, Plan
 from ..pointwise import PRELUDE
 from ..rowwise import ROW_STATS
 from .channel_kernel import channel_kernel_source

@@ -19,7 +19,7 @@ from __future__ import annotations
 from torch import fx
 
 from .. import channel_reductions, pointwise, pooling
-from ..partition import KernelGroup
+from ..plan import KernelGroup
 from .pointwise_kernel import KernelSource, cpp_name
 from .writer import Writer
 

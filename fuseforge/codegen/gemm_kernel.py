@@ -18,7 +18,7 @@ from torch import fx
 
 from .. import pointwise
 from ..cpp_literals import cpp_float
-from ..partition import KernelGroup
+from ..plan import KernelGroup
 from .pointwise_kernel import KernelSource, cpp_name
 from .writer import Writer
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from torch import fx
 
 from .. import pointwise
-from ..partition import KernelGroup
+from ..plan import KernelGroup
 from .writer import Writer
 
 CPP_RESERVED = {
