@@ -25,16 +25,13 @@ The planner emits the plain dataclasses of `plan.py`; codegen only prints them.
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 
 import torch
 from torch import fx
 
 from .fusible import fusible_reason, unwrap_getitem
-from .partition_channel_reductions import ChannelReduceSpec, form_channel_reduction_groups
-from .partition_channels import ChannelSpec, form_channel_groups
-from .partition_gemm import GemmSpec, form_gemm_groups
-from .partition_rows import RowSpec, form_row_groups
-from .plan import KernelGroup, KernelStep, Plan, TorchStep, WhyNotFused
+from .plan import Family, KernelGroup, KernelStep, Plan, TorchStep, WhyNotFused
 from .traced import tensor_meta
 
 
@@ -137,8 +134,7 @@ def _kernel_name(nodes: list[str], by_name, taken: set[str]) -> str:
     return name
 
 
-def _make_group(nodes: list[str], by_name, taken: set[str],
-                spec: RowSpec | ChannelSpec | GemmSpec | ChannelReduceSpec | None = None) -> KernelGroup:
+def _make_group(nodes: list[str], by_name, taken: set[str], family: Family | None = None, spec=None) -> KernelGroup:
     members = set(nodes)
     inputs: list[str] = []
     for n in nodes:
@@ -146,22 +142,10 @@ def _make_group(nodes: list[str], by_name, taken: set[str],
             if arg.name not in members and arg.name not in inputs:
                 inputs.append(arg.name)
     outputs = [n for n in nodes if any(u.name not in members for u in by_name[n].users)]
-    row = spec if isinstance(spec, RowSpec) else None
-    channel = spec if isinstance(spec, ChannelSpec) else None
     shape = spec.full_shape if spec else _shape_of(outputs[0], by_name)
-    if row:  # operand classes in the order of the inputs
-        row = RowSpec(row.anchor, row.reduction, tuple((i, row.operand_class(i)) for i in inputs),
-                      row.row_nodes, row.full_shape)
-    if channel:
-        channel = ChannelSpec(channel.anchor, channel.norm, tuple((i, channel.operand_class(i)) for i in inputs),
-                              channel.results, channel.channel_nodes, channel.full_shape)
-    gemm = spec if isinstance(spec, GemmSpec) else None
-    if gemm:  # epilogue operand classes in the order of the inputs (A and B are read by the main loop)
-        gemm = GemmSpec(gemm.anchor, gemm.gemm, tuple((i, gemm.operand_class(i)) for i in inputs
-                                                      if gemm.operand_class(i)), gemm.full_shape)
-    reduce = spec.with_operand_order(tuple(inputs)) if isinstance(spec, ChannelReduceSpec) else None
+    spec = spec.with_operand_order(tuple(inputs)) if spec else None  # operand classes in the order of the inputs
     return KernelGroup(_kernel_name(nodes, by_name, taken), tuple(nodes), tuple(inputs), tuple(outputs), shape,
-                       row, channel, gemm, reduce)
+                       family, spec)
 
 
 def _schedule(graph: fx.Graph, groups: list[KernelGroup]) -> list[TorchStep | KernelStep]:
@@ -202,14 +186,12 @@ def _schedule(graph: fx.Graph, groups: list[KernelGroup]) -> list[TorchStep | Ke
     return [units[u] for u in done]
 
 
-def partition(graph: fx.Graph, row_kernels: bool = False, channel_kernels: bool = False,
-              gemm_kernels: bool = False, pointwise_kernels: bool = True) -> Plan:
-    """The plan of GRAPH; with `row_kernels`, last-axis reductions and norms join their neighbours' kernels;
-    with `channel_kernels`, train-mode batch norms and group norms do; with `gemm_kernels`, float32 GEMMs
-    take the pointwise chain after them as their epilogue (first: before rows and channels). Without
-    `pointwise_kernels` (and no family), every op stays a torch call."""
+def partition(graph: fx.Graph, families: Sequence[Family] = (), pointwise_kernels: bool = True) -> Plan:
+    """The plan of GRAPH: pointwise groups, then each of `families` in turn (the registry's order) takes anchors
+    with their pointwise neighbours out of them. Without `pointwise_kernels` (and no family), every op stays a
+    torch call."""
     if not pointwise_kernels:
-        if row_kernels or channel_kernels or gemm_kernels:
+        if families:
             raise ValueError("kernel families need the pointwise kernels")
         return Plan(_schedule(graph, []), [], [])
     not_fused: list[WhyNotFused] = []
@@ -217,30 +199,23 @@ def partition(graph: fx.Graph, row_kernels: bool = False, channel_kernels: bool 
     order = {n.name: i for i, n in enumerate(graph.nodes)}
     taken: set[str] = set()
     pointwise_groups = _group_nodes(graph, not_fused)
-    gemm_groups: list = []
-    if gemm_kernels:
-        pointwise_groups, gemm_groups = form_gemm_groups(graph, pointwise_groups, not_fused, _Reach(graph))
-        gemm_entries = list(not_fused)
-    row_groups: list = []
-    if row_kernels:
-        pointwise_groups, row_groups = form_row_groups(graph, pointwise_groups, not_fused, _Reach(graph))
-    if channel_kernels:
-        in_rows = {n for members, _ in row_groups for n in members}
-        pointwise_groups, channel_groups = form_channel_groups(graph, pointwise_groups, not_fused, _Reach(graph),
-                                                               in_rows)
-        in_kernels = in_rows | {n for members, _ in channel_groups for n in members}
-        pointwise_groups, reduce_groups = form_channel_reduction_groups(graph, pointwise_groups, not_fused,
-                                                                        _Reach(graph), in_kernels)
-        row_groups += channel_groups + reduce_groups
-    if gemm_groups:  # the GEMM family's reasons stand for every edge that touches one of its groups
-        in_gemm = {n for members, _ in gemm_groups for n in members}
-        touches = lambda w: w.producer in in_gemm or w.consumer in in_gemm  # noqa: E731
-        not_fused[:] = [w for w in not_fused if not touches(w)] + [w for w in gemm_entries if touches(w)]
-        row_groups += gemm_groups
-    units = [(nodes, None) for nodes in pointwise_groups]
-    units += [(sorted(members, key=order.__getitem__), spec) for members, spec in row_groups]
+    reach = _Reach(graph)
+    claimed: list[tuple[set[str], Family, object]] = []
+    standing: list[tuple[set[str], list[WhyNotFused]]] = []  # a family's members and its notes, which stand
+    for family in families:
+        members_before = {n for members, _, _ in claimed for n in members}
+        pointwise_groups, formed = family.claim(graph, pointwise_groups, not_fused, reach, members_before)
+        if family.notes_stand:
+            standing.append(({n for members, _ in formed for n in members}, list(not_fused)))
+        claimed += [(members, family, spec) for members, spec in formed]
+    for members, notes in standing:
+        if members:
+            touches = lambda w, members=members: w.producer in members or w.consumer in members  # noqa: E731
+            not_fused[:] = [w for w in not_fused if not touches(w)] + [w for w in notes if touches(w)]
+    units = [(nodes, None, None) for nodes in pointwise_groups]
+    units += [(sorted(members, key=order.__getitem__), family, spec) for members, family, spec in claimed]
     units.sort(key=lambda unit: order[unit[0][0]])
-    groups = [_make_group(nodes, by_name, taken, spec) for nodes, spec in units]
+    groups = [_make_group(nodes, by_name, taken, family, spec) for nodes, family, spec in units]
     return Plan(_schedule(graph, groups), groups, not_fused)
 
 

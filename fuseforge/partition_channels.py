@@ -50,6 +50,10 @@ class ChannelSpec:
     def operand_class(self, name: str) -> str:
         return dict(self.operands)[name]
 
+    def with_operand_order(self, inputs: tuple[str, ...]) -> ChannelSpec:
+        return ChannelSpec(self.anchor, self.norm, tuple((i, self.operand_class(i)) for i in inputs), self.results,
+                           self.channel_nodes, self.full_shape)
+
 
 def operand_class(shape: tuple, full: tuple) -> str | None:
     """How an input of `shape` broadcasts against F: full, channel (C at axis 1 only) or scalar."""

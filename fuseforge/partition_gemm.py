@@ -70,6 +70,11 @@ class GemmSpec:
     def operand_class(self, name: str) -> str | None:
         return dict(self.operands).get(name)
 
+    def with_operand_order(self, inputs: tuple[str, ...]) -> GemmSpec:
+        """The epilogue's operands in the order of the inputs (A and B are read by the main loop)."""
+        return GemmSpec(self.anchor, self.gemm, tuple((i, self.operand_class(i)) for i in inputs
+                                                      if self.operand_class(i)), self.full_shape)
+
 
 def is_gemm_op(node: fx.Node) -> bool:
     return node.op == "call_function" and str(node.target) in GEMM_OPS

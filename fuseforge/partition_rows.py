@@ -50,6 +50,10 @@ class RowSpec:
     def operand_class(self, name: str) -> str:
         return dict(self.operands)[name]
 
+    def with_operand_order(self, inputs: tuple[str, ...]) -> RowSpec:
+        return RowSpec(self.anchor, self.reduction, tuple((i, self.operand_class(i)) for i in inputs), self.row_nodes,
+                       self.full_shape)
+
 
 def broadcasts(shape, to) -> bool:
     """Whether `shape` broadcasts to `to` as torch broadcasts (right-aligned, size-1 axes stretched)."""

@@ -31,6 +31,7 @@ from .cpu_check import (
     float64_reference,
 )
 from .emit import EmitContext, emit, emit_model_forward
+from .families import switched_on
 from .ladder import Failure, describe, next_rung
 from .layout import channels_last_convs
 from .load import LoadedModel, load_model_file
@@ -91,8 +92,7 @@ def stage_rewrite(run: Run) -> None:
 
 def stage_partition(run: Run) -> None:
     c = run.config
-    run.plan = partition(run.captured.graph, row_kernels=c.row_kernels, channel_kernels=c.channel_kernels,
-                         gemm_kernels=c.gemm_kernels, pointwise_kernels=c.pointwise_kernels)
+    run.plan = partition(run.captured.graph, switched_on(c), c.pointwise_kernels)
     if c.layout:
         run.plan.channels_last = channels_last_convs(run.plan, run.captured.graph)
     run.artefact("20_partition.txt").write_text(format_plan(run.plan))
@@ -143,7 +143,7 @@ def _check_on_cpu(run: Run) -> None:
     run.cpu_check = CpuCheck(plan.passed and emitted.passed, max(plan.max_rel_error, emitted.max_rel_error),
                              plan.detail + emitted.detail, plan.culprit)
     if not run.cpu_check.passed:
-        family = plan.culprit.family if plan.culprit is not None else None
+        family = plan.culprit.family.switch if plan.culprit is not None and plan.culprit.family else None
         raise StageFailed("CPU check failed: the program differs from the model in float64: "
                           + "; ".join(d for d in run.cpu_check.detail if "error 0.0e+00" not in d), family=family)
 
@@ -264,7 +264,7 @@ def _failure(run: Run | None, stage: str, reason: str, family: str | None = None
     """Why a rung was left, with what its plan used (the ladder skips rungs that would not change it)."""
     plan = run.plan if run is not None else None
     groups = plan.groups if plan is not None else []
-    return Failure(stage, reason, family, frozenset(g.family for g in groups if g.family),
+    return Failure(stage, reason, family, frozenset(g.family.switch for g in groups if g.family),
                    bool(plan is not None and plan.channels_last), bool(groups),
                    bool(run is not None and run.rewrites is not None and run.rewrites.firings), verified)
 

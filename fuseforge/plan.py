@@ -6,32 +6,62 @@ Plain dataclasses; this module imports no stage.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import torch
-
-if TYPE_CHECKING:
-    from .partition_channel_reductions import ChannelReduceSpec
-    from .partition_channels import ChannelSpec
-    from .partition_gemm import GemmSpec
-    from .partition_rows import RowSpec
+from torch import fx
 
 KERNEL_DTYPES = (torch.float32, torch.bool)
 
 
+class Family(Protocol):
+    """A kernel family: the anchors it recognises and how it grows a kernel group around each (`claim`); the
+    shared stages reach it through `KernelGroup.family` or the list of families they are handed, never by
+    name. The registry, `fuseforge.families.FAMILIES`, lists the families in the order they claim."""
+
+    name: str  # its folder under fuseforge/families/ and the kind of its groups
+    switch: str  # the OptimizeConfig field that turns it on
+    notes_stand: bool  # its not-fused notes about the edges of its groups stand, whatever later families note
+
+    def claim(self, graph: fx.Graph, pointwise_groups: list[list[str]], not_fused: list[WhyNotFused], reach,
+              claimed: set[str]) -> tuple[list[list[str]], list[tuple[set[str], Any]]]:
+        """Grow this family's groups from `pointwise_groups` (`claimed`: the members of earlier families'
+        groups): returns (the pointwise groups left, [(members, spec)]); `not_fused` is updated with the
+        family's own notes about the edges of its groups."""
+        ...
+
+
+
 @dataclass(frozen=True)
 class KernelGroup:
-    """Ops computed by one generated kernel: pointwise ops, or (with `row`) a row reduction and its neighbours."""
+    """Ops computed by one generated kernel: pointwise ops, or a kernel family's anchor and its neighbours."""
 
     name: str
     nodes: tuple[str, ...]  # in topological order
     inputs: tuple[str, ...]  # external tensors read (float32), in first-use order
     outputs: tuple[str, ...]  # tensors written: of shape `shape` (row kernels: or one value per row)
     shape: tuple  # iteration shape (row kernels: the row shape) as captured; may hold symbolic sizes
-    row: RowSpec | None = None  # set for a row kernel
-    channel: ChannelSpec | None = None  # set for a channel kernel pair (shape: the norm's input shape)
-    gemm: GemmSpec | None = None  # set for a GEMM kernel (shape: the GEMM's output shape)
-    channel_reduce: ChannelReduceSpec | None = None  # set for a channel-reduction kernel (shape: the reduced tensor's)
+    family: Family | None = None  # the kernel family whose kernel computes the group (None: a pointwise kernel)
+    spec: Any = None  # the family's description of the group: its anchor, its operands' classes, ...
+
+    def _spec_of(self, name: str):
+        return self.spec if self.family is not None and self.family.name == name else None
+
+    @property
+    def row(self):
+        return self._spec_of("rows")
+
+    @property
+    def channel(self):
+        return self._spec_of("channel_norms")
+
+    @property
+    def gemm(self):
+        return self._spec_of("gemm")
+
+    @property
+    def channel_reduce(self):
+        return self._spec_of("channel_reductions")
 
     @property
     def kind(self) -> str:
@@ -40,15 +70,6 @@ class KernelGroup:
         if self.channel_reduce is not None:
             return "channel-reduction" if self.channel_reduce.reduction else "pool"
         return "row" if self.row is not None else "channel" if self.channel is not None else "pointwise"
-
-    @property
-    def family(self) -> str | None:
-        """The configuration switch of the kernel family this group belongs to (None: a pointwise kernel)."""
-        if self.gemm is not None:
-            return "gemm_kernels"
-        if self.row is not None:
-            return "row_kernels"
-        return "channel_kernels" if self.channel is not None or self.channel_reduce is not None else None
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from fuseforge import channel_reductions, pooling
 from fuseforge.codegen import generate
 from fuseforge.config import OptimizeConfig
 from fuseforge.cpu_check import _run_node, run_kernel_reference
+from fuseforge.families import named
 from fuseforge.partition import format_plan, partition
 from fuseforge.pipeline import optimize
 from fuseforge.plan import KernelStep
@@ -29,7 +30,7 @@ from fuseforge.plan import KernelStep
 
 def _plan(model, *inputs):
     captured = _captured(model, *inputs)
-    return captured, partition(captured.graph, channel_kernels=True)
+    return captured, partition(captured.graph, named("channel_norms", "channel_reductions"))
 
 
 def _ops(captured, group):
@@ -109,7 +110,7 @@ def test_a_reduction_that_is_not_over_the_channel_axis_of_a_spatial_tensor_is_no
             return torch.tanh(forward(x))
 
     captured = _captured(Other(), torch.randn(2, 5, 3, 7))
-    flagged = partition(captured.graph, channel_kernels=True)
+    flagged = partition(captured.graph, named("channel_norms", "channel_reductions"))
     assert all(g.channel_reduce is None for g in flagged.groups), why
     assert format_plan(flagged) == format_plan(partition(captured.graph))  # reasons unchanged too
 
@@ -199,7 +200,7 @@ def test_a_pool_without_a_pointwise_op_after_it_stays_pytorchs_kernel():
             return self.fc(nn.functional.max_pool2d(x, 2).flatten(1))
 
     captured = _captured(Alone(), torch.randn(2, 3, 4, 4))
-    flagged = partition(captured.graph, channel_kernels=True)
+    flagged = partition(captured.graph, named("channel_norms", "channel_reductions"))
     assert all(g.channel_reduce is None for g in flagged.groups)
     assert [s.node for s in flagged.steps] == [s.node for s in partition(captured.graph).steps]
 
@@ -378,7 +379,7 @@ def _every_reduction():
     inputs = (torch.randn(2, 5, 6, 6), torch.randn(2, 6, 6), torch.randn(3, 4, 7), torch.randn(3, 4, 7),
               torch.randn(2, 3, 3, 4, 4))
     captured = _captured(EveryReduction(), *inputs)
-    plan = partition(captured.graph, channel_kernels=True)
+    plan = partition(captured.graph, named("channel_norms", "channel_reductions"))
     return captured, plan, generate(plan, captured.graph, "every_reduction.py")
 
 
@@ -386,7 +387,7 @@ def _every_pool():
     inputs = (torch.randn(2, 3, 4, 6, 6), torch.randn(2, 3, 7, 9), torch.randn(2, 3, 4, 5), torch.randn(2, 3, 3, 4, 5),
               torch.randn(2, 3, 11))
     captured = _captured(EveryPool(), *inputs)
-    plan = partition(captured.graph, channel_kernels=True)
+    plan = partition(captured.graph, named("channel_norms", "channel_reductions"))
     return captured, plan, generate(plan, captured.graph, "every_pool.py")
 
 

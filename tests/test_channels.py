@@ -22,6 +22,7 @@ from fuseforge import channelwise
 from fuseforge.codegen import generate
 from fuseforge.config import OptimizeConfig
 from fuseforge.cpu_check import _run_node, run_kernel_reference
+from fuseforge.families import named
 from fuseforge.partition import format_plan, partition
 from fuseforge.pipeline import optimize
 from fuseforge.plan import KernelStep
@@ -29,7 +30,7 @@ from fuseforge.plan import KernelStep
 
 def _plan(model, *inputs):
     captured = _captured(model, *inputs)
-    return captured, partition(captured.graph, channel_kernels=True)
+    return captured, partition(captured.graph, named("channel_norms", "channel_reductions"))
 
 
 def _ops(captured, group):
@@ -178,7 +179,7 @@ def test_the_channel_flag_changes_nothing_for_a_model_without_batch_or_group_nor
     from fuseforge.load import load_model_file
 
     captured = _captured_file(path, load_model_file)
-    assert format_plan(partition(captured.graph, channel_kernels=True)) == format_plan(partition(captured.graph))
+    assert format_plan(partition(captured.graph, named("channel_norms", "channel_reductions"))) == format_plan(partition(captured.graph))
 
 
 def _captured_file(path, load):
@@ -266,7 +267,7 @@ def _every_form():
     inputs = (torch.randn(2, 5, 6, 6), torch.randn(2, 5, 6, 6), torch.randn(4, 5), torch.randn(3, 5, 7),
               torch.randn(2, 5, 3, 4, 4), torch.randn(2, 15, 3, 3), torch.randn(4, 15))
     captured = _captured(EveryForm(), *inputs)
-    plan = partition(captured.graph, channel_kernels=True)
+    plan = partition(captured.graph, named("channel_norms", "channel_reductions"))
     return captured, plan, generate(plan, captured.graph, "every_form.py")
 
 

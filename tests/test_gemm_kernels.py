@@ -20,19 +20,20 @@ from torch import nn
 from fuseforge.codegen import generate
 from fuseforge.codegen.gemm_runtime import GEMM_VARIANT
 from fuseforge.cpu_check import _run_node, run_kernel_reference
+from fuseforge.families import named
 from fuseforge.partition import format_plan, partition
 from fuseforge.partition_gemm import gemm_op_reason
 from fuseforge.plan import KernelStep
 
 
-def _model_plan(name, **flags):
+def _model_plan(name, *families):
     from fuseforge.capture import capture
     from fuseforge.load import load_model_file
     from fuseforge.rewrite import rewrite
 
     captured = capture(load_model_file(next(PROBLEMS.glob(f"*/{name}.py"))))
     rewrite(captured.graph, captured)
-    return captured, partition(captured.graph, **flags)
+    return captured, partition(captured.graph, named(*families))
 
 
 def _ops(group):
@@ -49,7 +50,7 @@ def _steps(plan):
 # ---------------------------------------------------------------------------------------- problem models
 
 def test_gemm_sigmoid_scaling_residualadd_is_one_gemm_kernel_with_bias_sigmoid_scale_and_residual():
-    _, plan = _model_plan("gemm_sigmoid_scaling_residualadd", gemm_kernels=True)
+    _, plan = _model_plan("gemm_sigmoid_scaling_residualadd", "gemm")
     (group,) = plan.groups
     assert _steps(plan) == ["gemm linear"]
     assert _ops(group) == ["linear", "sigmoid", "mul", "add"]
@@ -59,7 +60,7 @@ def test_gemm_sigmoid_scaling_residualadd_is_one_gemm_kernel_with_bias_sigmoid_s
 
 
 def test_gemm_gelu_tanh_is_one_gemm_kernel_whose_epilogue_is_the_tanh_gelu():
-    captured, plan = _model_plan("gemm_gelu_tanh", gemm_kernels=True)
+    captured, plan = _model_plan("gemm_gelu_tanh", "gemm")
     (group,) = plan.groups
     assert _ops(group) == ["linear", "gelu"]
     ext = generate(plan, captured.graph, "gemm_gelu_tanh.py")
@@ -68,20 +69,20 @@ def test_gemm_gelu_tanh_is_one_gemm_kernel_whose_epilogue_is_the_tanh_gelu():
 
 
 def test_gemm_scale_batchnorm_fuses_the_scale_into_the_gemm_and_leaves_the_batch_norm_to_torch_or_the_channel_kernels():
-    _, plan = _model_plan("gemm_scale_batchnorm", gemm_kernels=True)
+    _, plan = _model_plan("gemm_scale_batchnorm", "gemm")
     (gemm,) = plan.groups
     assert _ops(gemm) == ["linear", "mul"] and gemm.outputs == ("mul_2",)
     assert dict(gemm.gemm.operands) == {"p_gemm_bias": "col", "p_scale": "col"}
     (why,) = [w for w in plan.not_fused if w.producer == "mul_2"]
     assert why.consumer.startswith("_native_batch_norm") and "not pointwise" in why.reason
-    _, both = _model_plan("gemm_scale_batchnorm", gemm_kernels=True, channel_kernels=True)
+    _, both = _model_plan("gemm_scale_batchnorm", "gemm", "channel_norms", "channel_reductions")
     assert _steps(both) == ["gemm linear", "torch", "channel"]
     channel = both.groups[1].channel
     assert dict(channel.operands)["mul_2"] == "full"
 
 
 def test_bmm_scale_softmax_bmm_gets_a_batched_tn_gemm_with_the_scale_and_an_nn_gemm_for_probs_times_v():
-    captured, plan = _model_plan("bmm_scale_softmax_bmm", gemm_kernels=True)
+    captured, plan = _model_plan("bmm_scale_softmax_bmm", "gemm")
     assert _steps(plan) == ["torch", "gemm bmm", "torch", "gemm bmm"]
     first, second = plan.groups
     assert _ops(first) == ["bmm", "mul"] and first.gemm.gemm.layout == "TN" and first.gemm.gemm.batched
@@ -92,12 +93,12 @@ def test_bmm_scale_softmax_bmm_gets_a_batched_tn_gemm_with_the_scale_and_an_nn_g
     # more than the margin: 0.131 ms vs 0.181 ms.
     assert _ops(second) == ["bmm"] and second.gemm.anchor == "bmm_1" and second.gemm.gemm.layout == "NN"
     assert gemm_op_reason(next(n for n in captured.graph.nodes if n.name == "bmm_1")) is None
-    _, with_rows = _model_plan("bmm_scale_softmax_bmm", gemm_kernels=True, row_kernels=True)
+    _, with_rows = _model_plan("bmm_scale_softmax_bmm", "gemm", "rows")
     assert _steps(with_rows) == ["torch", "gemm bmm", "row softmax", "gemm bmm"]
 
 
 def test_a_product_with_few_tiles_over_a_long_k_stays_in_cublas_and_the_reason_gives_both_estimates():
-    captured, plan = _model_plan("linear_chain_no_activation", gemm_kernels=True)
+    captured, plan = _model_plan("linear_chain_no_activation", "gemm")
     assert "mm" not in [g.gemm.anchor for g in plan.groups if g.gemm]
     product = next(n for n in captured.graph.nodes if n.name == "mm")  # the rewrite's weight product, 256 x 1024
     reason = gemm_op_reason(product)
@@ -116,7 +117,7 @@ def test_the_gemm_time_model_reproduces_the_measured_headline_and_counts_whole_w
 
 
 def test_a_gemv_shaped_product_stays_a_torch_call_and_the_reason_names_the_thin_side():
-    _, plan = _model_plan("gemm_mean_tanh", gemm_kernels=True)
+    _, plan = _model_plan("gemm_mean_tanh", "gemm")
     assert not any(g.gemm for g in plan.groups)
     assert any("N = 1 is below 16" in w.reason for w in plan.not_fused)
 
@@ -132,7 +133,7 @@ def test_the_gemm_flag_changes_nothing_for_a_model_without_a_gemm(path):
 
     captured = capture(load_model_file(path))
     rewrite(captured.graph, captured)
-    assert format_plan(partition(captured.graph, gemm_kernels=True)) == format_plan(partition(captured.graph))
+    assert format_plan(partition(captured.graph, named("gemm"))) == format_plan(partition(captured.graph))
 
 
 # ---------------------------------------------------------------------------------------- small forms
@@ -164,7 +165,7 @@ def _every_epilogue():
     inputs = (torch.randn(2048, 24), torch.randn(2048, 1024), torch.randn(2048, 1), torch.randn(()),
               torch.randn(2, 8192, 24), torch.randn(2, 48, 24), torch.randn(2, 48, 128))
     captured = _captured(EveryEpilogue(), *inputs)
-    plan = partition(captured.graph, gemm_kernels=True)
+    plan = partition(captured.graph, named("gemm"))
     return captured, plan, generate(plan, captured.graph, "every_epilogue.py")
 
 
@@ -190,7 +191,7 @@ def test_a_pointwise_producer_of_the_gemms_operand_stays_apart_because_there_is_
             return torch.relu(self.fc(torch.tanh(x)))
 
     captured = _captured(Prologue(), torch.randn(32, 8))
-    plan = partition(captured.graph, gemm_kernels=True)
+    plan = partition(captured.graph, named("gemm"))
     assert [type(s) for s in plan.steps] == [KernelStep, KernelStep]
     assert _ops(plan.groups[1]) == ["linear", "relu"]
     (why,) = [w for w in plan.not_fused if w.producer == "tanh"]
@@ -203,7 +204,7 @@ def test_a_float64_gemm_stays_a_torch_call_and_the_reason_names_the_dtype():
             return torch.relu(x @ w)
 
     captured = _captured(Double(), torch.randn(32, 16, dtype=torch.float64), torch.randn(16, 24, dtype=torch.float64))
-    plan = partition(captured.graph, gemm_kernels=True)
+    plan = partition(captured.graph, named("gemm"))
     assert not any(g.gemm for g in plan.groups)
     (matmul,) = [n for n in captured.graph.nodes if n.name == "matmul"]
     assert "has dtype torch.float64; the 3xTF32 GEMM reads float32" in gemm_op_reason(matmul)
@@ -219,7 +220,7 @@ def test_a_reduction_after_the_gemm_stays_apart_and_two_gemms_do_not_share_a_ker
             return (self.a(x) + self.b(x)).sum(dim=0)
 
     captured = _captured(TwoGemms(), torch.randn(32, 8))
-    plan = partition(captured.graph, gemm_kernels=True)
+    plan = partition(captured.graph, named("gemm"))
     assert sorted(_ops(g) for g in plan.groups) == [["linear"], ["linear", "add"]]
     reasons = {w.consumer.rstrip("_0123456789"): w.reason for w in plan.not_fused}
     assert set(reasons) == {"add", "sum"}

@@ -19,6 +19,7 @@ from fuseforge import rowwise
 from fuseforge.codegen import generate
 from fuseforge.config import OptimizeConfig
 from fuseforge.cpu_check import run_kernel_reference
+from fuseforge.families import named
 from fuseforge.partition import partition
 from fuseforge.plan import KernelStep
 from fuseforge.rowwise import row_op_reason
@@ -47,7 +48,7 @@ class ChannelRows(nn.Module):
 def _channel_rows():
     inputs = (torch.randn(*TRACED), torch.randn(2, 1, 5, 7), torch.randn(2, 3, 4, 5, 7))
     captured = _captured(ChannelRows(), *inputs)
-    return captured, partition(captured.graph, row_kernels=True)
+    return captured, partition(captured.graph, named("rows"))
 
 
 def _row(plan, op):

@@ -18,6 +18,7 @@ from fuseforge import rowwise
 from fuseforge.codegen import generate
 from fuseforge.config import OptimizeConfig
 from fuseforge.cpu_check import _run_node, run_kernel_reference
+from fuseforge.families import named
 from fuseforge.partition import partition
 from fuseforge.pipeline import optimize
 from fuseforge.plan import KernelStep
@@ -54,7 +55,7 @@ class TrailingAxes(nn.Module):
 
 def _trailing():
     captured = _captured(TrailingAxes(), torch.randn(*TRACED), torch.randn(()))
-    plan = partition(captured.graph, row_kernels=True)
+    plan = partition(captured.graph, named("rows"))
     return captured, plan
 
 
@@ -87,7 +88,7 @@ def test_a_reduction_over_axes_that_are_not_trailing_stays_a_torch_call_and_the_
             return torch.relu(x).sum(dim=(1, 2)) * 2.0
 
     captured = _captured(Middle(), torch.randn(*TRACED))
-    plan = partition(captured.graph, row_kernels=True)
+    plan = partition(captured.graph, named("rows"))
     assert all(g.row is None for g in plan.groups)
     (why,) = [w for w in plan.not_fused if w.consumer == "sum_1"]
     assert "reduces dims [1, 2], not the last axis (or the last k axes together)" in why.reason
@@ -99,7 +100,7 @@ def test_an_input_that_varies_along_both_the_rows_and_the_reduced_axes_stays_out
             return (x * y).mean(dim=(2, 3))
 
     captured = _captured(Mixed(), torch.randn(*TRACED), torch.randn(2, 1, 5, 1))
-    plan = partition(captured.graph, row_kernels=True)
+    plan = partition(captured.graph, named("rows"))
     (group,) = [g for g in plan.groups if g.row]
     assert group.nodes == ("mean",)
     (why,) = [w for w in plan.not_fused if w.consumer == "mean"]
@@ -113,7 +114,7 @@ def test_a_reduction_over_the_channels_of_a_pooled_tensor_spans_the_unit_axes_af
             return torch.softmax(x, dim=1) * 2.0, torch.logsumexp(x, dim=1, keepdim=keepdim)
 
     captured = _captured(Pooled(), torch.randn(64, 16, 1, 1))
-    plan = partition(captured.graph, row_kernels=True)
+    plan = partition(captured.graph, named("rows"))
     rows = {g.row.reduction.op: g.row.reduction.over for g in plan.groups if g.row}
     # without keepdim, [N, 1, 1] is not a per-row shape of rows of the last 3 axes: a row along the channels
     assert rows == {"softmax": "over the last 3 axes",
@@ -126,14 +127,14 @@ def test_a_reduction_of_a_few_long_rows_stays_a_torch_call_and_the_reason_gives_
             return torch.relu(x).mean(dim=(1, 2, 3))
 
     few = _captured(PerSample(), torch.randn(16, 16, 64, 64))  # 16 rows of 65536 values
-    plan = partition(few.graph, row_kernels=True)
+    plan = partition(few.graph, named("rows"))
     assert all(g.row is None for g in plan.groups)
     (why,) = [w for w in plan.not_fused if w.consumer == "mean"]
     assert "16 rows of 65536 values" in why.reason
     enough = _captured(PerSample(), torch.randn(32, 16, 64, 64))
-    assert [g.row.reduction.axes for g in partition(enough.graph, row_kernels=True).groups] == [3]
+    assert [g.row.reduction.axes for g in partition(enough.graph, named("rows")).groups] == [3]
     short = _captured(PerSample(), torch.randn(16, 16, 32, 32))  # short rows: launch-bound either way
-    assert [g.row.reduction.axes for g in partition(short.graph, row_kernels=True).groups] == [3]
+    assert [g.row.reduction.axes for g in partition(short.graph, named("rows")).groups] == [3]
 
 
 @pytest.mark.parametrize("dims,keepdim", [((2, 3), True), ((-1, -2), False), ((1, 2, 3), True), ((3, 1, 2), False)])

@@ -18,6 +18,7 @@ from fuseforge import rowwise
 from fuseforge.codegen import generate
 from fuseforge.config import OptimizeConfig
 from fuseforge.cpu_check import _run_node, run_kernel_reference
+from fuseforge.families import named
 from fuseforge.partition import partition
 from fuseforge.pipeline import optimize
 from fuseforge.plan import KernelStep, TorchStep
@@ -25,7 +26,7 @@ from fuseforge.plan import KernelStep, TorchStep
 
 def _plan(model, *inputs):
     captured = _captured(model, *inputs)
-    return captured, partition(captured.graph, row_kernels=True)
+    return captured, partition(captured.graph, named("rows"))
 
 
 def _ops(plan, group):
@@ -252,7 +253,7 @@ class EveryForm(nn.Module):
 def _every_form():
     inputs = (*[torch.randn(4, 8) for _ in range(5)], torch.randn(4, 1), torch.randn(()))
     captured = _captured(EveryForm(), *inputs)
-    plan = partition(captured.graph, row_kernels=True)
+    plan = partition(captured.graph, named("rows"))
     return captured, plan, generate(plan, captured.graph, "every_form.py")
 
 
