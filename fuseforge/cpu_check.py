@@ -3,10 +3,10 @@
 Each torch step runs its ATen op; each planned kernel runs its *reference implementation*: the group's
 ops evaluated with torch, reading only the kernel's declared inputs and keeping only its declared
 outputs. So a kernel that forgot an input, an output used later, a wrong step order or a lost buffer
-update shows up here, without a GPU. A row kernel's reference also checks each input against the class
-the kernel reads it as (full, per column, per row, scalar), and computes the reduction itself by the
-kernel's formulas (`rowwise.reference`: max and sum of exponentials, mean and biased variance, ...)
-rather than by the ATen op. A channel kernel's reference does the same for its classes (full, per
+update shows up here, without a GPU. A kernel family's kernel also checks each input against the class
+the kernel reads it as (`Family.check_operands`) and computes its anchor by the kernel's formulas
+(`Family.references`: a row kernel's max and sum of exponentials, mean and biased variance, ...) rather
+than by the ATen op. A channel kernel's reference does the same for its classes (full, per
 channel, scalar) and computes the batch norm's whole result tuple (normalised value, batch mean, inverse
 std, new running statistics) by the kernel's formulas (`channelwise.reference`); a channel-reduction kernel's
 checks its classes (full, per channel, scalar, per output position) and computes the reduction over axis 1
@@ -26,11 +26,10 @@ import torch
 from torch import fx
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import channel_reductions, channelwise, pooling, rowwise
+from . import channel_reductions, channelwise, pooling
 from .capture import Captured
 from .load import LoadedModel
 from .partition import partition
-from .partition_rows import broadcasts, per_row_shapes
 from .plan import KernelGroup, KernelStep, Plan
 
 
@@ -62,30 +61,6 @@ def _run_node(node: fx.Node, env: dict[str, object]):
         # float64 run (a tensor constant keeps the values the model builds: float32 in both runs)
         kwargs["dtype"] = torch.float64
     return node.target(*args, **kwargs)
-
-
-def _check_row_operands(group: KernelGroup, inputs: dict[str, object]) -> None:
-    """What the row kernel's binding checks: each input fits the class it is read as (broadcast as torch does)."""
-    full = [inputs[i] for i, c in group.row.operands if c == "full"]
-    if not full:
-        raise ValueError(f"{group.name}: no full-shape input")
-    sizes = list(full[0].shape)
-    red = group.row.reduction
-    reduced = red.reduced(len(sizes))
-    kept, lead = per_row_shapes(tuple(sizes), reduced)
-    for name, cls in group.row.operands:
-        t = list(inputs[name].shape)
-        padded = [1] * (len(sizes) - len(t)) + t
-        if cls == "full":
-            ok = t == sizes
-        elif cls == "scalar":
-            ok = math.prod(t) == 1
-        elif cls == "col":
-            ok = broadcasts(t, sizes) and all(d == 1 for a, d in enumerate(padded) if a not in reduced)
-        else:
-            ok = broadcasts(t, kept if cls == "row" else lead)
-        if not ok:
-            raise ValueError(f"{group.name}: input {name} of shape {t} is not {cls} for rows {red.over} of {sizes}")
 
 
 def _check_channel_operands(group: KernelGroup, inputs: dict[str, object]) -> None:
@@ -147,8 +122,9 @@ def _check_reduce_operands(group: KernelGroup, inputs: dict[str, object]) -> Non
 def run_kernel_reference(group: KernelGroup, by_name: dict[str, fx.Node], inputs: dict[str, object]) -> dict:
     """The kernel's reference implementation: its ops with torch, on its declared inputs only."""
     local = dict(inputs)
-    if group.row:
-        _check_row_operands(group, inputs)
+    references = group.family.references(group) if group.family is not None else {}
+    if group.family is not None:
+        group.family.check_operands(group, inputs)
     if group.channel:
         _check_channel_operands(group, inputs)
     if group.gemm:  # the GEMM and its epilogue are the graph's own ops, in float64
@@ -156,9 +132,8 @@ def run_kernel_reference(group: KernelGroup, by_name: dict[str, fx.Node], inputs
     if group.channel_reduce:
         _check_reduce_operands(group, inputs)
     for name in group.nodes:
-        if group.row and name == group.row.anchor:
-            red = group.row.reduction
-            local[name] = rowwise.reference(red, local[red.data], {p: local[p] for p in red.params if p})
+        if name in references:
+            local[name] = references[name](local)
         elif group.channel and name == group.channel.anchor:
             norm = group.channel.norm
             local[name] = channelwise.reference(norm, local[norm.data], {p: local[p] for p in norm.params})

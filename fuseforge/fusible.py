@@ -4,11 +4,12 @@ pair of neighbours it keeps apart (`WhyNotFused`), and the report gives for ever
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 
 from torch import fx
 
-from . import pointwise, rowwise
-from .plan import KERNEL_DTYPES
+from . import pointwise
+from .plan import KERNEL_DTYPES, Family
 from .pointwise import NotSpellable
 from .traced import tensor_meta
 
@@ -18,13 +19,16 @@ def unwrap_getitem(node: fx.Node) -> fx.Node:
     return node.args[0] if node.target is operator.getitem else node
 
 
-def fusible_reason(node: fx.Node) -> str | None:
-    """None if the node can live in a generated kernel, else why not."""
+def fusible_reason(node: fx.Node, families: Sequence[Family] = ()) -> str | None:
+    """None if the node can live in a generated (pointwise) kernel, else why not; a node that one of
+    `families` recognises but cannot take gets that family's note ("..., nor a row kernel: ...")."""
     if node.op != "call_function":
         return f"{node.name} is a graph {node.op}"
     if not pointwise.is_pointwise(node):
-        if rowwise.is_row_op(node) and rowwise.row_op_reason(node):
-            return f"{pointwise.op_key(node)} is not pointwise, nor a row kernel: {rowwise.row_op_reason(node)}"
+        for family in families:
+            note = family.not_pointwise_note(node)
+            if note:
+                return f"{pointwise.op_key(node)} is not pointwise, nor {note}"
         return f"{pointwise.op_key(node)} is not pointwise (stays a torch call)"
     meta = tensor_meta(node)
     if meta is None or meta.dtype not in KERNEL_DTYPES:

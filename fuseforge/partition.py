@@ -4,10 +4,9 @@ Kinds of kernel:
 - pointwise: every maximal set of pointwise ops between anchors that can run as one elementwise loop
   (chains, multi-input chains, broadcasts of vectors and scalars, anchor epilogues). Its outputs share
   one iteration shape; every op inside it broadcasts to it.
-- row: a reduction or normalisation over the last axis or the last k axes together (softmax,
-  log_softmax, logsumexp, layer_norm, mean, sum, amax, amin), or softmax, log_softmax, logsumexp over the
-  channel axis, together with the pointwise groups around it that have the row shape or one
-  value per row (`partition_rows`): prologue -> row statistics -> epilogue, one launch.
+- a kernel family's kernel (`fuseforge/families/`): an anchor (a reduction, a norm, a GEMM) with the
+  pointwise groups around it that the family can compute with it; the families claim anchors in the
+  registry's order (`families.FAMILIES`).
 - channel: a train-mode batch norm or a group norm with the pointwise groups around it that have its input's
   shape (`partition_channels`): prologue -> per-channel statistics, then finalise + running statistics
   + normalise + epilogue, two launches. With the same flag, an amin/amax/sum/mean over the channel axis,
@@ -31,7 +30,7 @@ import torch
 from torch import fx
 
 from .fusible import fusible_reason, unwrap_getitem
-from .plan import Family, KernelGroup, KernelStep, Plan, TorchStep, WhyNotFused
+from .plan import Claim, Family, KernelGroup, KernelStep, Plan, TorchStep, WhyNotFused
 from .traced import tensor_meta
 
 
@@ -76,7 +75,7 @@ def _acceptable(group: set[str], by_name, reach: _Reach) -> str | None:
     return None
 
 
-def _group_nodes(graph: fx.Graph, not_fused: list[WhyNotFused]) -> list[list[str]]:
+def _group_nodes(graph: fx.Graph, not_fused: list[WhyNotFused], torch_reason) -> list[list[str]]:
     by_name = {n.name: n for n in graph.nodes}
     reach = _Reach(graph)
     group_of: dict[str, int] = {}
@@ -85,7 +84,7 @@ def _group_nodes(graph: fx.Graph, not_fused: list[WhyNotFused]) -> list[list[str
     for node in graph.nodes:
         if node.op != "call_function":
             continue
-        reason = fusible_reason(node)
+        reason = torch_reason(node)
         if reason is not None:
             for arg in node.all_input_nodes:
                 if arg.name in group_of:
@@ -100,7 +99,7 @@ def _group_nodes(graph: fx.Graph, not_fused: list[WhyNotFused]) -> list[list[str
             if other is None:
                 if arg.op == "call_function":
                     producer = unwrap_getitem(arg)
-                    not_fused.append(WhyNotFused(producer.name, node.name, fusible_reason(producer) or "?"))
+                    not_fused.append(WhyNotFused(producer.name, node.name, torch_reason(producer) or "?"))
                 continue
             if other == group_of[node.name]:
                 continue
@@ -198,13 +197,15 @@ def partition(graph: fx.Graph, families: Sequence[Family] = (), pointwise_kernel
     by_name = {n.name: n for n in graph.nodes}
     order = {n.name: i for i, n in enumerate(graph.nodes)}
     taken: set[str] = set()
-    pointwise_groups = _group_nodes(graph, not_fused)
+    torch_reason = lambda node: fusible_reason(node, families)  # noqa: E731
+    pointwise_groups = _group_nodes(graph, not_fused, torch_reason)
     reach = _Reach(graph)
     claimed: list[tuple[set[str], Family, object]] = []
     standing: list[tuple[set[str], list[WhyNotFused]]] = []  # a family's members and its notes, which stand
     for family in families:
         members_before = {n for members, _, _ in claimed for n in members}
-        pointwise_groups, formed = family.claim(graph, pointwise_groups, not_fused, reach, members_before)
+        claim = Claim(graph, reach, frozenset(members_before), torch_reason)
+        pointwise_groups, formed = family.claim(claim, pointwise_groups, not_fused)
         if family.notes_stand:
             standing.append(({n for members, _ in formed for n in members}, list(not_fused)))
         claimed += [(members, family, spec) for members, spec in formed]
@@ -226,13 +227,7 @@ def format_plan(plan: Plan) -> str:
         if isinstance(step, KernelStep):
             g = step.group
             lines.append(f"kernel {g.name}: {' -> '.join(g.nodes)}")
-            if g.row:
-                r = g.row
-                per_row = f"; one value per row: {', '.join(r.row_nodes)}" if r.row_nodes else ""
-                lines.append(f"    row kernel: {r.reduction.op} of {r.reduction.data} {r.reduction.over} of "
-                             f"{list(g.shape)}{per_row}")
-                lines.append(f"    reads {', '.join(f'{i} ({c})' for i, c in r.operands)}; writes {', '.join(g.outputs)}")
-            elif g.gemm:
+            if g.gemm:
                 m = g.gemm
                 alpha = f"{m.gemm.alpha!r} * " if m.gemm.alpha != 1.0 else ""
                 beta = f"{m.gemm.beta!r} * " if m.gemm.beta != 1.0 else ""
@@ -251,6 +246,8 @@ def format_plan(plan: Plan) -> str:
                 lines.append(f"    reads {', '.join(f'{i} ({k})' for i, k in c.operands)}; writes {', '.join(g.outputs)}")
             elif g.channel_reduce:
                 lines += g.channel_reduce.describe_lines(g.outputs)
+            elif g.family is not None:
+                lines += g.family.describe(g)
             else:
                 lines.append(f"    reads {', '.join(g.inputs)}; writes {', '.join(g.outputs)}; "
                              f"iteration shape {list(g.shape)}")

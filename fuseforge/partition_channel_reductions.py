@@ -36,7 +36,7 @@ from . import channel_reductions, pooling
 from .channel_reductions import ChannelReduction
 from .partition_channels import operand_class
 from .partition_family import GroupGrower, edge_notes, notes_outside, recognise_reason
-from .plan import WhyNotFused
+from .plan import Claim, WhyNotFused
 from .pointwise import NotSpellable, op_key
 from .pooling import Pool
 from .traced import tensor_meta, traced_shape
@@ -205,7 +205,8 @@ class _Grower(GroupGrower):
     """Grows one group per recognised reduction from the pointwise groups and pools around it, then one pool
     kernel per pool that no reduction took in."""
 
-    def __init__(self, graph: fx.Graph, pointwise_groups: list[list[str]], reach, elsewhere: set[str]):
+    def __init__(self, claim: Claim, pointwise_groups: list[list[str]]):
+        graph, elsewhere = claim.graph, claim.claimed
         pools: dict[str, Pool] = {}
         pool_reasons: dict[str, str] = {}
         units = list(pointwise_groups)  # then one unit per recognised pool: [pool, values access]
@@ -220,7 +221,7 @@ class _Grower(GroupGrower):
                 pools[node.name] = pool
                 pool_units[node.name] = len(units)
                 units.append([node.name, *([pool.values] if pool.values else [])])
-        super().__init__(graph, units, reach)
+        super().__init__(claim, units)
         self.pools, self.pool_units = pools, pool_units
         self.anchor_reasons.update(pool_reasons)
 
@@ -258,13 +259,13 @@ def _anchor_reason(anchor: str, grower: _Grower) -> str:
     return f"{op} is not pointwise, nor a channel kernel: {grower.anchor_reasons[anchor]}"
 
 
-def form_channel_reduction_groups(graph: fx.Graph, pointwise_groups: list[list[str]], not_fused: list, reach,
-                                  elsewhere: set[str] = frozenset()):
+def form_channel_reduction_groups(claim: Claim, pointwise_groups: list[list[str]], not_fused: list):
     """Channel-reduction groups grown from `pointwise_groups`: returns (pointwise groups left,
     [(members, ChannelReduceSpec)]); `not_fused` is updated: entries about group members are replaced by
     the groups' own, and a reduction over the channels that cannot be a kernel gets its reason.
-    `elsewhere`: members of row and channel-norm groups."""
-    grower = _Grower(graph, pointwise_groups, reach, elsewhere)
+    `claim.claimed`: members of row and channel-norm groups."""
+    graph, elsewhere = claim.graph, claim.claimed
+    grower = _Grower(claim, pointwise_groups)
     for node in graph.nodes:
         if not channel_reductions.is_channel_reduction_op(node) or node.name in elsewhere:
             continue

@@ -30,6 +30,7 @@ from torch import fx
 from . import channelwise
 from .channelwise import ChannelNorm
 from .partition_family import GroupGrower, edge_notes, notes_outside, recognise_reason, restate_anchor_notes
+from .plan import Claim
 from .pointwise import NotSpellable
 from .traced import tensor_meta, traced_shape
 
@@ -162,12 +163,12 @@ def _edge_reason(grower: GroupGrower, mine: int, other: fx.Node, channel_of: dic
     return grower.outside_reason(other)
 
 
-def form_channel_groups(graph: fx.Graph, pointwise_groups: list[list[str]], not_fused: list, reach,
-                        elsewhere: set[str] = frozenset()):
+def form_channel_groups(claim: Claim, pointwise_groups: list[list[str]], not_fused: list):
     """Channel groups grown from `pointwise_groups`: returns (pointwise groups left, [(members, ChannelSpec)]);
     `not_fused` is updated: entries about channel-group members are replaced by the channel groups' own, and
-    a norm that cannot be a channel kernel gets its reason. `elsewhere`: members of row groups."""
-    grower = GroupGrower(graph, pointwise_groups, reach)
+    a norm that cannot be a channel kernel gets its reason."""
+    graph, reach, elsewhere = claim.graph, claim.reach, claim.claimed  # elsewhere: members of row groups
+    grower = GroupGrower(claim, pointwise_groups)
     for node in graph.nodes:
         if not channelwise.is_channel_op(node):
             continue

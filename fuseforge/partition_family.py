@@ -12,8 +12,7 @@ from collections.abc import Callable
 
 from torch import fx
 
-from .fusible import fusible_reason
-from .plan import WhyNotFused
+from .plan import Claim, WhyNotFused
 from .pointwise import NotSpellable
 
 
@@ -30,9 +29,10 @@ class GroupGrower:
     """Grows groups around anchors from `units` (the pointwise groups, and any family-specific units after
     them); `formed` holds the grown groups as (members, spec)."""
 
-    def __init__(self, graph: fx.Graph, units: list[list[str]], reach):
-        self.by_name = {n.name: n for n in graph.nodes}
-        self.reach = reach
+    def __init__(self, claim: Claim, units: list[list[str]]):
+        self.by_name = {n.name: n for n in claim.graph.nodes}
+        self.reach = claim.reach
+        self.torch_reason = claim.torch_reason  # why a node stays a torch call
         self.units = units
         self.owner = {n: i for i, g in enumerate(units) for n in g}
         self.taken: set[int] = set()  # units absorbed into a group
@@ -92,7 +92,7 @@ class GroupGrower:
         producer = other.args[0] if other.target is operator.getitem else other
         if anchor_reason is not None and producer.name in self.anchor_reasons:
             return anchor_reason(producer.name)
-        return fusible_reason(producer) or "stays a torch call"
+        return self.torch_reason(producer) or "stays a torch call"
 
     def untaken(self, pointwise_groups: list[list[str]]) -> list[list[str]]:
         """The pointwise groups (the first units) that no group took in."""

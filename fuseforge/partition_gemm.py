@@ -30,8 +30,8 @@ import torch
 from torch import fx
 
 from . import pointwise, rates
-from .fusible import fusible_reason
 from .partition_family import GroupGrower, edge_notes, notes_outside, restate_anchor_notes
+from .plan import Claim
 from .traced import size_hint, tensor_meta, traced_shape
 
 OPERAND_CLASSES = ("full", "row", "col", "scalar")
@@ -255,7 +255,7 @@ def _edge_reason(grower: GroupGrower, group: int, other: fx.Node, gemm_of: dict[
     if producer.name in grower.formed[group][0]:
         return None
     if not after:
-        why = fusible_reason(producer) or "stays a torch call"
+        why = grower.torch_reason(producer) or "stays a torch call"
         if producer.name in grower.anchor_reasons:
             why = f"{why.removesuffix(' (stays a torch call)')}, nor a GEMM kernel: {grower.anchor_reasons[producer.name]}"
         return why
@@ -263,11 +263,12 @@ def _edge_reason(grower: GroupGrower, group: int, other: fx.Node, gemm_of: dict[
             "element by element (a reduction, norm or other anchor after the GEMM reads its whole output)")
 
 
-def form_gemm_groups(graph: fx.Graph, pointwise_groups: list[list[str]], not_fused: list, reach):
+def form_gemm_groups(claim: Claim, pointwise_groups: list[list[str]], not_fused: list):
     """GEMM groups grown from `pointwise_groups`: returns (pointwise groups left, [(members, GemmSpec)]);
     `not_fused` is updated: entries about GEMM-group members are replaced by the GEMM groups' own, and a
     GEMM that cannot be a GEMM kernel gets its reason."""
-    grower = GroupGrower(graph, pointwise_groups, reach)
+    graph, reach = claim.graph, claim.reach
+    grower = GroupGrower(claim, pointwise_groups)
     for node in graph.nodes:
         if not is_gemm_op(node):
             continue

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING
 
 from torch import fx
 
-from . import channel_reductions, channelwise, pooling, rowwise
+from . import channel_reductions, channelwise, pooling
 from .cost import VIEW_OPS, nbytes
+from .families import FAMILIES
 from .fusible import fusible_reason
 from .ladder import describe
 from .partition_channel_reductions import channel_reduction_reason, pool_reason
@@ -25,8 +26,10 @@ from .pointwise import op_key
 from .rates import BANDWIDTH, GEMM3X_FLOPS, GEMM3X_MARGIN, GEMM3X_TILE, LAUNCH_S, SGEMM_FLOPS, SMS
 from .report_kernels import kernels_how
 from .report_measured import measured_section, summary_rows
+from .words import with_article
 
 if TYPE_CHECKING:
+    from .config import OptimizeConfig
     from .pipeline import Run
 
 
@@ -49,22 +52,23 @@ def _replaced(run: Run) -> list[str]:
         return lines + ["None: no op of this model is pointwise, so no generated kernel was needed "
                         "(every op stays the torch call that eager PyTorch makes; see below).", ""]
     for g in run.plan.groups:
-        what = (f"{_a(g.row.reduction.op)} {g.row.reduction.over} with the pointwise ops around it is memory-bound, "
-                "so the win is to read " if g.row else "pointwise ops are memory-bound, so the win is to read ")
+        kind, what = "kernel", "pointwise ops are memory-bound, so the win is to read "
         if g.channel:
-            what = (f"{_a(g.channel.norm.describe)} with the pointwise ops around it is memory-bound; two kernels (statistics, "
+            what = (f"{with_article(g.channel.norm.describe)} with the pointwise ops around it is memory-bound; two kernels (statistics, "
                     "then finalise + running statistics + normalise + epilogue) read the full-shape inputs twice, "
                     "instead of eager's statistics, normalise and one pass per pointwise op; they read ")
         if g.gemm:
-            what = (f"{_a(g.gemm.gemm.op)} runs on the tensor cores in 3xTF32 (fp32-class) and its {len(g.nodes) - 1} "
+            what = (f"{with_article(g.gemm.gemm.op)} runs on the tensor cores in 3xTF32 (fp32-class) and its {len(g.nodes) - 1} "
                     "pointwise ops run on the accumulator before the one store, so the product is never written "
                     "and read back; it reads ")
         if g.channel_reduce:
-            what = (f"{_a(g.channel_reduce.describe)} with the pointwise ops around it is memory-bound; one kernel "
+            what = (f"{with_article(g.channel_reduce.describe)} with the pointwise ops around it is memory-bound; one kernel "
                     "computes each pooled value from its window and/or reduces each (sample, position) over its "
                     "channels in registers, then runs the epilogue, so it reads ")
-        kind = "GEMM kernel" if g.gemm else "row kernel" if g.row else "channel kernels" if g.channel else \
-            f"{g.kind} kernel" if g.channel_reduce else "kernel"
+        if g.channel or g.gemm or g.channel_reduce:
+            kind = "GEMM kernel" if g.gemm else "channel kernels" if g.channel else f"{g.kind} kernel"
+        elif g.family is not None:
+            kind, what = g.family.replaced(g)
         lines.append(f"- {_ops_of(run, g.nodes)} (graph values {', '.join(g.nodes)}) → generated "
                      f"{kind} `{g.name}`: {what}"
                      f"{', '.join(g.inputs)} once and write {', '.join(g.outputs)} once instead of a round trip "
@@ -134,7 +138,7 @@ def _unchanged(run: Run) -> list[str]:
         return lines + ["None: every op runs in a generated kernel.", ""]
     for node in working:
         name = _FRIENDLY.get(op_key(node), f"`{_op(node)}`")
-        why = _why_torch(node, run.config.row_kernels, run.config.channel_kernels, run.config.gemm_kernels)
+        why = _why_torch(node, run.config)
         updates = [fqn for fqn, src in run.captured.buffer_mutations.items() if src == node.name]
         if updates:
             why = (f"the new value of buffer `{updates[0]}`, as the original model computes it in this mode; "
@@ -148,7 +152,7 @@ def _unchanged(run: Run) -> list[str]:
                    "holds it to eager's own error for this shape, and a plan whose channels-last convolution "
                    "is less precise than eager's is left for the plan without layout changes.")
         elif str(node.target) in _CONVS:
-            why = _why_torch(node, run.config.row_kernels, run.config.channel_kernels, run.config.gemm_kernels) + (
+            why = _why_torch(node, run.config) + (
                 " Precision: eager's own call in eager's layout, so the same cuDNN algorithm and precision "
                 "class as eager.")
         elif node.all_input_nodes and all(a.name in run.captured.state_names for a in node.all_input_nodes):
@@ -168,17 +172,13 @@ _CONVS = ("aten.conv1d.default", "aten.conv2d.default", "aten.conv3d.default", "
           "aten.conv_transpose2d.input", "aten.conv_transpose3d.input", "aten.convolution.default")
 
 
-def _a(phrase: str) -> str:
-    """PHRASE with its indefinite article: "a softmax", "an amax"."""
-    return f"{'an' if phrase[:1].lower() in 'aeiou' else 'a'} {phrase}"
-
-
 def _moves_no_data(node: fx.Node) -> bool:
     return node.target is operator.getitem or str(node.target) in VIEW_OPS
 
 
-def _why_torch(node: fx.Node, row_kernels: bool, channel_kernels: bool = False, gemm_kernels: bool = False) -> str:
+def _why_torch(node: fx.Node, config: OptimizeConfig) -> str:
     key = op_key(node)
+    gemm_kernels, channel_kernels = config.gemm_kernels, config.channel_kernels
     if gemm_kernels and is_gemm_op(node):
         return ("GEMM kept as the cuBLAS call eager makes: it is no GEMM kernel"
                 + (f" ({gemm_op_reason(node)})." if gemm_op_reason(node) else "."))
@@ -194,14 +194,10 @@ def _why_torch(node: fx.Node, row_kernels: bool, channel_kernels: bool = False, 
     if any(k in key for k in ("linear", "matmul", "mm", "conv")):
         return ("GEMM/convolution anchor: kept as the cuBLAS/cuDNN call eager makes"
                 + (" (GEMM kernels turned off, `--no-gemm-kernels`)." if not gemm_kernels and is_gemm_op(node) else "."))
-    if any(k in key for k in ("norm", "softmax", "logsumexp", "sum", "mean", "amax", "min", "max", "pool")):
-        if not row_kernels:
-            return ("reduction or normalisation anchor: kept as PyTorch's kernel (row kernels turned off, "
-                    "`--no-row-kernels`).")
-        return ("reduction or normalisation anchor: kept as PyTorch's kernel; row kernels cover softmax, "
-                "log_softmax, logsumexp, layer_norm, mean, sum, amax and amin over the last axis, or over the "
-                "last k axes together, and softmax, log_softmax and logsumexp over the channel axis"
-                + (f" ({rowwise.row_op_reason(node)})." if rowwise.is_row_op(node) and rowwise.row_op_reason(node) else "."))
+    for family in reversed(FAMILIES):  # a node in two tables is explained by the family that tried it last
+        why = family.why_torch(node, getattr(config, family.switch))
+        if why:
+            return why
     return (fusible_reason(node) or "kept as a torch call") + "."
 
 
@@ -245,7 +241,6 @@ def _limits(run: Run) -> list[str]:
 _FUSED_KINDS = {  # kernel kind -> what such kernels hold, in the order the sentence names them
     "gemm": "GEMMs with the pointwise ops after them",
     "pointwise": "pointwise ops",
-    "row": "reductions and normalisations over the trailing axes with their pointwise neighbours",
     "channel": "batch and group norms with their pointwise neighbours",
     "channel-reduction": "reductions over the channel axis with their pointwise neighbours",
     "pool": "pools with the pointwise ops after them",
@@ -255,6 +250,7 @@ _FUSED_KINDS = {  # kernel kind -> what such kernels hold, in the order the sent
 def _what_was_fused(run: Run) -> str:
     kinds = {g.kind for g in run.plan.groups}
     held = [what for kind, what in _FUSED_KINDS.items() if kind in kinds]
+    held += list(dict.fromkeys(g.family.holds(g) for g in run.plan.groups if g.kind not in _FUSED_KINDS))
     if not held:
         return "found nothing to put into a generated kernel"
     listed = held[0] if len(held) == 1 else ", ".join(held[:-1]) + " and " + held[-1]

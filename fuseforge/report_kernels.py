@@ -38,22 +38,8 @@ def kernels_how(run: Run) -> list[str]:
         "the outputs and launches on the caller's current CUDA stream; every launch is checked.",
         "",
     ]
-    if any(g.row for g in run.plan.groups):
-        lines += [
-            "Row kernels (reductions and normalisations over the last axis or the last k axes together, a row "
-            "being their values flattened, or softmax/logsumexp over the channel axis, a row per position, "
-            "one thread each, its values S apart; with their prologue and "
-            "epilogue; design and numerics from `dev/kernels/rowwise.cu`) have a different structure: a "
-            "generated `Op` struct spells the prologue (the value reduced), the per-row values and the "
-            "epilogue; fixed templates run one warp per row (rows up to 1024 values, 8 rows per 256-thread "
-            "block), one 512-thread block per row (up to 16384), or two passes over longer rows, with each "
-            "element's inputs cached in registers between the reduction and the epilogue, 16-byte loads and "
-            "stores when the row length is a multiple of 4 and every full-shape pointer is aligned. "
-            "Statistics: online max and sum of exponentials (softmax, log_softmax, logsumexp), Welford with "
-            "Chan's merge (layer_norm), fp32 sums (sum, mean), merged by warp shuffles and shared memory; "
-            "precise expf/logf/sqrtf. " + RUN_ON_GPU,
-            "",
-        ]
+    used = sorted({g.family for g in run.plan.groups if g.family is not None}, key=lambda f: f.order)
+    lines += [line for f in used for line in f.how()]
     if any(g.channel for g in run.plan.groups):
         lines += [
             "Channel kernels (train-mode batch norm, `--channel-kernels`, with its pointwise prologue "
@@ -106,8 +92,8 @@ def kernels_how(run: Run) -> list[str]:
         ]
     lines += ["Calls in `ModelNew.forward` (`model_new.py`):", ""]
     for g in run.plan.groups:
-        shape = (f"rows of {list(g.shape)}, {g.row.reduction.op} of {g.row.reduction.data}; reads "
-                 + ", ".join(f"{i} ({c})" for i, c in g.row.operands)) if g.row else f"iteration shape {list(g.shape)}"
+        shape = g.family.call_shape(g) if g.family is not None and g.kind not in ("gemm", "channel") \
+            and not g.channel_reduce else f"iteration shape {list(g.shape)}"
         if g.gemm:
             m = g.gemm.gemm
             shape = (f"{m.op} {m.layout} of {m.a} (A) and {m.b} (B) -> {list(g.shape)}"

@@ -9,6 +9,7 @@ of its own; exit code 1 when a digest differs (or, with --write, 0 once every fi
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import sys
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
@@ -20,8 +21,12 @@ from golden_digests import digests, generate, golden_file, problem_models  # noq
 
 
 def generated_digests(model: Path) -> str:
+    """The digest lines of MODEL's generated code, or the line of the error that stopped its generation."""
     with tempfile.TemporaryDirectory() as out:
-        generate(model, Path(out))
+        try:
+            generate(model, Path(out))
+        except Exception as exc:  # a model that no longer generates differs from its digests
+            return f"error: {type(exc).__name__}: {exc}\n"
         return digests(Path(out))
 
 
@@ -32,7 +37,7 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
     models = [m.resolve() for m in args.models] or problem_models()
-    with ProcessPoolExecutor(args.jobs) as pool:
+    with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
         found = dict(zip(models, pool.map(generated_digests, models)))
     changed = 0
     for model, text in found.items():
@@ -40,12 +45,14 @@ def main() -> int:
         if target.exists() and target.read_text() == text:
             continue
         changed += 1
-        print(f"{'wrote' if args.write else 'differs'}: {target.relative_to(target.parents[3])}")
-        if args.write:
+        print(f"{'wrote' if args.write else 'differs'}: {target.relative_to(target.parents[3])}"
+              + (f" ({text.strip()})" if text.startswith("error") else ""))
+        if args.write and not text.startswith("error"):
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text)
     print(f"{len(found)} models, {changed} {'written' if args.write else 'different'}")
-    return 0 if args.write or not changed else 1
+    failed = any(text.startswith("error") for text in found.values())
+    return 0 if args.write and not failed or not changed else 1
 
 
 if __name__ == "__main__":

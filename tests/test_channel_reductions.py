@@ -217,7 +217,7 @@ def test_the_command_line_plans_the_channel_min_model_as_one_channel_reduction_k
     assert "torch  conv2d_1  (channels-last input and weight: its readers read NHWC)" in plan
 
 
-FLAG_OFF = {  # the plans without channel reductions (the convolution's bias split off by the rewrite stage)
+FLAG_OFF = {  # the plans without kernel families (the convolution's bias split off by the rewrite stage)
     "dev/conv2d_channelmin_tanh": (
         "# steps, in execution order\ntorch  conv2d_1\ntorch  view\nkernel fused_add: add_25\n"
         "    reads conv2d_1, view; writes add_25; iteration shape ['s77', 64, 254, 254]\ntorch  min_1\n"
@@ -234,8 +234,7 @@ FLAG_OFF = {  # the plans without channel reductions (the convolution's bias spl
         "# why neighbours were not fused\n"
         "max_pool3d_1 -> add_25: aten.max_pool3d.default is not pointwise (stays a torch call)\n"
         "view -> add_25: aten.view.default is not pointwise (stays a torch call)\n"
-        "sigmoid -> sum_1: aten.sum.dim_IntList is not pointwise, nor a row kernel: sum_1 reduces dims "
-        "[1], not the last axis (or the last k axes together) of a rank-5 tensor\n"),
+        "sigmoid -> sum_1: aten.sum.dim_IntList is not pointwise (stays a torch call)\n"),
 }
 
 

@@ -42,7 +42,7 @@ def _ops(group):
 
 def _steps(plan):
     return [f"gemm {s.group.gemm.gemm.op}" if isinstance(s, KernelStep) and s.group.gemm else
-            f"row {s.group.row.reduction.op}" if isinstance(s, KernelStep) and s.group.row else
+            f"row {s.group.spec.reduction.op}" if isinstance(s, KernelStep) and s.group.kind == "rows" else
             "channel" if isinstance(s, KernelStep) and s.group.channel else
             "kernel" if isinstance(s, KernelStep) else "torch" for s in plan.steps]
 

@@ -102,6 +102,6 @@ def _intro_names_the_kinds_of_kernel(run):
     report = (run.config.out_dir / "report.md").read_text()
     intro = next(line for line in report.splitlines() if line.startswith("fuseforge captured the model"))
     kinds = {g.kind for g in run.plan.groups}
-    assert ("over the trailing axes" in intro) == ("row" in kinds), intro
+    assert ("over the trailing axes" in intro) == ("rows" in kinds), intro
     assert ("GEMMs" in intro) == ("gemm" in kinds), intro
     assert ("batch and group norms" in intro) == ("channel" in kinds), intro

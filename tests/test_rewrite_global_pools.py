@@ -52,7 +52,7 @@ def test_a_one_dimensional_global_average_pool_joins_a_row_kernel_with_its_neigh
     c, _ = rewritten(GlobalPool(1, "avg"), INPUTS[1])
     plan = partition(c.graph, named("rows"))
     kinds = [g.kind for g in plan.groups]
-    assert kinds == ["row"], kinds  # tanh -> mean over the last axis -> scale: one kernel
+    assert kinds == ["rows"], kinds  # tanh -> mean over the last axis -> scale: one kernel
 
 
 class PoolTo2(nn.Module):

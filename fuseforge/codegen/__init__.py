@@ -15,7 +15,6 @@ from torch import fx
 
 from ..plan import KernelGroup, Plan
 from ..pointwise import PRELUDE
-from ..rowwise import ROW_STATS
 from .channel_kernel import channel_kernel_source
 from .channel_nhwc_runtime import CHANNEL_NHWC_KERNEL_RUNTIME
 from .channel_reduce_kernel import channel_reduce_kernel_source
@@ -29,9 +28,6 @@ from .gemm_kernel import gemm_kernel_source
 from .gemm_runtime import GEMM_BINDING_RUNTIME, GEMM_CUDA_FLAGS, gemm_kernel_runtime
 from .layout_kernel import LAYOUT_BINDING_RUNTIME, LAYOUT_KERNEL_RUNTIME
 from .pointwise_kernel import KernelSource, kernel_source
-from .row_binding_runtime import ROW_BINDING_RUNTIME
-from .row_kernel import row_kernel_source
-from .row_runtime import ROW_KERNEL_RUNTIME
 from .runtime import BINDING_RUNTIME, KERNEL_RUNTIME, TYPES
 
 
@@ -61,7 +57,7 @@ def _source(group: KernelGroup, by_name) -> KernelSource:
         return channel_kernel_source(group, by_name)
     if group.channel_reduce:
         return channel_reduce_kernel_source(group, by_name)
-    return row_kernel_source(group, by_name) if group.row else kernel_source(group, by_name)
+    return group.family.source(group, by_name) if group.family is not None else kernel_source(group, by_name)
 
 
 class KernelCodegenError(Exception):
@@ -82,7 +78,8 @@ def _source_of(group: KernelGroup, by_name) -> KernelSource:
 def generate(plan: Plan, graph: fx.Graph, model_name: str) -> Extension:
     by_name = {n.name: n for n in graph.nodes}
     kernels = tuple(_source_of(g, by_name) for g in plan.groups)
-    rows = any(g.row for g in plan.groups)
+    used = sorted({g.family for g in plan.groups if g.family is not None}, key=lambda f: f.order)
+    runtimes = [f.runtime() for f in used]
     channels = any(g.channel for g in plan.groups)
     gemms = any(g.gemm for g in plan.groups)
     reductions = any(g.channel_reduce for g in plan.groups)
@@ -91,7 +88,7 @@ def generate(plan: Plan, graph: fx.Graph, model_name: str) -> Extension:
         _banner(model_name, "CUDA kernels"),
         "#include <cuda_runtime.h>\n#include <cstdint>\n#include <math.h>",
         TYPES, PRELUDE, KERNEL_RUNTIME,
-        *([ROW_STATS, ROW_KERNEL_RUNTIME] if rows else []),
+        *[part for r in runtimes for part in r.cuda],
         *([CHANNEL_TYPES, CHANNEL_KERNEL_RUNTIME, CHANNEL_NHWC_KERNEL_RUNTIME] if channels else []),
         *([gemm_kernel_runtime()] if gemms else []),
         *([CHANNEL_REDUCE_TYPES, CHANNEL_REDUCE_KERNEL_RUNTIME] if reductions else []),
@@ -102,7 +99,7 @@ def generate(plan: Plan, graph: fx.Graph, model_name: str) -> Extension:
         _banner(model_name, "torch binding"),
         "#include <torch/extension.h>\n#include <vector>",
         TYPES, BINDING_RUNTIME,
-        *([ROW_BINDING_RUNTIME] if rows else []),
+        *[part for r in runtimes for part in r.binding],
         *([CHANNEL_TYPES, CHANNEL_BINDING_RUNTIME] if channels else []),
         *([GEMM_BINDING_RUNTIME] if gemms else []),
         *([CHANNEL_REDUCE_TYPES, CHANNEL_REDUCE_BINDING_RUNTIME] if reductions else []),
@@ -114,4 +111,5 @@ def generate(plan: Plan, graph: fx.Graph, model_name: str) -> Extension:
     digest = hashlib.sha256((cuda + binding).encode()).hexdigest()[:10]
     stem = "".join(c if c.isalnum() else "_" for c in model_name)
     functions = tuple(k.name for k in kernels) + (("ff_channels_last",) if layouts else ())
-    return Extension(f"ff_{stem}_{digest}", cuda, binding, functions, kernels, GEMM_CUDA_FLAGS if gemms else ())
+    flags = tuple(flag for r in runtimes for flag in r.nvcc_flags) + (GEMM_CUDA_FLAGS if gemms else ())
+    return Extension(f"ff_{stem}_{digest}", cuda, binding, functions, kernels, flags)

@@ -4,15 +4,16 @@ kernels (statistics, then normalise)."""
 from __future__ import annotations
 
 from ...partition_channels import form_channel_groups
+from ..base import FamilyBase
 
 
-class ChannelNorms:
+class ChannelNorms(FamilyBase):
     name = "channel_norms"
     switch = "channel_kernels"
-    notes_stand = False
+    order = 1
 
-    def claim(self, graph, pointwise_groups, not_fused, reach, claimed):
-        return form_channel_groups(graph, pointwise_groups, not_fused, reach, claimed)
+    def claim(self, claim, pointwise_groups, not_fused):
+        return form_channel_groups(claim, pointwise_groups, not_fused)
 
 
 FAMILY = ChannelNorms()

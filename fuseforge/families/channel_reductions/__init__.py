@@ -4,15 +4,16 @@ it, as one kernel."""
 from __future__ import annotations
 
 from ...partition_channel_reductions import form_channel_reduction_groups
+from ..base import FamilyBase
 
 
-class ChannelReductions:
+class ChannelReductions(FamilyBase):
     name = "channel_reductions"
     switch = "channel_kernels"
-    notes_stand = False
+    order = 3
 
-    def claim(self, graph, pointwise_groups, not_fused, reach, claimed):
-        return form_channel_reduction_groups(graph, pointwise_groups, not_fused, reach, claimed)
+    def claim(self, claim, pointwise_groups, not_fused):
+        return form_channel_reduction_groups(claim, pointwise_groups, not_fused)
 
 
 FAMILY = ChannelReductions()

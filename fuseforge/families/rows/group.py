@@ -1,6 +1,6 @@
 """Row groups: a reduction or normalisation over the trailing axes, with the pointwise ops around it, as one kernel.
 
-Runs after the pointwise groups are formed. Each node of the row-reduction table (`rowwise.recognise`:
+Runs after the pointwise groups are formed. Each node of the row-reduction table (`table.recognise`:
 softmax, log_softmax, logsumexp, layer_norm, mean, sum, amax, amin over the last axis, or over the last k
 axes together for all but softmax and log_softmax; softmax, log_softmax and logsumexp also over the channel
 axis of [N, C, *S], a row per (n, s)) becomes a row group, which then takes in neighbouring
@@ -28,11 +28,12 @@ from dataclasses import dataclass
 import torch
 from torch import fx
 
-from . import rowwise
-from .partition_family import GroupGrower, edge_notes, notes_outside
-from .pointwise import NotSpellable
-from .rowwise import RowReduction
-from .traced import tensor_meta, traced_shape
+from ...partition_family import GroupGrower, edge_notes, notes_outside
+from ...plan import Claim
+from ...pointwise import NotSpellable
+from ...traced import tensor_meta, traced_shape
+from . import table
+from .table import RowReduction
 
 OPERAND_CLASSES = ("full", "col", "row", "row-flat", "scalar")
 
@@ -170,15 +171,16 @@ def _edge_reason(grower: GroupGrower, mine: int, other: fx.Node, row_of: dict[st
     return grower.outside_reason(other)
 
 
-def form_row_groups(graph: fx.Graph, pointwise_groups: list[list[str]], not_fused: list, reach):
+def form_row_groups(claim: Claim, pointwise_groups: list[list[str]], not_fused: list):
     """Row groups grown from `pointwise_groups`: returns (pointwise groups left, [(row members, RowSpec)]);
     `not_fused` is updated: entries about row-group members are replaced by the row groups' own."""
-    grower = GroupGrower(graph, pointwise_groups, reach)
+    graph, reach = claim.graph, claim.reach
+    grower = GroupGrower(claim, pointwise_groups)
     for node in graph.nodes:
-        if not rowwise.is_row_op(node):
+        if not table.is_row_op(node):
             continue
         try:
-            red = rowwise.recognise_kernel(node)
+            red = table.recognise_kernel(node)
         except NotSpellable:
             continue
         grown = grower.grow(node.name, {node.name},

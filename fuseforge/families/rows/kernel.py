@@ -1,8 +1,8 @@
 """Spell one planned row kernel: its Op struct (prologue, per-row values, epilogue), launcher and binding.
 
-The Op struct is what the row templates of `row_runtime.py` call. Its three member functions compute the
+The Op struct is what the row templates of `runtime.py` call. Its three member functions compute the
 group's ops with one named local per graph value (the graph's names), spelled by the pointwise table and,
-for the reduction itself, by the row-reduction table (`rowwise.spell`):
+for the reduction itself, by the row-reduction table (`table.spell`):
 - `reduced`: the prologue, from one element's full-shape inputs to the value the statistics accumulate;
 - `row_values`: the values with one per row, once the statistics are final; writes the per-row outputs;
 - `element`: the epilogue, the full-shape outputs of one element (the prologue is recomputed from the
@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from torch import fx
 
-from .. import pointwise, rowwise
-from ..plan import KernelGroup
-from .pointwise_kernel import KernelSource, cpp_name
-from .writer import Writer
+from ... import pointwise
+from ...codegen.pointwise_kernel import KernelSource, cpp_name
+from ...codegen.writer import Writer
+from ...plan import KernelGroup
+from . import table
 
 _ROLE = {"col": "one value per column", "row": "one value per row", "row-flat": "one value per row",
          "scalar": "one value"}
@@ -31,7 +32,7 @@ class _Layout:
     """Names and roles of one row group's values."""
 
     def __init__(self, group: KernelGroup, by_name: dict[str, fx.Node]):
-        spec = group.row
+        spec = group.spec
         self.group, self.by_name, self.spec = group, by_name, spec
         self.red = spec.reduction
         self.classes = dict(spec.operands)
@@ -80,7 +81,7 @@ def _compute(lay: _Layout, name: str, w: Writer) -> None:
     node = lay.by_name[name]
     if name == lay.spec.anchor:
         params = {p: cpp_name(p) for p in lay.red.params if p}
-        expr = rowwise.spell(lay.red, cpp_name(lay.red.data), params)
+        expr = table.spell(lay.red, cpp_name(lay.red.data), params)
         w.line(f"const float {cpp_name(name)} = {expr};")
         return
     expr = pointwise.spell(node, lambda n: cpp_name(n.name))
@@ -103,7 +104,7 @@ def _op_struct(lay: _Layout) -> str:
     w.line(f"struct {g.name}_op {{")
     with w.indent():
         w.line(f"using Stats = {red.stats};  // {red.op} of {red.data} {red.over}")
-        w.line(f"static constexpr float kEps = {rowwise.eps_literal(red)};")
+        w.line(f"static constexpr float kEps = {table.eps_literal(red)};")
         w.line(f"static constexpr int kFull = {len(lay.full)};  // full-shape inputs: {', '.join(lay.full)}")
         w.line(f"static constexpr int kOut = {len(lay.full_outputs)};  // full-shape outputs: "
                f"{', '.join(lay.full_outputs) or 'none'}")
@@ -222,7 +223,7 @@ def _binding(lay: _Layout) -> str:
 def row_kernel_source(group: KernelGroup, by_name: dict[str, fx.Node]) -> KernelSource:
     lay = _Layout(group, by_name)
     ops = " -> ".join(f"{n} ({pointwise.op_key(by_name[n]).removeprefix('aten.')})" for n in group.nodes)
-    reads = ", ".join(f"{i} ({c})" for i, c in group.row.operands)
+    reads = ", ".join(f"{i} ({c})" for i, c in group.spec.operands)
     header = (f"// ---- {group.name} (row kernel): {ops}\n"
               f"// {lay.red.op} of {lay.red.data} {lay.red.over} of {list(group.shape)}; reads {reads}; "
               f"writes {', '.join(group.outputs)}\n")

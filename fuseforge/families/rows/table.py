@@ -25,9 +25,9 @@ from dataclasses import dataclass, replace
 import torch
 from torch import fx
 
-from .cpp_literals import cpp_float
-from .pointwise import NotSpellable, bind_arguments, op_key
-from .traced import size_hint, tensor_meta
+from ...cpp_literals import cpp_float
+from ...pointwise import NotSpellable, bind_arguments, op_key
+from ...traced import size_hint, tensor_meta
 
 
 @dataclass(frozen=True)
