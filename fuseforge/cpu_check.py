@@ -6,9 +6,8 @@ outputs. So a kernel that forgot an input, an output used later, a wrong step or
 update shows up here, without a GPU. A kernel family's kernel also checks each input against the class
 the kernel reads it as (`Family.check_operands`) and computes its anchor by the kernel's formulas
 (`Family.references`: a row kernel's max and sum of exponentials, mean and biased variance, ...) rather
-than by the ATen op. A channel kernel's reference does the same for its classes (full, per
-channel, scalar) and computes the batch norm's whole result tuple (normalised value, batch mean, inverse
-std, new running statistics) by the kernel's formulas (`channelwise.reference`); a channel-reduction kernel's
+than by the ATen op. A channel-norm kernel computes the norm's whole result tuple (normalised
+value, batch mean, inverse std, new running statistics) by the kernel's formulas; a channel-reduction kernel's
 checks its classes (full, per channel, scalar, per output position) and computes the reduction over axis 1
 by `channel_reductions.reference`. A GEMM kernel's reference checks that A and B multiply and each epilogue
 input fits its class (full, per row, per column, scalar), then runs the GEMM and its epilogue as the graph's
@@ -26,7 +25,7 @@ import torch
 from torch import fx
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import channel_reductions, channelwise, pooling
+from . import channel_reductions, pooling
 from .capture import Captured
 from .load import LoadedModel
 from .partition import partition
@@ -61,21 +60,6 @@ def _run_node(node: fx.Node, env: dict[str, object]):
         # float64 run (a tensor constant keeps the values the model builds: float32 in both runs)
         kwargs["dtype"] = torch.float64
     return node.target(*args, **kwargs)
-
-
-def _check_channel_operands(group: KernelGroup, inputs: dict[str, object]) -> None:
-    """What the channel kernels' binding checks: each input fits the class it is read as."""
-    full = [inputs[i] for i, c in group.channel.operands if c == "full"]
-    if not full or full[0].dim() < 2:
-        raise ValueError(f"{group.name}: no full-shape input of rank >= 2")
-    sizes = full[0].shape
-    for name, cls in group.channel.operands:
-        t = inputs[name]
-        ok = t.shape == sizes if cls == "full" else t.numel() == (sizes[1] if cls == "channel" else 1)
-        if ok and cls == "channel" and t.dim() > 1:  # such as [C, 1, 1]: C must land on axis 1
-            ok = t.dim() <= len(sizes) and ([1] * (len(sizes) - t.dim()) + list(t.shape))[1] == sizes[1]
-        if not ok:
-            raise ValueError(f"{group.name}: input {name} of shape {list(t.shape)} is not {cls} for {list(sizes)}")
 
 
 def _check_gemm_operands(group: KernelGroup, inputs: dict[str, object]) -> None:
@@ -125,8 +109,6 @@ def run_kernel_reference(group: KernelGroup, by_name: dict[str, fx.Node], inputs
     references = group.family.references(group) if group.family is not None else {}
     if group.family is not None:
         group.family.check_operands(group, inputs)
-    if group.channel:
-        _check_channel_operands(group, inputs)
     if group.gemm:  # the GEMM and its epilogue are the graph's own ops, in float64
         _check_gemm_operands(group, inputs)
     if group.channel_reduce:
@@ -134,9 +116,6 @@ def run_kernel_reference(group: KernelGroup, by_name: dict[str, fx.Node], inputs
     for name in group.nodes:
         if name in references:
             local[name] = references[name](local)
-        elif group.channel and name == group.channel.anchor:
-            norm = group.channel.norm
-            local[name] = channelwise.reference(norm, local[norm.data], {p: local[p] for p in norm.params})
         elif group.channel_reduce and name == group.channel_reduce.pool_node:
             pool = group.channel_reduce.pool
             value = pooling.reference(pool, local[pool.data])

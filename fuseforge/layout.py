@@ -33,8 +33,8 @@ def _reads_channels_last(group, value: str, by_name: dict[str, fx.Node]) -> bool
         others = [by_name[i] for i in group.inputs if i != value]
         return (all(by_name[o].meta["val"].shape == shape for o in group.outputs)
                 and not any(str(o.target) in CONVS for o in others))
-    if group.channel is not None:
-        return [i for i, c in group.channel.operands if c == "full"] == [value]
+    if group.family is not None and group.channel_reduce is None:
+        return group.family.reads_channels_last(group, value, by_name)
     spec = group.channel_reduce
     if spec is None:
         return False

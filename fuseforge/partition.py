@@ -237,13 +237,6 @@ def format_plan(plan: Plan) -> str:
                              f"{len(g.nodes) - 1} pointwise ops")
                 lines.append(f"    reads {', '.join([m.gemm.a + ' (A)', m.gemm.b + ' (B)'] + [f'{i} ({k})' for i, k in m.operands])}; "
                              f"writes {', '.join(g.outputs)}")
-            elif g.channel:
-                c = g.channel
-                per_channel = f"; one value per channel: {', '.join(c.channel_nodes)}" if c.channel_nodes else ""
-                unit = "one sample's group of channels" if c.norm.groups else "every axis but axis 1"
-                lines.append(f"    channel kernels: {c.norm.describe} of {c.norm.data} over {unit} of "
-                             f"{list(g.shape)} (statistics, then normalise){per_channel}")
-                lines.append(f"    reads {', '.join(f'{i} ({k})' for i, k in c.operands)}; writes {', '.join(g.outputs)}")
             elif g.channel_reduce:
                 lines += g.channel_reduce.describe_lines(g.outputs)
             elif g.family is not None:

@@ -34,7 +34,7 @@ from torch import fx
 
 from . import channel_reductions, pooling
 from .channel_reductions import ChannelReduction
-from .partition_channels import operand_class
+from .families.base import operand_class
 from .partition_family import GroupGrower, edge_notes, notes_outside, recognise_reason
 from .plan import Claim, WhyNotFused
 from .pointwise import NotSpellable, op_key

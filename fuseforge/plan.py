@@ -136,10 +136,6 @@ class KernelGroup:
         return self.spec if self.family is not None and self.family.name == name else None
 
     @property
-    def channel(self):
-        return self._spec_of("channel_norms")
-
-    @property
     def gemm(self):
         return self._spec_of("gemm")
 
@@ -153,8 +149,6 @@ class KernelGroup:
             return "gemm"
         if self.channel_reduce is not None:
             return "channel-reduction" if self.channel_reduce.reduction else "pool"
-        if self.channel is not None:
-            return "channel"
         return self.family.name if self.family is not None else "pointwise"
 
 

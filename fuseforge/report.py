@@ -13,13 +13,12 @@ from typing import TYPE_CHECKING
 
 from torch import fx
 
-from . import channel_reductions, channelwise, pooling
+from . import channel_reductions, pooling
 from .cost import VIEW_OPS, nbytes
 from .families import FAMILIES
 from .fusible import fusible_reason
 from .ladder import describe
 from .partition_channel_reductions import channel_reduction_reason, pool_reason
-from .partition_channels import channel_op_reason
 from .partition_gemm import gemm_op_reason, is_gemm_op
 from .plan import KernelStep
 from .pointwise import op_key
@@ -53,10 +52,6 @@ def _replaced(run: Run) -> list[str]:
                         "(every op stays the torch call that eager PyTorch makes; see below).", ""]
     for g in run.plan.groups:
         kind, what = "kernel", "pointwise ops are memory-bound, so the win is to read "
-        if g.channel:
-            what = (f"{with_article(g.channel.norm.describe)} with the pointwise ops around it is memory-bound; two kernels (statistics, "
-                    "then finalise + running statistics + normalise + epilogue) read the full-shape inputs twice, "
-                    "instead of eager's statistics, normalise and one pass per pointwise op; they read ")
         if g.gemm:
             what = (f"{with_article(g.gemm.gemm.op)} runs on the tensor cores in 3xTF32 (fp32-class) and its {len(g.nodes) - 1} "
                     "pointwise ops run on the accumulator before the one store, so the product is never written "
@@ -65,8 +60,8 @@ def _replaced(run: Run) -> list[str]:
             what = (f"{with_article(g.channel_reduce.describe)} with the pointwise ops around it is memory-bound; one kernel "
                     "computes each pooled value from its window and/or reduces each (sample, position) over its "
                     "channels in registers, then runs the epilogue, so it reads ")
-        if g.channel or g.gemm or g.channel_reduce:
-            kind = "GEMM kernel" if g.gemm else "channel kernels" if g.channel else f"{g.kind} kernel"
+        if g.gemm or g.channel_reduce:
+            kind = "GEMM kernel" if g.gemm else f"{g.kind} kernel"
         elif g.family is not None:
             kind, what = g.family.replaced(g)
         lines.append(f"- {_ops_of(run, g.nodes)} (graph values {', '.join(g.nodes)}) → generated "
@@ -91,13 +86,12 @@ def _fusions(run: Run) -> list[str]:
                          f"{len(ops)}: about {_mb(2 * saved)} less traffic per call (the prologue's values, the "
                          "reduced value and the epilogue's intermediates stay in registers).")
             continue
-        if g.channel:
+        if g.family is not None:
             ops = [n for n in g.nodes if by_name[n].target is not operator.getitem]
-            lines.append(f"- `{g.name}` fuses {len(ops)} ops ({_ops_of(run, ops)}) into two launches (statistics, then "
-                         f"normalise + epilogue) instead of eager's norm kernels and one launch per pointwise op: "
-                         f"about {_mb(2 * saved)} less traffic per call (the normalised value and other "
-                         "intermediates stay in registers); the full-shape inputs are read twice.")
-            continue
+            line = g.family.fusion(g, _ops_of(run, ops), len(ops), _mb(2 * saved))
+            if line:
+                lines.append(line)
+                continue
         lines.append(f"- `{g.name}` fuses {len(g.nodes)} ops ({_ops_of(run, g.nodes)}): "
                      f"{len(g.nodes) - 1} fewer launches and about {_mb(2 * saved)} less traffic per call "
                      "(intermediates written and read back by eager stay in registers).")
@@ -182,10 +176,6 @@ def _why_torch(node: fx.Node, config: OptimizeConfig) -> str:
     if gemm_kernels and is_gemm_op(node):
         return ("GEMM kept as the cuBLAS call eager makes: it is no GEMM kernel"
                 + (f" ({gemm_op_reason(node)})." if gemm_op_reason(node) else "."))
-    if channel_kernels and channelwise.is_channel_op(node):
-        return ("batch norm kept as PyTorch's kernel: it is no channel kernel"
-                + (f" ({channel_op_reason(node)})." if channel_op_reason(node) else
-                   " (its neighbours could not join it; see below)."))
     if channel_kernels and pooling.is_pool_op(node):
         return f"pool kept as PyTorch's kernel: it joins no channel kernel ({pool_reason(node)})."
     if channel_kernels and channel_reductions.is_channel_reduction_op(node) and channel_reduction_reason(node) \
@@ -241,7 +231,6 @@ def _limits(run: Run) -> list[str]:
 _FUSED_KINDS = {  # kernel kind -> what such kernels hold, in the order the sentence names them
     "gemm": "GEMMs with the pointwise ops after them",
     "pointwise": "pointwise ops",
-    "channel": "batch and group norms with their pointwise neighbours",
     "channel-reduction": "reductions over the channel axis with their pointwise neighbours",
     "pool": "pools with the pointwise ops after them",
 }

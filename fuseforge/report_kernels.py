@@ -40,32 +40,6 @@ def kernels_how(run: Run) -> list[str]:
     ]
     used = sorted({g.family for g in run.plan.groups if g.family is not None}, key=lambda f: f.order)
     lines += [line for f in used for line in f.how()]
-    if any(g.channel for g in run.plan.groups):
-        lines += [
-            "Channel kernels (train-mode batch norm, `--channel-kernels`, with its pointwise prologue "
-            "and epilogue) are a pair of launches around a generated `Op` struct that spells the prologue (the "
-            "value normalised), the per-channel results and the normalise + epilogue step "
-            "(`codegen/channel_runtime.py`). Launch 1 splits each channel into parts (about 1024 blocks in all) "
-            "and writes Welford statistics (count, mean, M2) per (channel, part) to a small workspace: per "
-            "value, or per four values on the 16-byte path, merged across threads with Chan's formula by warp "
-            "shuffles and shared memory; no atomics, so results are the same on every run. Launch 2 merges "
-            "each channel's partials in a fixed order, takes mean and 1/sqrt(biased variance + eps), writes the "
-            "new running mean and variance (momentum · batch value + (1 − momentum) · old, with the unbiased "
-            "variance, as PyTorch) and any other per-channel result once per channel, and writes the outputs. "
-            "Layout NCHW: channel c of element i is (i / HW) % C; planes of HW values use one 256-thread block "
-            "per (channel, part) with float4 loads and stores when HW % 4 == 0 and every full-shape pointer is "
-            "aligned, scalar otherwise; [N, C] inputs (BatchNorm1d) use 32 channels × 8 rows per block. The new "
-            "running statistics are returned and copied into the buffers by `ModelNew.forward`; the "
-            "num_batches_tracked increment stays a torch call. Group norm runs on the same kernels with one "
-            "unit of statistics per (sample, group of C / G channels), contiguous in memory, and no running "
-            "statistics. A channels-last input (the output of a convolution that `layout.py` ran channels-last, "
-            "when it is the group's one full-shape input) takes three launches instead "
-            "(`codegen/channel_nhwc_runtime.py`): statistics per (sample, part of the positions, channel) with "
-            "each warp reading 32 consecutive channels of a position, one warp per unit merging them in a fixed "
-            "order, and normalise + epilogue over tiles of 32 channels × 64 positions whose outputs pass through "
-            "shared memory so they are written NCHW, coalesced. " + RUN_ON_GPU,
-            "",
-        ]
     if any(g.gemm for g in run.plan.groups):
         lines += _gemm_how()
     if any(g.channel_reduce for g in run.plan.groups):
@@ -92,16 +66,13 @@ def kernels_how(run: Run) -> list[str]:
         ]
     lines += ["Calls in `ModelNew.forward` (`model_new.py`):", ""]
     for g in run.plan.groups:
-        shape = g.family.call_shape(g) if g.family is not None and g.kind not in ("gemm", "channel") \
+        shape = g.family.call_shape(g) if g.family is not None and g.kind != "gemm" \
             and not g.channel_reduce else f"iteration shape {list(g.shape)}"
         if g.gemm:
             m = g.gemm.gemm
             shape = (f"{m.op} {m.layout} of {m.a} (A) and {m.b} (B) -> {list(g.shape)}"
                      + (f", epilogue reads {', '.join(f'{i} ({c})' for i, c in g.gemm.operands)}"
                         if g.gemm.operands else ""))
-        if g.channel:
-            shape = (f"{g.channel.norm.describe} of {g.channel.norm.data} over {list(g.shape)}; reads "
-                     + ", ".join(f"{i} ({c})" for i, c in g.channel.operands))
         if g.channel_reduce:
             spec = g.channel_reduce
             shape = (f"{spec.describe}: {list(g.shape)} -> {list(spec.out_shape)}; reads "

@@ -43,7 +43,7 @@ def _ops(group):
 def _steps(plan):
     return [f"gemm {s.group.gemm.gemm.op}" if isinstance(s, KernelStep) and s.group.gemm else
             f"row {s.group.spec.reduction.op}" if isinstance(s, KernelStep) and s.group.kind == "rows" else
-            "channel" if isinstance(s, KernelStep) and s.group.channel else
+            "channel" if isinstance(s, KernelStep) and s.group.kind == "channel_norms" else
             "kernel" if isinstance(s, KernelStep) else "torch" for s in plan.steps]
 
 
@@ -77,7 +77,7 @@ def test_gemm_scale_batchnorm_fuses_the_scale_into_the_gemm_and_leaves_the_batch
     assert why.consumer.startswith("_native_batch_norm") and "not pointwise" in why.reason
     _, both = _model_plan("gemm_scale_batchnorm", "gemm", "channel_norms", "channel_reductions")
     assert _steps(both) == ["gemm linear", "torch", "channel"]
-    channel = both.groups[1].channel
+    channel = both.groups[1].spec
     assert dict(channel.operands)["mul_2"] == "full"
 
 

@@ -104,4 +104,4 @@ def _intro_names_the_kinds_of_kernel(run):
     kinds = {g.kind for g in run.plan.groups}
     assert ("over the trailing axes" in intro) == ("rows" in kinds), intro
     assert ("GEMMs" in intro) == ("gemm" in kinds), intro
-    assert ("batch and group norms" in intro) == ("channel" in kinds), intro
+    assert ("batch and group norms" in intro) == ("channel_norms" in kinds), intro

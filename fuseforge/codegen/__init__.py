@@ -15,15 +15,12 @@ from torch import fx
 
 from ..plan import KernelGroup, Plan
 from ..pointwise import PRELUDE
-from .channel_kernel import channel_kernel_source
-from .channel_nhwc_runtime import CHANNEL_NHWC_KERNEL_RUNTIME
 from .channel_reduce_kernel import channel_reduce_kernel_source
 from .channel_reduce_runtime import (
     CHANNEL_REDUCE_BINDING_RUNTIME,
     CHANNEL_REDUCE_KERNEL_RUNTIME,
     CHANNEL_REDUCE_TYPES,
 )
-from .channel_runtime import CHANNEL_BINDING_RUNTIME, CHANNEL_KERNEL_RUNTIME, CHANNEL_TYPES
 from .gemm_kernel import gemm_kernel_source
 from .gemm_runtime import GEMM_BINDING_RUNTIME, GEMM_CUDA_FLAGS, gemm_kernel_runtime
 from .layout_kernel import LAYOUT_BINDING_RUNTIME, LAYOUT_KERNEL_RUNTIME
@@ -53,8 +50,6 @@ def _banner(model_name: str, what: str) -> str:
 def _source(group: KernelGroup, by_name) -> KernelSource:
     if group.gemm:
         return gemm_kernel_source(group, by_name)
-    if group.channel:
-        return channel_kernel_source(group, by_name)
     if group.channel_reduce:
         return channel_reduce_kernel_source(group, by_name)
     return group.family.source(group, by_name) if group.family is not None else kernel_source(group, by_name)
@@ -80,7 +75,6 @@ def generate(plan: Plan, graph: fx.Graph, model_name: str) -> Extension:
     kernels = tuple(_source_of(g, by_name) for g in plan.groups)
     used = sorted({g.family for g in plan.groups if g.family is not None}, key=lambda f: f.order)
     runtimes = [f.runtime() for f in used]
-    channels = any(g.channel for g in plan.groups)
     gemms = any(g.gemm for g in plan.groups)
     reductions = any(g.channel_reduce for g in plan.groups)
     layouts = bool(plan.channels_last)  # ff_channels_last converts the channels-last convolutions' inputs
@@ -89,7 +83,6 @@ def generate(plan: Plan, graph: fx.Graph, model_name: str) -> Extension:
         "#include <cuda_runtime.h>\n#include <cstdint>\n#include <math.h>",
         TYPES, PRELUDE, KERNEL_RUNTIME,
         *[part for r in runtimes for part in r.cuda],
-        *([CHANNEL_TYPES, CHANNEL_KERNEL_RUNTIME, CHANNEL_NHWC_KERNEL_RUNTIME] if channels else []),
         *([gemm_kernel_runtime()] if gemms else []),
         *([CHANNEL_REDUCE_TYPES, CHANNEL_REDUCE_KERNEL_RUNTIME] if reductions else []),
         *([LAYOUT_KERNEL_RUNTIME] if layouts else []),
@@ -100,7 +93,6 @@ def generate(plan: Plan, graph: fx.Graph, model_name: str) -> Extension:
         "#include <torch/extension.h>\n#include <vector>",
         TYPES, BINDING_RUNTIME,
         *[part for r in runtimes for part in r.binding],
-        *([CHANNEL_TYPES, CHANNEL_BINDING_RUNTIME] if channels else []),
         *([GEMM_BINDING_RUNTIME] if gemms else []),
         *([CHANNEL_REDUCE_TYPES, CHANNEL_REDUCE_BINDING_RUNTIME] if reductions else []),
         *[k.launcher_decl for k in kernels],

@@ -1,4 +1,5 @@
-"""The defaults of the optional hooks of a kernel family (`plan.Family`): a family overrides what it needs."""
+"""What kernel families share: the defaults of the optional hooks of `plan.Family` (a family overrides what it
+needs), and the operand class of an input read per channel."""
 
 from __future__ import annotations
 
@@ -37,3 +38,17 @@ class FamilyBase:
 
     def reads_channels_last(self, group: KernelGroup, value: str, by_name) -> bool:
         return False
+
+
+def operand_class(shape: tuple, full: tuple) -> str | None:
+    """How an input of `shape` broadcasts against F = [N, C, ...]: full, channel (C at axis 1 only) or scalar."""
+    if shape == full:
+        return "full"
+    if all(d == 1 for d in shape):
+        return "scalar"
+    if len(shape) > len(full):
+        return None
+    padded = (1,) * (len(full) - len(shape)) + tuple(shape)
+    if padded[1] == full[1] and all(d == 1 for i, d in enumerate(padded) if i != 1):
+        return "channel"
+    return None

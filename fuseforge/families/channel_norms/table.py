@@ -13,7 +13,7 @@ node computes, or raises `NotSpellable` saying why it is not one. A recognised n
 computes it (mean, biased variance for normalising, unbiased variance for the running variance, as
 PyTorch's batch_norm does), not as the ATen op.
 
-Numerics (codegen/channel_runtime.py): Welford per thread (per four values on the vectorised path) with
+Numerics (`runtime.py`): Welford per thread (per four values on the vectorised path) with
 Chan's merge, partials per (channel, part) combined in a fixed order: deterministic, no float atomics;
 precise division and sqrtf, no fast-math.
 """
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import torch
 from torch import fx
 
-from .cpp_literals import cpp_float
-from .pointwise import NotSpellable, bind_arguments, op_key
+from ...cpp_literals import cpp_float
+from ...pointwise import NotSpellable, bind_arguments, op_key
 
 # ATen overload -> whether it reads and returns running statistics
 _OPS = {

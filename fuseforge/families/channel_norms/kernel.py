@@ -1,8 +1,8 @@
 """Spell one planned channel group: its Op struct (prologue, per-channel results, epilogue), launcher and binding.
 
-The Op struct is what the channel templates of `channel_runtime.py` call. Its member functions compute
+The Op struct is what the channel templates of `runtime.py` call. Its member functions compute
 the group's ops with one named local per graph value (the graph's names), spelled by the pointwise table
-and, for the norm's results, by the channel-norm table (`channelwise`):
+and, for the norm's results, by the channel-norm table (`table.py`):
 - `reduced`: the prologue, from one element's full-shape inputs to the value whose statistics are taken;
 - `channel_values`: the per-channel results (batch mean, inverse std, new running mean and variance)
   that are kernel outputs, from the finalised statistics;
@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from torch import fx
 
-from .. import channelwise, pointwise
-from ..cpp_literals import cpp_float
-from ..plan import KernelGroup
-from .pointwise_kernel import KernelSource, cpp_name
-from .writer import Writer
+from ... import pointwise
+from ...codegen.pointwise_kernel import KernelSource, cpp_name
+from ...codegen.writer import Writer
+from ...cpp_literals import cpp_float
+from ...plan import KernelGroup
+from . import table
 
 _CLASS_ENUM = {"full": "FF_CHAN_FULL", "channel": "FF_CHAN_CHANNEL", "scalar": "FF_CHAN_SCALAR"}
 
@@ -28,7 +29,7 @@ class _Layout:
     """Names and roles of one channel group's values."""
 
     def __init__(self, group: KernelGroup, by_name: dict[str, fx.Node]):
-        spec = group.channel
+        spec = group.spec
         self.group, self.by_name, self.spec = group, by_name, spec
         self.norm = spec.norm
         self.classes = dict(spec.operands)
@@ -73,7 +74,7 @@ def _body(lay: _Layout, names: list[str], w: Writer) -> None:
             _load(lay, name, w)
         elif lay.results.get(name) == 0:
             params = {p: cpp_name(p) for p in (lay.norm.weight, lay.norm.bias) if p}
-            expr = channelwise.spell_normalised(lay.norm, cpp_name(lay.norm.data), params)
+            expr = table.spell_normalised(lay.norm, cpp_name(lay.norm.data), params)
             w.line(f"const float {cpp_name(name)} = {expr};  // {lay.norm.op} (normalised)")
         else:
             node = lay.by_name[name]
@@ -97,7 +98,7 @@ def _channel_value(lay: _Layout, name: str) -> str:
 
 def _op_struct(lay: _Layout) -> str:
     g, norm = lay.group, lay.norm
-    eps, momentum = channelwise.literals(norm)
+    eps, momentum = table.literals(norm)
     keep = cpp_float(1.0 - norm.momentum)
     w = Writer()
     w.line(f"struct {g.name}_op {{")
@@ -117,7 +118,7 @@ def _op_struct(lay: _Layout) -> str:
                 w.line(f"const float* {cpp_name(name)}_{cls};  // one value{' per channel' if cls == 'channel' else ''}")
         for name in lay.channel_outputs:
             w.line(f"float* {cpp_name(name)}_out;  // one value per channel: "
-                   f"{channelwise.RESULTS[lay.results[name]][0]}")
+                   f"{table.RESULTS[lay.results[name]][0]}")
         w.line("")
         w.line("// prologue: the value whose statistics are taken")
         w.line("FF_HD float reduced(const float* ff_in, int ff_c) const {")
@@ -208,7 +209,7 @@ def channel_kernel_source(group: KernelGroup, by_name: dict[str, fx.Node]) -> Ke
     lay = _Layout(group, by_name)
     ops = " -> ".join(f"{n} ({pointwise.op_key(by_name[n]).removeprefix('aten.')})" for n in group.nodes
                       if n not in lay.results)
-    reads = ", ".join(f"{i} ({c})" for i, c in group.channel.operands)
+    reads = ", ".join(f"{i} ({c})" for i, c in group.spec.operands)
     header = (f"// ---- {group.name} (channel kernels: statistics, then normalise): {ops}\n"
               f"// {lay.norm.describe} of {lay.norm.data} over {list(group.shape)}; "
               f"reads {reads}; writes {', '.join(group.outputs)}\n")

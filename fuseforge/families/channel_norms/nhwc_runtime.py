@@ -1,9 +1,9 @@
 """Fixed C++ of the channel kernels over a channels-last input (NHWC): statistics, finalise, normalise.
 
-A convolution that runs channels-last (fuseforge/layout.py) hands a batch norm or group norm an input whose
+A convolution that runs channels-last (`fuseforge/layout.py`) hands a batch norm or group norm an input whose
 channels are the fastest axis: value (n, c, s) at (n * S + s) * C + c. When that tensor is the group's one
 full-shape input, the binding takes it as it is (`FFChanDims::nhwc`) and three launches replace the two of
-`channel_runtime.py`, with the same Op interface:
+`runtime.py`, with the same Op interface:
 
 1. statistics: block (sample n, part of the positions, 32 channels): lane = channel, so each warp reads 32
    consecutive channels of one position (128 contiguous bytes); warp w takes positions w, w + 8, ... of
@@ -12,7 +12,7 @@ full-shape input, the binding takes it as it is (`FFChanDims::nhwc`) and three l
 2. finalise: one warp per unit (a channel for batch norm; one sample's group of C / G channels for group
    norm) merges the unit's entries (lane k takes entries k, k + 32, ...; then a fixed shuffle tree), writes
    mean and 1 / sqrt(var + eps) to the workspace, and the per-unit results (running statistics) as
-   `channel_runtime.py` does.
+   `runtime.py` does.
 3. normalise + epilogue: one block per tile of runtime.py's `FFTiles` (up to 32 channels x 2048 / width
    positions of one sample; the transposing kernels' geometry). The input tile is read along channels
    into shared memory (16 bytes per load when C and positions are multiples of 4 and the data aligned),

@@ -1,7 +1,7 @@
 """Channel groups: a train-mode batch norm or a group norm with the pointwise ops around it, as one kernel pair.
 
 Runs after the pointwise groups (and row groups) are formed. Each node of the channel-norm table
-(`channelwise.recognise`: train-mode batch norm and group norm over [N, C, *spatial] or [N, C]) becomes a
+(`table.recognise`: train-mode batch norm and group norm over [N, C, *spatial] or [N, C]) becomes a
 channel group with the tuple accesses (getitem) of its results (batch norm), and then takes in neighbouring pointwise groups (the
 prologue that computes the normalised value, the epilogues that read the normalised result, and groups
 feeding those) while the whole stays a channel group:
@@ -27,12 +27,13 @@ from dataclasses import dataclass
 import torch
 from torch import fx
 
-from . import channelwise
-from .channelwise import ChannelNorm
-from .partition_family import GroupGrower, edge_notes, notes_outside, recognise_reason, restate_anchor_notes
-from .plan import Claim
-from .pointwise import NotSpellable
-from .traced import tensor_meta, traced_shape
+from ...partition_family import GroupGrower, edge_notes, notes_outside, recognise_reason, restate_anchor_notes
+from ...plan import Claim
+from ...pointwise import NotSpellable
+from ...traced import tensor_meta, traced_shape
+from ..base import operand_class
+from . import table
+from .table import ChannelNorm
 
 OPERAND_CLASSES = ("full", "channel", "scalar")
 
@@ -56,19 +57,6 @@ class ChannelSpec:
                            self.channel_nodes, self.full_shape)
 
 
-def operand_class(shape: tuple, full: tuple) -> str | None:
-    """How an input of `shape` broadcasts against F: full, channel (C at axis 1 only) or scalar."""
-    if shape == full:
-        return "full"
-    if all(d == 1 for d in shape):
-        return "scalar"
-    if len(shape) > len(full):
-        return None
-    padded = (1,) * (len(full) - len(shape)) + tuple(shape)
-    if padded[1] == full[1] and all(d == 1 for i, d in enumerate(padded) if i != 1):
-        return "channel"
-    return None
-
 
 def _results(anchor: fx.Node, norm: ChannelNorm) -> dict[str, int] | str:
     if norm.groups:  # group norm returns the normalised value itself
@@ -86,7 +74,7 @@ def _kinds(members: list[str], anchor: fx.Node, results: dict[str, int], full: t
     kinds = {}
     for name in members:
         if name in results:
-            kinds[name] = channelwise.result_kind(results[name])
+            kinds[name] = table.result_kind(results[name])
         elif name == anchor.name:
             kinds[name] = "anchor"
         else:
@@ -170,10 +158,10 @@ def form_channel_groups(claim: Claim, pointwise_groups: list[list[str]], not_fus
     graph, reach, elsewhere = claim.graph, claim.reach, claim.claimed  # elsewhere: members of row groups
     grower = GroupGrower(claim, pointwise_groups)
     for node in graph.nodes:
-        if not channelwise.is_channel_op(node):
+        if not table.is_channel_op(node):
             continue
         try:
-            norm = channelwise.recognise(node)
+            norm = table.recognise(node)
         except NotSpellable as exc:
             grower.anchor_reasons[node.name] = str(exc)
             continue
@@ -191,4 +179,4 @@ def form_channel_groups(claim: Claim, pointwise_groups: list[list[str]], not_fus
 
 def channel_op_reason(node: fx.Node) -> str | None:
     """Why a node of the channel-norm table is not a channel kernel (None when it can be one)."""
-    return recognise_reason(channelwise.recognise, node)
+    return recognise_reason(table.recognise, node)

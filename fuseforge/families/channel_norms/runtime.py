@@ -1,6 +1,6 @@
 """Fixed C++ of the channel kernels (train-mode batch norm, group norm): statistics, then normalise + epilogue.
 
-Each channel group is a generated `Op` struct (codegen/channel_kernel.py) that the templates below call:
+Each channel group is a generated `Op` struct (`kernel.py`) that the templates below call:
 
     kFull, kOut, kEps, kMomentum, kKeep   // full-shape inputs and outputs; eps; momentum and 1 - momentum
     const float* full[kFull];             // the full-shape inputs, [N, C, HW] contiguous
@@ -28,7 +28,7 @@ at (n * C + c) * HW, a group norm unit is C / G * HW contiguous values; one bloc
 pointer is aligned (four values never straddle a plane), scalar otherwise. Columns (HW == 1, BatchNorm1d
 on [N, C]): 32 consecutive channels x 8 row lanes per block, so each warp reads 128 contiguous bytes.
 Channels-last input (its one full-shape input; `FFChanDims::nhwc`): three launches instead, in
-`channel_nhwc_runtime.py`. Indices within a channel are 32-bit (the binding checks a channel holds fewer than 2^31 values).
+`nhwc_runtime.py`. Indices within a channel are 32-bit (the binding checks a channel holds fewer than 2^31 values).
 """
 
 CHANNEL_TYPES = r"""
