@@ -7,9 +7,8 @@ update shows up here, without a GPU. A kernel family's kernel also checks each i
 the kernel reads it as (`Family.check_operands`) and computes its anchor by the kernel's formulas
 (`Family.references`: a row kernel's max and sum of exponentials, mean and biased variance, ...) rather
 than by the ATen op. A channel-norm kernel computes the norm's whole result tuple (normalised
-value, batch mean, inverse std, new running statistics) by the kernel's formulas; a channel-reduction kernel's
-checks its classes (full, per channel, scalar, per output position) and computes the reduction over axis 1
-by `channel_reductions.reference`. A GEMM kernel's reference checks that A and B multiply and each epilogue
+value, batch mean, inverse std, new running statistics) by the kernel's formulas; a channel-reduction kernel
+the reduction over axis 1 and its pool. A GEMM kernel's reference checks that A and B multiply and each epilogue
 input fits its class (full, per row, per column, scalar), then runs the GEMM and its epilogue as the graph's
 own ops. The generated C++ itself is checked by the op-table tests.
 """
@@ -25,7 +24,6 @@ import torch
 from torch import fx
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import channel_reductions, pooling
 from .capture import Captured
 from .load import LoadedModel
 from .partition import partition
@@ -77,32 +75,6 @@ def _check_gemm_operands(group: KernelGroup, inputs: dict[str, object]) -> None:
             raise ValueError(f"{group.name}: input {name} of shape {list(t.shape)} is not {cls} for output {out}")
 
 
-def _check_reduce_operands(group: KernelGroup, inputs: dict[str, object]) -> None:
-    """What the channel-reduction kernel's binding checks: each input fits the class it is read as."""
-    spec = group.channel_reduce
-    full = [inputs[i] for i, c in spec.operands if c in ("full", "pooled")]
-    if not full or full[0].dim() < 3:
-        raise ValueError(f"{group.name}: no full-shape input of rank >= 3")
-    sizes = list(full[0].shape)
-    if spec.pool:  # the pooled shape, from the pool's input
-        pooled = inputs[spec.pool.data]
-        sizes = [*pooled.shape[:2], *[pooling.out_size(spec.pool, a, n) for a, n in enumerate(pooled.shape[2:])]]
-    out = sizes if not spec.reduction else [sizes[0], 1, *sizes[2:]] if spec.reduction.keepdim else \
-        [sizes[0], *sizes[2:]]
-    for name, cls in spec.operands:
-        t = inputs[name]
-        if cls == "pooled":
-            ok = t.dim() == spec.pool.dims + 2
-        elif cls in ("full", "reduced"):
-            ok = list(t.shape) == (sizes if cls == "full" else out)
-        else:
-            ok = t.numel() == (sizes[1] if cls == "channel" else 1)
-        if ok and cls == "channel" and t.dim() > 1:  # such as [C, 1, 1]: C must land on axis 1
-            ok = t.dim() <= len(sizes) and ([1] * (len(sizes) - t.dim()) + list(t.shape))[1] == sizes[1]
-        if not ok:
-            raise ValueError(f"{group.name}: input {name} of shape {list(t.shape)} is not {cls} for {sizes}")
-
-
 def run_kernel_reference(group: KernelGroup, by_name: dict[str, fx.Node], inputs: dict[str, object]) -> dict:
     """The kernel's reference implementation: its ops with torch, on its declared inputs only."""
     local = dict(inputs)
@@ -111,19 +83,9 @@ def run_kernel_reference(group: KernelGroup, by_name: dict[str, fx.Node], inputs
         group.family.check_operands(group, inputs)
     if group.gemm:  # the GEMM and its epilogue are the graph's own ops, in float64
         _check_gemm_operands(group, inputs)
-    if group.channel_reduce:
-        _check_reduce_operands(group, inputs)
     for name in group.nodes:
         if name in references:
             local[name] = references[name](local)
-        elif group.channel_reduce and name == group.channel_reduce.pool_node:
-            pool = group.channel_reduce.pool
-            value = pooling.reference(pool, local[pool.data])
-            local[name] = (value, None) if pool.values else value  # with indices: (values, unused indices)
-        elif group.channel_reduce and group.channel_reduce.reduction and name == group.channel_reduce.anchor:
-            red = group.channel_reduce.reduction
-            value = channel_reductions.reference(red, local[red.data])
-            local[name] = (value, None) if red.values else value  # min.dim / max.dim: (values, unused indices)
         else:
             local[name] = _run_node(by_name[name], local)
     return {o: local[o] for o in group.outputs}

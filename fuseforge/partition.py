@@ -237,8 +237,6 @@ def format_plan(plan: Plan) -> str:
                              f"{len(g.nodes) - 1} pointwise ops")
                 lines.append(f"    reads {', '.join([m.gemm.a + ' (A)', m.gemm.b + ' (B)'] + [f'{i} ({k})' for i, k in m.operands])}; "
                              f"writes {', '.join(g.outputs)}")
-            elif g.channel_reduce:
-                lines += g.channel_reduce.describe_lines(g.outputs)
             elif g.family is not None:
                 lines += g.family.describe(g)
             else:

@@ -140,15 +140,9 @@ class KernelGroup:
         return self._spec_of("gemm")
 
     @property
-    def channel_reduce(self):
-        return self._spec_of("channel_reductions")
-
-    @property
     def kind(self) -> str:
         if self.gemm is not None:
             return "gemm"
-        if self.channel_reduce is not None:
-            return "channel-reduction" if self.channel_reduce.reduction else "pool"
         return self.family.name if self.family is not None else "pointwise"
 
 

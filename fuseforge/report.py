@@ -13,12 +13,10 @@ from typing import TYPE_CHECKING
 
 from torch import fx
 
-from . import channel_reductions, pooling
 from .cost import VIEW_OPS, nbytes
 from .families import FAMILIES
 from .fusible import fusible_reason
 from .ladder import describe
-from .partition_channel_reductions import channel_reduction_reason, pool_reason
 from .partition_gemm import gemm_op_reason, is_gemm_op
 from .plan import KernelStep
 from .pointwise import op_key
@@ -56,12 +54,8 @@ def _replaced(run: Run) -> list[str]:
             what = (f"{with_article(g.gemm.gemm.op)} runs on the tensor cores in 3xTF32 (fp32-class) and its {len(g.nodes) - 1} "
                     "pointwise ops run on the accumulator before the one store, so the product is never written "
                     "and read back; it reads ")
-        if g.channel_reduce:
-            what = (f"{with_article(g.channel_reduce.describe)} with the pointwise ops around it is memory-bound; one kernel "
-                    "computes each pooled value from its window and/or reduces each (sample, position) over its "
-                    "channels in registers, then runs the epilogue, so it reads ")
-        if g.gemm or g.channel_reduce:
-            kind = "GEMM kernel" if g.gemm else f"{g.kind} kernel"
+        if g.gemm:
+            kind = "GEMM kernel"
         elif g.family is not None:
             kind, what = g.family.replaced(g)
         lines.append(f"- {_ops_of(run, g.nodes)} (graph values {', '.join(g.nodes)}) → generated "
@@ -80,12 +74,6 @@ def _fusions(run: Run) -> list[str]:
                      "(GEMMs, convolutions, reductions and norms that are no row kernel), which stay torch calls.")
     for g in fused:
         saved = sum(nbytes(by_name[n]) for n in g.nodes if n not in g.outputs)
-        if g.channel_reduce:
-            ops = [n for n in g.nodes if by_name[n].target is not operator.getitem]
-            lines.append(f"- `{g.name}` fuses {len(ops)} ops ({_ops_of(run, ops)}) into one launch instead of "
-                         f"{len(ops)}: about {_mb(2 * saved)} less traffic per call (the prologue's values, the "
-                         "reduced value and the epilogue's intermediates stay in registers).")
-            continue
         if g.family is not None:
             ops = [n for n in g.nodes if by_name[n].target is not operator.getitem]
             line = g.family.fusion(g, _ops_of(run, ops), len(ops), _mb(2 * saved))
@@ -172,15 +160,10 @@ def _moves_no_data(node: fx.Node) -> bool:
 
 def _why_torch(node: fx.Node, config: OptimizeConfig) -> str:
     key = op_key(node)
-    gemm_kernels, channel_kernels = config.gemm_kernels, config.channel_kernels
+    gemm_kernels = config.gemm_kernels
     if gemm_kernels and is_gemm_op(node):
         return ("GEMM kept as the cuBLAS call eager makes: it is no GEMM kernel"
                 + (f" ({gemm_op_reason(node)})." if gemm_op_reason(node) else "."))
-    if channel_kernels and pooling.is_pool_op(node):
-        return f"pool kept as PyTorch's kernel: it joins no channel kernel ({pool_reason(node)})."
-    if channel_kernels and channel_reductions.is_channel_reduction_op(node) and channel_reduction_reason(node) \
-            and "channel axis" not in channel_reduction_reason(node) and "row" not in channel_reduction_reason(node):
-        return f"reduction over the channels kept as PyTorch's kernel: {channel_reduction_reason(node)}."
     if any(k in key for k in ("linear", "matmul", "mm", "conv")):
         return ("GEMM/convolution anchor: kept as the cuBLAS/cuDNN call eager makes"
                 + (" (GEMM kernels turned off, `--no-gemm-kernels`)." if not gemm_kernels and is_gemm_op(node) else "."))
@@ -231,8 +214,6 @@ def _limits(run: Run) -> list[str]:
 _FUSED_KINDS = {  # kernel kind -> what such kernels hold, in the order the sentence names them
     "gemm": "GEMMs with the pointwise ops after them",
     "pointwise": "pointwise ops",
-    "channel-reduction": "reductions over the channel axis with their pointwise neighbours",
-    "pool": "pools with the pointwise ops after them",
 }
 
 

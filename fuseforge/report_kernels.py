@@ -42,41 +42,15 @@ def kernels_how(run: Run) -> list[str]:
     lines += [line for f in used for line in f.how()]
     if any(g.gemm for g in run.plan.groups):
         lines += _gemm_how()
-    if any(g.channel_reduce for g in run.plan.groups):
-        lines += [
-            "Channel-reduction kernels (amin, amax, sum, mean over axis 1 of [N, C, *spatial], "
-            "`--channel-kernels`, with their pointwise prologue and epilogue) are one launch around a generated "
-            "`Op` struct that spells the prologue (the value reduced, per element), the reduction (start value "
-            "and combine) and the epilogue (per output position) (`codegen/channel_reduce_runtime.py`). One "
-            "thread per output position (n, s) walks the C channels, strided by the spatial size S, and "
-            "combines them in registers in channel order (min/max propagate NaN like torch; sums in fp32): no "
-            "atomics, the same result on every run. A 256-thread block covers consecutive "
-            "positions of one sample, so each warp's loads are contiguous; four positions per thread with "
-            "16-byte loads and stores when S % 4 == 0 and every pointer is aligned, one otherwise; each thread "
-            "loads 4 channels before it combines them, to keep several loads in flight. The input is read once and only the "
-            "reduced outputs are written. A max or average pool before the reduction (kernel, stride, padding, "
-            "dilation, ceil_mode as captured; PyTorch's divisor rule) is computed per channel from its window "
-            "in registers, so the pooled tensor is never written; a pool with only pointwise ops after it is a "
-            "pool kernel, one thread per pooled element. A channels-last input (the output of a convolution "
-            "that `layout.py` ran channels-last) is read as it is: where it is the one full input, each warp "
-            "reads 32 channels of a position at a time (128 contiguous bytes) into shared memory and each thread "
-            "then combines its position's channels in the same order; a pool reads a channels-last input with "
-            "its values C apart. " + RUN_ON_GPU,
-            "",
-        ]
     lines += ["Calls in `ModelNew.forward` (`model_new.py`):", ""]
     for g in run.plan.groups:
         shape = g.family.call_shape(g) if g.family is not None and g.kind != "gemm" \
-            and not g.channel_reduce else f"iteration shape {list(g.shape)}"
+            else f"iteration shape {list(g.shape)}"
         if g.gemm:
             m = g.gemm.gemm
             shape = (f"{m.op} {m.layout} of {m.a} (A) and {m.b} (B) -> {list(g.shape)}"
                      + (f", epilogue reads {', '.join(f'{i} ({c})' for i, c in g.gemm.operands)}"
                         if g.gemm.operands else ""))
-        if g.channel_reduce:
-            spec = g.channel_reduce
-            shape = (f"{spec.describe}: {list(g.shape)} -> {list(spec.out_shape)}; reads "
-                     + ", ".join(f"{i} ({c})" for i, c in spec.operands))
         lines.append(f"- `{', '.join(g.outputs)} = kernels.{g.name}({', '.join([*g.inputs, 'stream'])})` — {shape}")
     return lines + [""]
 

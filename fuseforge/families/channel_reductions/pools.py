@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import torch
 from torch import fx
 
-from .cpp_literals import cpp_float
-from .pointwise import NotSpellable, bind_arguments, op_key
+from ...cpp_literals import cpp_float
+from ...pointwise import NotSpellable, bind_arguments, op_key
 
 # ATen overload -> (pool kind, spatial axes, whether it returns (values, indices))
 _OPS = {

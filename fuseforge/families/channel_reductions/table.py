@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 from torch import fx
 
-from .pointwise import NotSpellable, bind_arguments, op_key
+from ...pointwise import NotSpellable, bind_arguments, op_key
 
 # ATen overload -> (channel op, whether it returns a (values, indices) tuple)
 _OPS = {

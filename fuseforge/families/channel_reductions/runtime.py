@@ -1,6 +1,6 @@
 """Fixed C++ of the channel-reduction kernels: amin/amax/sum/mean over axis 1 with prologue and epilogue, one launch.
 
-Each channel-reduction group is a generated `Op` struct (codegen/channel_reduce_kernel.py) that the
+Each channel-reduction group is a generated `Op` struct (`kernel.py`) that the
 template below calls:
 
     kFull, kOut, kPool                // full-shape inputs ([N, C, S] contiguous), outputs ([N, S] contiguous),

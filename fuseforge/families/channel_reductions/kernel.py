@@ -1,14 +1,14 @@
 """Spell one planned channel-reduction or pool group: its Op struct (pool, prologue, reduction, epilogue), launcher
 and binding.
 
-The Op struct is what the template of `channel_reduce_runtime.py` calls. Its member functions compute the
+The Op struct is what the template of `runtime.py` calls. Its member functions compute the
 group's ops with one named local per graph value (the graph's names), spelled by the pointwise table and,
-for the reduction, by the channel-reduction table (`channel_reductions`):
+for the reduction, by the channel-reduction table (`table.py`):
 - `init` / `combine`: the accumulator's start value and how two partial results combine;
 - `reduced`: the prologue, from one element's full-shape inputs to the value reduced;
 - `element`: the reduced value from the combined accumulator, then the epilogue: the outputs of one
   (sample, position);
-- with a pool (`pooling`): `window` (the window of a pooled position) and `pool` (the pooled value of one
+- with a pool (`pools.py`): `window` (the window of a pooled position) and `pool` (the pooled value of one
   channel's plane), whose value `ff_pool` the prologue starts from; a pool kernel (no reduction) has
   `pooled_element` (the outputs of one pooled element) instead of init, combine and element.
 Per-channel, per-position and scalar inputs are read through the read-only cache (`ff_cred_ldg`).
@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from torch import fx
 
-from .. import channel_reductions, pointwise, pooling
-from ..plan import KernelGroup
-from .pointwise_kernel import KernelSource, cpp_name
-from .writer import Writer
+from ... import pointwise
+from ...codegen.pointwise_kernel import KernelSource, cpp_name
+from ...codegen.writer import Writer
+from ...plan import KernelGroup
+from . import pools, table
 
 _CLASS_ENUM = {"full": "FF_CRED_FULL", "channel": "FF_CRED_CHANNEL", "scalar": "FF_CRED_SCALAR",
                "reduced": "FF_CRED_REDUCED", "pooled": "FF_CRED_POOLED"}
@@ -33,7 +34,7 @@ class _Layout:
     """Names and roles of one channel-reduction group's values."""
 
     def __init__(self, group: KernelGroup, by_name: dict[str, fx.Node]):
-        spec = group.channel_reduce
+        spec = group.spec
         self.group, self.by_name, self.spec = group, by_name, spec
         self.red = spec.reduction
         self.classes = dict(spec.operands)
@@ -75,7 +76,7 @@ def _body(lay: _Layout, names: list[str], w: Writer) -> None:
         elif name == lay.pool_value:
             w.line(f"const float {cpp_name(name)} = ff_pool;  // {lay.pool.op} pool of {lay.pool.data}")
         elif name == lay.value:
-            expr = channel_reductions.spell_final(lay.red, "ff_acc", "ff_channels")
+            expr = table.spell_final(lay.red, "ff_acc", "ff_channels")
             w.line(f"const float {cpp_name(name)} = {expr};  // {lay.red.op} over the channels")
         elif name not in (lay.spec.anchor, lay.spec.pool_node):
             node = lay.by_name[name]
@@ -88,14 +89,14 @@ def _pool_functions(lay: _Layout, w: Writer) -> None:
     w.line(f"// {pool.describe} of {pool.data}")
     w.line("FF_HD FFPoolWindow window(const FFCredDims& d, int64_t ff_s) const {")
     with w.indent():
-        w.lines("\n".join(pooling.spell_window(pool)))
+        w.lines("\n".join(pools.spell_window(pool)))
         w.line("return ff_w;")
     w.line("}")
     w.line("// kNHWC: the pool's input is channels-last (a position's C values are contiguous)")
     w.line("template <bool kNHWC = false>")
     w.line("FF_HD float pool(const float* ff_plane, const FFCredDims& d, const FFPoolWindow& ff_w) const {")
     with w.indent():
-        w.lines("\n".join(pooling.spell_pool(pool)))
+        w.lines("\n".join(pools.spell_pool(pool)))
         w.line("return ff_v;")
     w.line("}")
 
@@ -142,8 +143,8 @@ def _op_struct(lay: _Layout) -> str:
             w.line("}")
             w.line("};")
             return w.text()
-        w.line(f"FF_HD static float init() {{ return {channel_reductions.spell_init(red)}; }}")
-        w.line(f"FF_HD static float combine(float a, float b) {{ return {channel_reductions.spell_combine(red, 'a', 'b')}; }}")
+        w.line(f"FF_HD static float init() {{ return {table.spell_init(red)}; }}")
+        w.line(f"FF_HD static float combine(float a, float b) {{ return {table.spell_combine(red, 'a', 'b')}; }}")
         w.line("// prologue: the value reduced, from the inputs of one element of channel ff_c" +
                (" and its pooled value" if lay.pool else ""))
         w.line("FF_HD float reduced(const float* ff_in, int ff_c, float ff_pool) const {")
@@ -242,7 +243,7 @@ def channel_reduce_kernel_source(group: KernelGroup, by_name: dict[str, fx.Node]
     tuples = {lay.red.values if lay.red else None, lay.pool.values if lay.pool else None}
     ops = " -> ".join(f"{n} ({pointwise.op_key(by_name[n]).removeprefix('aten.')})" for n in group.nodes
                       if n not in tuples)
-    spec = group.channel_reduce
+    spec = group.spec
     reads = ", ".join(f"{i} ({c})" for i, c in spec.operands)
     pooled = f"{spec.pool.describe} of {spec.pool.data}" if spec.pool else ""
     what = (f"{pooled + ', then ' if pooled else ''}{lay.red.op} of {lay.red.data} over axis 1 of {list(group.shape)} "

@@ -1,7 +1,7 @@
 """Channel-reduction and pool groups: a reduction over the channel axis or a pool, with the pointwise ops around it.
 
 Runs after the channel-norm groups (same flag, `--channel-kernels`). Each node of the channel-reduction
-table (`channel_reductions.recognise`: amin, amax, sum, mean, min.dim / max.dim values over axis 1 of
+table (`table.recognise`: amin, amax, sum, mean, min.dim / max.dim values over axis 1 of
 [N, C, *spatial]) becomes a group with the tuple access of its values, and then takes in neighbouring
 pointwise groups (the prologue that computes the reduced value, the epilogue that reads the result, and
 groups feeding those) while the whole stays one channel-reduction kernel:
@@ -14,7 +14,7 @@ groups feeding those) while the whole stays one channel-reduction kernel:
   *scalar* for the prologue; *reduced* (shape R) or a scalar for the epilogue; float32, one class each;
 - at least one input is full (it gives the kernel N, C and the spatial size); outputs are float32 of shape R.
 
-A max or average pool (`pooling.recognise`) may join as the first op of the prologue: the group then
+A max or average pool (`pools.recognise`) may join as the first op of the prologue: the group then
 reads the pool's input (class *pooled*, the pool's own input only, never a member) and F is the pooled
 shape; each pooled value is computed from its window in registers. A pool that no reduction takes in
 becomes a *pool kernel* with the pointwise ops after it (one value per pooled element; at least one
@@ -32,14 +32,15 @@ from dataclasses import dataclass
 import torch
 from torch import fx
 
-from . import channel_reductions, pooling
-from .channel_reductions import ChannelReduction
-from .families.base import operand_class
-from .partition_family import GroupGrower, edge_notes, notes_outside, recognise_reason
-from .plan import Claim, WhyNotFused
-from .pointwise import NotSpellable, op_key
-from .pooling import Pool
-from .traced import tensor_meta, traced_shape
+from ...partition_family import GroupGrower, edge_notes, notes_outside, recognise_reason
+from ...plan import Claim, WhyNotFused
+from ...pointwise import NotSpellable, op_key
+from ...traced import tensor_meta, traced_shape
+from ..base import operand_class
+from . import pools as pool_table
+from . import table
+from .pools import Pool
+from .table import ChannelReduction
 
 OPERAND_CLASSES = ("full", "channel", "scalar", "reduced", "pooled")
 
@@ -212,9 +213,9 @@ class _Grower(GroupGrower):
         units = list(pointwise_groups)  # then one unit per recognised pool: [pool, values access]
         pool_units: dict[str, int] = {}
         for node in graph.nodes:
-            if pooling.is_pool_op(node) and node.name not in elsewhere:
+            if pool_table.is_pool_op(node) and node.name not in elsewhere:
                 try:
-                    pool = pooling.recognise(node)
+                    pool = pool_table.recognise(node)
                 except NotSpellable as exc:
                     pool_reasons[node.name] = str(exc)
                     continue
@@ -267,10 +268,10 @@ def form_channel_reduction_groups(claim: Claim, pointwise_groups: list[list[str]
     graph, elsewhere = claim.graph, claim.claimed
     grower = _Grower(claim, pointwise_groups)
     for node in graph.nodes:
-        if not channel_reductions.is_channel_reduction_op(node) or node.name in elsewhere:
+        if not table.is_channel_reduction_op(node) or node.name in elsewhere:
             continue
         try:
-            red = channel_reductions.recognise(node)
+            red = table.recognise(node)
         except NotSpellable as exc:
             if "not the channel axis" not in str(exc) and "row reduction" not in str(exc):
                 grower.anchor_reasons[node.name] = str(exc)
@@ -291,13 +292,13 @@ def form_channel_reduction_groups(claim: Claim, pointwise_groups: list[list[str]
 
 def channel_reduction_reason(node: fx.Node) -> str | None:
     """Why a node of the channel-reduction table is not a channel-reduction kernel (None when it can be one)."""
-    return recognise_reason(channel_reductions.recognise, node)
+    return recognise_reason(table.recognise, node)
 
 
 def pool_reason(node: fx.Node) -> str:
-    """Why a pool stays PyTorch's kernel: the pooling table's reason, or that no pointwise op could join it."""
+    """Why a pool stays PyTorch's kernel: the pool table's reason, or that no pointwise op could join it."""
     try:
-        pooling.recognise(node)
+        pool_table.recognise(node)
     except NotSpellable as exc:
         return str(exc)
     return "no pointwise op after it could join it; see the reasons below"
