@@ -207,8 +207,7 @@ def _forward(ctx: EmitContext) -> str:
         for i, step in enumerate(ctx.plan.steps):
             if isinstance(step, KernelStep):
                 g = step.group
-                what = f"one GEMM kernel (3xTF32 {g.gemm.gemm.layout}, epilogue fused)" if g.gemm else \
-                    g.family.call_comment(g) if g.family is not None else "one kernel"
+                what = g.family.call_comment(g) if g.family is not None else "one kernel"
                 ops = [op_key(by_name[n]).split('.')[1] for n in g.nodes if by_name[n].target is not operator.getitem]
                 w.line(f"# {' -> '.join(ops)}: {what}")
                 w.line(f"{', '.join(g.outputs)}{',' if len(g.outputs) > 1 else ''} = "

@@ -7,15 +7,7 @@ Kinds of kernel:
 - a kernel family's kernel (`fuseforge/families/`): an anchor (a reduction, a norm, a GEMM) with the
   pointwise groups around it that the family can compute with it; the families claim anchors in the
   registry's order (`families.FAMILIES`).
-- channel: a train-mode batch norm or a group norm with the pointwise groups around it that have its input's
-  shape (`partition_channels`): prologue -> per-channel statistics, then finalise + running statistics
-  + normalise + epilogue, two launches. With the same flag, an amin/amax/sum/mean over the channel axis,
-  or a max/avg pool, with its prologue and epilogue (`partition_channel_reductions`): one launch.
-- gemm: a linear, addmm, mm, matmul (2-D) or bmm in float32 with the pointwise chain after it
-  (`partition_gemm`): one 3xTF32 tensor-core GEMM whose epilogue computes the chain per output element.
-Order of claiming: GEMM groups take their pointwise neighbours first, then row groups, then channel norms,
-then channel reductions and pools.
-Other anchors (GEMMs without the flag, conv, other reductions and norms, views) stay torch calls.
+Other anchors (those of no family in the plan, convolutions, views) stay torch calls.
 Whenever two neighbours end up apart, the reason is recorded (`WhyNotFused`).
 
 The planner emits the plain dataclasses of `plan.py`; codegen only prints them.
@@ -227,17 +219,7 @@ def format_plan(plan: Plan) -> str:
         if isinstance(step, KernelStep):
             g = step.group
             lines.append(f"kernel {g.name}: {' -> '.join(g.nodes)}")
-            if g.gemm:
-                m = g.gemm
-                alpha = f"{m.gemm.alpha!r} * " if m.gemm.alpha != 1.0 else ""
-                beta = f"{m.gemm.beta!r} * " if m.gemm.beta != 1.0 else ""
-                bias = f" + {beta}{m.gemm.bias} (bias)" if m.gemm.bias else ""
-                lines.append(f"    gemm kernel: {m.gemm.op} {m.gemm.layout} ({alpha}{m.gemm.a} @ {m.gemm.b}{bias}) -> "
-                             f"{list(g.shape)}{' batched' if m.gemm.batched else ''}, epilogue of "
-                             f"{len(g.nodes) - 1} pointwise ops")
-                lines.append(f"    reads {', '.join([m.gemm.a + ' (A)', m.gemm.b + ' (B)'] + [f'{i} ({k})' for i, k in m.operands])}; "
-                             f"writes {', '.join(g.outputs)}")
-            elif g.family is not None:
+            if g.family is not None:
                 lines += g.family.describe(g)
             else:
                 lines.append(f"    reads {', '.join(g.inputs)}; writes {', '.join(g.outputs)}; "

@@ -13,15 +13,15 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from .capture import Captured, capture, format_captured
-from .codegen import Extension, KernelCodegenError, generate
+from .capture import capture, format_captured
+from .codegen import KernelCodegenError, generate
 from .config import OptimizeConfig
-from .cost import CostEstimate, EagerCost, eager_cost, estimate
+from .cost import eager_cost, estimate
 from .cpu_check import (
     CpuCheck,
     available_bytes,
@@ -34,34 +34,11 @@ from .emit import EmitContext, emit, emit_model_forward
 from .families import switched_on
 from .ladder import Failure, describe, next_rung
 from .layout import channels_last_convs
-from .load import LoadedModel, load_model_file
-from .partition import Plan, format_plan, partition
+from .load import load_model_file
+from .partition import format_plan, partition
 from .report import write_report
-from .rewrite import RewriteLog, format_rewrite, rewrite, run_rules
-
-
-@dataclass
-class Run:
-    config: OptimizeConfig
-    loaded: LoadedModel | None = None
-    captured: Captured | None = None
-    rewrites: RewriteLog | None = None
-    plan: Plan | None = None
-    extension: Extension | None = None
-    eager_cost: EagerCost | None = None  # taken before the rewrite
-    cost: CostEstimate | None = None
-    cpu_check: CpuCheck | None = None
-    verify: dict | None = None  # 50_verify.json
-    bench: dict | None = None  # 60_bench.json
-    notes: list[str] = field(default_factory=list)
-    ladder: list[str] = field(default_factory=list)  # the rungs of the ladder of plans left before this one
-
-    def artefact(self, name: str) -> Path:
-        return self.config.out_dir / name
-
-    @property
-    def verified(self) -> bool:
-        return bool(self.verify and self.verify.get("verdict") == "correct")
+from .rewrite import format_rewrite, rewrite, run_rules
+from .run import Run
 
 
 class StageFailed(Exception):

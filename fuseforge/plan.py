@@ -127,22 +127,14 @@ class KernelGroup:
     name: str
     nodes: tuple[str, ...]  # in topological order
     inputs: tuple[str, ...]  # external tensors read (float32), in first-use order
-    outputs: tuple[str, ...]  # tensors written: of shape `shape` (row kernels: or one value per row)
-    shape: tuple  # iteration shape (row kernels: the row shape) as captured; may hold symbolic sizes
+    outputs: tuple[str, ...]  # tensors written: of shape `shape` (a family's kernel: or of its own shapes)
+    shape: tuple  # iteration shape (a family's kernel: its spec's full shape) as captured; may hold symbolic sizes
     family: Family | None = None  # the kernel family whose kernel computes the group (None: a pointwise kernel)
     spec: Any = None  # the family's description of the group: its anchor, its operands' classes, ...
 
-    def _spec_of(self, name: str):
-        return self.spec if self.family is not None and self.family.name == name else None
-
-    @property
-    def gemm(self):
-        return self._spec_of("gemm")
-
     @property
     def kind(self) -> str:
-        if self.gemm is not None:
-            return "gemm"
+        """The name of the group's kernel family, or `pointwise`."""
         return self.family.name if self.family is not None else "pointwise"
 
 

@@ -17,17 +17,15 @@ from .cost import VIEW_OPS, nbytes
 from .families import FAMILIES
 from .fusible import fusible_reason
 from .ladder import describe
-from .partition_gemm import gemm_op_reason, is_gemm_op
 from .plan import KernelStep
 from .pointwise import op_key
-from .rates import BANDWIDTH, GEMM3X_FLOPS, GEMM3X_MARGIN, GEMM3X_TILE, LAUNCH_S, SGEMM_FLOPS, SMS
+from .rates import BANDWIDTH, LAUNCH_S, SGEMM_FLOPS
 from .report_kernels import kernels_how
 from .report_measured import measured_section, summary_rows
-from .words import with_article
 
 if TYPE_CHECKING:
     from .config import OptimizeConfig
-    from .pipeline import Run
+    from .run import Run
 
 
 def _op(node: fx.Node) -> str:
@@ -50,13 +48,7 @@ def _replaced(run: Run) -> list[str]:
                         "(every op stays the torch call that eager PyTorch makes; see below).", ""]
     for g in run.plan.groups:
         kind, what = "kernel", "pointwise ops are memory-bound, so the win is to read "
-        if g.gemm:
-            what = (f"{with_article(g.gemm.gemm.op)} runs on the tensor cores in 3xTF32 (fp32-class) and its {len(g.nodes) - 1} "
-                    "pointwise ops run on the accumulator before the one store, so the product is never written "
-                    "and read back; it reads ")
-        if g.gemm:
-            kind = "GEMM kernel"
-        elif g.family is not None:
+        if g.family is not None:
             kind, what = g.family.replaced(g)
         lines.append(f"- {_ops_of(run, g.nodes)} (graph values {', '.join(g.nodes)}) → generated "
                      f"{kind} `{g.name}`: {what}"
@@ -159,18 +151,15 @@ def _moves_no_data(node: fx.Node) -> bool:
 
 
 def _why_torch(node: fx.Node, config: OptimizeConfig) -> str:
-    key = op_key(node)
-    gemm_kernels = config.gemm_kernels
-    if gemm_kernels and is_gemm_op(node):
-        return ("GEMM kept as the cuBLAS call eager makes: it is no GEMM kernel"
-                + (f" ({gemm_op_reason(node)})." if gemm_op_reason(node) else "."))
-    if any(k in key for k in ("linear", "matmul", "mm", "conv")):
-        return ("GEMM/convolution anchor: kept as the cuBLAS/cuDNN call eager makes"
-                + (" (GEMM kernels turned off, `--no-gemm-kernels`)." if not gemm_kernels and is_gemm_op(node) else "."))
-    for family in reversed(FAMILIES):  # a node in two tables is explained by the family that tried it last
+    """Why NODE stays a torch call: what a kernel family says of it (asked from the last family to claim back
+    to the first: a node in two tables, such as an amin over the channel axis, is explained by the family
+    that tried it last), else as an anchor or an op no kernel computes."""
+    for family in reversed(FAMILIES):
         why = family.why_torch(node, getattr(config, family.switch))
         if why:
             return why
+    if any(k in op_key(node) for k in ("linear", "matmul", "mm", "conv")):
+        return "GEMM/convolution anchor: kept as the cuBLAS/cuDNN call eager makes."
     return (fusible_reason(node) or "kept as a torch call") + "."
 
 
@@ -188,11 +177,7 @@ def _expected(run: Run) -> list[str]:
             f"- expected memory saving: peak activation memory {_mb(c.eager_peak_activation_bytes)} → "
             f"{_mb(c.plan_peak_activation_bytes)} (**{c.memory_saving:.0%}**), because fused intermediates are "
             "never allocated; parameters and inputs are unchanged.",
-            *([f"- GEMM kernels are costed in whole waves of {GEMM3X_TILE} x {GEMM3X_TILE} tiles over {SMS} SMs, "
-               f"at {GEMM3X_FLOPS / 1e12:.1f} TFLOP/s per full wave (the lab's variant-2 measurement at "
-               "1024x8192x8192 on an H100; variants 0 and 1 run slower), eager's GEMMs at cuBLAS SGEMM's "
-               f"{SGEMM_FLOPS / 1e12:.0f}; a product that our kernel is not expected to run {GEMM3X_MARGIN}x faster "
-               "than cuBLAS (few tiles over a long K, which cuBLAS splits) stays a cuBLAS call."] if any(g.gemm for g in run.plan.groups) else []), ""]
+            *[line for f in _used(run) for line in f.expected()], ""]
 
 
 def _limits(run: Run) -> list[str]:
@@ -211,16 +196,15 @@ def _limits(run: Run) -> list[str]:
     return lines + [""]
 
 
-_FUSED_KINDS = {  # kernel kind -> what such kernels hold, in the order the sentence names them
-    "gemm": "GEMMs with the pointwise ops after them",
-    "pointwise": "pointwise ops",
-}
+def _used(run: Run) -> list:
+    """The kernel families the plan uses, in claiming order."""
+    return [f for f in FAMILIES if any(g.family is f for g in run.plan.groups)]
 
 
 def _what_was_fused(run: Run) -> str:
-    kinds = {g.kind for g in run.plan.groups}
-    held = [what for kind, what in _FUSED_KINDS.items() if kind in kinds]
-    held += list(dict.fromkeys(g.family.holds(g) for g in run.plan.groups if g.kind not in _FUSED_KINDS))
+    groups = run.plan.groups
+    held = list(dict.fromkeys(f.holds(g) for f in FAMILIES for g in groups if g.family is f))
+    held += ["pointwise ops"] if any(g.family is None for g in groups) else []
     if not held:
         return "found nothing to put into a generated kernel"
     listed = held[0] if len(held) == 1 else ", ".join(held[:-1]) + " and " + held[-1]

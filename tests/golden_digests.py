@@ -34,7 +34,8 @@ def generate(model: Path, out_dir: Path) -> None:
     """Run the stages of `optimize` up to emit for MODEL under the default plan, into OUT_DIR (no float64
     check: a plan that would fail it is another test's failure)."""
     from fuseforge.config import OptimizeConfig
-    from fuseforge.pipeline import STAGES, Run
+    from fuseforge.pipeline import STAGES
+    from fuseforge.run import Run
 
     run = Run(OptimizeConfig(model_path=model, out_dir=out_dir, gpu=False))
     for name, stage in STAGES:

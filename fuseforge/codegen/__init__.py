@@ -15,8 +15,6 @@ from torch import fx
 
 from ..plan import KernelGroup, Plan
 from ..pointwise import PRELUDE
-from .gemm_kernel import gemm_kernel_source
-from .gemm_runtime import GEMM_BINDING_RUNTIME, GEMM_CUDA_FLAGS, gemm_kernel_runtime
 from .layout_kernel import LAYOUT_BINDING_RUNTIME, LAYOUT_KERNEL_RUNTIME
 from .pointwise_kernel import KernelSource, kernel_source
 from .runtime import BINDING_RUNTIME, KERNEL_RUNTIME, TYPES
@@ -29,7 +27,7 @@ class Extension:
     binding: str
     functions: tuple[str, ...]
     kernels: tuple[KernelSource, ...]
-    cuda_flags: tuple[str, ...] = ()  # nvcc flags beyond -O3 (GEMM kernels: sm_90a)
+    cuda_flags: tuple[str, ...] = ()  # nvcc flags beyond -O3 (those of the families' runtimes)
 
     @property
     def empty(self) -> bool:
@@ -42,8 +40,6 @@ def _banner(model_name: str, what: str) -> str:
 
 
 def _source(group: KernelGroup, by_name) -> KernelSource:
-    if group.gemm:
-        return gemm_kernel_source(group, by_name)
     return group.family.source(group, by_name) if group.family is not None else kernel_source(group, by_name)
 
 
@@ -66,17 +62,13 @@ def generate(plan: Plan, graph: fx.Graph, model_name: str) -> Extension:
     by_name = {n.name: n for n in graph.nodes}
     kernels = tuple(_source_of(g, by_name) for g in plan.groups)
     used = sorted({g.family for g in plan.groups if g.family is not None}, key=lambda f: f.order)
-    runtimes = [f.runtime() for f in used if f.order < 2]  # the GEMM runtime (order 2) follows these
-    after_gemm = [f.runtime() for f in used if f.order > 2]
-    gemms = any(g.gemm for g in plan.groups)
+    runtimes = [f.runtime() for f in used]  # each used family's fixed C++, once
     layouts = bool(plan.channels_last)  # ff_channels_last converts the channels-last convolutions' inputs
     cuda = "\n".join([
         _banner(model_name, "CUDA kernels"),
         "#include <cuda_runtime.h>\n#include <cstdint>\n#include <math.h>",
         TYPES, PRELUDE, KERNEL_RUNTIME,
         *[part for r in runtimes for part in r.cuda],
-        *([gemm_kernel_runtime()] if gemms else []),
-        *[part for r in after_gemm for part in r.cuda],
         *([LAYOUT_KERNEL_RUNTIME] if layouts else []),
         *[k.cuda for k in kernels],
     ])
@@ -85,8 +77,6 @@ def generate(plan: Plan, graph: fx.Graph, model_name: str) -> Extension:
         "#include <torch/extension.h>\n#include <vector>",
         TYPES, BINDING_RUNTIME,
         *[part for r in runtimes for part in r.binding],
-        *([GEMM_BINDING_RUNTIME] if gemms else []),
-        *[part for r in after_gemm for part in r.binding],
         *[k.launcher_decl for k in kernels],
         "",
         *[k.binding for k in kernels],
@@ -95,5 +85,5 @@ def generate(plan: Plan, graph: fx.Graph, model_name: str) -> Extension:
     digest = hashlib.sha256((cuda + binding).encode()).hexdigest()[:10]
     stem = "".join(c if c.isalnum() else "_" for c in model_name)
     functions = tuple(k.name for k in kernels) + (("ff_channels_last",) if layouts else ())
-    flags = tuple(flag for r in runtimes + after_gemm for flag in r.nvcc_flags) + (GEMM_CUDA_FLAGS if gemms else ())
+    flags = tuple(flag for r in runtimes for flag in r.nvcc_flags)
     return Extension(f"ff_{stem}_{digest}", cuda, binding, functions, kernels, flags)

@@ -12,9 +12,8 @@ normalise + epilogue.
 from __future__ import annotations
 
 from ...plan import KernelGroup, Runtime
-from ...report_kernels import RUN_ON_GPU
 from ...words import with_article
-from ..base import FamilyBase
+from ..base import RUN_ON_GPU, FamilyBase
 from . import table
 from .group import channel_op_reason, form_channel_groups
 from .kernel import channel_kernel_source

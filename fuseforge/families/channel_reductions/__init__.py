@@ -12,9 +12,8 @@ pool kernel).
 from __future__ import annotations
 
 from ...plan import KernelGroup, Runtime
-from ...report_kernels import RUN_ON_GPU
 from ...words import with_article
-from ..base import FamilyBase
+from ..base import RUN_ON_GPU, FamilyBase
 from . import pools, table
 from .group import channel_reduction_reason, form_channel_reduction_groups, pool_reason
 from .kernel import channel_reduce_kernel_source

@@ -14,9 +14,8 @@ import math
 
 from ...plan import KernelGroup, Runtime
 from ...pointwise import op_key
-from ...report_kernels import RUN_ON_GPU
 from ...words import with_article
-from ..base import FamilyBase
+from ..base import RUN_ON_GPU, FamilyBase
 from . import table
 from .group import broadcasts, form_row_groups, per_row_shapes
 from .kernel import row_kernel_source

@@ -1,6 +1,6 @@
 """Spell one planned GEMM kernel: its epilogue functor, launcher and binding.
 
-The functor is what `gemm3x::launch<true>` (TN; the lab's 3xTF32 GEMM, `gemm_runtime.py`) calls for every
+The functor is what `gemm3x::launch<true>` (TN; the lab's 3xTF32 GEMM, `runtime.py`) calls for every
 output element inside the kernel's bounds-checked store loop:
 
     __device__ float operator()(float acc, int batch, int row, int col) const
@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from torch import fx
 
-from .. import pointwise
-from ..cpp_literals import cpp_float
-from ..plan import KernelGroup
-from .pointwise_kernel import KernelSource, cpp_name
-from .writer import Writer
+from ... import pointwise
+from ...codegen.pointwise_kernel import KernelSource, cpp_name
+from ...codegen.writer import Writer
+from ...cpp_literals import cpp_float
+from ...plan import KernelGroup
 
 _INDEX = {"full": "ff_at", "row": "ff_row_at", "col": "ff_col", "scalar": "0"}
 _ROLE = {"full": "one value per output element", "row": "one value per row", "col": "one value per column",
@@ -33,7 +33,7 @@ def _field(name: str, cls: str) -> str:
 
 
 def _anchor_expr(group: KernelGroup) -> str:
-    g = group.gemm.gemm
+    g = group.spec.gemm
     acc = "ff_acc" if g.alpha == 1.0 else f"{cpp_float(g.alpha)} * ff_acc"
     if g.bias is None:
         return acc
@@ -42,7 +42,7 @@ def _anchor_expr(group: KernelGroup) -> str:
 
 
 def _functor(group: KernelGroup, by_name: dict[str, fx.Node]) -> str:
-    spec = group.gemm
+    spec = group.spec
     w = Writer()
     w.line(f"struct {group.name}_epilogue {{")
     with w.indent():
@@ -80,7 +80,7 @@ def _functor(group: KernelGroup, by_name: dict[str, fx.Node]) -> str:
 
 def _launcher_params(group: KernelGroup) -> list[str]:
     return (["const float* ff_a", "const float* ff_b", f"float* {cpp_name(group.outputs[0])}"]
-            + [f"const float* {_field(n, c)}" for n, c in group.gemm.operands]
+            + [f"const float* {_field(n, c)}" for n, c in group.spec.operands]
             + [f"float* {cpp_name(o)}" for o in group.outputs[1:]]
             + ["int64_t batch", "int64_t m", "int64_t n", "int64_t k", "int64_t lda", "int64_t ldb",
                "int64_t stride_a", "int64_t stride_b", "void* stream"])
@@ -91,14 +91,14 @@ def _launcher_signature(group: KernelGroup) -> str:
 
 
 def _launcher(group: KernelGroup) -> str:
-    g = group.gemm.gemm
+    g = group.spec.gemm
     w = Writer()
     w.line(_launcher_signature(group) + " {")
     with w.indent():
         w.line(f"{group.name}_epilogue epi;")
         w.line("epi.ff_m = m;")
         w.line("epi.ff_n = n;")
-        for name, cls in group.gemm.operands:
+        for name, cls in group.spec.operands:
             w.line(f"epi.{_field(name, cls)} = {_field(name, cls)};")
         for name in group.outputs[1:]:
             w.line(f"epi.out_{name} = {cpp_name(name)};")
@@ -110,7 +110,7 @@ def _launcher(group: KernelGroup) -> str:
 
 
 def _binding(group: KernelGroup) -> str:
-    spec, g = group.gemm, group.gemm.gemm
+    spec, g = group.spec, group.spec.gemm
     ins, outs = [cpp_name(i) for i in group.inputs], [cpp_name(o) for o in group.outputs]
     single = len(outs) == 1
     w = Writer()
@@ -138,9 +138,9 @@ def _binding(group: KernelGroup) -> str:
 
 
 def gemm_kernel_source(group: KernelGroup, by_name: dict[str, fx.Node]) -> KernelSource:
-    g = group.gemm.gemm
+    g = group.spec.gemm
     ops = " -> ".join(f"{n} ({pointwise.op_key(by_name[n]).removeprefix('aten.')})" for n in group.nodes)
-    reads = ", ".join([f"{g.a} (A)", f"{g.b} (B)"] + [f"{i} ({c})" for i, c in group.gemm.operands])
+    reads = ", ".join([f"{g.a} (A)", f"{g.b} (B)"] + [f"{i} ({c})" for i, c in group.spec.operands])
     header = (f"// ---- {group.name} (GEMM kernel, 3xTF32, {g.layout}{', batched' if g.batched else ''}): {ops}\n"
               f"// output {list(group.shape)}; reads {reads}; writes {', '.join(group.outputs)}\n")
     cuda = header + "\n".join([_functor(group, by_name), _launcher(group)])

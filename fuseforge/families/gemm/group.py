@@ -29,10 +29,10 @@ from dataclasses import dataclass
 import torch
 from torch import fx
 
-from . import pointwise, rates
-from .partition_family import GroupGrower, edge_notes, notes_outside, restate_anchor_notes
-from .plan import Claim
-from .traced import size_hint, tensor_meta, traced_shape
+from ... import pointwise, rates
+from ...partition_family import GroupGrower, edge_notes, notes_outside, restate_anchor_notes
+from ...plan import Claim
+from ...traced import size_hint, tensor_meta, traced_shape
 
 OPERAND_CLASSES = ("full", "row", "col", "scalar")
 MIN_TILE_SIDE = 16  # a static M or N below this stays a torch call (GEMV-like shapes)

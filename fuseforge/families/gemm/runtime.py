@@ -4,7 +4,7 @@ The kernel unit takes `dev/kernels/gemm_3xtf32.cu` itself, read at codegen time 
 copy of the GEMM): everything up to the end of its `gemm3x` namespace (kernels, tiling constants, the
 `gemm3x::launch<kBKMajor>` launcher that picks TMA, 16-byte or 4-byte copies), not its C launchers. Each
 GEMM group adds an epilogue functor and a launcher that calls `gemm3x::launch` with it
-(`codegen/gemm_kernel.py`). The kernel variant is the named constant `kFFGemmVariant` in the generated
+(`kernel.py`). The kernel variant is the named constant `kFFGemmVariant` in the generated
 source (0 mma.sync, 1 wgmma, 2 warp-specialised wgmma; `GEMM_VARIANT` here); the launcher sets it before
 every launch. Variants 1 and 2 use sm_90a instructions, and all three are instantiated by the lab's
 launcher, so an extension with GEMM kernels is built for sm_90a only (`GEMM_CUDA_FLAGS`: H100/H200).
@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-LAB_FILE = Path(__file__).resolve().parents[2] / "dev" / "kernels" / "gemm_3xtf32.cu"
+LAB_FILE = Path(__file__).resolve().parents[3] / "dev" / "kernels" / "gemm_3xtf32.cu"
 LAB_END = "}  // namespace gemm3x"
 GEMM_VARIANT = 2  # 0: mma.sync, 1: wgmma, 2: warp-specialised wgmma (the fastest; all three ran the full sweep)
 VARIANT_NAMES = {0: "mma.sync m16n8k8", 1: "wgmma m64n128k8 (sm_90a)",
