@@ -93,7 +93,7 @@ class ChannelNorms(FamilyBase):
             "Channel kernels (train-mode batch norm, `--channel-kernels`, with its pointwise prologue "
             "and epilogue) are a pair of launches around a generated `Op` struct that spells the prologue (the "
             "value normalised), the per-channel results and the normalise + epilogue step "
-            "(`families/channel_norms/runtime.py`). Launch 1 splits each channel into parts (about 1024 blocks in all) "
+            "(`families/channel_norms/channel.cu`). Launch 1 splits each channel into parts (about 1024 blocks in all) "
             "and writes Welford statistics (count, mean, M2) per (channel, part) to a small workspace: per "
             "value, or per four values on the 16-byte path, merged across threads with Chan's formula by warp "
             "shuffles and shared memory; no atomics, so results are the same on every run. Launch 2 merges "
@@ -108,7 +108,7 @@ class ChannelNorms(FamilyBase):
             "unit of statistics per (sample, group of C / G channels), contiguous in memory, and no running "
             "statistics. A channels-last input (the output of a convolution that `layout.py` ran channels-last, "
             "when it is the group's one full-shape input) takes three launches instead "
-            "(`families/channel_norms/nhwc_runtime.py`): statistics per (sample, part of the positions, channel) with "
+            "(`families/channel_norms/channel_nhwc.cu`): statistics per (sample, part of the positions, channel) with "
             "each warp reading 32 consecutive channels of a position, one warp per unit merging them in a fixed "
             "order, and normalise + epilogue over tiles of 32 channels × 64 positions whose outputs pass through "
             "shared memory so they are written NCHW, coalesced. " + RUN_ON_GPU,

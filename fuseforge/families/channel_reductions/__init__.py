@@ -121,7 +121,7 @@ class ChannelReductions(FamilyBase):
             "Channel-reduction kernels (amin, amax, sum, mean over axis 1 of [N, C, *spatial], "
             "`--channel-kernels`, with their pointwise prologue and epilogue) are one launch around a generated "
             "`Op` struct that spells the prologue (the value reduced, per element), the reduction (start value "
-            "and combine) and the epilogue (per output position) (`families/channel_reductions/runtime.py`). One "
+            "and combine) and the epilogue (per output position) (`families/channel_reductions/reduce.cu`). One "
             "thread per output position (n, s) walks the C channels, strided by the spatial size S, and "
             "combines them in registers in channel order (min/max propagate NaN like torch; sums in fp32): no "
             "atomics, the same result on every run. A 256-thread block covers consecutive "

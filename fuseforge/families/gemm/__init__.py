@@ -91,7 +91,7 @@ class Gemm(FamilyBase):
 
     def how(self) -> list[str]:
         return [
-            "GEMM kernels (`--gemm-kernels`) are the lab's 3xTF32 GEMM (`dev/kernels/gemm_3xtf32.cu`, "
+            "GEMM kernels (`--gemm-kernels`) are the 3xTF32 GEMM of `families/gemm/gemm_3xtf32.cu` ("
             "taken verbatim into `30_kernels/kernels.cu`) with a generated epilogue functor. Precision: each fp32 "
             "operand value x is split into two TF32 values, a big part (x rounded to TF32 for A; B's own value, which "
             "the tensor core truncates to TF32) and the small remainder, split so that the error of big + small "
