@@ -17,10 +17,9 @@ import torch
 from torch import fx
 
 from .capture import Captured
-from .partition import KernelStep, Plan
-from .partition_family import size_hint
-from .partition_gemm import traced_sizes
-from .rates import BANDWIDTH, CONV_FLOPS, LAUNCH_S, SGEMM_FLOPS, gemm3x_seconds
+from .plan import KernelStep, Plan
+from .rates import BANDWIDTH, CONV_FLOPS, LAUNCH_S, SGEMM_FLOPS
+from .traced import size_hint
 
 READS_ONLY_METADATA = {"aten.new_ones.default", "aten.new_zeros.default", "aten.new_empty.default",
                        "aten.new_full.default", "aten.zeros_like.default", "aten.ones_like.default",
@@ -167,10 +166,8 @@ def estimate(eager: EagerCost, captured: Captured, plan: Plan) -> CostEstimate:
             g = step.group
             moved = sum(nbytes(by_name[i]) for i in g.inputs) + sum(nbytes(by_name[o]) for o in g.outputs)
             t = _time(float(numel(by_name[g.outputs[0]]) * len(g.nodes)), SGEMM_FLOPS, moved)
-            if g.gemm:  # our kernel's measured rate in whole waves of tiles (the epilogue's FLOPs are negligible)
-                sizes = traced_sizes(by_name[g.gemm.anchor], by_name[g.gemm.gemm.a])
-                ours = gemm3x_seconds(*sizes, copies_b=not g.gemm.gemm.b_transposed)
-                t = max(ours, moved / BANDWIDTH) + LAUNCH_S
+            own = g.family.seconds(g, by_name) if g.family is not None else None  # a family's own rate
+            t = own if own is not None else t
             plan_s, plan_moved, plan_launches = plan_s + t, plan_moved + moved, plan_launches + 1
             units.append((list(g.inputs), list(g.outputs)))
         else:

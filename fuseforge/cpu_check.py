@@ -3,15 +3,10 @@
 Each torch step runs its ATen op; each planned kernel runs its *reference implementation*: the group's
 ops evaluated with torch, reading only the kernel's declared inputs and keeping only its declared
 outputs. So a kernel that forgot an input, an output used later, a wrong step order or a lost buffer
-update shows up here, without a GPU. A row kernel's reference also checks each input against the class
-the kernel reads it as (full, per column, per row, scalar), and computes the reduction itself by the
-kernel's formulas (`rowwise.reference`: max and sum of exponentials, mean and biased variance, ...)
-rather than by the ATen op. A channel kernel's reference does the same for its classes (full, per
-channel, scalar) and computes the batch norm's whole result tuple (normalised value, batch mean, inverse
-std, new running statistics) by the kernel's formulas (`channelwise.reference`); a channel-reduction kernel's
-checks its classes (full, per channel, scalar, per output position) and computes the reduction over axis 1
-by `channel_reductions.reference`. A GEMM kernel's reference checks that A and B multiply and each epilogue
-input fits its class (full, per row, per column, scalar), then runs the GEMM and its epilogue as the graph's
+update shows up here, without a GPU. A kernel family's kernel also checks each input against the class
+the kernel reads it as (`Family.check_operands`: full, per row, per column, per channel, scalar, ...) and
+computes its anchor by the kernel's own formulas (`Family.references`: a row kernel's max and sum of
+exponentials, a norm's mean and biased variance, ...) rather than by the ATen op; its other members run as the graph's
 own ops. The generated C++ itself is checked by the op-table tests.
 """
 
@@ -26,11 +21,10 @@ import torch
 from torch import fx
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import channel_reductions, channelwise, pooling, rowwise
 from .capture import Captured
 from .load import LoadedModel
-from .partition import KernelGroup, KernelStep, Plan, partition
-from .partition_rows import broadcasts, per_row_shapes
+from .partition import partition
+from .plan import KernelGroup, KernelStep, Plan
 
 
 @dataclass
@@ -63,112 +57,15 @@ def _run_node(node: fx.Node, env: dict[str, object]):
     return node.target(*args, **kwargs)
 
 
-def _check_row_operands(group: KernelGroup, inputs: dict[str, object]) -> None:
-    """What the row kernel's binding checks: each input fits the class it is read as (broadcast as torch does)."""
-    full = [inputs[i] for i, c in group.row.operands if c == "full"]
-    if not full:
-        raise ValueError(f"{group.name}: no full-shape input")
-    sizes = list(full[0].shape)
-    red = group.row.reduction
-    reduced = red.reduced(len(sizes))
-    kept, lead = per_row_shapes(tuple(sizes), reduced)
-    for name, cls in group.row.operands:
-        t = list(inputs[name].shape)
-        padded = [1] * (len(sizes) - len(t)) + t
-        if cls == "full":
-            ok = t == sizes
-        elif cls == "scalar":
-            ok = math.prod(t) == 1
-        elif cls == "col":
-            ok = broadcasts(t, sizes) and all(d == 1 for a, d in enumerate(padded) if a not in reduced)
-        else:
-            ok = broadcasts(t, kept if cls == "row" else lead)
-        if not ok:
-            raise ValueError(f"{group.name}: input {name} of shape {t} is not {cls} for rows {red.over} of {sizes}")
-
-
-def _check_channel_operands(group: KernelGroup, inputs: dict[str, object]) -> None:
-    """What the channel kernels' binding checks: each input fits the class it is read as."""
-    full = [inputs[i] for i, c in group.channel.operands if c == "full"]
-    if not full or full[0].dim() < 2:
-        raise ValueError(f"{group.name}: no full-shape input of rank >= 2")
-    sizes = full[0].shape
-    for name, cls in group.channel.operands:
-        t = inputs[name]
-        ok = t.shape == sizes if cls == "full" else t.numel() == (sizes[1] if cls == "channel" else 1)
-        if ok and cls == "channel" and t.dim() > 1:  # such as [C, 1, 1]: C must land on axis 1
-            ok = t.dim() <= len(sizes) and ([1] * (len(sizes) - t.dim()) + list(t.shape))[1] == sizes[1]
-        if not ok:
-            raise ValueError(f"{group.name}: input {name} of shape {list(t.shape)} is not {cls} for {list(sizes)}")
-
-
-def _check_gemm_operands(group: KernelGroup, inputs: dict[str, object]) -> None:
-    """What the GEMM kernel's binding checks: A and B multiply, each epilogue input fits its class."""
-    g = group.gemm.gemm
-    a, b = inputs[g.a], inputs[g.b]
-    b_kn = b.transpose(-1, -2) if g.op == "linear" else b
-    if a.dim() < 2 or b_kn.dim() != (3 if g.batched else 2) or b_kn.shape[-2] != a.shape[-1]:
-        raise ValueError(f"{group.name}: GEMM operands {g.a} {list(a.shape)} and {g.b} {list(b.shape)} do not multiply")
-    out = [*a.shape[:-1], b_kn.shape[-1]]
-    expected = {"row": a.numel() // max(1, a.shape[-1]), "col": out[-1], "scalar": 1}
-    for name, cls in group.gemm.operands:
-        t = inputs[name]
-        if not (list(t.shape) == out if cls == "full" else t.numel() == expected[cls]):
-            raise ValueError(f"{group.name}: input {name} of shape {list(t.shape)} is not {cls} for output {out}")
-
-
-def _check_reduce_operands(group: KernelGroup, inputs: dict[str, object]) -> None:
-    """What the channel-reduction kernel's binding checks: each input fits the class it is read as."""
-    spec = group.channel_reduce
-    full = [inputs[i] for i, c in spec.operands if c in ("full", "pooled")]
-    if not full or full[0].dim() < 3:
-        raise ValueError(f"{group.name}: no full-shape input of rank >= 3")
-    sizes = list(full[0].shape)
-    if spec.pool:  # the pooled shape, from the pool's input
-        pooled = inputs[spec.pool.data]
-        sizes = [*pooled.shape[:2], *[pooling.out_size(spec.pool, a, n) for a, n in enumerate(pooled.shape[2:])]]
-    out = sizes if not spec.reduction else [sizes[0], 1, *sizes[2:]] if spec.reduction.keepdim else \
-        [sizes[0], *sizes[2:]]
-    for name, cls in spec.operands:
-        t = inputs[name]
-        if cls == "pooled":
-            ok = t.dim() == spec.pool.dims + 2
-        elif cls in ("full", "reduced"):
-            ok = list(t.shape) == (sizes if cls == "full" else out)
-        else:
-            ok = t.numel() == (sizes[1] if cls == "channel" else 1)
-        if ok and cls == "channel" and t.dim() > 1:  # such as [C, 1, 1]: C must land on axis 1
-            ok = t.dim() <= len(sizes) and ([1] * (len(sizes) - t.dim()) + list(t.shape))[1] == sizes[1]
-        if not ok:
-            raise ValueError(f"{group.name}: input {name} of shape {list(t.shape)} is not {cls} for {sizes}")
-
-
 def run_kernel_reference(group: KernelGroup, by_name: dict[str, fx.Node], inputs: dict[str, object]) -> dict:
     """The kernel's reference implementation: its ops with torch, on its declared inputs only."""
     local = dict(inputs)
-    if group.row:
-        _check_row_operands(group, inputs)
-    if group.channel:
-        _check_channel_operands(group, inputs)
-    if group.gemm:  # the GEMM and its epilogue are the graph's own ops, in float64
-        _check_gemm_operands(group, inputs)
-    if group.channel_reduce:
-        _check_reduce_operands(group, inputs)
+    references = group.family.references(group) if group.family is not None else {}
+    if group.family is not None:
+        group.family.check_operands(group, inputs)
     for name in group.nodes:
-        if group.row and name == group.row.anchor:
-            red = group.row.reduction
-            local[name] = rowwise.reference(red, local[red.data], {p: local[p] for p in red.params if p})
-        elif group.channel and name == group.channel.anchor:
-            norm = group.channel.norm
-            local[name] = channelwise.reference(norm, local[norm.data], {p: local[p] for p in norm.params})
-        elif group.channel_reduce and name == group.channel_reduce.pool_node:
-            pool = group.channel_reduce.pool
-            value = pooling.reference(pool, local[pool.data])
-            local[name] = (value, None) if pool.values else value  # with indices: (values, unused indices)
-        elif group.channel_reduce and group.channel_reduce.reduction and name == group.channel_reduce.anchor:
-            red = group.channel_reduce.reduction
-            value = channel_reductions.reference(red, local[red.data])
-            local[name] = (value, None) if red.values else value  # min.dim / max.dim: (values, unused indices)
+        if name in references:
+            local[name] = references[name](local)
         else:
             local[name] = _run_node(by_name[name], local)
     return {o: local[o] for o in group.outputs}

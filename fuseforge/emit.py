@@ -19,7 +19,7 @@ from torch import fx
 from .capture import Captured
 from .codegen import Extension
 from .codegen.writer import Writer
-from .partition import KernelStep, Plan
+from .plan import KernelStep, Plan
 from .pointwise import op_key
 
 
@@ -207,11 +207,7 @@ def _forward(ctx: EmitContext) -> str:
         for i, step in enumerate(ctx.plan.steps):
             if isinstance(step, KernelStep):
                 g = step.group
-                what = f"one GEMM kernel (3xTF32 {g.gemm.gemm.layout}, epilogue fused)" if g.gemm else \
-                    f"one row kernel ({g.row.reduction.op} {g.row.reduction.over})" if g.row else \
-                    f"channel kernels ({g.channel.norm.describe}: statistics, then normalise)" if g.channel \
-                    else f"one {g.kind} kernel ({g.channel_reduce.describe})" if g.channel_reduce \
-                    else "one kernel"
+                what = g.family.call_comment(g) if g.family is not None else "one kernel"
                 ops = [op_key(by_name[n]).split('.')[1] for n in g.nodes if by_name[n].target is not operator.getitem]
                 w.line(f"# {' -> '.join(ops)}: {what}")
                 w.line(f"{', '.join(g.outputs)}{',' if len(g.outputs) > 1 else ''} = "

@@ -17,32 +17,24 @@ from __future__ import annotations
 
 from torch import fx
 
-from .partition import Plan, TorchStep
+from .plan import Plan, TorchStep
 
 CONVS = ("aten.conv2d.default", "aten.conv3d.default", "aten.conv_transpose2d.input",
          "aten.conv_transpose3d.input")
 
 
 def _reads_channels_last(group, value: str, by_name: dict[str, fx.Node]) -> bool:
-    """A kernel group that takes `value` channels-last: a channel-reduction kernel that reads it as its one
-    full input or as its pool's input (a pool kernel reads only its pool's input so); a batch-norm or
-    group-norm kernel whose one full-shape input it is; a pointwise kernel over `value`'s shape whose
-    other inputs are no convolutions (they stay contiguous), which reads it through a tile transpose."""
+    """A kernel group that takes `value` channels-last: a kernel family's kernel that says so
+    (`Family.reads_channels_last`: a channel-reduction kernel that reads it as its one full input or as its
+    pool's input, a batch-norm or group-norm kernel whose one full-shape input it is); a pointwise kernel over
+    `value`'s shape whose other inputs are no convolutions (they stay contiguous), which reads it through a
+    tile transpose."""
     if group.kind == "pointwise":
         shape = by_name[value].meta["val"].shape
         others = [by_name[i] for i in group.inputs if i != value]
         return (all(by_name[o].meta["val"].shape == shape for o in group.outputs)
                 and not any(str(o.target) in CONVS for o in others))
-    if group.channel is not None:
-        return [i for i, c in group.channel.operands if c == "full"] == [value]
-    spec = group.channel_reduce
-    if spec is None:
-        return False
-    classes = dict(spec.operands)
-    full = [i for i, c in spec.operands if c == "full"]
-    if classes.get(value) == "pooled":
-        return True
-    return spec.reduction is not None and full == [value]
+    return group.family is not None and group.family.reads_channels_last(group, value, by_name)
 
 
 def channels_last_convs(plan: Plan, graph: fx.Graph) -> frozenset[str]:

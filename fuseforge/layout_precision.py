@@ -22,7 +22,7 @@ import torch
 from torch import fx
 
 from .evaluate.conv_precision import ConvCall, convolutions
-from .partition_family import size_hint
+from .traced import size_hint
 
 ARTEFACT = "25_conv_precision.json"
 

@@ -4,129 +4,26 @@ Kinds of kernel:
 - pointwise: every maximal set of pointwise ops between anchors that can run as one elementwise loop
   (chains, multi-input chains, broadcasts of vectors and scalars, anchor epilogues). Its outputs share
   one iteration shape; every op inside it broadcasts to it.
-- row: a reduction or normalisation over the last axis or the last k axes together (softmax,
-  log_softmax, logsumexp, layer_norm, mean, sum, amax, amin), or softmax, log_softmax, logsumexp over the
-  channel axis, together with the pointwise groups around it that have the row shape or one
-  value per row (`partition_rows`): prologue -> row statistics -> epilogue, one launch.
-- channel: a train-mode batch norm or a group norm with the pointwise groups around it that have its input's
-  shape (`partition_channels`): prologue -> per-channel statistics, then finalise + running statistics
-  + normalise + epilogue, two launches. With the same flag, an amin/amax/sum/mean over the channel axis,
-  or a max/avg pool, with its prologue and epilogue (`partition_channel_reductions`): one launch.
-- gemm: a linear, addmm, mm, matmul (2-D) or bmm in float32 with the pointwise chain after it
-  (`partition_gemm`): one 3xTF32 tensor-core GEMM whose epilogue computes the chain per output element.
-Order of claiming: GEMM groups take their pointwise neighbours first, then row groups, then channel norms,
-then channel reductions and pools.
-Other anchors (GEMMs without the flag, conv, other reductions and norms, views) stay torch calls.
+- a kernel family's kernel (`fuseforge/families/`): an anchor (a reduction, a norm, a GEMM) with the
+  pointwise groups around it that the family can compute with it; the families claim anchors in the
+  registry's order (`families.FAMILIES`).
+Other anchors (those of no family in the plan, convolutions, views) stay torch calls.
 Whenever two neighbours end up apart, the reason is recorded (`WhyNotFused`).
 
-The planner emits plain dataclasses; codegen only prints them.
+The planner emits the plain dataclasses of `plan.py`; codegen only prints them.
 """
 
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
 import torch
 from torch import fx
 
-from . import pointwise, rowwise
-from .partition_channel_reductions import ChannelReduceSpec, form_channel_reduction_groups
-from .partition_channels import ChannelSpec, form_channel_groups
-from .partition_gemm import GemmSpec, form_gemm_groups
-from .partition_rows import RowSpec, form_row_groups, row_op_reason
-from .pointwise import NotSpellable
-
-KERNEL_DTYPES = (torch.float32, torch.bool)
-
-
-@dataclass(frozen=True)
-class KernelGroup:
-    """Ops computed by one generated kernel: pointwise ops, or (with `row`) a row reduction and its neighbours."""
-
-    name: str
-    nodes: tuple[str, ...]  # in topological order
-    inputs: tuple[str, ...]  # external tensors read (float32), in first-use order
-    outputs: tuple[str, ...]  # tensors written: of shape `shape` (row kernels: or one value per row)
-    shape: tuple  # iteration shape (row kernels: the row shape) as captured; may hold symbolic sizes
-    row: RowSpec | None = None  # set for a row kernel
-    channel: ChannelSpec | None = None  # set for a channel kernel pair (shape: the norm's input shape)
-    gemm: GemmSpec | None = None  # set for a GEMM kernel (shape: the GEMM's output shape)
-    channel_reduce: ChannelReduceSpec | None = None  # set for a channel-reduction kernel (shape: the reduced tensor's)
-
-    @property
-    def kind(self) -> str:
-        if self.gemm is not None:
-            return "gemm"
-        if self.channel_reduce is not None:
-            return "channel-reduction" if self.channel_reduce.reduction else "pool"
-        return "row" if self.row is not None else "channel" if self.channel is not None else "pointwise"
-
-    @property
-    def family(self) -> str | None:
-        """The configuration switch of the kernel family this group belongs to (None: a pointwise kernel)."""
-        if self.gemm is not None:
-            return "gemm_kernels"
-        if self.row is not None:
-            return "row_kernels"
-        return "channel_kernels" if self.channel is not None or self.channel_reduce is not None else None
-
-
-@dataclass(frozen=True)
-class TorchStep:
-    node: str
-
-
-@dataclass(frozen=True)
-class KernelStep:
-    group: KernelGroup
-
-
-@dataclass(frozen=True)
-class WhyNotFused:
-    producer: str
-    consumer: str
-    reason: str
-
-
-@dataclass
-class Plan:
-    steps: list[TorchStep | KernelStep]
-    groups: list[KernelGroup]
-    not_fused: list[WhyNotFused] = field(default_factory=list)
-    channels_last: frozenset[str] = frozenset()  # convolutions run channels-last (set by `layout`)
-
-
-def _tensor_meta(node: fx.Node):
-    val = node.meta.get("val")
-    return val if isinstance(val, torch.Tensor) else None
-
-
-def _unwrap_getitem(node: fx.Node) -> fx.Node:
-    """The op that produced a tuple element, for messages."""
-    return node.args[0] if node.target is operator.getitem else node
-
-
-def fusible_reason(node: fx.Node) -> str | None:
-    """None if the node can live in a generated kernel, else why not."""
-    if node.op != "call_function":
-        return f"{node.name} is a graph {node.op}"
-    if not pointwise.is_pointwise(node):
-        if rowwise.is_row_op(node) and row_op_reason(node):
-            return f"{pointwise.op_key(node)} is not pointwise, nor a row kernel: {row_op_reason(node)}"
-        return f"{pointwise.op_key(node)} is not pointwise (stays a torch call)"
-    meta = _tensor_meta(node)
-    if meta is None or meta.dtype not in KERNEL_DTYPES:
-        return f"{node.name} has dtype {getattr(meta, 'dtype', None)}; kernels compute float32"
-    for arg in node.all_input_nodes:
-        arg_meta = _tensor_meta(arg)
-        if arg_meta is None or arg_meta.dtype not in KERNEL_DTYPES:
-            return f"input {arg.name} of {node.name} has dtype {getattr(arg_meta, 'dtype', None)}"
-    try:
-        pointwise.spell(node, lambda n: n.name)
-    except NotSpellable as exc:
-        return f"{node.name}: {exc}"
-    return None
+from .fusible import fusible_reason, unwrap_getitem
+from .plan import Claim, Family, KernelGroup, KernelStep, Plan, TorchStep, WhyNotFused
+from .traced import tensor_meta
 
 
 class _Reach:
@@ -155,7 +52,7 @@ def _outputs(group: set[str], by_name: dict[str, fx.Node]) -> list[str]:
 
 def _shape_of(name: str, by_name) -> tuple:
     """The node's shape; symbolic sizes as their names ('s0')."""
-    return tuple(s if isinstance(s, int) else str(s) for s in _tensor_meta(by_name[name]).shape)
+    return tuple(s if isinstance(s, int) else str(s) for s in tensor_meta(by_name[name]).shape)
 
 
 def _acceptable(group: set[str], by_name, reach: _Reach) -> str | None:
@@ -165,12 +62,12 @@ def _acceptable(group: set[str], by_name, reach: _Reach) -> str | None:
     shapes = {_shape_of(o, by_name) for o in outs}
     if len(shapes) > 1:
         return f"outputs would have different shapes {sorted(map(list, shapes), key=str)}"
-    if any(_tensor_meta(by_name[o]).dtype != torch.float32 for o in outs):
+    if any(tensor_meta(by_name[o]).dtype != torch.float32 for o in outs):
         return "a kernel output would not be float32"
     return None
 
 
-def _group_nodes(graph: fx.Graph, not_fused: list[WhyNotFused]) -> list[list[str]]:
+def _group_nodes(graph: fx.Graph, not_fused: list[WhyNotFused], torch_reason) -> list[list[str]]:
     by_name = {n.name: n for n in graph.nodes}
     reach = _Reach(graph)
     group_of: dict[str, int] = {}
@@ -179,7 +76,7 @@ def _group_nodes(graph: fx.Graph, not_fused: list[WhyNotFused]) -> list[list[str
     for node in graph.nodes:
         if node.op != "call_function":
             continue
-        reason = fusible_reason(node)
+        reason = torch_reason(node)
         if reason is not None:
             for arg in node.all_input_nodes:
                 if arg.name in group_of:
@@ -193,8 +90,8 @@ def _group_nodes(graph: fx.Graph, not_fused: list[WhyNotFused]) -> list[list[str
             other = group_of.get(arg.name)
             if other is None:
                 if arg.op == "call_function":
-                    producer = _unwrap_getitem(arg)
-                    not_fused.append(WhyNotFused(producer.name, node.name, fusible_reason(producer) or "?"))
+                    producer = unwrap_getitem(arg)
+                    not_fused.append(WhyNotFused(producer.name, node.name, torch_reason(producer) or "?"))
                 continue
             if other == group_of[node.name]:
                 continue
@@ -228,8 +125,7 @@ def _kernel_name(nodes: list[str], by_name, taken: set[str]) -> str:
     return name
 
 
-def _make_group(nodes: list[str], by_name, taken: set[str],
-                spec: RowSpec | ChannelSpec | GemmSpec | ChannelReduceSpec | None = None) -> KernelGroup:
+def _make_group(nodes: list[str], by_name, taken: set[str], family: Family | None = None, spec=None) -> KernelGroup:
     members = set(nodes)
     inputs: list[str] = []
     for n in nodes:
@@ -237,22 +133,10 @@ def _make_group(nodes: list[str], by_name, taken: set[str],
             if arg.name not in members and arg.name not in inputs:
                 inputs.append(arg.name)
     outputs = [n for n in nodes if any(u.name not in members for u in by_name[n].users)]
-    row = spec if isinstance(spec, RowSpec) else None
-    channel = spec if isinstance(spec, ChannelSpec) else None
     shape = spec.full_shape if spec else _shape_of(outputs[0], by_name)
-    if row:  # operand classes in the order of the inputs
-        row = RowSpec(row.anchor, row.reduction, tuple((i, row.operand_class(i)) for i in inputs),
-                      row.row_nodes, row.full_shape)
-    if channel:
-        channel = ChannelSpec(channel.anchor, channel.norm, tuple((i, channel.operand_class(i)) for i in inputs),
-                              channel.results, channel.channel_nodes, channel.full_shape)
-    gemm = spec if isinstance(spec, GemmSpec) else None
-    if gemm:  # epilogue operand classes in the order of the inputs (A and B are read by the main loop)
-        gemm = GemmSpec(gemm.anchor, gemm.gemm, tuple((i, gemm.operand_class(i)) for i in inputs
-                                                      if gemm.operand_class(i)), gemm.full_shape)
-    reduce = spec.with_operand_order(tuple(inputs)) if isinstance(spec, ChannelReduceSpec) else None
+    spec = spec.with_operand_order(tuple(inputs)) if spec else None  # operand classes in the order of the inputs
     return KernelGroup(_kernel_name(nodes, by_name, taken), tuple(nodes), tuple(inputs), tuple(outputs), shape,
-                       row, channel, gemm, reduce)
+                       family, spec)
 
 
 def _schedule(graph: fx.Graph, groups: list[KernelGroup]) -> list[TorchStep | KernelStep]:
@@ -293,46 +177,38 @@ def _schedule(graph: fx.Graph, groups: list[KernelGroup]) -> list[TorchStep | Ke
     return [units[u] for u in done]
 
 
-def partition(graph: fx.Graph, row_kernels: bool = False, channel_kernels: bool = False,
-              gemm_kernels: bool = False, pointwise_kernels: bool = True) -> Plan:
-    """The plan of GRAPH; with `row_kernels`, last-axis reductions and norms join their neighbours' kernels;
-    with `channel_kernels`, train-mode batch norms and group norms do; with `gemm_kernels`, float32 GEMMs
-    take the pointwise chain after them as their epilogue (first: before rows and channels). Without
-    `pointwise_kernels` (and no family), every op stays a torch call."""
+def partition(graph: fx.Graph, families: Sequence[Family] = (), pointwise_kernels: bool = True) -> Plan:
+    """The plan of GRAPH: pointwise groups, then each of `families` in turn (the registry's order) takes anchors
+    with their pointwise neighbours out of them. Without `pointwise_kernels` (and no family), every op stays a
+    torch call."""
     if not pointwise_kernels:
-        if row_kernels or channel_kernels or gemm_kernels:
+        if families:
             raise ValueError("kernel families need the pointwise kernels")
         return Plan(_schedule(graph, []), [], [])
     not_fused: list[WhyNotFused] = []
     by_name = {n.name: n for n in graph.nodes}
     order = {n.name: i for i, n in enumerate(graph.nodes)}
     taken: set[str] = set()
-    pointwise_groups = _group_nodes(graph, not_fused)
-    gemm_groups: list = []
-    if gemm_kernels:
-        pointwise_groups, gemm_groups = form_gemm_groups(graph, pointwise_groups, not_fused, _Reach(graph),
-                                                         WhyNotFused)
-        gemm_entries = list(not_fused)
-    row_groups: list = []
-    if row_kernels:
-        pointwise_groups, row_groups = form_row_groups(graph, pointwise_groups, not_fused, _Reach(graph), WhyNotFused)
-    if channel_kernels:
-        in_rows = {n for members, _ in row_groups for n in members}
-        pointwise_groups, channel_groups = form_channel_groups(graph, pointwise_groups, not_fused, _Reach(graph),
-                                                               WhyNotFused, in_rows)
-        in_kernels = in_rows | {n for members, _ in channel_groups for n in members}
-        pointwise_groups, reduce_groups = form_channel_reduction_groups(graph, pointwise_groups, not_fused,
-                                                                        _Reach(graph), WhyNotFused, in_kernels)
-        row_groups += channel_groups + reduce_groups
-    if gemm_groups:  # the GEMM family's reasons stand for every edge that touches one of its groups
-        in_gemm = {n for members, _ in gemm_groups for n in members}
-        touches = lambda w: w.producer in in_gemm or w.consumer in in_gemm  # noqa: E731
-        not_fused[:] = [w for w in not_fused if not touches(w)] + [w for w in gemm_entries if touches(w)]
-        row_groups += gemm_groups
-    units = [(nodes, None) for nodes in pointwise_groups]
-    units += [(sorted(members, key=order.__getitem__), spec) for members, spec in row_groups]
+    torch_reason = lambda node: fusible_reason(node, families)  # noqa: E731
+    pointwise_groups = _group_nodes(graph, not_fused, torch_reason)
+    reach = _Reach(graph)
+    claimed: list[tuple[set[str], Family, object]] = []
+    standing: list[tuple[set[str], list[WhyNotFused]]] = []  # a family's members and its notes, which stand
+    for family in families:
+        members_before = {n for members, _, _ in claimed for n in members}
+        claim = Claim(graph, reach, frozenset(members_before), torch_reason)
+        pointwise_groups, formed = family.claim(claim, pointwise_groups, not_fused)
+        if family.notes_stand:
+            standing.append(({n for members, _ in formed for n in members}, list(not_fused)))
+        claimed += [(members, family, spec) for members, spec in formed]
+    for members, notes in standing:
+        if members:
+            touches = lambda w, members=members: w.producer in members or w.consumer in members  # noqa: E731
+            not_fused[:] = [w for w in not_fused if not touches(w)] + [w for w in notes if touches(w)]
+    units = [(nodes, None, None) for nodes in pointwise_groups]
+    units += [(sorted(members, key=order.__getitem__), family, spec) for members, family, spec in claimed]
     units.sort(key=lambda unit: order[unit[0][0]])
-    groups = [_make_group(nodes, by_name, taken, spec) for nodes, spec in units]
+    groups = [_make_group(nodes, by_name, taken, family, spec) for nodes, family, spec in units]
     return Plan(_schedule(graph, groups), groups, not_fused)
 
 
@@ -343,31 +219,8 @@ def format_plan(plan: Plan) -> str:
         if isinstance(step, KernelStep):
             g = step.group
             lines.append(f"kernel {g.name}: {' -> '.join(g.nodes)}")
-            if g.row:
-                r = g.row
-                per_row = f"; one value per row: {', '.join(r.row_nodes)}" if r.row_nodes else ""
-                lines.append(f"    row kernel: {r.reduction.op} of {r.reduction.data} {r.reduction.over} of "
-                             f"{list(g.shape)}{per_row}")
-                lines.append(f"    reads {', '.join(f'{i} ({c})' for i, c in r.operands)}; writes {', '.join(g.outputs)}")
-            elif g.gemm:
-                m = g.gemm
-                alpha = f"{m.gemm.alpha!r} * " if m.gemm.alpha != 1.0 else ""
-                beta = f"{m.gemm.beta!r} * " if m.gemm.beta != 1.0 else ""
-                bias = f" + {beta}{m.gemm.bias} (bias)" if m.gemm.bias else ""
-                lines.append(f"    gemm kernel: {m.gemm.op} {m.gemm.layout} ({alpha}{m.gemm.a} @ {m.gemm.b}{bias}) -> "
-                             f"{list(g.shape)}{' batched' if m.gemm.batched else ''}, epilogue of "
-                             f"{len(g.nodes) - 1} pointwise ops")
-                lines.append(f"    reads {', '.join([m.gemm.a + ' (A)', m.gemm.b + ' (B)'] + [f'{i} ({k})' for i, k in m.operands])}; "
-                             f"writes {', '.join(g.outputs)}")
-            elif g.channel:
-                c = g.channel
-                per_channel = f"; one value per channel: {', '.join(c.channel_nodes)}" if c.channel_nodes else ""
-                unit = "one sample's group of channels" if c.norm.groups else "every axis but axis 1"
-                lines.append(f"    channel kernels: {c.norm.describe} of {c.norm.data} over {unit} of "
-                             f"{list(g.shape)} (statistics, then normalise){per_channel}")
-                lines.append(f"    reads {', '.join(f'{i} ({k})' for i, k in c.operands)}; writes {', '.join(g.outputs)}")
-            elif g.channel_reduce:
-                lines += g.channel_reduce.describe_lines(g.outputs)
+            if g.family is not None:
+                lines += g.family.describe(g)
             else:
                 lines.append(f"    reads {', '.join(g.inputs)}; writes {', '.join(g.outputs)}; "
                              f"iteration shape {list(g.shape)}")

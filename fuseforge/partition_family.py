@@ -10,29 +10,10 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable
 
-import torch
 from torch import fx
 
+from .plan import Claim, WhyNotFused
 from .pointwise import NotSpellable
-
-
-def tensor_meta(node) -> torch.Tensor | None:
-    """The traced tensor of a node (None for a non-node or a non-tensor value)."""
-    val = node.meta.get("val") if isinstance(node, fx.Node) else None
-    return val if isinstance(val, torch.Tensor) else None
-
-
-def size_hint(size) -> int:
-    """A size as traced (the example value of a symbolic size)."""
-    if isinstance(size, int):
-        return size
-    hint = getattr(size.node, "hint", None)
-    return int(hint if hint is not None else size.node.shape_env.size_hint(size.node.expr))
-
-
-def traced_shape(node: fx.Node) -> tuple:
-    """The traced shape of a node, symbolic sizes as names."""
-    return tuple(s if isinstance(s, int) else str(s) for s in tensor_meta(node).shape)
 
 
 def recognise_reason(recognise: Callable, node: fx.Node) -> str | None:
@@ -48,9 +29,10 @@ class GroupGrower:
     """Grows groups around anchors from `units` (the pointwise groups, and any family-specific units after
     them); `formed` holds the grown groups as (members, spec)."""
 
-    def __init__(self, graph: fx.Graph, units: list[list[str]], reach):
-        self.by_name = {n.name: n for n in graph.nodes}
-        self.reach = reach
+    def __init__(self, claim: Claim, units: list[list[str]]):
+        self.by_name = {n.name: n for n in claim.graph.nodes}
+        self.reach = claim.reach
+        self.torch_reason = claim.torch_reason  # why a node stays a torch call
         self.units = units
         self.owner = {n: i for i, g in enumerate(units) for n in g}
         self.taken: set[int] = set()  # units absorbed into a group
@@ -107,20 +89,18 @@ class GroupGrower:
             return self.rejected.get(gi, "not tried") if gi not in self.taken else None
         if other.op != "call_function":
             return None
-        from .partition import fusible_reason  # the reason a torch call stays one
-
         producer = other.args[0] if other.target is operator.getitem else other
         if anchor_reason is not None and producer.name in self.anchor_reasons:
             return anchor_reason(producer.name)
-        return fusible_reason(producer) or "stays a torch call"
+        return self.torch_reason(producer) or "stays a torch call"
 
     def untaken(self, pointwise_groups: list[list[str]]) -> list[list[str]]:
         """The pointwise groups (the first units) that no group took in."""
         return [g for gi, g in enumerate(pointwise_groups) if gi not in self.taken]
 
 
-def edge_notes(grower: GroupGrower, edge_reason: Callable, why_cls) -> list:
-    """One not-fused note (`why_cls(producer, consumer, reason)`) per edge between a member of a formed group
+def edge_notes(grower: GroupGrower, edge_reason: Callable) -> list[WhyNotFused]:
+    """One not-fused note per edge between a member of a formed group
     and a node outside it, where `edge_reason(group, other, after)` gives a reason (`after`: `other` reads
     the member); the first note of each edge wins."""
     notes, seen = [], set()
@@ -133,7 +113,7 @@ def edge_notes(grower: GroupGrower, edge_reason: Callable, why_cls) -> list:
                 why = edge_reason(i, other, after) if other.name not in members else None
                 if why and pair not in seen:
                     seen.add(pair)
-                    notes.append(why_cls(*pair, why))
+                    notes.append(WhyNotFused(*pair, why))
     return notes
 
 
@@ -142,13 +122,13 @@ def notes_outside(not_fused: list, group_of: dict[str, int]) -> list:
     return [w for w in not_fused if w.producer not in group_of and w.consumer not in group_of]
 
 
-def restate_anchor_notes(notes: list, anchor_reasons: dict[str, str], family: str, why_cls) -> list:
+def restate_anchor_notes(notes: list, anchor_reasons: dict[str, str], family: str) -> list[WhyNotFused]:
     """`notes`, where one says an anchor that could not be a `family` kernel is not pointwise, with why."""
     restated = []
     for w in notes:
         anchor = next((n for n in (w.producer, w.consumer) if n in anchor_reasons), None)
         if anchor is not None and w.reason.endswith("is not pointwise (stays a torch call)"):
-            w = why_cls(w.producer, w.consumer, f"{w.reason.removesuffix(' (stays a torch call)')}, nor a {family} "
-                                                f"kernel: {anchor_reasons[anchor]}")
+            w = WhyNotFused(w.producer, w.consumer, f"{w.reason.removesuffix(' (stays a torch call)')}, nor a {family} "
+                                                     f"kernel: {anchor_reasons[anchor]}")
         restated.append(w)
     return restated

@@ -13,15 +13,15 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from .capture import Captured, capture, format_captured
-from .codegen import Extension, KernelCodegenError, generate
+from .capture import capture, format_captured
+from .codegen import KernelCodegenError, generate
 from .config import OptimizeConfig
-from .cost import CostEstimate, EagerCost, eager_cost, estimate
+from .cost import eager_cost, estimate
 from .cpu_check import (
     CpuCheck,
     available_bytes,
@@ -31,38 +31,15 @@ from .cpu_check import (
     float64_reference,
 )
 from .emit import EmitContext, emit, emit_model_forward
+from .families import switched_on
 from .ladder import Failure, describe, next_rung
 from .layout import channels_last_convs
 from .layout_precision import keep_in_class
-from .load import LoadedModel, load_model_file
-from .partition import Plan, format_plan, partition
+from .load import load_model_file
+from .partition import format_plan, partition
 from .report import write_report
-from .rewrite import RewriteLog, format_rewrite, rewrite, run_rules
-
-
-@dataclass
-class Run:
-    config: OptimizeConfig
-    loaded: LoadedModel | None = None
-    captured: Captured | None = None
-    rewrites: RewriteLog | None = None
-    plan: Plan | None = None
-    extension: Extension | None = None
-    eager_cost: EagerCost | None = None  # taken before the rewrite
-    cost: CostEstimate | None = None
-    cpu_check: CpuCheck | None = None
-    verify: dict | None = None  # 50_verify.json
-    bench: dict | None = None  # 60_bench.json
-    notes: list[str] = field(default_factory=list)
-    ladder: list[str] = field(default_factory=list)  # the rungs of the ladder of plans left before this one
-    conv_precision: dict = field(default_factory=dict)  # layout_precision: convolution -> its measurement
-
-    def artefact(self, name: str) -> Path:
-        return self.config.out_dir / name
-
-    @property
-    def verified(self) -> bool:
-        return bool(self.verify and self.verify.get("verdict") == "correct")
+from .rewrite import format_rewrite, rewrite, run_rules
+from .run import Run
 
 
 class StageFailed(Exception):
@@ -93,8 +70,7 @@ def stage_rewrite(run: Run) -> None:
 
 def stage_partition(run: Run) -> None:
     c = run.config
-    run.plan = partition(run.captured.graph, row_kernels=c.row_kernels, channel_kernels=c.channel_kernels,
-                         gemm_kernels=c.gemm_kernels, pointwise_kernels=c.pointwise_kernels)
+    run.plan = partition(run.captured.graph, switched_on(c), c.pointwise_kernels)
     if c.layout:
         run.plan.channels_last = channels_last_convs(run.plan, run.captured.graph)
         if c.gpu and run.plan.channels_last:  # measured on the GPU: channels-last only where in class
@@ -148,7 +124,7 @@ def _check_on_cpu(run: Run) -> None:
     run.cpu_check = CpuCheck(plan.passed and emitted.passed, max(plan.max_rel_error, emitted.max_rel_error),
                              plan.detail + emitted.detail, plan.culprit)
     if not run.cpu_check.passed:
-        family = plan.culprit.family if plan.culprit is not None else None
+        family = plan.culprit.family.switch if plan.culprit is not None and plan.culprit.family else None
         raise StageFailed("CPU check failed: the program differs from the model in float64: "
                           + "; ".join(d for d in run.cpu_check.detail if "error 0.0e+00" not in d), family=family)
 
@@ -269,7 +245,7 @@ def _failure(run: Run | None, stage: str, reason: str, family: str | None = None
     """Why a rung was left, with what its plan used (the ladder skips rungs that would not change it)."""
     plan = run.plan if run is not None else None
     groups = plan.groups if plan is not None else []
-    return Failure(stage, reason, family, frozenset(g.family for g in groups if g.family),
+    return Failure(stage, reason, family, frozenset(g.family.switch for g in groups if g.family),
                    bool(plan is not None and plan.channels_last), bool(groups),
                    bool(run is not None and run.rewrites is not None and run.rewrites.firings), verified)
 

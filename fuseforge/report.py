@@ -13,21 +13,19 @@ from typing import TYPE_CHECKING
 
 from torch import fx
 
-from . import channel_reductions, channelwise, pooling, rowwise
 from .cost import VIEW_OPS, nbytes
+from .families import FAMILIES
+from .fusible import fusible_reason
 from .ladder import describe
-from .partition import KernelStep, fusible_reason
-from .partition_channel_reductions import channel_reduction_reason, pool_reason
-from .partition_channels import channel_op_reason
-from .partition_gemm import gemm_op_reason, is_gemm_op
-from .partition_rows import row_op_reason
+from .plan import KernelStep
 from .pointwise import op_key
-from .rates import BANDWIDTH, GEMM3X_FLOPS, GEMM3X_MARGIN, GEMM3X_TILE, LAUNCH_S, SGEMM_FLOPS, SMS
+from .rates import BANDWIDTH, LAUNCH_S, SGEMM_FLOPS
 from .report_kernels import kernels_how
 from .report_measured import measured_section, summary_rows
 
 if TYPE_CHECKING:
-    from .pipeline import Run
+    from .config import OptimizeConfig
+    from .run import Run
 
 
 def _op(node: fx.Node) -> str:
@@ -49,22 +47,9 @@ def _replaced(run: Run) -> list[str]:
         return lines + ["None: no op of this model is pointwise, so no generated kernel was needed "
                         "(every op stays the torch call that eager PyTorch makes; see below).", ""]
     for g in run.plan.groups:
-        what = (f"{_a(g.row.reduction.op)} {g.row.reduction.over} with the pointwise ops around it is memory-bound, "
-                "so the win is to read " if g.row else "pointwise ops are memory-bound, so the win is to read ")
-        if g.channel:
-            what = (f"{_a(g.channel.norm.describe)} with the pointwise ops around it is memory-bound; two kernels (statistics, "
-                    "then finalise + running statistics + normalise + epilogue) read the full-shape inputs twice, "
-                    "instead of eager's statistics, normalise and one pass per pointwise op; they read ")
-        if g.gemm:
-            what = (f"{_a(g.gemm.gemm.op)} runs on the tensor cores in 3xTF32 (fp32-class) and its {len(g.nodes) - 1} "
-                    "pointwise ops run on the accumulator before the one store, so the product is never written "
-                    "and read back; it reads ")
-        if g.channel_reduce:
-            what = (f"{_a(g.channel_reduce.describe)} with the pointwise ops around it is memory-bound; one kernel "
-                    "computes each pooled value from its window and/or reduces each (sample, position) over its "
-                    "channels in registers, then runs the epilogue, so it reads ")
-        kind = "GEMM kernel" if g.gemm else "row kernel" if g.row else "channel kernels" if g.channel else \
-            f"{g.kind} kernel" if g.channel_reduce else "kernel"
+        kind, what = "kernel", "pointwise ops are memory-bound, so the win is to read "
+        if g.family is not None:
+            kind, what = g.family.replaced(g)
         lines.append(f"- {_ops_of(run, g.nodes)} (graph values {', '.join(g.nodes)}) → generated "
                      f"{kind} `{g.name}`: {what}"
                      f"{', '.join(g.inputs)} once and write {', '.join(g.outputs)} once instead of a round trip "
@@ -81,19 +66,12 @@ def _fusions(run: Run) -> list[str]:
                      "(GEMMs, convolutions, reductions and norms that are no row kernel), which stay torch calls.")
     for g in fused:
         saved = sum(nbytes(by_name[n]) for n in g.nodes if n not in g.outputs)
-        if g.channel_reduce:
+        if g.family is not None:
             ops = [n for n in g.nodes if by_name[n].target is not operator.getitem]
-            lines.append(f"- `{g.name}` fuses {len(ops)} ops ({_ops_of(run, ops)}) into one launch instead of "
-                         f"{len(ops)}: about {_mb(2 * saved)} less traffic per call (the prologue's values, the "
-                         "reduced value and the epilogue's intermediates stay in registers).")
-            continue
-        if g.channel:
-            ops = [n for n in g.nodes if by_name[n].target is not operator.getitem]
-            lines.append(f"- `{g.name}` fuses {len(ops)} ops ({_ops_of(run, ops)}) into two launches (statistics, then "
-                         f"normalise + epilogue) instead of eager's norm kernels and one launch per pointwise op: "
-                         f"about {_mb(2 * saved)} less traffic per call (the normalised value and other "
-                         "intermediates stay in registers); the full-shape inputs are read twice.")
-            continue
+            line = g.family.fusion(g, _ops_of(run, ops), len(ops), _mb(2 * saved))
+            if line:
+                lines.append(line)
+                continue
         lines.append(f"- `{g.name}` fuses {len(g.nodes)} ops ({_ops_of(run, g.nodes)}): "
                      f"{len(g.nodes) - 1} fewer launches and about {_mb(2 * saved)} less traffic per call "
                      "(intermediates written and read back by eager stay in registers).")
@@ -134,7 +112,7 @@ def _unchanged(run: Run) -> list[str]:
         return lines + ["None: every op runs in a generated kernel.", ""]
     for node in working:
         name = _FRIENDLY.get(op_key(node), f"`{_op(node)}`")
-        why = _why_torch(node, run.config.row_kernels, run.config.channel_kernels, run.config.gemm_kernels)
+        why = _why_torch(node, run.config)
         updates = [fqn for fqn, src in run.captured.buffer_mutations.items() if src == node.name]
         if updates:
             why = (f"the new value of buffer `{updates[0]}`, as the original model computes it in this mode; "
@@ -149,7 +127,7 @@ def _unchanged(run: Run) -> list[str]:
                    "is less precise than eager's is left for the plan without layout changes."
                    + _measured_precision(run, node.name))
         elif str(node.target) in _CONVS:
-            why = _why_torch(node, run.config.row_kernels, run.config.channel_kernels, run.config.gemm_kernels) + (
+            why = _why_torch(node, run.config) + (
                 " Precision: eager's own call in eager's layout, so the same cuDNN algorithm and precision "
                 "class as eager." + _measured_precision(run, node.name))
         elif node.all_input_nodes and all(a.name in run.captured.state_names for a in node.all_input_nodes):
@@ -169,40 +147,20 @@ _CONVS = ("aten.conv1d.default", "aten.conv2d.default", "aten.conv3d.default", "
           "aten.conv_transpose2d.input", "aten.conv_transpose3d.input", "aten.convolution.default")
 
 
-def _a(phrase: str) -> str:
-    """PHRASE with its indefinite article: "a softmax", "an amax"."""
-    return f"{'an' if phrase[:1].lower() in 'aeiou' else 'a'} {phrase}"
-
-
 def _moves_no_data(node: fx.Node) -> bool:
     return node.target is operator.getitem or str(node.target) in VIEW_OPS
 
 
-def _why_torch(node: fx.Node, row_kernels: bool, channel_kernels: bool = False, gemm_kernels: bool = False) -> str:
-    key = op_key(node)
-    if gemm_kernels and is_gemm_op(node):
-        return ("GEMM kept as the cuBLAS call eager makes: it is no GEMM kernel"
-                + (f" ({gemm_op_reason(node)})." if gemm_op_reason(node) else "."))
-    if channel_kernels and channelwise.is_channel_op(node):
-        return ("batch norm kept as PyTorch's kernel: it is no channel kernel"
-                + (f" ({channel_op_reason(node)})." if channel_op_reason(node) else
-                   " (its neighbours could not join it; see below)."))
-    if channel_kernels and pooling.is_pool_op(node):
-        return f"pool kept as PyTorch's kernel: it joins no channel kernel ({pool_reason(node)})."
-    if channel_kernels and channel_reductions.is_channel_reduction_op(node) and channel_reduction_reason(node) \
-            and "channel axis" not in channel_reduction_reason(node) and "row" not in channel_reduction_reason(node):
-        return f"reduction over the channels kept as PyTorch's kernel: {channel_reduction_reason(node)}."
-    if any(k in key for k in ("linear", "matmul", "mm", "conv")):
-        return ("GEMM/convolution anchor: kept as the cuBLAS/cuDNN call eager makes"
-                + (" (GEMM kernels turned off, `--no-gemm-kernels`)." if not gemm_kernels and is_gemm_op(node) else "."))
-    if any(k in key for k in ("norm", "softmax", "logsumexp", "sum", "mean", "amax", "min", "max", "pool")):
-        if not row_kernels:
-            return ("reduction or normalisation anchor: kept as PyTorch's kernel (row kernels turned off, "
-                    "`--no-row-kernels`).")
-        return ("reduction or normalisation anchor: kept as PyTorch's kernel; row kernels cover softmax, "
-                "log_softmax, logsumexp, layer_norm, mean, sum, amax and amin over the last axis, or over the "
-                "last k axes together, and softmax, log_softmax and logsumexp over the channel axis"
-                + (f" ({row_op_reason(node)})." if rowwise.is_row_op(node) and row_op_reason(node) else "."))
+def _why_torch(node: fx.Node, config: OptimizeConfig) -> str:
+    """Why NODE stays a torch call: what a kernel family says of it (asked from the last family to claim back
+    to the first: a node in two tables, such as an amin over the channel axis, is explained by the family
+    that tried it last), else as an anchor or an op no kernel computes."""
+    for family in reversed(FAMILIES):
+        why = family.why_torch(node, getattr(config, family.switch))
+        if why:
+            return why
+    if any(k in op_key(node) for k in ("linear", "matmul", "mm", "conv")):
+        return "GEMM/convolution anchor: kept as the cuBLAS/cuDNN call eager makes."
     return (fusible_reason(node) or "kept as a torch call") + "."
 
 
@@ -220,11 +178,7 @@ def _expected(run: Run) -> list[str]:
             f"- expected memory saving: peak activation memory {_mb(c.eager_peak_activation_bytes)} → "
             f"{_mb(c.plan_peak_activation_bytes)} (**{c.memory_saving:.0%}**), because fused intermediates are "
             "never allocated; parameters and inputs are unchanged.",
-            *([f"- GEMM kernels are costed in whole waves of {GEMM3X_TILE} x {GEMM3X_TILE} tiles over {SMS} SMs, "
-               f"at {GEMM3X_FLOPS / 1e12:.1f} TFLOP/s per full wave (the lab's variant-2 measurement at "
-               "1024x8192x8192 on an H100; variants 0 and 1 run slower), eager's GEMMs at cuBLAS SGEMM's "
-               f"{SGEMM_FLOPS / 1e12:.0f}; a product that our kernel is not expected to run {GEMM3X_MARGIN}x faster "
-               "than cuBLAS (few tiles over a long K, which cuBLAS splits) stays a cuBLAS call."] if any(g.gemm for g in run.plan.groups) else []), ""]
+            *[line for f in _used(run) for line in f.expected()], ""]
 
 
 def _limits(run: Run) -> list[str]:
@@ -243,19 +197,15 @@ def _limits(run: Run) -> list[str]:
     return lines + [""]
 
 
-_FUSED_KINDS = {  # kernel kind -> what such kernels hold, in the order the sentence names them
-    "gemm": "GEMMs with the pointwise ops after them",
-    "pointwise": "pointwise ops",
-    "row": "reductions and normalisations over the trailing axes with their pointwise neighbours",
-    "channel": "batch and group norms with their pointwise neighbours",
-    "channel-reduction": "reductions over the channel axis with their pointwise neighbours",
-    "pool": "pools with the pointwise ops after them",
-}
+def _used(run: Run) -> list:
+    """The kernel families the plan uses, in claiming order."""
+    return [f for f in FAMILIES if any(g.family is f for g in run.plan.groups)]
 
 
 def _what_was_fused(run: Run) -> str:
-    kinds = {g.kind for g in run.plan.groups}
-    held = [what for kind, what in _FUSED_KINDS.items() if kind in kinds]
+    groups = run.plan.groups
+    held = list(dict.fromkeys(f.holds(g) for f in FAMILIES for g in groups if g.family is f))
+    held += ["pointwise ops"] if any(g.family is None for g in groups) else []
     if not held:
         return "found nothing to put into a generated kernel"
     listed = held[0] if len(held) == 1 else ", ".join(held[:-1]) + " and " + held[-1]

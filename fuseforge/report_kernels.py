@@ -1,21 +1,13 @@
-"""The report's section "How the kernels are implemented and called": each kernel family's structure, precision
-and layouts (what the fixed C++ in `codegen/*_runtime.py` and the lab files do), then the calls in
-`ModelNew.forward`. Kept next to the code it describes: a change to a kernel family's runtime changes its
-paragraph here.
-"""
+"""The report's section "How the kernels are implemented and called": the pointwise kernels' structure, each
+used kernel family's paragraph (`Family.how`, kept next to the family's code), then the calls in
+`ModelNew.forward`."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .codegen.gemm_runtime import GEMM_VARIANT, VARIANT_NAMES
-
 if TYPE_CHECKING:
-    from .pipeline import Run
-
-RUN_ON_GPU = ("Run on an H100 in this pipeline: GPU tests on odd sizes against float64 and the problem models "
-              "(`bench/NOTES.md`).")
-
+    from .run import Run
 
 def kernels_how(run: Run) -> list[str]:
     lines = ["## How the kernels are implemented and called", ""]
@@ -38,118 +30,10 @@ def kernels_how(run: Run) -> list[str]:
         "the outputs and launches on the caller's current CUDA stream; every launch is checked.",
         "",
     ]
-    if any(g.row for g in run.plan.groups):
-        lines += [
-            "Row kernels (reductions and normalisations over the last axis or the last k axes together, a row "
-            "being their values flattened, or softmax/logsumexp over the channel axis, a row per position, "
-            "one thread each, its values S apart; with their prologue and "
-            "epilogue; design and numerics from `dev/kernels/rowwise.cu`) have a different structure: a "
-            "generated `Op` struct spells the prologue (the value reduced), the per-row values and the "
-            "epilogue; fixed templates run one warp per row (rows up to 1024 values, 8 rows per 256-thread "
-            "block), one 512-thread block per row (up to 16384), or two passes over longer rows, with each "
-            "element's inputs cached in registers between the reduction and the epilogue, 16-byte loads and "
-            "stores when the row length is a multiple of 4 and every full-shape pointer is aligned. "
-            "Statistics: online max and sum of exponentials (softmax, log_softmax, logsumexp), Welford with "
-            "Chan's merge (layer_norm), fp32 sums (sum, mean), merged by warp shuffles and shared memory; "
-            "precise expf/logf/sqrtf. " + RUN_ON_GPU,
-            "",
-        ]
-    if any(g.channel for g in run.plan.groups):
-        lines += [
-            "Channel kernels (train-mode batch norm, `--channel-kernels`, with its pointwise prologue "
-            "and epilogue) are a pair of launches around a generated `Op` struct that spells the prologue (the "
-            "value normalised), the per-channel results and the normalise + epilogue step "
-            "(`codegen/channel_runtime.py`). Launch 1 splits each channel into parts (about 1024 blocks in all) "
-            "and writes Welford statistics (count, mean, M2) per (channel, part) to a small workspace: per "
-            "value, or per four values on the 16-byte path, merged across threads with Chan's formula by warp "
-            "shuffles and shared memory; no atomics, so results are the same on every run. Launch 2 merges "
-            "each channel's partials in a fixed order, takes mean and 1/sqrt(biased variance + eps), writes the "
-            "new running mean and variance (momentum · batch value + (1 − momentum) · old, with the unbiased "
-            "variance, as PyTorch) and any other per-channel result once per channel, and writes the outputs. "
-            "Layout NCHW: channel c of element i is (i / HW) % C; planes of HW values use one 256-thread block "
-            "per (channel, part) with float4 loads and stores when HW % 4 == 0 and every full-shape pointer is "
-            "aligned, scalar otherwise; [N, C] inputs (BatchNorm1d) use 32 channels × 8 rows per block. The new "
-            "running statistics are returned and copied into the buffers by `ModelNew.forward`; the "
-            "num_batches_tracked increment stays a torch call. Group norm runs on the same kernels with one "
-            "unit of statistics per (sample, group of C / G channels), contiguous in memory, and no running "
-            "statistics. A channels-last input (the output of a convolution that `layout.py` ran channels-last, "
-            "when it is the group's one full-shape input) takes three launches instead "
-            "(`codegen/channel_nhwc_runtime.py`): statistics per (sample, part of the positions, channel) with "
-            "each warp reading 32 consecutive channels of a position, one warp per unit merging them in a fixed "
-            "order, and normalise + epilogue over tiles of 32 channels × 64 positions whose outputs pass through "
-            "shared memory so they are written NCHW, coalesced. " + RUN_ON_GPU,
-            "",
-        ]
-    if any(g.gemm for g in run.plan.groups):
-        lines += _gemm_how()
-    if any(g.channel_reduce for g in run.plan.groups):
-        lines += [
-            "Channel-reduction kernels (amin, amax, sum, mean over axis 1 of [N, C, *spatial], "
-            "`--channel-kernels`, with their pointwise prologue and epilogue) are one launch around a generated "
-            "`Op` struct that spells the prologue (the value reduced, per element), the reduction (start value "
-            "and combine) and the epilogue (per output position) (`codegen/channel_reduce_runtime.py`). One "
-            "thread per output position (n, s) walks the C channels, strided by the spatial size S, and "
-            "combines them in registers in channel order (min/max propagate NaN like torch; sums in fp32): no "
-            "atomics, the same result on every run. A 256-thread block covers consecutive "
-            "positions of one sample, so each warp's loads are contiguous; four positions per thread with "
-            "16-byte loads and stores when S % 4 == 0 and every pointer is aligned, one otherwise; each thread "
-            "loads 4 channels before it combines them, to keep several loads in flight. The input is read once and only the "
-            "reduced outputs are written. A max or average pool before the reduction (kernel, stride, padding, "
-            "dilation, ceil_mode as captured; PyTorch's divisor rule) is computed per channel from its window "
-            "in registers, so the pooled tensor is never written; a pool with only pointwise ops after it is a "
-            "pool kernel, one thread per pooled element. A channels-last input (the output of a convolution "
-            "that `layout.py` ran channels-last) is read as it is: where it is the one full input, each warp "
-            "reads 32 channels of a position at a time (128 contiguous bytes) into shared memory and each thread "
-            "then combines its position's channels in the same order; a pool reads a channels-last input with "
-            "its values C apart. " + RUN_ON_GPU,
-            "",
-        ]
+    used = sorted({g.family for g in run.plan.groups if g.family is not None}, key=lambda f: f.order)
+    lines += [line for f in used for line in f.how()]
     lines += ["Calls in `ModelNew.forward` (`model_new.py`):", ""]
     for g in run.plan.groups:
-        shape = (f"rows of {list(g.shape)}, {g.row.reduction.op} of {g.row.reduction.data}; reads "
-                 + ", ".join(f"{i} ({c})" for i, c in g.row.operands)) if g.row else f"iteration shape {list(g.shape)}"
-        if g.gemm:
-            m = g.gemm.gemm
-            shape = (f"{m.op} {m.layout} of {m.a} (A) and {m.b} (B) -> {list(g.shape)}"
-                     + (f", epilogue reads {', '.join(f'{i} ({c})' for i, c in g.gemm.operands)}"
-                        if g.gemm.operands else ""))
-        if g.channel:
-            shape = (f"{g.channel.norm.describe} of {g.channel.norm.data} over {list(g.shape)}; reads "
-                     + ", ".join(f"{i} ({c})" for i, c in g.channel.operands))
-        if g.channel_reduce:
-            spec = g.channel_reduce
-            shape = (f"{spec.describe}: {list(g.shape)} -> {list(spec.out_shape)}; reads "
-                     + ", ".join(f"{i} ({c})" for i, c in spec.operands))
+        shape = g.family.call_shape(g) if g.family is not None else f"iteration shape {list(g.shape)}"
         lines.append(f"- `{', '.join(g.outputs)} = kernels.{g.name}({', '.join([*g.inputs, 'stream'])})` — {shape}")
     return lines + [""]
-
-
-def _gemm_how() -> list[str]:
-    return [
-        "GEMM kernels (`--gemm-kernels`) are the lab's 3xTF32 GEMM (`dev/kernels/gemm_3xtf32.cu`, "
-        "taken verbatim into `30_kernels/kernels.cu`) with a generated epilogue functor. Precision: each fp32 "
-        "operand value x is split into two TF32 values, a big part (x rounded to TF32 for A; B's own value, which "
-        "the tensor core truncates to TF32) and the small remainder, split so that the error of big + small "
-        "is unbiased, and a_small·b_big + a_big·b_small + a_big·b_big is accumulated on the tensor cores in fp32 "
-        "(the small·small term, below 2^-21 relative, is dropped). The tensor core's own accumulation rounds "
-        "toward zero, so every 2 k-tiles of 32 start from a fresh accumulator, added to the running sum with an "
-        "ordinary round-to-nearest fp32 add, and each such chain takes the small products first and the big ones "
-        "last (fewer roundings of a large sum: a bias that a mean over rows, such as train-mode BatchNorm's, "
-        "would keep). Measured on an H100 at 1024x8192x8192: relative error 2.9e-7 vs float64, against cuBLAS "
-        "SGEMM's 1.6e-6 (fp32-class, DESIGN §3). Tiling: 128 × 128 output tiles, 32-wide k-tiles, one "
-        "persistent block per multiprocessor looping over the tiles, with two warpgroups on the tensor cores, "
-        "one thread issuing TMA loads of each k-tile (zero-filled past the edges, so any M, N, K works; 16-byte "
-        "aligned rows, else bounds-checked cp.async copies) and six warps splitting B; stores are bounds-checked "
-        "(8-byte when C's rows allow). The kernel reads B as [N, K] rows (`x @ W.T`, or a transposed operand, "
-        "as it is); an NN product's B ([K, N] rows, chosen from the traced strides) is copied to [N, K] rows by "
-        "the binding (its cost is in the time model that picks the kernel over cuBLAS), which also copies an "
-        f"operand whose rows are not unit-stride. Kernel variant {GEMM_VARIANT} ({VARIANT_NAMES[GEMM_VARIANT]}; "
-        "the constant `kFFGemmVariant` in the generated source: 0 mma.sync, 1 wgmma, 2 warp-specialised wgmma). "
-        "Measured in the lab on an H100 at 1024x8192x8192: 57.3, 75.7 and 135.8 TFLOP/s for variants 0, 1 and 2 "
-        "(cuBLAS SGEMM about 50); all three passed the lab's full sweep (ragged, NN, batched), and all three "
-        "the GPU tests on odd shapes against float64. The epilogue runs per output element on the accumulator (bias, "
-        "per-row and per-column vectors, scalars, full-shape inputs such as a residual are read through the "
-        "read-only cache); extra outputs are written by the functor. Built for sm_90a (H100/H200) only. "
-        + RUN_ON_GPU,
-        "",
-    ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .pipeline import Run
+    from .run import Run
 
 
 def _ms(v) -> str:

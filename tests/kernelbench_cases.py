@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from golden_digests import assert_the_generated_code_is_the_committed_one
 
 from fuseforge.config import OptimizeConfig
 from fuseforge.pipeline import optimize
@@ -46,7 +47,7 @@ def assert_the_generated_kernels_compile_for_hopper(run, tmp_path: Path) -> None
 
 
 def bind_half(parity: int):
-    """The fixture and tests of one half, for a test file to bind as `run, test_a, test_b = bind_half(k)`."""
+    """The fixture and tests of one half, for a test file to bind as `run, test_a, test_b, test_c = bind_half(k)`."""
     cases = half(parity)
 
     @pytest.fixture(scope="module", params=cases, ids=[p.stem for p in cases])
@@ -59,5 +60,8 @@ def bind_half(parity: int):
     def test_each_problems_kernels_compile_for_hopper(run, tmp_path):
         assert_the_generated_kernels_compile_for_hopper(run, tmp_path)
 
+    def test_each_problems_generated_code_is_the_committed_one(run):
+        assert_the_generated_code_is_the_committed_one(run.config.model_path, run.config.out_dir)
+
     return run, test_each_problem_keeps_the_default_plan_and_matches_the_model_in_float64, \
-        test_each_problems_kernels_compile_for_hopper
+        test_each_problems_kernels_compile_for_hopper, test_each_problems_generated_code_is_the_committed_one

@@ -18,17 +18,28 @@ from conftest import ALL_MODELS, PROBLEMS
 from test_partition import _captured
 from torch import nn
 
-from fuseforge import channel_reductions, pooling
 from fuseforge.codegen import generate
 from fuseforge.config import OptimizeConfig
 from fuseforge.cpu_check import _run_node, run_kernel_reference
-from fuseforge.partition import KernelStep, format_plan, partition
+from fuseforge.families import named
+from fuseforge.families.channel_reductions import pools
+from fuseforge.families.channel_reductions import table as reduction_table
+from fuseforge.partition import format_plan, partition
 from fuseforge.pipeline import optimize
+from fuseforge.plan import KernelStep
 
 
 def _plan(model, *inputs):
     captured = _captured(model, *inputs)
-    return captured, partition(captured.graph, channel_kernels=True)
+    return captured, partition(captured.graph, named("channel_norms", "channel_reductions"))
+
+
+def _kind(group) -> str:
+    """A channel-reductions group's kind of kernel: `channel-reduction`, or `pool` (a pool and the pointwise ops
+    after it); another group's kind."""
+    if group.kind != "channel_reductions":
+        return group.kind
+    return "channel-reduction" if group.spec.reduction else "pool"
 
 
 def _ops(captured, group):
@@ -49,9 +60,9 @@ class MinWithNeighbours(nn.Module):
 def test_a_channel_min_with_a_per_channel_prologue_and_a_residual_epilogue_is_one_kernel():
     captured, plan = _plan(MinWithNeighbours(), torch.randn(2, 5, 3, 7), torch.randn(2, 3, 7))
     (group,) = plan.groups
-    assert group.kind == "channel-reduction"
+    assert _kind(group) == "channel-reduction"
     assert _ops(captured, group) == ["mul", "add", "min", "tanh", "add"]
-    spec = group.channel_reduce
+    spec = group.spec
     assert spec.reduction.op == "amin" and spec.reduction.keepdim is False and spec.reduction.values == "getitem"
     assert dict(spec.operands) == {"x": "full", "p_bias": "channel", "r": "reduced"}
     assert spec.full_shape[1:] == (5, 3, 7) and spec.out_shape == (spec.full_shape[0], 3, 7)
@@ -66,7 +77,7 @@ def test_a_min_whose_indices_are_used_stays_a_torch_call_and_the_reason_names_th
             return torch.tanh(values), indices
 
     _, plan = _plan(Indices(), torch.randn(2, 5, 3, 7))
-    assert all(g.channel_reduce is None for g in plan.groups)
+    assert all(g.kind != "channel_reductions" for g in plan.groups)
     (why,) = [w for w in plan.not_fused if w.producer == "min_1"]
     assert why.reason == ("aten.min.dim is not pointwise, nor a channel kernel: the indices of min_1 are used "
                           "(getitem_1): a channel reduction computes the values only")
@@ -79,7 +90,7 @@ def test_a_prologue_value_also_read_outside_the_kernel_stays_apart_and_the_reaso
             return y.amax(dim=1, keepdim=True) * 2.0, y
 
     _, plan = _plan(Shared(), torch.randn(2, 5, 3, 7))
-    (group,) = [g for g in plan.groups if g.channel_reduce]
+    (group,) = [g for g in plan.groups if g.kind == "channel_reductions"]
     assert "sigmoid" not in group.nodes and group.nodes[-1].startswith("mul")
     (why,) = [w for w in plan.not_fused if w.producer == "sigmoid" and w.consumer == "amax"]
     assert "read outside the kernel" in why.reason
@@ -91,7 +102,7 @@ def test_an_epilogue_input_that_broadcasts_along_a_spatial_axis_stays_apart():
             return x.sum(dim=1, keepdim=True) * y  # y [N, 1, H, 1]: neither per position nor a scalar
 
     _, plan = _plan(SpatialBroadcast(), torch.randn(2, 5, 3, 7), torch.randn(2, 1, 3, 1))
-    (group,) = [g for g in plan.groups if g.channel_reduce]
+    (group,) = [g for g in plan.groups if g.kind == "channel_reductions"]
     assert group.nodes == ("sum_1",)
     (why,) = [w for w in plan.not_fused if w.consumer.startswith("mul")]
     assert "does not broadcast as the kernel reads it" in why.reason
@@ -108,8 +119,8 @@ def test_a_reduction_that_is_not_over_the_channel_axis_of_a_spatial_tensor_is_no
             return torch.tanh(forward(x))
 
     captured = _captured(Other(), torch.randn(2, 5, 3, 7))
-    flagged = partition(captured.graph, channel_kernels=True)
-    assert all(g.channel_reduce is None for g in flagged.groups), why
+    flagged = partition(captured.graph, named("channel_norms", "channel_reductions"))
+    assert all(g.kind != "channel_reductions" for g in flagged.groups), why
     assert format_plan(flagged) == format_plan(partition(captured.graph))  # reasons unchanged too
 
 
@@ -128,7 +139,7 @@ def test_a_channel_reduction_model_gets_one_kernel_and_passes_the_float64_cpu_ch
     alone = OptimizeConfig(model_path=PROBLEMS / f"{name}.py", out_dir=tmp_path, gpu=False).without_families()
     run = optimize(replace(alone, channel_kernels=True))
     steps, ops, apart = CHANNEL_REDUCTION_MODELS[name]
-    assert [s.group.kind if isinstance(s, KernelStep) else "torch" for s in run.plan.steps] == steps
+    assert [_kind(s.group) if isinstance(s, KernelStep) else "torch" for s in run.plan.steps] == steps
     (group,) = run.plan.groups
     assert _ops(run.captured, group) == ops
     op = {n.name: n.target.__name__.split(".")[0] for n in run.captured.graph.nodes if n.op == "call_function"}
@@ -149,8 +160,8 @@ class PoolThenPointwise(nn.Module):
 def test_a_pool_with_pointwise_ops_after_it_and_no_reduction_is_one_pool_kernel():
     captured, plan = _plan(PoolThenPointwise(), torch.randn(2, 3, 7, 9))
     (group,) = plan.groups
-    assert group.kind == "pool" and _ops(captured, group) == ["max_pool2d", "relu", "mul"]
-    spec = group.channel_reduce
+    assert _kind(group) == "pool" and _ops(captured, group) == ["max_pool2d", "relu", "mul"]
+    spec = group.spec
     assert spec.reduction is None and dict(spec.operands) == {"x": "pooled"}
     assert (spec.pool.kernel, spec.pool.stride, spec.pool.padding, spec.pool.ceil_mode) == ((3, 3), (2, 2), (1, 1), True)
     assert spec.full_shape[1:] == (3, 4, 5) and plan.not_fused == []
@@ -169,9 +180,9 @@ def test_a_max_pool_whose_indices_are_unused_joins_and_one_whose_indices_are_use
 
     _, unused = _plan(Indices(False), torch.randn(2, 3, 6, 6))
     (group,) = unused.groups
-    assert group.channel_reduce.pool.values is not None and group.kind == "channel-reduction"
+    assert group.spec.pool.values is not None and _kind(group) == "channel-reduction"
     _, used = _plan(Indices(True), torch.randn(2, 3, 6, 6))
-    assert all(g.channel_reduce is None or g.channel_reduce.pool is None for g in used.groups)
+    assert all(g.kind != "channel_reductions" or g.spec.pool is None for g in used.groups)
     (why,) = [w for w in used.not_fused if w.consumer.startswith("sum")]
     assert "the indices of max_pool2d_with_indices are used" in why.reason
 
@@ -182,7 +193,7 @@ def test_a_pointwise_op_before_a_pool_stays_apart_because_the_pool_reads_its_inp
             return torch.tanh(nn.functional.avg_pool2d(torch.relu(x), 2))
 
     _, plan = _plan(Before(), torch.randn(2, 3, 6, 6))
-    (pool,) = [g for g in plan.groups if g.channel_reduce]
+    (pool,) = [g for g in plan.groups if g.kind == "channel_reductions"]
     assert not any(n.startswith("relu") for n in pool.nodes)
     (why,) = [w for w in plan.not_fused if w.producer.startswith("relu")]
     assert "reads relu through its window" in why.reason
@@ -198,8 +209,8 @@ def test_a_pool_without_a_pointwise_op_after_it_stays_pytorchs_kernel():
             return self.fc(nn.functional.max_pool2d(x, 2).flatten(1))
 
     captured = _captured(Alone(), torch.randn(2, 3, 4, 4))
-    flagged = partition(captured.graph, channel_kernels=True)
-    assert all(g.channel_reduce is None for g in flagged.groups)
+    flagged = partition(captured.graph, named("channel_norms", "channel_reductions"))
+    assert all(g.kind != "channel_reductions" for g in flagged.groups)
     assert [s.node for s in flagged.steps] == [s.node for s in partition(captured.graph).steps]
 
 
@@ -215,7 +226,7 @@ def test_the_command_line_plans_the_channel_min_model_as_one_channel_reduction_k
     assert "torch  conv2d_1  (channels-last input and weight: its readers read NHWC)" in plan
 
 
-FLAG_OFF = {  # the plans without channel reductions (the convolution's bias split off by the rewrite stage)
+FLAG_OFF = {  # the plans without kernel families (the convolution's bias split off by the rewrite stage)
     "dev/conv2d_channelmin_tanh": (
         "# steps, in execution order\ntorch  conv2d_1\ntorch  view\nkernel fused_add: add_25\n"
         "    reads conv2d_1, view; writes add_25; iteration shape ['s77', 64, 254, 254]\ntorch  min_1\n"
@@ -232,8 +243,7 @@ FLAG_OFF = {  # the plans without channel reductions (the convolution's bias spl
         "# why neighbours were not fused\n"
         "max_pool3d_1 -> add_25: aten.max_pool3d.default is not pointwise (stays a torch call)\n"
         "view -> add_25: aten.view.default is not pointwise (stays a torch call)\n"
-        "sigmoid -> sum_1: aten.sum.dim_IntList is not pointwise, nor a row kernel: sum_1 reduces dims "
-        "[1], not the last axis (or the last k axes together) of a rank-5 tensor\n"),
+        "sigmoid -> sum_1: aten.sum.dim_IntList is not pointwise (stays a torch call)\n"),
 }
 
 
@@ -250,7 +260,7 @@ def _captured_file(path):
 @pytest.mark.parametrize("path", ALL_MODELS, ids=lambda p: p.stem)
 def test_without_the_flag_no_plan_has_a_channel_reduction_kernel_or_mentions_one(path):
     plan = partition(_captured_file(path).graph)
-    assert all(g.channel_reduce is None for g in plan.groups)
+    assert all(g.kind != "channel_reductions" for g in plan.groups)
     assert not any("channel" in w.reason for w in plan.not_fused)
     name = f"{path.parent.name}/{path.stem}"
     if name in FLAG_OFF:
@@ -268,7 +278,7 @@ SHAPES = [(1, 1, 1), (1, 3, 5), (2, 7, 3, 5), (3, 5, 7, 1, 3), (1, 4, 4), (2, 33
 def test_the_channel_reduction_reference_equals_torch_in_float64(shape, op, keepdim):
     torch.manual_seed(0)
     v = torch.randn(shape, dtype=torch.float64) * 3 + 0.5
-    got = channel_reductions.reference(channel_reductions.ChannelReduction(op, "v", keepdim), v)
+    got = reduction_table.reference(reduction_table.ChannelReduction(op, "v", keepdim), v)
     want = getattr(torch, op)(v, dim=1, keepdim=keepdim)
     assert got.shape == want.shape and torch.allclose(got, want, rtol=1e-12, atol=1e-12)
 
@@ -277,7 +287,7 @@ def test_the_channel_reduction_reference_equals_torch_in_float64(shape, op, keep
 def test_a_nan_in_any_channel_gives_nan_in_the_reference_as_in_torch(op):
     v = torch.randn(2, 5, 3, 3, dtype=torch.float64)
     v[1, 3, 2, 1] = float("nan")
-    got = channel_reductions.reference(channel_reductions.ChannelReduction(op, "v", True), v)
+    got = reduction_table.reference(reduction_table.ChannelReduction(op, "v", True), v)
     want = torch.min(v, dim=1, keepdim=True)[0] if op == "amin" else getattr(torch, op)(v, dim=1, keepdim=True)
     assert torch.equal(torch.isnan(got), torch.isnan(want)) and torch.isnan(got).sum() == 1
 
@@ -292,7 +302,7 @@ def test_the_channel_reduction_reference_refuses_an_input_that_does_not_fit_its_
 
 
 def _pool(op, dims, k, s, p, d=1, ceil=False, include=True, override=None):
-    return pooling.Pool(op, "v", (k,) * dims, (s,) * dims, (p,) * dims, (d,) * dims, ceil, include, override)
+    return pools.Pool(op, "v", (k,) * dims, (s,) * dims, (p,) * dims, (d,) * dims, ceil, include, override)
 
 
 POOLS = [  # (op, dims, kernel, stride, padding, dilation, ceil_mode, count_include_pad, divisor_override)
@@ -314,19 +324,19 @@ def test_the_pool_reference_equals_torch_in_float64_with_padding_dilation_and_ce
     torch.manual_seed(0)
     v = torch.randn(shape[:dims + 2], dtype=torch.float64) * 3
     pool = _pool(op, dims, k, s, p, d, ceil, include, override)
-    got = pooling.reference(pool, v)
+    got = pools.reference(pool, v)
     fn = getattr(nn.functional, f"{op}_pool{dims}d")
     override_arg = {} if dims == 1 else {"divisor_override": override}  # avg_pool1d has no divisor_override
     want = fn(v, k, s, p, d, ceil_mode=ceil) if op == "max" else \
         fn(v, k, s, p, ceil_mode=ceil, count_include_pad=include, **override_arg)
     assert got.shape == want.shape and torch.allclose(got, want, rtol=1e-12, atol=1e-12)
-    assert list(got.shape[2:]) == [pooling.out_size(pool, a, n) for a, n in enumerate(shape[2:dims + 2])]
+    assert list(got.shape[2:]) == [pools.out_size(pool, a, n) for a, n in enumerate(shape[2:dims + 2])]
 
 
 def test_a_nan_in_a_window_gives_nan_in_the_max_pool_reference_as_in_torch():
     v = torch.randn(1, 2, 5, 5, dtype=torch.float64)
     v[0, 1, 2, 3] = float("nan")
-    got = pooling.reference(_pool("max", 2, 3, 2, 1, ceil=True), v)
+    got = pools.reference(_pool("max", 2, 3, 2, 1, ceil=True), v)
     want = nn.functional.max_pool2d(v, 3, 2, 1, ceil_mode=True)
     assert torch.equal(torch.isnan(got), torch.isnan(want)) and torch.isnan(got).sum() > 0
 
@@ -377,7 +387,7 @@ def _every_reduction():
     inputs = (torch.randn(2, 5, 6, 6), torch.randn(2, 6, 6), torch.randn(3, 4, 7), torch.randn(3, 4, 7),
               torch.randn(2, 3, 3, 4, 4))
     captured = _captured(EveryReduction(), *inputs)
-    plan = partition(captured.graph, channel_kernels=True)
+    plan = partition(captured.graph, named("channel_norms", "channel_reductions"))
     return captured, plan, generate(plan, captured.graph, "every_reduction.py")
 
 
@@ -385,27 +395,27 @@ def _every_pool():
     inputs = (torch.randn(2, 3, 4, 6, 6), torch.randn(2, 3, 7, 9), torch.randn(2, 3, 4, 5), torch.randn(2, 3, 3, 4, 5),
               torch.randn(2, 3, 11))
     captured = _captured(EveryPool(), *inputs)
-    plan = partition(captured.graph, channel_kernels=True)
+    plan = partition(captured.graph, named("channel_norms", "channel_reductions"))
     return captured, plan, generate(plan, captured.graph, "every_pool.py")
 
 
 def test_every_form_of_the_test_model_is_a_channel_reduction_kernel():
     _, plan, ext = _every_reduction()
-    groups = [g for g in plan.groups if g.channel_reduce]
+    groups = [g for g in plan.groups if g.kind == "channel_reductions"]
     assert len(groups) == len(plan.groups) == 5
-    assert sorted(g.channel_reduce.reduction.op for g in groups) == ["amax", "amin", "amin", "mean", "sum"]
+    assert sorted(g.spec.reduction.op for g in groups) == ["amax", "amin", "amin", "mean", "sum"]
     assert sorted(len(g.outputs) for g in groups) == [1, 1, 1, 1, 2]
-    assert {c for g in groups for _, c in g.channel_reduce.operands} == {"full", "channel", "reduced"}
+    assert {c for g in groups for _, c in g.spec.operands} == {"full", "channel", "reduced"}
     assert ext.cuda.count("(channel-reduction kernel)") == 5
 
 
 def test_every_form_of_the_pool_test_model_is_a_pool_or_channel_reduction_kernel():
     captured, plan, ext = _every_pool()
-    assert sorted(g.kind for g in plan.groups) == ["channel-reduction"] * 4 + ["pool"] * 3
-    assert all(g.channel_reduce.pool for g in plan.groups)
-    assert sorted((g.channel_reduce.pool.op, g.channel_reduce.pool.dims) for g in plan.groups) == \
+    assert sorted(_kind(g) for g in plan.groups) == ["channel-reduction"] * 4 + ["pool"] * 3
+    assert all(g.spec.pool for g in plan.groups)
+    assert sorted((g.spec.pool.op, g.spec.pool.dims) for g in plan.groups) == \
         [("avg", 1), ("avg", 2), ("avg", 3), ("max", 1), ("max", 2), ("max", 2), ("max", 3)]
-    assert {c for g in plan.groups for _, c in g.channel_reduce.operands} == {"pooled", "full", "channel"}
+    assert {c for g in plan.groups for _, c in g.spec.operands} == {"pooled", "full", "channel"}
     assert sorted(len(g.outputs) for g in plan.groups) == [1, 1, 1, 1, 1, 1, 2]
     assert ext.cuda.count("(pool kernel)") == 3 and ext.cuda.count("(channel-reduction kernel)") == 4
 
@@ -450,15 +460,15 @@ def _channel_size(node, shape):
 
 def _cases(group):
     """(pooled input shape or None, full shape F) for every size the GPU test runs `group` at."""
-    spec = group.channel_reduce
+    spec = group.spec
     if spec.pool is None:
         return [(None, (n, c, s) + (1,) * (len(group.shape) - 3)) for n, c, s in SIZES]
-    return [((n, c, *spatial), (n, c, *[pooling.out_size(spec.pool, a, x) for a, x in enumerate(spatial)]))
+    return [((n, c, *spatial), (n, c, *[pools.out_size(spec.pool, a, x) for a, x in enumerate(spatial)]))
             for n, c, spatial in POOL_SIZES[spec.pool.dims]]
 
 
 def _gpu_inputs(group, by_name, pooled, shape, misaligned, nan, device="cuda"):
-    spec, values = group.channel_reduce, {}
+    spec, values = group.spec, {}
     red = spec.reduction
     out = shape if red is None else (shape[0], 1, *shape[2:]) if red.keepdim else (shape[0], *shape[2:])
     for name, cls in spec.operands:
@@ -505,7 +515,7 @@ def test_the_generated_channel_reduction_kernels_match_float64_on_odd_sizes_like
                 torch.manual_seed(sum(shape) * 7919 + len(shape))
                 inputs = _gpu_inputs(group, by_name, pooled, shape, misaligned, nan)
                 if nhwc:  # a channels-last convolution's output: the kernel reads it in NHWC order
-                    inputs = {k: _channels_last(v) if dict(group.channel_reduce.operands)[k] in ("full", "pooled")
+                    inputs = {k: _channels_last(v) if dict(group.spec.operands)[k] in ("full", "pooled")
                               else v for k, v in inputs.items()}
                 got = getattr(kernels, group.name)(*[inputs[i] for i in group.inputs], stream)
                 got = got if isinstance(got, (list, tuple)) else [got]
@@ -600,7 +610,7 @@ def _host_main(plan) -> str:
 
 
 def _host_binary(ext, plan, tmp_path):
-    from fuseforge.codegen.channel_reduce_runtime import CHANNEL_REDUCE_KERNEL_RUNTIME
+    from fuseforge.families.channel_reductions.runtime import CHANNEL_REDUCE_KERNEL_RUNTIME
 
     cuda = ext.cuda.replace(CHANNEL_REDUCE_KERNEL_RUNTIME, CHANNEL_REDUCE_KERNEL_RUNTIME + HOST_LOOPS)
     cuda = cuda.replace("return ff_cred_launch(op, dims, stream);", "return host_cred_launch(op, dims, stream);")
@@ -615,7 +625,7 @@ def _host_binary(ext, plan, tmp_path):
 
 
 def _host_dims(group, pooled, shape) -> list[int]:
-    spec = group.channel_reduce
+    spec = group.spec
     n, c, positions = shape[0], shape[1], 1
     for x in shape[2:]:
         positions *= x

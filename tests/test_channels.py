@@ -18,17 +18,19 @@ from conftest import ALL_MODELS, PROBLEMS
 from test_partition import _captured
 from torch import nn
 
-from fuseforge import channelwise
 from fuseforge.codegen import generate
 from fuseforge.config import OptimizeConfig
 from fuseforge.cpu_check import _run_node, run_kernel_reference
-from fuseforge.partition import KernelStep, format_plan, partition
+from fuseforge.families import named
+from fuseforge.families.channel_norms import table as channel_table
+from fuseforge.partition import format_plan, partition
 from fuseforge.pipeline import optimize
+from fuseforge.plan import KernelStep
 
 
 def _plan(model, *inputs):
     captured = _captured(model, *inputs)
-    return captured, partition(captured.graph, channel_kernels=True)
+    return captured, partition(captured.graph, named("channel_norms", "channel_reductions"))
 
 
 def _ops(captured, group):
@@ -50,10 +52,10 @@ def test_a_batch_norm_with_a_per_channel_prologue_and_a_residual_epilogue_is_one
     captured, plan = _plan(BiasBatchNormResidual(), torch.randn(2, 3, 5, 7), torch.randn(2, 3, 5, 7))
     (group,) = plan.groups
     assert _ops(captured, group) == ["mul", "add", "_native_batch_norm_legit_functional", "add", "relu", "mul"]
-    assert dict(group.channel.operands) == {"x": "full", "p_bias": "channel", "p_bn_weight": "channel",
+    assert dict(group.spec.operands) == {"x": "full", "p_bias": "channel", "p_bn_weight": "channel",
                                             "p_bn_bias": "channel", "b_bn_running_mean": "channel",
                                             "b_bn_running_var": "channel", "y": "full"}
-    assert [i for _, i in group.channel.results] == [0, 3, 4]
+    assert [i for _, i in group.spec.results] == [0, 3, 4]
     assert len(group.outputs) == 3 and {"getitem_3", "getitem_4"} <= set(group.outputs)  # + the final product
     assert sorted(type(s).__name__ for s in plan.steps) == ["KernelStep", "TorchStep"]  # + num_batches_tracked
     assert plan.not_fused == []
@@ -62,7 +64,7 @@ def test_a_batch_norm_with_a_per_channel_prologue_and_a_residual_epilogue_is_one
 def test_without_the_flag_a_batch_norm_stays_a_torch_call_for_the_reason_it_always_had():
     captured = _captured(BiasBatchNormResidual(), torch.randn(2, 3, 5, 7), torch.randn(2, 3, 5, 7))
     plan = partition(captured.graph)
-    assert all(g.channel is None for g in plan.groups)
+    assert all(g.kind != "channel_norms" for g in plan.groups)
     reasons = {w.reason for w in plan.not_fused if "batch_norm" in w.producer + w.consumer}
     assert reasons == {"aten._native_batch_norm_legit_functional.default is not pointwise (stays a torch call)"}
 
@@ -70,7 +72,7 @@ def test_without_the_flag_a_batch_norm_stays_a_torch_call_for_the_reason_it_alwa
 def test_an_eval_mode_batch_norm_is_no_channel_group():
     model = BiasBatchNormResidual().eval()
     _, plan = _plan(model, torch.randn(2, 3, 5, 7), torch.randn(2, 3, 5, 7))
-    assert all(g.channel is None for g in plan.groups)
+    assert all(g.kind != "channel_norms" for g in plan.groups)
 
 
 def test_an_epilogue_input_that_broadcasts_along_a_spatial_axis_stays_apart_and_the_reason_says_so():
@@ -83,7 +85,7 @@ def test_an_epilogue_input_that_broadcasts_along_a_spatial_axis_stays_apart_and_
             return self.bn(x) * y  # y [2, 3, 5, 1]: not per channel
 
     _, plan = _plan(SpatialBroadcast(), torch.randn(2, 3, 5, 7), torch.randn(2, 3, 5, 1))
-    (channel,) = [g for g in plan.groups if g.channel]
+    (channel,) = [g for g in plan.groups if g.kind == "channel_norms"]
     assert not any(n.startswith("mul") for n in channel.nodes)
     (why,) = [w for w in plan.not_fused if w.consumer.startswith("mul")]
     assert "broadcasts neither per element, per channel nor as a scalar" in why.reason
@@ -99,7 +101,7 @@ def test_two_batch_norms_in_a_row_are_two_channel_groups_and_the_reason_says_one
             return self.bn2(torch.relu(self.bn1(x)))
 
     _, plan = _plan(TwoNorms(), torch.randn(2, 3, 4, 4))
-    groups = [g for g in plan.groups if g.channel]
+    groups = [g for g in plan.groups if g.kind == "channel_norms"]
     assert len(groups) == 2 and "relu" in groups[0].nodes
     reasons = [w.reason for w in plan.not_fused if w.producer == "relu"]
     assert len(reasons) == 1 and reasons[0].endswith("a channel kernel holds one norm")
@@ -116,20 +118,20 @@ def test_a_batch_norm_without_running_statistics_over_n_c_l_is_a_channel_group_w
 
     _, plan = _plan(NoStats(), torch.randn(4, 5, 3))
     (group,) = plan.groups
-    assert group.channel.norm.running_mean is None and group.outputs == ("tanh",)
-    assert dict(group.channel.operands) == {"x": "full", "p_bn_weight": "channel", "p_bn_bias": "channel"}
+    assert group.spec.norm.running_mean is None and group.outputs == ("tanh",)
+    assert dict(group.spec.operands) == {"x": "full", "p_bn_weight": "channel", "p_bn_bias": "channel"}
 
 
 CHANNEL_MODELS = {  # model -> (steps, nodes of the channel group, not-fused pairs)
     # the convolution's bias is a per-channel add (rewrite), the channel kernels' prologue
-    "dev/conv2d_batchnorm_relu": (["torch", "torch", "channel", "torch"],
+    "dev/conv2d_batchnorm_relu": (["torch", "torch", "channel_norms", "torch"],
                                   ["add", "_native_batch_norm_legit_functional", "relu"],
                                   [("conv2d", "add"), ("view", "add")]),
-    "seed/gemm_scale_batchnorm": (["torch", "channel", "torch"], ["mul", "_native_batch_norm_legit_functional"],
+    "seed/gemm_scale_batchnorm": (["torch", "channel_norms", "torch"], ["mul", "_native_batch_norm_legit_functional"],
                                   [("linear", "mul")]),
-    "dev/conv2d_groupnorm_hardswish": (["torch", "torch", "channel"], ["add", "group_norm", "hardswish"],
+    "dev/conv2d_groupnorm_hardswish": (["torch", "torch", "channel_norms"], ["add", "group_norm", "hardswish"],
                                        [("conv2d", "add"), ("view", "add")]),
-    "dev/gemm_groupnorm_swish_multiply": (["torch", "channel"], ["group_norm", "sigmoid", "mul", "mul"],
+    "dev/gemm_groupnorm_swish_multiply": (["torch", "channel_norms"], ["group_norm", "sigmoid", "mul", "mul"],
                                           [("linear", "group_norm")]),
 }
 
@@ -177,7 +179,7 @@ def test_the_channel_flag_changes_nothing_for_a_model_without_batch_or_group_nor
     from fuseforge.load import load_model_file
 
     captured = _captured_file(path, load_model_file)
-    assert format_plan(partition(captured.graph, channel_kernels=True)) == format_plan(partition(captured.graph))
+    assert format_plan(partition(captured.graph, named("channel_norms", "channel_reductions"))) == format_plan(partition(captured.graph))
 
 
 def _captured_file(path, load):
@@ -202,9 +204,9 @@ def test_the_batch_norm_reference_equals_torch_in_float64_outputs_and_running_st
     v = torch.randn(shape, dtype=torch.float64) * 3 + 1.5
     w, b = torch.randn(c, dtype=torch.float64), torch.randn(c, dtype=torch.float64)
     rm, rv = torch.randn(c, dtype=torch.float64), torch.rand(c, dtype=torch.float64) + 0.5
-    norm = channelwise.ChannelNorm("batch_norm", "v", "w" if affine else None, "b" if affine else None,
+    norm = channel_table.ChannelNorm("batch_norm", "v", "w" if affine else None, "b" if affine else None,
                                    "rm", "rv", 0.3, 1e-3)
-    got = channelwise.reference(norm, v, {"w": w, "b": b, "rm": rm, "rv": rv})
+    got = channel_table.reference(norm, v, {"w": w, "b": b, "rm": rm, "rv": rv})
     want = torch.ops.aten._native_batch_norm_legit_functional.default(
         v, w if affine else None, b if affine else None, rm, rv, True, 0.3, 1e-3)
     assert len(got) == len(want) == 5
@@ -220,8 +222,8 @@ def test_the_group_norm_reference_equals_torch_in_float64(shape, groups):
     torch.manual_seed(0)
     v = torch.randn(shape, dtype=torch.float64) * 3 + 1.5
     w, b = torch.randn(6, dtype=torch.float64), torch.randn(6, dtype=torch.float64)
-    norm = channelwise.ChannelNorm("group_norm", "v", "w", "b", None, None, 0.0, 1e-5, groups)
-    got = channelwise.reference(norm, v, {"w": w, "b": b})
+    norm = channel_table.ChannelNorm("group_norm", "v", "w", "b", None, None, 0.0, 1e-5, groups)
+    got = channel_table.reference(norm, v, {"w": w, "b": b})
     assert torch.allclose(got, nn.functional.group_norm(v, groups, w, b, 1e-5), rtol=1e-12, atol=1e-12)
 
 
@@ -229,7 +231,7 @@ def test_the_channel_reference_refuses_an_input_that_does_not_fit_its_class():
     captured, plan = _plan(BiasBatchNormResidual(), torch.randn(2, 3, 5, 7), torch.randn(2, 3, 5, 7))
     (group,) = plan.groups
     by_name = {n.name: n for n in captured.graph.nodes}
-    inputs = {name: torch.randn(3) for name, cls in group.channel.operands if cls == "channel"}
+    inputs = {name: torch.randn(3) for name, cls in group.spec.operands if cls == "channel"}
     inputs.update(x=torch.randn(2, 3, 5, 7), y=torch.randn(2, 3, 5, 7), p_bias=torch.randn(1, 3, 1))
     with pytest.raises(ValueError, match="p_bias"):
         run_kernel_reference(group, by_name, inputs)
@@ -265,18 +267,18 @@ def _every_form():
     inputs = (torch.randn(2, 5, 6, 6), torch.randn(2, 5, 6, 6), torch.randn(4, 5), torch.randn(3, 5, 7),
               torch.randn(2, 5, 3, 4, 4), torch.randn(2, 15, 3, 3), torch.randn(4, 15))
     captured = _captured(EveryForm(), *inputs)
-    plan = partition(captured.graph, channel_kernels=True)
+    plan = partition(captured.graph, named("channel_norms", "channel_reductions"))
     return captured, plan, generate(plan, captured.graph, "every_form.py")
 
 
 def test_every_form_of_the_test_model_is_a_channel_group():
     _, plan, ext = _every_form()
-    groups = [g for g in plan.groups if g.channel]
+    groups = [g for g in plan.groups if g.kind == "channel_norms"]
     assert len(groups) == 7
     assert sorted(len(g.shape) for g in groups) == [2, 2, 3, 4, 4, 4, 5]
-    assert sorted(g.channel.norm.groups for g in groups) == [0, 0, 0, 0, 0, 1, 5]
-    assert max(sum(c == "full" for _, c in g.channel.operands) for g in groups) == 2
-    assert any(len([o for o in g.outputs if o not in g.channel.channel_nodes]) == 2 for g in groups)
+    assert sorted(g.spec.norm.groups for g in groups) == [0, 0, 0, 0, 0, 1, 5]
+    assert max(sum(c == "full" for _, c in g.spec.operands) for g in groups) == 2
+    assert any(len([o for o in g.outputs if o not in g.spec.channel_nodes]) == 2 for g in groups)
     assert ext.cuda.count("(channel kernels:") == 7
 
 
@@ -311,7 +313,7 @@ def _full_shape(rank, n, c, hw, groups):
 
 def _inputs_for(group, by_name, shape, misaligned, device):
     values, c, rank = {}, shape[1], len(shape)
-    for name, cls in group.channel.operands:
+    for name, cls in group.spec.operands:
         if cls == "full":
             size = shape
         elif cls == "channel":
@@ -332,14 +334,14 @@ def _inputs_for(group, by_name, shape, misaligned, device):
 
 def _channels_last(values, group):
     """The full-shape inputs channels-last, as a convolution that ran channels-last returns them."""
-    return {k: v.contiguous(memory_format=torch.channels_last) if dict(group.channel.operands)[k] == "full" else v
+    return {k: v.contiguous(memory_format=torch.channels_last) if dict(group.spec.operands)[k] == "full" else v
             for k, v in values.items()}
 
 
 def _layouts(group, shape):
     """Contiguous and misaligned; channels-last too where the binding takes it as it is (one full-shape
     input, 4-D, more than one channel and position: otherwise the tensor is contiguous as well)."""
-    full = [i for i, c in group.channel.operands if c == "full"]
+    full = [i for i, c in group.spec.operands if c == "full"]
     nhwc = len(full) == 1 and len(shape) == 4 and shape[1] > 1 and shape[2] * shape[3] > 1
     return ["contiguous", "misaligned"] + (["channels-last"] if nhwc else [])
 
@@ -360,15 +362,15 @@ def test_the_generated_channel_kernels_match_float64_on_odd_sizes_like_eager_doe
     by_name = {n.name: n for n in captured.graph.nodes}
     stream = torch.cuda.current_stream().cuda_stream
     failures = []
-    for group in [g for g in plan.groups if g.channel]:
+    for group in [g for g in plan.groups if g.kind == "channel_norms"]:
         for n, c, hw in SIZES:
-            shape = _full_shape(len(group.shape), n, c, hw, group.channel.norm.groups)
+            shape = _full_shape(len(group.shape), n, c, hw, group.spec.norm.groups)
             for layout in _layouts(group, shape):
                 torch.manual_seed(n * 7919 + c * 31 + hw)
                 inputs = _inputs_for(group, by_name, shape, layout == "misaligned", "cuda")
                 if layout == "channels-last":
                     inputs = _channels_last(inputs, group)
-                    (full,) = [inputs[i] for i, k in group.channel.operands if k == "full"]
+                    (full,) = [inputs[i] for i, k in group.spec.operands if k == "full"]
                     assert not full.is_contiguous()
                 got = getattr(kernels, group.name)(*[inputs[i] for i in group.inputs], stream)
                 got = got if isinstance(got, (list, tuple)) else [got]

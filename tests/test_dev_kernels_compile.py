@@ -26,7 +26,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 KERNELS = REPO / "dev" / "kernels"
-SOURCE = KERNELS / "gemm_3xtf32.cu"
+SOURCE = REPO / "fuseforge" / "families" / "gemm" / "gemm_3xtf32.cu"
 GENCODE = "-gencode=arch=compute_90a,code=sm_90a"
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")

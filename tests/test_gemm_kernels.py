@@ -1,42 +1,39 @@
 """GEMM kernels (--gemm-kernels): a float32 GEMM with the pointwise chain after it as one 3xTF32 kernel.
 
 Plan tests on the problem models and tiny modules (the forms, where it must not fuse and the recorded
-reason), the default output against the commit this family started from, the float64 CPU check through
+reason), the float64 CPU check through
 the command line, nvcc/g++ compile checks of the generated code, and on a GPU the generated GEMM kernels
 against float64 on odd shapes (every kernel variant).
 """
 
-import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 
 import pytest
 import torch
 from compile_check import GXX, NVCC, assert_compiles_for_hopper_without_spills, compile_binding
-from conftest import ALL_MODELS, PROBLEMS, REPO
+from conftest import ALL_MODELS, PROBLEMS
 from test_partition import _captured
 from torch import nn
 
 from fuseforge.codegen import generate
-from fuseforge.codegen.gemm_runtime import GEMM_VARIANT
 from fuseforge.cpu_check import _run_node, run_kernel_reference
-from fuseforge.partition import KernelStep, format_plan, partition
-from fuseforge.partition_gemm import gemm_op_reason
+from fuseforge.families import named
+from fuseforge.families.gemm.group import gemm_op_reason
+from fuseforge.families.gemm.runtime import GEMM_VARIANT
+from fuseforge.partition import format_plan, partition
+from fuseforge.plan import KernelStep
 
-GIT = shutil.which("git")
 
-
-def _model_plan(name, **flags):
+def _model_plan(name, *families):
     from fuseforge.capture import capture
     from fuseforge.load import load_model_file
     from fuseforge.rewrite import rewrite
 
     captured = capture(load_model_file(next(PROBLEMS.glob(f"*/{name}.py"))))
     rewrite(captured.graph, captured)
-    return captured, partition(captured.graph, **flags)
+    return captured, partition(captured.graph, named(*families))
 
 
 def _ops(group):
@@ -44,26 +41,26 @@ def _ops(group):
 
 
 def _steps(plan):
-    return [f"gemm {s.group.gemm.gemm.op}" if isinstance(s, KernelStep) and s.group.gemm else
-            f"row {s.group.row.reduction.op}" if isinstance(s, KernelStep) and s.group.row else
-            "channel" if isinstance(s, KernelStep) and s.group.channel else
+    return [f"gemm {s.group.spec.gemm.op}" if isinstance(s, KernelStep) and s.group.kind == "gemm" else
+            f"row {s.group.spec.reduction.op}" if isinstance(s, KernelStep) and s.group.kind == "rows" else
+            "channel" if isinstance(s, KernelStep) and s.group.kind == "channel_norms" else
             "kernel" if isinstance(s, KernelStep) else "torch" for s in plan.steps]
 
 
 # ---------------------------------------------------------------------------------------- problem models
 
 def test_gemm_sigmoid_scaling_residualadd_is_one_gemm_kernel_with_bias_sigmoid_scale_and_residual():
-    _, plan = _model_plan("gemm_sigmoid_scaling_residualadd", gemm_kernels=True)
+    _, plan = _model_plan("gemm_sigmoid_scaling_residualadd", "gemm")
     (group,) = plan.groups
     assert _steps(plan) == ["gemm linear"]
     assert _ops(group) == ["linear", "sigmoid", "mul", "add"]
-    assert group.gemm.gemm.layout == "TN" and not group.gemm.gemm.batched
-    assert dict(group.gemm.operands) == {"p_gemm_bias": "col"}
+    assert group.spec.gemm.layout == "TN" and not group.spec.gemm.batched
+    assert dict(group.spec.operands) == {"p_gemm_bias": "col"}
     assert plan.not_fused == []
 
 
 def test_gemm_gelu_tanh_is_one_gemm_kernel_whose_epilogue_is_the_tanh_gelu():
-    captured, plan = _model_plan("gemm_gelu_tanh", gemm_kernels=True)
+    captured, plan = _model_plan("gemm_gelu_tanh", "gemm")
     (group,) = plan.groups
     assert _ops(group) == ["linear", "gelu"]
     ext = generate(plan, captured.graph, "gemm_gelu_tanh.py")
@@ -72,37 +69,37 @@ def test_gemm_gelu_tanh_is_one_gemm_kernel_whose_epilogue_is_the_tanh_gelu():
 
 
 def test_gemm_scale_batchnorm_fuses_the_scale_into_the_gemm_and_leaves_the_batch_norm_to_torch_or_the_channel_kernels():
-    _, plan = _model_plan("gemm_scale_batchnorm", gemm_kernels=True)
+    _, plan = _model_plan("gemm_scale_batchnorm", "gemm")
     (gemm,) = plan.groups
     assert _ops(gemm) == ["linear", "mul"] and gemm.outputs == ("mul_2",)
-    assert dict(gemm.gemm.operands) == {"p_gemm_bias": "col", "p_scale": "col"}
+    assert dict(gemm.spec.operands) == {"p_gemm_bias": "col", "p_scale": "col"}
     (why,) = [w for w in plan.not_fused if w.producer == "mul_2"]
     assert why.consumer.startswith("_native_batch_norm") and "not pointwise" in why.reason
-    _, both = _model_plan("gemm_scale_batchnorm", gemm_kernels=True, channel_kernels=True)
+    _, both = _model_plan("gemm_scale_batchnorm", "gemm", "channel_norms", "channel_reductions")
     assert _steps(both) == ["gemm linear", "torch", "channel"]
-    channel = both.groups[1].channel
+    channel = both.groups[1].spec
     assert dict(channel.operands)["mul_2"] == "full"
 
 
 def test_bmm_scale_softmax_bmm_gets_a_batched_tn_gemm_with_the_scale_and_an_nn_gemm_for_probs_times_v():
-    captured, plan = _model_plan("bmm_scale_softmax_bmm", gemm_kernels=True)
+    captured, plan = _model_plan("bmm_scale_softmax_bmm", "gemm")
     assert _steps(plan) == ["torch", "gemm bmm", "torch", "gemm bmm"]
     first, second = plan.groups
-    assert _ops(first) == ["bmm", "mul"] and first.gemm.gemm.layout == "TN" and first.gemm.gemm.batched
+    assert _ops(first) == ["bmm", "mul"] and first.spec.gemm.layout == "TN" and first.spec.gemm.batched
     (why,) = [w for w in plan.not_fused if w.consumer == "softmax"]
     assert "a GEMM kernel's epilogue computes pointwise ops" in why.reason
     # probs @ v has N = head_dim = 64 (each 128 x 128 tile half empty) and v as [K, N] rows (the binding copies
     # it to [N, K]); at the measured rate the time model still expects 512 tiles of K = 1024 to beat cuBLAS by
     # more than the margin: 0.131 ms vs 0.181 ms.
-    assert _ops(second) == ["bmm"] and second.gemm.anchor == "bmm_1" and second.gemm.gemm.layout == "NN"
+    assert _ops(second) == ["bmm"] and second.spec.anchor == "bmm_1" and second.spec.gemm.layout == "NN"
     assert gemm_op_reason(next(n for n in captured.graph.nodes if n.name == "bmm_1")) is None
-    _, with_rows = _model_plan("bmm_scale_softmax_bmm", gemm_kernels=True, row_kernels=True)
+    _, with_rows = _model_plan("bmm_scale_softmax_bmm", "gemm", "rows")
     assert _steps(with_rows) == ["torch", "gemm bmm", "row softmax", "gemm bmm"]
 
 
 def test_a_product_with_few_tiles_over_a_long_k_stays_in_cublas_and_the_reason_gives_both_estimates():
-    captured, plan = _model_plan("linear_chain_no_activation", gemm_kernels=True)
-    assert "mm" not in [g.gemm.anchor for g in plan.groups if g.gemm]
+    captured, plan = _model_plan("linear_chain_no_activation", "gemm")
+    assert "mm" not in [g.spec.anchor for g in plan.groups if g.kind == "gemm"]
     product = next(n for n in captured.graph.nodes if n.name == "mm")  # the rewrite's weight product, 256 x 1024
     reason = gemm_op_reason(product)
     # 0.253 ms for the wave, 0.026 ms for the copy of its NN B ([8192, 1024], read as [1024, 8192] rows)
@@ -120,8 +117,8 @@ def test_the_gemm_time_model_reproduces_the_measured_headline_and_counts_whole_w
 
 
 def test_a_gemv_shaped_product_stays_a_torch_call_and_the_reason_names_the_thin_side():
-    _, plan = _model_plan("gemm_mean_tanh", gemm_kernels=True)
-    assert not any(g.gemm for g in plan.groups)
+    _, plan = _model_plan("gemm_mean_tanh", "gemm")
+    assert not any(g.kind == "gemm" for g in plan.groups)
     assert any("N = 1 is below 16" in w.reason for w in plan.not_fused)
 
 
@@ -136,66 +133,7 @@ def test_the_gemm_flag_changes_nothing_for_a_model_without_a_gemm(path):
 
     captured = capture(load_model_file(path))
     rewrite(captured.graph, captured)
-    assert format_plan(partition(captured.graph, gemm_kernels=True)) == format_plan(partition(captured.graph))
-
-
-_DIGESTS = r'''
-import hashlib, json, sys, warnings
-from pathlib import Path
-warnings.filterwarnings("ignore")
-import fuseforge
-from fuseforge.capture import capture
-from fuseforge.codegen import generate
-from fuseforge.emit import EmitContext, emit
-from fuseforge.load import load_model_file
-from fuseforge.partition import format_plan, partition
-from fuseforge.rewrite import rewrite
-
-out = {"package": fuseforge.__file__}
-for path in sys.argv[1:]:
-    loaded = load_model_file(Path(path))
-    c = capture(loaded)
-    rewrite(c.graph, c)
-    plan = partition(c.graph)
-    ext = generate(plan, c.graph, loaded.path.name)
-    text = emit(EmitContext(c, plan, ext, loaded.path.name, loaded.source, loaded.init_args, loaded.output_is_tuple))
-    out[Path(path).stem] = [hashlib.sha256(t.encode()).hexdigest() for t in (format_plan(plan), ext.cuda + ext.binding, text)]
-print(json.dumps(out))
-'''
-
-
-def _base_commit():
-    if GIT is None:
-        return None
-    found = subprocess.run([GIT, "-C", str(REPO), "merge-base", "HEAD", os.environ.get("FUSEFORGE_BASE", "main")],
-                           capture_output=True, text=True)
-    return found.stdout.strip() or None
-
-
-@pytest.mark.skipif(_base_commit() is None, reason="no git history to compare with")
-def test_without_the_flag_every_problem_models_plan_kernels_and_model_new_are_those_of_the_base_commit(tmp_path):
-    """Plan text, generated C++ and emitted model_new.py of every problem model, by this tree and by the
-    commit the branch started from (merge-base with main), each in a fresh process, must be identical."""
-    base = tmp_path / "base"
-    base.mkdir()
-    archive = subprocess.run([GIT, "-C", str(REPO), "archive", _base_commit(), "fuseforge"], capture_output=True,
-                             check=True)
-    subprocess.run(["tar", "-x", "-C", str(base)], input=archive.stdout, check=True)
-    script = tmp_path / "digests.py"
-    script.write_text(_DIGESTS)
-    models = [str(p) for p in ALL_MODELS]
-    runs = {tree: subprocess.Popen([sys.executable, str(script), *models], cwd=tree, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(tree)})
-            for tree in (base, REPO)}
-    digests = {}
-    for tree, proc in runs.items():
-        out, err = proc.communicate(timeout=900)
-        assert proc.returncode == 0, err[-2000:]
-        digests[tree] = json.loads(out.splitlines()[-1])
-        assert digests[tree].pop("package").startswith(str(tree)), "imported the wrong fuseforge"
-    assert len(digests[REPO]) == len(ALL_MODELS)
-    changed = [m for m in digests[REPO] if digests[REPO][m] != digests[base][m]]
-    assert not changed, f"default output changed for {changed}"
+    assert format_plan(partition(captured.graph, named("gemm"))) == format_plan(partition(captured.graph))
 
 
 # ---------------------------------------------------------------------------------------- small forms
@@ -227,16 +165,16 @@ def _every_epilogue():
     inputs = (torch.randn(2048, 24), torch.randn(2048, 1024), torch.randn(2048, 1), torch.randn(()),
               torch.randn(2, 8192, 24), torch.randn(2, 48, 24), torch.randn(2, 48, 128))
     captured = _captured(EveryEpilogue(), *inputs)
-    plan = partition(captured.graph, gemm_kernels=True)
+    plan = partition(captured.graph, named("gemm"))
     return captured, plan, generate(plan, captured.graph, "every_epilogue.py")
 
 
 def test_every_form_of_the_test_model_is_a_gemm_group_with_its_epilogue_and_operand_classes():
     _, plan, ext = _every_epilogue()
-    gemms = [g for g in plan.groups if g.gemm]
-    assert [(g.gemm.gemm.op, g.gemm.gemm.layout) for g in gemms] == [
+    gemms = [g for g in plan.groups if g.kind == "gemm"]
+    assert [(g.spec.gemm.op, g.spec.gemm.layout) for g in gemms] == [
         ("linear", "TN"), ("addmm", "NN"), ("matmul", "NN"), ("bmm", "TN"), ("bmm", "NN")]
-    assert {c for g in gemms for _, c in g.gemm.operands} == {"full", "row", "col", "scalar"}
+    assert {c for g in gemms for _, c in g.spec.operands} == {"full", "row", "col", "scalar"}
     assert len(gemms[2].outputs) == 2  # the product itself is read by exp outside the kernel
     assert ext.cuda.count("(GEMM kernel, 3xTF32") == 5
     assert f"constexpr int kFFGemmVariant = {GEMM_VARIANT};" in ext.cuda
@@ -253,7 +191,7 @@ def test_a_pointwise_producer_of_the_gemms_operand_stays_apart_because_there_is_
             return torch.relu(self.fc(torch.tanh(x)))
 
     captured = _captured(Prologue(), torch.randn(32, 8))
-    plan = partition(captured.graph, gemm_kernels=True)
+    plan = partition(captured.graph, named("gemm"))
     assert [type(s) for s in plan.steps] == [KernelStep, KernelStep]
     assert _ops(plan.groups[1]) == ["linear", "relu"]
     (why,) = [w for w in plan.not_fused if w.producer == "tanh"]
@@ -266,8 +204,8 @@ def test_a_float64_gemm_stays_a_torch_call_and_the_reason_names_the_dtype():
             return torch.relu(x @ w)
 
     captured = _captured(Double(), torch.randn(32, 16, dtype=torch.float64), torch.randn(16, 24, dtype=torch.float64))
-    plan = partition(captured.graph, gemm_kernels=True)
-    assert not any(g.gemm for g in plan.groups)
+    plan = partition(captured.graph, named("gemm"))
+    assert not any(g.kind == "gemm" for g in plan.groups)
     (matmul,) = [n for n in captured.graph.nodes if n.name == "matmul"]
     assert "has dtype torch.float64; the 3xTF32 GEMM reads float32" in gemm_op_reason(matmul)
 
@@ -282,7 +220,7 @@ def test_a_reduction_after_the_gemm_stays_apart_and_two_gemms_do_not_share_a_ker
             return (self.a(x) + self.b(x)).sum(dim=0)
 
     captured = _captured(TwoGemms(), torch.randn(32, 8))
-    plan = partition(captured.graph, gemm_kernels=True)
+    plan = partition(captured.graph, named("gemm"))
     assert sorted(_ops(g) for g in plan.groups) == [["linear"], ["linear", "add"]]
     reasons = {w.consumer.rstrip("_0123456789"): w.reason for w in plan.not_fused}
     assert set(reasons) == {"add", "sum"}
@@ -291,7 +229,7 @@ def test_a_reduction_after_the_gemm_stays_apart_and_two_gemms_do_not_share_a_ker
 
 def test_the_gemm_reference_refuses_an_epilogue_input_that_does_not_fit_its_class():
     captured, plan, _ = _every_epilogue()
-    group = next(g for g in plan.groups if g.gemm and g.gemm.gemm.op == "addmm")
+    group = next(g for g in plan.groups if g.kind == "gemm" and g.spec.gemm.op == "addmm")
     by_name = {n.name: n for n in captured.graph.nodes}
     inputs = {"x": torch.randn(32, 24), "p_w": torch.randn(24, 40), "p_bias": torch.randn(40), "rows": torch.randn(5, 1)}
     with pytest.raises(ValueError, match="rows"):
@@ -337,7 +275,7 @@ SHAPES = [(77, 130, 33), (1, 1, 1), (128, 128, 32), (129, 257, 65), (1000, 1000,
 def _operands(group, m, n, k, batch, misaligned, by_name):
     """The group's inputs at M x N x K (batch for bmm): A, B in the traced layout, epilogue operands by class.
     A is scaled by 1/sqrt(K), so products are of order 1 at every K (exp of one stays finite in fp32)."""
-    g = group.gemm.gemm
+    g = group.spec.gemm
 
     def tensor(*shape, scale=1.0):
         count = 1
@@ -353,7 +291,7 @@ def _operands(group, m, n, k, batch, misaligned, by_name):
     else:
         values[g.b] = tensor(*lead, n, k).transpose(-1, -2) if g.b_transposed else tensor(*lead, k, n)
     full = (*lead, m, n)
-    for name, cls in group.gemm.operands:
+    for name, cls in group.spec.operands:
         traced = len(by_name[name].meta["val"].shape)
         shape = {"full": full, "row": (*lead, m, 1), "col": (n,) if traced == 1 else (1, n), "scalar": ()}[cls]
         values[name] = tensor(*shape)
@@ -379,9 +317,9 @@ def test_the_generated_gemm_kernels_match_float64_on_odd_shapes_like_eager_does(
     stream = torch.cuda.current_stream().cuda_stream
     torch.backends.cuda.matmul.allow_tf32 = False  # eager fp32 is SGEMM
     failures = []
-    for group in [g for g in plan.groups if g.gemm]:
+    for group in [g for g in plan.groups if g.kind == "gemm"]:
         for m, n, k in SHAPES:
-            for batch in ((1, 3) if group.gemm.gemm.batched else (1,)):
+            for batch in ((1, 3) if group.spec.gemm.batched else (1,)):
                 for misaligned in (False, True):
                     torch.manual_seed(m * 7919 + n * 31 + k)
                     inputs = _operands(group, m, n, k, batch, misaligned, by_name)

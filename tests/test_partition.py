@@ -7,7 +7,8 @@ from torch import nn
 
 from fuseforge.capture import capture
 from fuseforge.load import LoadedModel
-from fuseforge.partition import KernelStep, TorchStep, partition
+from fuseforge.partition import partition
+from fuseforge.plan import KernelStep, TorchStep
 
 
 def _captured(model: nn.Module, *inputs):
@@ -65,7 +66,7 @@ class ColumnNorm(nn.Module):
 def test_a_reduction_splits_the_chain_and_a_column_statistic_is_broadcast_inside_the_kernel():
     plan = partition(_captured(ColumnNorm(), torch.randn(4, 8)).graph)
     assert _kernels(plan) == [["pow"], ["add", "rsqrt", "mul", "mul", "add"]]
-    assert all(g.row is None for g in plan.groups)
+    assert all(g.kind != "rows" for g in plan.groups)
     second = plan.groups[1]
     assert set(second.inputs) == {"mean", "x", "p_weight"}
     assert list(second.shape)[1:] == [8]

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from fuseforge import pipeline, rowwise
+from fuseforge import pipeline
 from fuseforge.config import FAMILIES, OptimizeConfig
+from fuseforge.families.rows import table as row_table
 from fuseforge.ladder import Failure, describe, next_rung
 from fuseforge.pipeline import ATTEMPTS, StageFailed, optimize
 
@@ -50,7 +51,7 @@ def _codegen_fails_with_a_gemm_kernel(monkeypatch):
     source = codegen._source
 
     def failing(group, by_name):
-        if group.gemm:
+        if group.kind == "gemm":
             raise RuntimeError("injected: the GEMM kernel does not build")
         return source(group, by_name)
 
@@ -63,7 +64,7 @@ def test_a_kernel_that_fails_to_generate_removes_its_family_only_and_keeps_the_f
     out = tmp_path / "out"
     run = optimize(_config(model, tmp_path))
     assert run.config.families == ("row_kernels", "channel_kernels")
-    assert not any(g.gemm for g in run.plan.groups) and any(g.row for g in run.plan.groups)
+    assert not any(g.kind == "gemm" for g in run.plan.groups) and any(g.kind == "rows" for g in run.plan.groups)
     assert run.cpu_check.passed and (out / "40_model_new.py").exists()
     first = out / ATTEMPTS / "1_every-kernel-family"
     assert "gemm kernel" in (first / "20_partition.txt").read_text()  # the failed plan, kept
@@ -75,12 +76,12 @@ def test_a_kernel_that_fails_to_generate_removes_its_family_only_and_keeps_the_f
 
 def test_a_family_whose_float64_reference_is_wrong_is_named_by_the_cpu_check_and_removed_alone(
         model, tmp_path, monkeypatch):
-    reference = rowwise.reference
-    monkeypatch.setattr(rowwise, "reference", lambda *a: reference(*a) * 1.01)  # a 1 % error in the row kernel
+    reference = row_table.reference
+    monkeypatch.setattr(row_table, "reference", lambda *a: reference(*a) * 1.01)  # a 1 % error in the row kernel
     out = tmp_path / "out"
     run = optimize(_config(model, tmp_path))
     assert run.config.families == ("channel_kernels", "gemm_kernels")
-    assert any(g.gemm for g in run.plan.groups) and not any(g.row for g in run.plan.groups)
+    assert any(g.kind == "gemm" for g in run.plan.groups) and not any(g.kind == "rows" for g in run.plan.groups)
     report = (out / "report.md").read_text()
     assert "failed at verify (attributed to row_kernels)" in report
     assert "relative error 1.0e-02 vs the graph's own ops" in report  # the failing check's number
@@ -89,7 +90,7 @@ def test_a_family_whose_float64_reference_is_wrong_is_named_by_the_cpu_check_and
 def test_without_a_failure_the_default_plan_is_kept_and_nothing_is_set_aside(model, tmp_path):
     run = optimize(_config(model, tmp_path))
     assert run.config.families == FAMILIES and not run.ladder
-    assert any(g.gemm for g in run.plan.groups) and not (tmp_path / "out" / ATTEMPTS).exists()
+    assert any(g.kind == "gemm" for g in run.plan.groups) and not (tmp_path / "out" / ATTEMPTS).exists()
 
 
 def test_a_model_that_cannot_load_ends_the_run_without_a_second_rung(tmp_path):

@@ -6,6 +6,7 @@ import torch.nn.functional as F
 from test_rewrite_support import assert_does_not_fire, assert_float64_equal, assert_rewrites_to, rewritten
 from torch import nn
 
+from fuseforge.families import named
 from fuseforge.rewrite.global_pools import global_average_pool_is_a_mean, global_max_pool_is_an_amax
 
 
@@ -49,9 +50,9 @@ def test_a_one_dimensional_global_average_pool_joins_a_row_kernel_with_its_neigh
     from fuseforge.partition import partition
 
     c, _ = rewritten(GlobalPool(1, "avg"), INPUTS[1])
-    plan = partition(c.graph, row_kernels=True)
+    plan = partition(c.graph, named("rows"))
     kinds = [g.kind for g in plan.groups]
-    assert kinds == ["row"], kinds  # tanh -> mean over the last axis -> scale: one kernel
+    assert kinds == ["rows"], kinds  # tanh -> mean over the last axis -> scale: one kernel
 
 
 class PoolTo2(nn.Module):

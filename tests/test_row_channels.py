@@ -15,12 +15,14 @@ from test_partition import _captured
 from test_row_trailing_axes import _at, load_kernels, mismatches
 from torch import nn
 
-from fuseforge import rowwise
 from fuseforge.codegen import generate
 from fuseforge.config import OptimizeConfig
 from fuseforge.cpu_check import run_kernel_reference
-from fuseforge.partition import KernelStep, partition
-from fuseforge.partition_rows import row_op_reason
+from fuseforge.families import named
+from fuseforge.families.rows import table as row_table
+from fuseforge.families.rows.table import row_op_reason
+from fuseforge.partition import partition
+from fuseforge.plan import KernelStep
 
 TRACED = (2, 3, 5, 7)  # N, C, H, W (as test_row_trailing_axes: each size names its axis)
 
@@ -46,30 +48,30 @@ class ChannelRows(nn.Module):
 def _channel_rows():
     inputs = (torch.randn(*TRACED), torch.randn(2, 1, 5, 7), torch.randn(2, 3, 4, 5, 7))
     captured = _captured(ChannelRows(), *inputs)
-    return captured, partition(captured.graph, row_kernels=True)
+    return captured, partition(captured.graph, named("rows"))
 
 
 def _row(plan, op):
-    (group,) = [g for g in plan.groups if g.row and g.row.reduction.op == op and g.row.reduction.data != "z"]
+    (group,) = [g for g in plan.groups if g.kind == "rows" and g.spec.reduction.op == op and g.spec.reduction.data != "z"]
     return group
 
 
 def test_softmax_and_logsumexp_over_the_channels_are_row_kernels_with_their_neighbours():
     _, plan = _channel_rows()
     assert all(isinstance(s, KernelStep) for s in plan.steps)
-    assert all(g.row.reduction.channels for g in plan.groups)
-    assert sorted(g.row.reduction.op for g in plan.groups) == ["log_softmax", "logsumexp", "logsumexp", "softmax"]
+    assert all(g.spec.reduction.channels for g in plan.groups)
+    assert sorted(g.spec.reduction.op for g in plan.groups) == ["log_softmax", "logsumexp", "logsumexp", "softmax"]
     assert [n.rstrip("_0123456789") for n in _row(plan, "softmax").nodes] == ["mul", "add", "softmax", "tanh", "mul"]
     assert plan.not_fused == []
 
 
 def test_inputs_are_read_per_channel_per_position_or_against_the_per_position_shape():
     _, plan = _channel_rows()
-    assert dict(_row(plan, "softmax").row.operands) == {"x": "full", "p_bias": "col"}
-    (kept, dropped) = sorted((g for g in plan.groups if g.row.reduction.op == "logsumexp"),
-                             key=lambda g: not g.row.reduction.keepdim)
-    assert dict(kept.row.operands) == {"x": "full", "y": "row"}
-    assert dict(dropped.row.operands) == {"x": "full", "p_plane": "row-flat"}
+    assert dict(_row(plan, "softmax").spec.operands) == {"x": "full", "p_bias": "col"}
+    (kept, dropped) = sorted((g for g in plan.groups if g.spec.reduction.op == "logsumexp"),
+                             key=lambda g: not g.spec.reduction.keepdim)
+    assert dict(kept.spec.operands) == {"x": "full", "y": "row"}
+    assert dict(dropped.spec.operands) == {"x": "full", "p_plane": "row-flat"}
 
 
 def test_amax_over_the_channels_is_not_a_row_kernel_nor_a_softmax_over_another_axis():
@@ -90,10 +92,10 @@ def test_the_reference_over_the_channels_equals_torch_in_float64(op, keepdim, sh
     torch.manual_seed(0)
     v = torch.randn(*shape, dtype=torch.float64) * 3
     v[1, :, 0] = float("-inf")  # whole rows of -inf
-    red = rowwise.RowReduction(op, "", op != "logsumexp", "v", keepdim=keepdim, channels=True)
+    red = row_table.RowReduction(op, "", op != "logsumexp", "v", keepdim=keepdim, channels=True)
     want = {"softmax": lambda: torch.softmax(v, 1), "log_softmax": lambda: torch.log_softmax(v, 1),
             "logsumexp": lambda: torch.logsumexp(v, 1, keepdim=keepdim)}[op]()
-    got = rowwise.reference(red, v, {})
+    got = row_table.reference(red, v, {})
     assert got.shape == want.shape
     assert torch.allclose(got, want, rtol=1e-12, atol=1e-12, equal_nan=True)
 
@@ -122,7 +124,7 @@ def test_a_conv_softmax_model_passes_the_float64_cpu_check_with_a_channel_row_ke
         "def get_init_inputs():\n    return []\n")
     alone = OptimizeConfig(model_path=model, out_dir=tmp_path / "out", gpu=False).without_families()
     run = optimize(replace(alone, row_kernels=True))
-    overs = [s.group.row.reduction.over for s in run.plan.steps if isinstance(s, KernelStep) and s.group.row]
+    overs = [s.group.spec.reduction.over for s in run.plan.steps if isinstance(s, KernelStep) and s.group.kind == "rows"]
     assert overs == ["over the channel axis", "over the last 3 axes"]
     assert run.cpu_check.passed and run.cpu_check.max_rel_error <= 1e-9, run.cpu_check.detail
 
@@ -165,7 +167,7 @@ def test_the_channel_row_kernels_match_float64_at_other_sizes_like_eager_does():
         for sizes in SIZES:
             torch.manual_seed(sum(sizes) * 7919)
             inputs = {}
-            for name, cls in group.row.operands:
+            for name, cls in group.spec.operands:
                 traced = tuple(by_name[name].meta["val"].shape)
                 # z is 5-D [N, C, 4, H, W]: its extra axis (traced 4) stays 4
                 shape = _at(traced, sizes) if name != "z" else (*_at(traced[:2], sizes), 4, *_at(traced[3:], sizes))

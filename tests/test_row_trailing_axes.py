@@ -14,12 +14,14 @@ from test_partition import _captured
 from test_rows import _rel
 from torch import nn
 
-from fuseforge import rowwise
 from fuseforge.codegen import generate
 from fuseforge.config import OptimizeConfig
 from fuseforge.cpu_check import _run_node, run_kernel_reference
-from fuseforge.partition import KernelStep, partition
+from fuseforge.families import named
+from fuseforge.families.rows import table as row_table
+from fuseforge.partition import partition
 from fuseforge.pipeline import optimize
+from fuseforge.plan import KernelStep
 
 TRACED = (2, 3, 5, 7)  # N, C, H, W: distinct, so each traced size names its axis
 
@@ -53,31 +55,31 @@ class TrailingAxes(nn.Module):
 
 def _trailing():
     captured = _captured(TrailingAxes(), torch.randn(*TRACED), torch.randn(()))
-    plan = partition(captured.graph, row_kernels=True)
+    plan = partition(captured.graph, named("rows"))
     return captured, plan
 
 
 def _row(plan, op):
-    (group,) = [g for g in plan.groups if g.row and g.row.reduction.op == op]
+    (group,) = [g for g in plan.groups if g.kind == "rows" and g.spec.reduction.op == op]
     return group
 
 
 def test_each_reduction_over_trailing_axes_is_one_row_kernel_spanning_those_axes():
     _, plan = _trailing()
     assert all(isinstance(s, KernelStep) for s in plan.steps)
-    axes = {g.row.reduction.op: g.row.reduction.axes for g in plan.groups}
+    axes = {g.spec.reduction.op: g.spec.reduction.axes for g in plan.groups}
     assert axes == {"mean": 2, "amax": 2, "layer_norm": 2, "logsumexp": 3, "sum": 3}
     assert plan.not_fused == []
 
 
 def test_broadcast_inputs_are_read_per_row_per_column_or_against_the_per_row_shape():
     _, plan = _trailing()
-    assert dict(_row(plan, "mean").row.operands) == {"x": "full", "p_bias": "row", "s": "scalar"}
-    assert dict(_row(plan, "amax").row.operands) == {"x": "full", "p_hw": "col", "p_shift": "row-flat"}
-    assert dict(_row(plan, "layer_norm").row.operands) == {
+    assert dict(_row(plan, "mean").spec.operands) == {"x": "full", "p_bias": "row", "s": "scalar"}
+    assert dict(_row(plan, "amax").spec.operands) == {"x": "full", "p_hw": "col", "p_shift": "row-flat"}
+    assert dict(_row(plan, "layer_norm").spec.operands) == {
         "x": "full", "p_norm_weight": "col", "p_norm_bias": "col", "p_gain": "row"}
-    assert dict(_row(plan, "logsumexp").row.operands) == {"x": "full", "p_gain": "col"}
-    assert _row(plan, "sum").row.row_nodes == ("sum_1",)
+    assert dict(_row(plan, "logsumexp").spec.operands) == {"x": "full", "p_gain": "col"}
+    assert _row(plan, "sum").spec.row_nodes == ("sum_1",)
 
 
 def test_a_reduction_over_axes_that_are_not_trailing_stays_a_torch_call_and_the_reason_says_so():
@@ -86,8 +88,8 @@ def test_a_reduction_over_axes_that_are_not_trailing_stays_a_torch_call_and_the_
             return torch.relu(x).sum(dim=(1, 2)) * 2.0
 
     captured = _captured(Middle(), torch.randn(*TRACED))
-    plan = partition(captured.graph, row_kernels=True)
-    assert all(g.row is None for g in plan.groups)
+    plan = partition(captured.graph, named("rows"))
+    assert all(g.kind != "rows" for g in plan.groups)
     (why,) = [w for w in plan.not_fused if w.consumer == "sum_1"]
     assert "reduces dims [1, 2], not the last axis (or the last k axes together)" in why.reason
 
@@ -98,8 +100,8 @@ def test_an_input_that_varies_along_both_the_rows_and_the_reduced_axes_stays_out
             return (x * y).mean(dim=(2, 3))
 
     captured = _captured(Mixed(), torch.randn(*TRACED), torch.randn(2, 1, 5, 1))
-    plan = partition(captured.graph, row_kernels=True)
-    (group,) = [g for g in plan.groups if g.row]
+    plan = partition(captured.graph, named("rows"))
+    (group,) = [g for g in plan.groups if g.kind == "rows"]
     assert group.nodes == ("mean",)
     (why,) = [w for w in plan.not_fused if w.consumer == "mean"]
     assert "broadcasts neither per element, per row, per column nor as a scalar" in why.reason
@@ -112,8 +114,8 @@ def test_a_reduction_over_the_channels_of_a_pooled_tensor_spans_the_unit_axes_af
             return torch.softmax(x, dim=1) * 2.0, torch.logsumexp(x, dim=1, keepdim=keepdim)
 
     captured = _captured(Pooled(), torch.randn(64, 16, 1, 1))
-    plan = partition(captured.graph, row_kernels=True)
-    rows = {g.row.reduction.op: g.row.reduction.over for g in plan.groups if g.row}
+    plan = partition(captured.graph, named("rows"))
+    rows = {g.spec.reduction.op: g.spec.reduction.over for g in plan.groups if g.kind == "rows"}
     # without keepdim, [N, 1, 1] is not a per-row shape of rows of the last 3 axes: a row along the channels
     assert rows == {"softmax": "over the last 3 axes",
                     "logsumexp": "over the last 3 axes" if keepdim else "over the channel axis"}
@@ -125,14 +127,14 @@ def test_a_reduction_of_a_few_long_rows_stays_a_torch_call_and_the_reason_gives_
             return torch.relu(x).mean(dim=(1, 2, 3))
 
     few = _captured(PerSample(), torch.randn(16, 16, 64, 64))  # 16 rows of 65536 values
-    plan = partition(few.graph, row_kernels=True)
-    assert all(g.row is None for g in plan.groups)
+    plan = partition(few.graph, named("rows"))
+    assert all(g.kind != "rows" for g in plan.groups)
     (why,) = [w for w in plan.not_fused if w.consumer == "mean"]
     assert "16 rows of 65536 values" in why.reason
     enough = _captured(PerSample(), torch.randn(32, 16, 64, 64))
-    assert [g.row.reduction.axes for g in partition(enough.graph, row_kernels=True).groups] == [3]
+    assert [g.spec.reduction.axes for g in partition(enough.graph, named("rows")).groups] == [3]
     short = _captured(PerSample(), torch.randn(16, 16, 32, 32))  # short rows: launch-bound either way
-    assert [g.row.reduction.axes for g in partition(short.graph, row_kernels=True).groups] == [3]
+    assert [g.spec.reduction.axes for g in partition(short.graph, named("rows")).groups] == [3]
 
 
 @pytest.mark.parametrize("dims,keepdim", [((2, 3), True), ((-1, -2), False), ((1, 2, 3), True), ((3, 1, 2), False)])
@@ -141,11 +143,11 @@ def test_the_reference_over_trailing_axes_equals_torch_in_float64(op, dims, keep
     torch.manual_seed(0)
     v = torch.randn(*TRACED, dtype=torch.float64) * 3
     v[1, 2] = float("-inf")  # a whole row of -inf (one [H, W] plane)
-    red = rowwise.RowReduction(op, "", False, "v", keepdim=keepdim, axes=len(dims))
+    red = row_table.RowReduction(op, "", False, "v", keepdim=keepdim, axes=len(dims))
     want = {"mean": lambda: v.mean(dims, keepdim=keepdim), "sum": lambda: v.sum(dims, keepdim=keepdim),
             "amax": lambda: v.amax(dims, keepdim=keepdim), "amin": lambda: v.amin(dims, keepdim=keepdim),
             "logsumexp": lambda: torch.logsumexp(v, dims, keepdim=keepdim)}[op]()
-    got = rowwise.reference(red, v, {})
+    got = row_table.reference(red, v, {})
     assert got.shape == want.shape
     assert torch.allclose(got, want, rtol=1e-12, atol=1e-12, equal_nan=True)
 
@@ -153,9 +155,9 @@ def test_the_reference_over_trailing_axes_equals_torch_in_float64(op, dims, keep
 def test_the_layer_norm_reference_over_two_axes_equals_torch_in_float64():
     v = torch.randn(*TRACED, dtype=torch.float64)
     w, b = torch.randn(5, 7, dtype=torch.float64), torch.randn(5, 7, dtype=torch.float64)
-    red = rowwise.RowReduction("layer_norm", "", True, "v", ("w", "b"), 1e-5, axes=2)
+    red = row_table.RowReduction("layer_norm", "", True, "v", ("w", "b"), 1e-5, axes=2)
     want = torch.nn.functional.layer_norm(v, [5, 7], w, b, 1e-5)
-    assert torch.allclose(rowwise.reference(red, v, {"w": w, "b": b}), want, rtol=1e-12, atol=1e-12)
+    assert torch.allclose(row_table.reference(red, v, {"w": w, "b": b}), want, rtol=1e-12, atol=1e-12)
 
 
 def test_the_row_reference_refuses_a_per_row_bias_of_the_wrong_channel_count():
@@ -182,8 +184,8 @@ def test_a_model_with_global_average_pools_passes_the_float64_cpu_check_with_row
         "def get_init_inputs():\n    return []\n")
     alone = OptimizeConfig(model_path=model, out_dir=tmp_path / "out", gpu=False).without_families()
     run = optimize(replace(alone, row_kernels=True))
-    ops = sorted((s.group.row.reduction.op, s.group.row.reduction.axes) for s in run.plan.steps
-                 if isinstance(s, KernelStep) and s.group.row)
+    ops = sorted((s.group.spec.reduction.op, s.group.spec.reduction.axes) for s in run.plan.steps
+                 if isinstance(s, KernelStep) and s.group.kind == "rows")
     assert ops == [("amax", 2), ("logsumexp", 3), ("mean", 2), ("softmax", 3)]
     assert run.cpu_check.passed and run.cpu_check.max_rel_error <= 1e-9, run.cpu_check.detail
 
@@ -265,7 +267,7 @@ def test_the_trailing_axes_row_kernels_match_float64_at_other_sizes_like_eager_d
             for misaligned in (False, True):
                 torch.manual_seed(sum(sizes) * 7919)
                 inputs = {}
-                for name, cls in group.row.operands:
+                for name, cls in group.spec.operands:
                     shape = _at(tuple(by_name[name].meta["val"].shape), sizes)
                     n = max(1, int(torch.tensor(shape).prod())) if shape else 1
                     flat = torch.randn(n + 1, device="cuda") * 2 + (3 if cls == "full" else 0)

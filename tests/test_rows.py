@@ -14,17 +14,19 @@ from conftest import PROBLEMS
 from test_partition import _captured
 from torch import nn
 
-from fuseforge import rowwise
 from fuseforge.codegen import generate
 from fuseforge.config import OptimizeConfig
 from fuseforge.cpu_check import _run_node, run_kernel_reference
-from fuseforge.partition import KernelStep, TorchStep, partition
+from fuseforge.families import named
+from fuseforge.families.rows import table as row_table
+from fuseforge.partition import partition
 from fuseforge.pipeline import optimize
+from fuseforge.plan import KernelStep, TorchStep
 
 
 def _plan(model, *inputs):
     captured = _captured(model, *inputs)
-    return captured, partition(captured.graph, row_kernels=True)
+    return captured, partition(captured.graph, named("rows"))
 
 
 def _ops(plan, group):
@@ -76,9 +78,9 @@ def test_rmsnorm_written_as_a_mean_of_squares_is_one_row_kernel_with_its_prologu
     (group,) = plan.groups
     assert [type(s) for s in plan.steps] == [KernelStep]
     assert _ops(plan, group) == ["pow", "mean", "add", "rsqrt", "mul", "mul", "add"]
-    assert group.row.reduction.op == "mean" and group.row.reduction.data == "pow_1"
-    assert dict(group.row.operands) == {"x": "full", "p_weight": "col"}
-    assert [n.rstrip("_0123456789") for n in group.row.row_nodes] == ["mean", "add", "rsqrt"]
+    assert group.spec.reduction.op == "mean" and group.spec.reduction.data == "pow_1"
+    assert dict(group.spec.operands) == {"x": "full", "p_weight": "col"}
+    assert [n.rstrip("_0123456789") for n in group.spec.row_nodes] == ["mean", "add", "rsqrt"]
     assert plan.not_fused == []
 
 
@@ -86,8 +88,8 @@ def test_a_softmax_after_a_division_and_a_bias_is_one_row_kernel_reading_the_bia
     _, plan = _plan(ScaledSoftmax(), torch.randn(4, 8))
     (group,) = plan.groups
     assert _ops(plan, group) == ["div", "add", "softmax"]
-    assert dict(group.row.operands) == {"x": "full", "p_bias": "col"}
-    assert group.row.row_nodes == ()  # softmax has one value per element
+    assert dict(group.spec.operands) == {"x": "full", "p_bias": "col"}
+    assert group.spec.row_nodes == ()  # softmax has one value per element
 
 
 def test_layer_norm_and_relu_are_one_row_kernel_and_the_gemm_before_them_stays_a_torch_call():
@@ -102,8 +104,8 @@ def test_layer_norm_and_relu_are_one_row_kernel_and_the_gemm_before_them_stays_a
     _, plan = _plan(GemmLayerNormRelu(), torch.randn(4, 8))
     assert [type(s) for s in plan.steps] == [TorchStep, KernelStep]
     (group,) = plan.groups
-    assert group.row.reduction.op == "layer_norm"
-    assert dict(group.row.operands) == {"linear": "full", "p_norm_weight": "col", "p_norm_bias": "col"}
+    assert group.spec.reduction.op == "layer_norm"
+    assert dict(group.spec.operands) == {"linear": "full", "p_norm_weight": "col", "p_norm_bias": "col"}
     assert [(w.producer, w.consumer) for w in plan.not_fused] == [("linear", "layer_norm")]
     assert "not pointwise" in plan.not_fused[0].reason
 
@@ -112,8 +114,8 @@ def test_layer_norm_and_relu_are_one_row_kernel_and_the_gemm_before_them_stays_a
 def test_logsumexp_and_relu_write_one_value_per_row_with_or_without_keepdim(keepdim):
     _, plan = _plan(LogSumExpRelu(keepdim), torch.randn(4, 8))
     (group,) = plan.groups
-    assert group.row.reduction.keepdim is keepdim
-    assert set(group.row.row_nodes) == {"logsumexp", "relu"}
+    assert group.spec.reduction.keepdim is keepdim
+    assert set(group.spec.row_nodes) == {"logsumexp", "relu"}
     assert group.outputs == ("relu",)
 
 
@@ -123,7 +125,7 @@ def test_a_softmax_over_another_axis_stays_a_torch_call_and_the_reason_names_the
             return torch.softmax(x * 2.0, dim=0)
 
     _, plan = _plan(FirstAxis(), torch.randn(4, 8))
-    assert all(g.row is None for g in plan.groups)
+    assert all(g.kind != "rows" for g in plan.groups)
     (why,) = [w for w in plan.not_fused if w.consumer == "softmax"]
     assert "not the last axis" in why.reason
 
@@ -134,7 +136,7 @@ def test_an_epilogue_of_a_larger_shape_stays_apart_and_the_reason_says_so():
             return torch.softmax(x, dim=-1) * y  # y [3, 1, 8]: the product is [3, 4, 8], not the row shape
 
     _, plan = _plan(Broadcasts(), torch.randn(4, 8), torch.randn(3, 1, 8))
-    row = [g for g in plan.groups if g.row]
+    row = [g for g in plan.groups if g.kind == "rows"]
     assert [g.nodes for g in row] == [("softmax",)]
     (why,) = [w for w in plan.not_fused if w.producer == "softmax"]
     assert "has shape [3, 4, 8]" in why.reason
@@ -147,7 +149,7 @@ def test_a_decomposed_softmax_becomes_two_row_kernels_because_a_kernel_holds_one
             return e / e.sum(dim=-1, keepdim=True)
 
     _, plan = _plan(Decomposed(), torch.randn(4, 8))
-    assert [g.row.reduction.op for g in plan.groups] == ["amax", "sum"]
+    assert [g.spec.reduction.op for g in plan.groups] == ["amax", "sum"]
     reasons = [w.reason for w in plan.not_fused if w.consumer.startswith("sum")]
     assert len(reasons) == 1 and reasons[0].startswith("in the row kernels of amax and of sum")
     assert reasons[0].endswith("a row kernel holds one reduction")
@@ -160,7 +162,7 @@ def test_a_row_kernel_takes_in_the_pointwise_producer_of_a_second_full_input():
 
     _, plan = _plan(TwoInputs(), torch.randn(4, 8), torch.randn(4, 8))
     (group,) = plan.groups
-    assert dict(group.row.operands) == {"x": "full", "y": "full"}
+    assert dict(group.spec.operands) == {"x": "full", "y": "full"}
 
 
 def test_a_value_read_by_a_torch_call_after_the_reduction_is_written_as_a_kernel_output():
@@ -183,13 +185,13 @@ def test_the_row_reference_formulas_equal_torch_in_float64(op):
     v[1] = float("-inf")  # a row of -inf
     v[2, 3] = float("-inf")
     w, b = torch.randn(7, dtype=torch.float64), torch.randn(7, dtype=torch.float64)
-    red = rowwise.RowReduction(op, "", op in ("softmax", "log_softmax", "layer_norm"), "v", ("w", "b"), 1e-5)
+    red = row_table.RowReduction(op, "", op in ("softmax", "log_softmax", "layer_norm"), "v", ("w", "b"), 1e-5)
     want = {"softmax": lambda: torch.softmax(v, -1), "log_softmax": lambda: torch.log_softmax(v, -1),
             "logsumexp": lambda: torch.logsumexp(v, -1, keepdim=True),
             "layer_norm": lambda: torch.nn.functional.layer_norm(v, [7], w, b, 1e-5),
             "mean": lambda: v.mean(-1, keepdim=True), "sum": lambda: v.sum(-1, keepdim=True),
             "amax": lambda: v.amax(-1, keepdim=True), "amin": lambda: v.amin(-1, keepdim=True)}[op]()
-    got = rowwise.reference(red, v, {"w": w, "b": b})
+    got = row_table.reference(red, v, {"w": w, "b": b})
     assert torch.allclose(got, want, rtol=1e-12, atol=1e-12, equal_nan=True)
 
 
@@ -216,7 +218,7 @@ EXPECTED_STEPS = {
 def test_a_dev_row_model_gets_one_row_kernel_and_passes_the_float64_cpu_check(name, tmp_path):
     alone = OptimizeConfig(model_path=PROBLEMS / "dev" / f"{name}.py", out_dir=tmp_path, gpu=False).without_families()
     run = optimize(replace(alone, row_kernels=True))
-    steps = [f"kernel {s.group.row.reduction.op}" if isinstance(s, KernelStep) and s.group.row else
+    steps = [f"kernel {s.group.spec.reduction.op}" if isinstance(s, KernelStep) and s.group.kind == "rows" else
              "kernel" if isinstance(s, KernelStep) else "torch" for s in run.plan.steps]
     assert steps == EXPECTED_STEPS[name]
     assert run.cpu_check.passed and run.cpu_check.max_rel_error <= 1e-9, run.cpu_check.detail
@@ -251,17 +253,17 @@ class EveryForm(nn.Module):
 def _every_form():
     inputs = (*[torch.randn(4, 8) for _ in range(5)], torch.randn(4, 1), torch.randn(()))
     captured = _captured(EveryForm(), *inputs)
-    plan = partition(captured.graph, row_kernels=True)
+    plan = partition(captured.graph, named("rows"))
     return captured, plan, generate(plan, captured.graph, "every_form.py")
 
 
 def test_every_form_of_the_test_model_is_a_row_kernel():
     _, plan, ext = _every_form()
-    ops = sorted(g.row.reduction.op for g in plan.groups if g.row)
+    ops = sorted(g.spec.reduction.op for g in plan.groups if g.kind == "rows")
     assert ops == sorted(["softmax", "log_softmax", "layer_norm", "logsumexp", "sum", "amax", "amin", "mean",
                           "softmax", "amax", "sum"])
-    assert max(sum(c == "full" for _, c in g.row.operands) for g in plan.groups if g.row) == 5
-    classes = {c for g in plan.groups if g.row for _, c in g.row.operands}
+    assert max(sum(c == "full" for _, c in g.spec.operands) for g in plan.groups if g.kind == "rows") == 5
+    classes = {c for g in plan.groups if g.kind == "rows" for _, c in g.spec.operands}
     assert classes == {"full", "col", "row", "row-flat", "scalar"}
     assert ext.cuda.count("(row kernel)") == len(ops)
 
@@ -294,7 +296,7 @@ def _inputs_for(group, rows, cols, misaligned, device, by_name):
     order of the additions alone, so "within 2x of eager's error" would be decided by chance, not by
     the kernel (seen on an H100: ex / ex.sum() with signed ex)."""
     values = {}
-    for name, cls in group.row.operands:
+    for name, cls in group.spec.operands:
         traced_rank = len(by_name[name].meta["val"].shape)
         per_row = (rows, 1) if traced_rank == 2 else (rows,)
         shape = {"full": (rows, cols), "col": (cols,), "row": per_row, "row-flat": per_row, "scalar": ()}[cls]
@@ -331,7 +333,7 @@ def test_the_generated_row_kernels_match_float64_on_odd_sizes_like_eager_does():
     by_name = {n.name: n for n in captured.graph.nodes}
     stream = torch.cuda.current_stream().cuda_stream
     failures = []
-    for group in [g for g in plan.groups if g.row]:
+    for group in [g for g in plan.groups if g.kind == "rows"]:
         for rows, cols in SIZES:
             for misaligned in (False, True):
                 torch.manual_seed(rows * 7919 + cols)

@@ -1,4 +1,4 @@
-"""The transposing kernels' tile geometry (runtime.py's `FFTiles`), run on the host with g++.
+"""The transposing kernels' tile geometry (`cuda/tiles.cuh`'s `FFTiles`), run on the host with g++.
 
 The pointwise tiled kernel and `ff_channels_last` move [N, C, S] tensors through shared memory one tile
 at a time. A C++ program enumerates every tile of many shapes and checks what the kernels rely on: the

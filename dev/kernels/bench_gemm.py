@@ -1,4 +1,4 @@
-"""Correctness and timing sweep for dev/kernels/gemm_3xtf32.cu (issue #5), for a GPU session.
+"""Correctness and timing sweep for the 3xTF32 GEMM, fuseforge/families/gemm/gemm_3xtf32.cu (issue #5), for a GPU session.
 
     python3 dev/kernels/bench_gemm.py --out $OUT/gemm.json          # full sweep, all kernels
     python3 dev/kernels/bench_gemm.py --variant ws --out $OUT/w.json  # one kernel, in this process
@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SOURCE = HERE / "gemm_3xtf32.cu"
+SOURCE = HERE.parents[1] / "fuseforge" / "families" / "gemm" / "gemm_3xtf32.cu"  # the package's own copy
 DEVICE = "cuda"  # the sweep's device; a CPU dry run of the Python paths patches it
 CEILING_TFLOPS = 137.0  # 3xTF32 ceiling on H100 (DESIGN.md section 5): TF32 peak / 3
 NVCC_FLAGS = ["-O3", "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas", "-v", "-std=c++17"]

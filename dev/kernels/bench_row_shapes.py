@@ -26,6 +26,7 @@ from bench_reduce_weight import timed  # noqa: E402  (CUDA events after an L2 fl
 
 from fuseforge.capture import capture  # noqa: E402
 from fuseforge.codegen import generate  # noqa: E402
+from fuseforge.families import named  # noqa: E402
 from fuseforge.load import LoadedModel  # noqa: E402
 from fuseforge.partition import partition  # noqa: E402
 
@@ -42,7 +43,7 @@ def _kernel():
                          module=None, model=ReluMean(), init_args=[], inputs=[torch.randn(4, 8)], outputs=[],
                          output_is_tuple=False)
     captured = capture(loaded)
-    plan = partition(captured.graph, row_kernels=True)
+    plan = partition(captured.graph, named("rows"))
     (group,) = plan.groups
     ext = generate(plan, captured.graph, "row_shapes.py")
     module = load_inline(name=ext.name, cpp_sources=[ext.binding], cuda_sources=[ext.cuda],

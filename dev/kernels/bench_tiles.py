@@ -1,4 +1,4 @@
-"""The transposing kernels (runtime.py's FFTiles) against PyTorch and torch.compile, at the conv models' sizes.
+"""The transposing kernels (fuseforge/cuda/tiles.cuh's FFTiles) against PyTorch and torch.compile, at the conv models' sizes.
 
     .venv/bin/python dev/kernels/bench_tiles.py --out $OUT/tiles.json
 

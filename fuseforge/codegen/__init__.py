@@ -13,25 +13,10 @@ from dataclasses import dataclass
 
 from torch import fx
 
-from ..partition import KernelGroup, Plan
+from ..plan import KernelGroup, Plan
 from ..pointwise import PRELUDE
-from ..rowwise import ROW_STATS
-from .channel_kernel import channel_kernel_source
-from .channel_nhwc_runtime import CHANNEL_NHWC_KERNEL_RUNTIME
-from .channel_reduce_kernel import channel_reduce_kernel_source
-from .channel_reduce_runtime import (
-    CHANNEL_REDUCE_BINDING_RUNTIME,
-    CHANNEL_REDUCE_KERNEL_RUNTIME,
-    CHANNEL_REDUCE_TYPES,
-)
-from .channel_runtime import CHANNEL_BINDING_RUNTIME, CHANNEL_KERNEL_RUNTIME, CHANNEL_TYPES
-from .gemm_kernel import gemm_kernel_source
-from .gemm_runtime import GEMM_BINDING_RUNTIME, GEMM_CUDA_FLAGS, gemm_kernel_runtime
 from .layout_kernel import LAYOUT_BINDING_RUNTIME, LAYOUT_KERNEL_RUNTIME
 from .pointwise_kernel import KernelSource, kernel_source
-from .row_binding_runtime import ROW_BINDING_RUNTIME
-from .row_kernel import row_kernel_source
-from .row_runtime import ROW_KERNEL_RUNTIME
 from .runtime import BINDING_RUNTIME, KERNEL_RUNTIME, TYPES
 
 
@@ -42,7 +27,7 @@ class Extension:
     binding: str
     functions: tuple[str, ...]
     kernels: tuple[KernelSource, ...]
-    cuda_flags: tuple[str, ...] = ()  # nvcc flags beyond -O3 (GEMM kernels: sm_90a)
+    cuda_flags: tuple[str, ...] = ()  # nvcc flags beyond -O3 (those of the families' runtimes)
 
     @property
     def empty(self) -> bool:
@@ -55,21 +40,15 @@ def _banner(model_name: str, what: str) -> str:
 
 
 def _source(group: KernelGroup, by_name) -> KernelSource:
-    if group.gemm:
-        return gemm_kernel_source(group, by_name)
-    if group.channel:
-        return channel_kernel_source(group, by_name)
-    if group.channel_reduce:
-        return channel_reduce_kernel_source(group, by_name)
-    return row_kernel_source(group, by_name) if group.row else kernel_source(group, by_name)
+    return group.family.source(group, by_name) if group.family is not None else kernel_source(group, by_name)
 
 
 class KernelCodegenError(Exception):
-    """One kernel group's code could not be written; `family` names its kernel family (None: pointwise)."""
+    """One kernel group's code could not be written; `family` is the switch of its kernel family (None: pointwise)."""
 
     def __init__(self, group: KernelGroup, cause: Exception):
         super().__init__(f"kernel {group.name} ({group.kind}): {type(cause).__name__}: {cause}")
-        self.family = group.family
+        self.family = group.family.switch if group.family else None
 
 
 def _source_of(group: KernelGroup, by_name) -> KernelSource:
@@ -82,19 +61,14 @@ def _source_of(group: KernelGroup, by_name) -> KernelSource:
 def generate(plan: Plan, graph: fx.Graph, model_name: str) -> Extension:
     by_name = {n.name: n for n in graph.nodes}
     kernels = tuple(_source_of(g, by_name) for g in plan.groups)
-    rows = any(g.row for g in plan.groups)
-    channels = any(g.channel for g in plan.groups)
-    gemms = any(g.gemm for g in plan.groups)
-    reductions = any(g.channel_reduce for g in plan.groups)
+    used = sorted({g.family for g in plan.groups if g.family is not None}, key=lambda f: f.order)
+    runtimes = [f.runtime() for f in used]  # each used family's fixed C++, once
     layouts = bool(plan.channels_last)  # ff_channels_last converts the channels-last convolutions' inputs
     cuda = "\n".join([
         _banner(model_name, "CUDA kernels"),
         "#include <cuda_runtime.h>\n#include <cstdint>\n#include <math.h>",
         TYPES, PRELUDE, KERNEL_RUNTIME,
-        *([ROW_STATS, ROW_KERNEL_RUNTIME] if rows else []),
-        *([CHANNEL_TYPES, CHANNEL_KERNEL_RUNTIME, CHANNEL_NHWC_KERNEL_RUNTIME] if channels else []),
-        *([gemm_kernel_runtime()] if gemms else []),
-        *([CHANNEL_REDUCE_TYPES, CHANNEL_REDUCE_KERNEL_RUNTIME] if reductions else []),
+        *[part for r in runtimes for part in r.cuda],
         *([LAYOUT_KERNEL_RUNTIME] if layouts else []),
         *[k.cuda for k in kernels],
     ])
@@ -102,10 +76,7 @@ def generate(plan: Plan, graph: fx.Graph, model_name: str) -> Extension:
         _banner(model_name, "torch binding"),
         "#include <torch/extension.h>\n#include <vector>",
         TYPES, BINDING_RUNTIME,
-        *([ROW_BINDING_RUNTIME] if rows else []),
-        *([CHANNEL_TYPES, CHANNEL_BINDING_RUNTIME] if channels else []),
-        *([GEMM_BINDING_RUNTIME] if gemms else []),
-        *([CHANNEL_REDUCE_TYPES, CHANNEL_REDUCE_BINDING_RUNTIME] if reductions else []),
+        *[part for r in runtimes for part in r.binding],
         *[k.launcher_decl for k in kernels],
         "",
         *[k.binding for k in kernels],
@@ -114,4 +85,5 @@ def generate(plan: Plan, graph: fx.Graph, model_name: str) -> Extension:
     digest = hashlib.sha256((cuda + binding).encode()).hexdigest()[:10]
     stem = "".join(c if c.isalnum() else "_" for c in model_name)
     functions = tuple(k.name for k in kernels) + (("ff_channels_last",) if layouts else ())
-    return Extension(f"ff_{stem}_{digest}", cuda, binding, functions, kernels, GEMM_CUDA_FLAGS if gemms else ())
+    flags = tuple(flag for r in runtimes for flag in r.nvcc_flags)
+    return Extension(f"ff_{stem}_{digest}", cuda, binding, functions, kernels, flags)

@@ -8,7 +8,7 @@ when every dense operand is aligned, one element per step otherwise; operands th
 
 A second kernel, `<name>_tiled_kernel`, runs when the binding's `ff_prepare` finds a channels-last
 operand (NHWC or NDHWC memory of an [N, C, S...] iteration; see runtime.py): reading it in the output's
-order would be strided by C. A block of 8 warps takes a tile of one sample (runtime.py's `FFTiles`: up to
+order would be strided by C. A block of 8 warps takes a tile of one sample (`cuda/tiles.cuh`'s `FFTiles`: up to
 32 channels x 2048 / width positions, so a 16-channel tensor gets 16 x 128 tiles and no idle lanes; each
 thread moves eight elements, as two 16-byte accesses on either side when C and S are multiples of 4), reads
 the tiled operand along channels into shared memory with the fixed `FFTiles::load_channels_last` (shared
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from torch import fx
 
 from .. import pointwise
-from ..partition import KernelGroup
+from ..plan import KernelGroup
 from .writer import Writer
 
 CPP_RESERVED = {

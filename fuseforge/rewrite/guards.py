@@ -7,7 +7,7 @@ import math
 import torch
 from torch import fx
 
-from ..partition_family import size_hint
+from ..traced import size_hint
 from .engine import Guard, is_state, value
 from .pattern import Match
 

@@ -43,7 +43,7 @@ ROOFLINE_FILE = "suite_roofline.json"
 def roofline(captured) -> dict:
     """The roofline floor of a captured graph (see the module docstring)."""
     from fuseforge.cost import VIEW_OPS, flops, nbytes
-    from fuseforge.partition_gemm import is_gemm_op
+    from fuseforge.families.gemm.group import is_gemm_op
     from fuseforge.rates import BANDWIDTH, CONV_FLOPS, SGEMM_FLOPS, TF32_FLOPS
 
     graph = captured.graph

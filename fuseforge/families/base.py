@@ -1,0 +1,57 @@
+"""What kernel families share: the defaults of the optional hooks of `plan.Family` (a family overrides what it
+needs), and the operand class of an input read per channel."""
+
+from __future__ import annotations
+
+from ..plan import KernelGroup, Runtime
+
+RUN_ON_GPU = ("Run on an H100 in this pipeline: GPU tests on odd sizes against float64 and the problem models "
+              "(`bench/NOTES.md`).")  # the end of each family's paragraph in the report
+
+
+class FamilyBase:
+    notes_stand = False
+
+    def not_pointwise_note(self, node) -> str | None:
+        return None
+
+    def runtime(self) -> Runtime:
+        return Runtime((), ())
+
+    def check_operands(self, group: KernelGroup, inputs: dict) -> None:
+        return None
+
+    def references(self, group: KernelGroup) -> dict:
+        return {}  # every member runs as the graph's own op
+
+    def why_torch(self, node, on: bool) -> str | None:
+        return None
+
+    def fusion(self, group: KernelGroup, ops: str, count: int, saved: str) -> str | None:
+        return None
+
+    def how(self) -> list[str]:
+        return []
+
+    def expected(self) -> list[str]:
+        return []
+
+    def seconds(self, group: KernelGroup, by_name) -> float | None:
+        return None
+
+    def reads_channels_last(self, group: KernelGroup, value: str, by_name) -> bool:
+        return False
+
+
+def operand_class(shape: tuple, full: tuple) -> str | None:
+    """How an input of `shape` broadcasts against F = [N, C, ...]: full, channel (C at axis 1 only) or scalar."""
+    if shape == full:
+        return "full"
+    if all(d == 1 for d in shape):
+        return "scalar"
+    if len(shape) > len(full):
+        return None
+    padded = (1,) * (len(full) - len(shape)) + tuple(shape)
+    if padded[1] == full[1] and all(d == 1 for i, d in enumerate(padded) if i != 1):
+        return "channel"
+    return None

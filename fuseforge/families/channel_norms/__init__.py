@@ -1,0 +1,128 @@
+"""Channel-norm kernels: a train-mode batch norm or a group norm with the pointwise ops around it that have its
+input's shape, as a pair of kernels: prologue -> per-channel statistics, then finalise + running statistics +
+normalise + epilogue.
+
+- `table.py`: the channel-norm table (recognise, C++ spelling of the results, float64 reference);
+- `group.py`: how a channel group grows around its norm (operand classes, per-channel members);
+- `kernel.py`: the generated Op struct, launchers and binding of one group;
+- `runtime.py`, `nhwc_runtime.py`: the fixed C++ of the statistics and normalise kernels (NCHW, and NHWC
+  for a channels-last input) and of the binding's checks.
+"""
+
+from __future__ import annotations
+
+from ...plan import KernelGroup, Runtime
+from ...words import with_article
+from ..base import RUN_ON_GPU, FamilyBase
+from . import table
+from .group import channel_op_reason, form_channel_groups
+from .kernel import channel_kernel_source
+from .nhwc_runtime import CHANNEL_NHWC_KERNEL_RUNTIME
+from .runtime import CHANNEL_BINDING_RUNTIME, CHANNEL_KERNEL_RUNTIME, CHANNEL_TYPES
+
+
+class ChannelNorms(FamilyBase):
+    name = "channel_norms"
+    switch = "channel_kernels"
+    order = 1
+
+    def claim(self, claim, pointwise_groups, not_fused):
+        return form_channel_groups(claim, pointwise_groups, not_fused)
+
+    def describe(self, group: KernelGroup) -> list[str]:
+        c = group.spec
+        per_channel = f"; one value per channel: {', '.join(c.channel_nodes)}" if c.channel_nodes else ""
+        unit = "one sample's group of channels" if c.norm.groups else "every axis but axis 1"
+        return [f"    channel kernels: {c.norm.describe} of {c.norm.data} over {unit} of "
+                f"{list(group.shape)} (statistics, then normalise){per_channel}",
+                f"    reads {', '.join(f'{i} ({k})' for i, k in c.operands)}; writes {', '.join(group.outputs)}"]
+
+    def source(self, group: KernelGroup, by_name):
+        return channel_kernel_source(group, by_name)
+
+    def runtime(self) -> Runtime:
+        return Runtime((CHANNEL_TYPES, CHANNEL_KERNEL_RUNTIME, CHANNEL_NHWC_KERNEL_RUNTIME),
+                       (CHANNEL_TYPES, CHANNEL_BINDING_RUNTIME))
+
+    def check_operands(self, group: KernelGroup, inputs: dict) -> None:
+        """Each input fits the class it is read as (what the binding checks)."""
+        full = [inputs[i] for i, c in group.spec.operands if c == "full"]
+        if not full or full[0].dim() < 2:
+            raise ValueError(f"{group.name}: no full-shape input of rank >= 2")
+        sizes = full[0].shape
+        for name, cls in group.spec.operands:
+            t = inputs[name]
+            ok = t.shape == sizes if cls == "full" else t.numel() == (sizes[1] if cls == "channel" else 1)
+            if ok and cls == "channel" and t.dim() > 1:  # such as [C, 1, 1]: C must land on axis 1
+                ok = t.dim() <= len(sizes) and ([1] * (len(sizes) - t.dim()) + list(t.shape))[1] == sizes[1]
+            if not ok:
+                raise ValueError(f"{group.name}: input {name} of shape {list(t.shape)} is not {cls} for {list(sizes)}")
+
+    def references(self, group: KernelGroup) -> dict:
+        norm = group.spec.norm
+        return {group.spec.anchor: lambda local: table.reference(norm, local[norm.data],
+                                                                 {p: local[p] for p in norm.params})}
+
+    def call_comment(self, group: KernelGroup) -> str:
+        return f"channel kernels ({group.spec.norm.describe}: statistics, then normalise)"
+
+    def why_torch(self, node, on: bool) -> str | None:
+        if not (on and table.is_channel_op(node)):
+            return None
+        reason = channel_op_reason(node)
+        return ("batch norm kept as PyTorch's kernel: it is no channel kernel"
+                + (f" ({reason})." if reason else " (its neighbours could not join it; see below)."))
+
+    def replaced(self, group: KernelGroup) -> tuple[str, str]:
+        return "channel kernels", (
+            f"{with_article(group.spec.norm.describe)} with the pointwise ops around it is memory-bound; two kernels "
+            "(statistics, then finalise + running statistics + normalise + epilogue) read the full-shape inputs "
+            "twice, instead of eager's statistics, normalise and one pass per pointwise op; they read ")
+
+    def fusion(self, group: KernelGroup, ops: str, count: int, saved: str) -> str | None:
+        return (f"- `{group.name}` fuses {count} ops ({ops}) into two launches (statistics, then "
+                f"normalise + epilogue) instead of eager's norm kernels and one launch per pointwise op: "
+                f"about {saved} less traffic per call (the normalised value and other "
+                "intermediates stay in registers); the full-shape inputs are read twice.")
+
+    def holds(self, group: KernelGroup) -> str:
+        return "batch and group norms with their pointwise neighbours"
+
+    def how(self) -> list[str]:
+        return [
+            "Channel kernels (train-mode batch norm, `--channel-kernels`, with its pointwise prologue "
+            "and epilogue) are a pair of launches around a generated `Op` struct that spells the prologue (the "
+            "value normalised), the per-channel results and the normalise + epilogue step "
+            "(`families/channel_norms/channel.cu`). Launch 1 splits each channel into parts (about 1024 blocks in all) "
+            "and writes Welford statistics (count, mean, M2) per (channel, part) to a small workspace: per "
+            "value, or per four values on the 16-byte path, merged across threads with Chan's formula by warp "
+            "shuffles and shared memory; no atomics, so results are the same on every run. Launch 2 merges "
+            "each channel's partials in a fixed order, takes mean and 1/sqrt(biased variance + eps), writes the "
+            "new running mean and variance (momentum · batch value + (1 − momentum) · old, with the unbiased "
+            "variance, as PyTorch) and any other per-channel result once per channel, and writes the outputs. "
+            "Layout NCHW: channel c of element i is (i / HW) % C; planes of HW values use one 256-thread block "
+            "per (channel, part) with float4 loads and stores when HW % 4 == 0 and every full-shape pointer is "
+            "aligned, scalar otherwise; [N, C] inputs (BatchNorm1d) use 32 channels × 8 rows per block. The new "
+            "running statistics are returned and copied into the buffers by `ModelNew.forward`; the "
+            "num_batches_tracked increment stays a torch call. Group norm runs on the same kernels with one "
+            "unit of statistics per (sample, group of C / G channels), contiguous in memory, and no running "
+            "statistics. A channels-last input (the output of a convolution that `layout.py` ran channels-last, "
+            "when it is the group's one full-shape input) takes three launches instead "
+            "(`families/channel_norms/channel_nhwc.cu`): statistics per (sample, part of the positions, channel) with "
+            "each warp reading 32 consecutive channels of a position, one warp per unit merging them in a fixed "
+            "order, and normalise + epilogue over tiles of 32 channels × 64 positions whose outputs pass through "
+            "shared memory so they are written NCHW, coalesced. " + RUN_ON_GPU,
+            "",
+        ]
+
+    def call_shape(self, group: KernelGroup) -> str:
+        c = group.spec
+        return (f"{c.norm.describe} of {c.norm.data} over {list(group.shape)}; reads "
+                + ", ".join(f"{i} ({k})" for i, k in c.operands))
+
+    def reads_channels_last(self, group: KernelGroup, value: str, by_name) -> bool:
+        """Its one full-shape input, read by the NHWC kernels."""
+        return [i for i, c in group.spec.operands if c == "full"] == [value]
+
+
+FAMILY = ChannelNorms()

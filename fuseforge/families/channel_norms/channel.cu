@@ -1,0 +1,301 @@
+
+// ---- Channel kernels: train-mode batch norm with its prologue and epilogue, two launches per call.
+// See fuseforge/codegen/channel_runtime.py for the Op interface.
+FF_HD float ff_chan_ldg(const float* p) {  // read-only load: the read-only data cache on the device
+#ifdef __CUDA_ARCH__
+    return __ldg(p);
+#else
+    return *p;
+#endif
+}
+
+// Welford statistics (count, mean, M2); Chan's merge. Counts stay below 2^24 per part: exact floats.
+struct FFChanStats {
+    float n, mean, m2;
+    FF_HD void init() { n = 0.0f; mean = 0.0f; m2 = 0.0f; }
+    FF_HD static FFChanStats at(const float* p) { return {p[0], p[1], p[2]}; }  // a workspace entry
+    FF_HD void store(float* p) const { p[0] = n; p[1] = mean; p[2] = m2; }
+    FF_HD void add(float v) {
+        n += 1.0f;
+        const float d = v - mean;
+        mean += d / n;
+        m2 += d * (v - mean);
+    }
+    FF_HD void merge(const FFChanStats& o) {
+        const float nn = n + o.n;
+        if (nn == 0.0f) return;
+        const float d = o.mean - mean;
+        const float fb = o.n / nn;
+        mean = mean + d * fb;
+        m2 = m2 + o.m2 + d * d * n * fb;
+        n = nn;
+    }
+    // four values: their own mean and M2, then one merge (one division per four values)
+    FF_HD void add4(float a, float b, float c, float e) {
+        FFChanStats q;
+        q.n = 4.0f;
+        q.mean = ((a + b) + (c + e)) * 0.25f;
+        q.m2 = (a - q.mean) * (a - q.mean) + (b - q.mean) * (b - q.mean) + (c - q.mean) * (c - q.mean)
+             + (e - q.mean) * (e - q.mean);
+        merge(q);
+    }
+    __device__ FFChanStats shfl_xor(int lane_mask) const {
+        FFChanStats o;
+        o.n = __shfl_xor_sync(0xffffffffu, n, lane_mask);
+        o.mean = __shfl_xor_sync(0xffffffffu, mean, lane_mask);
+        o.m2 = __shfl_xor_sync(0xffffffffu, m2, lane_mask);
+        return o;
+    }
+};
+
+struct FFChanNorm {  // one channel's finalised statistics
+    float mean, invstd;
+};
+
+__device__ __forceinline__ FFChanStats ff_chan_warp_reduce(FFChanStats st) {
+#pragma unroll
+    for (int mask = 16; mask > 0; mask >>= 1) st.merge(st.shfl_xor(mask));
+    return st;  // lane 0's value is the one used
+}
+
+// The block's statistics, valid in thread 0 (merged in warp order: the same on every run).
+__device__ __forceinline__ FFChanStats ff_chan_block_reduce(FFChanStats st) {
+    constexpr int kWarps = kFFChanThreads / 32;
+    __shared__ FFChanStats partial[kWarps];
+    st = ff_chan_warp_reduce(st);
+    if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = st;
+    __syncthreads();
+    FFChanStats total;
+    total.init();
+    if (threadIdx.x == 0) {
+        for (int w = 0; w < kWarps; ++w) total.merge(partial[w]);
+    }
+    return total;
+}
+
+__device__ __forceinline__ void ff_chan_store_partial(float* partial, const FFChanDims& d, int64_t c, int part,
+                                                      const FFChanStats& st) {
+    st.store(partial + (c * d.parts + part) * 3);
+}
+
+__device__ __forceinline__ uint32_t ff_chan_split(uint32_t total, int k, int parts) {
+    return (uint32_t)((uint64_t)total * (uint64_t)k / (uint64_t)parts);
+}
+
+// Unit u's final statistics `st`: mean and 1 / std; `write`: this thread writes the per-unit results.
+template <class Op>
+__device__ __forceinline__ FFChanNorm ff_chan_norm(const Op& op, const FFChanStats& st, const FFChanDims& d,
+                                                   int64_t u, bool write) {
+    const float count = (float)d.per_unit;
+    FFChanNorm norm;
+    norm.mean = st.mean;
+    norm.invstd = 1.0f / sqrtf(st.m2 / count + Op::kEps);  // biased variance, eps inside the root
+    if (write) op.channel_values(norm, st.m2, count, (int)u);
+    return norm;
+}
+
+// Merge unit c's partials in part order; finalise; `write`: this thread writes the per-unit results.
+template <class Op>
+__device__ __forceinline__ FFChanNorm ff_chan_finalize(const Op& op, const float* partial, const FFChanDims& d,
+                                                       int64_t c, bool write) {
+    FFChanStats st;
+    st.init();
+    for (int part = 0; part < d.parts; ++part) st.merge(FFChanStats::at(partial + (c * d.parts + part) * 3));
+    return ff_chan_norm(op, st, d, c, write);
+}
+
+// Where value j of a unit lies, and its channel. Batch norm: j = n * HW + s of channel `unit`; group norm:
+// the unit's values are contiguous from `base`, channel = the group's first channel `c0` + j / HW.
+struct FFChanUnit {
+    int64_t unit, base;
+    int c0;
+};
+__device__ __forceinline__ FFChanUnit ff_chan_unit(const FFChanDims& d, int64_t unit) {  // once per block
+    if (d.groups == 0) return {unit, 0, (int)unit};
+    return {unit, unit * d.per_unit, (int)((unit % d.groups) * (d.channels / d.groups))};
+}
+struct FFChanAt {
+    int64_t at;
+    int c;
+};
+__device__ __forceinline__ FFChanAt ff_chan_at(const FFChanDims& d, const FFChanUnit& u, uint32_t j) {
+    const uint32_t hw = (uint32_t)d.hw;
+    if (d.groups == 0) {
+        const uint32_t n = j / hw, s = j - n * hw;
+        return {((int64_t)n * d.channels + u.unit) * d.hw + s, u.c0};
+    }
+    return {u.base + j, u.c0 + (int)(j / hw)};
+}
+
+// Planes: block (unit blockIdx.x, part blockIdx.y) takes the part's values j of the unit.
+template <class Op, bool kVec>
+__global__ void __launch_bounds__(kFFChanThreads) ff_chan_plane_stats(Op op, FFChanDims d, float* partial) {
+    constexpr int F = Op::kFull;
+    const int64_t unit = blockIdx.x;
+    const FFChanUnit u = ff_chan_unit(d, unit);
+    const int part = blockIdx.y;
+    FFChanStats st;
+    st.init();
+    if constexpr (kVec) {
+        const uint32_t quads = (uint32_t)(d.per_unit / 4);
+        const uint32_t end = ff_chan_split(quads, part + 1, d.parts);
+        for (uint32_t q = ff_chan_split(quads, part, d.parts) + threadIdx.x; q < end; q += kFFChanThreads) {
+            const FFChanAt p = ff_chan_at(d, u, 4 * q);  // HW % 4 == 0: four values of one channel
+            float in[4][F];
+#pragma unroll
+            for (int f = 0; f < F; ++f) {
+                const float4 v = __ldg(reinterpret_cast<const float4*>(op.full[f] + p.at));
+                in[0][f] = v.x; in[1][f] = v.y; in[2][f] = v.z; in[3][f] = v.w;
+            }
+            st.add4(op.reduced(in[0], p.c), op.reduced(in[1], p.c), op.reduced(in[2], p.c), op.reduced(in[3], p.c));
+        }
+    } else {
+        const uint32_t total = (uint32_t)d.per_unit;
+        const uint32_t end = ff_chan_split(total, part + 1, d.parts);
+        for (uint32_t j = ff_chan_split(total, part, d.parts) + threadIdx.x; j < end; j += kFFChanThreads) {
+            const FFChanAt p = ff_chan_at(d, u, j);
+            float in[F];
+#pragma unroll
+            for (int f = 0; f < F; ++f) in[f] = __ldg(op.full[f] + p.at);
+            st.add(op.reduced(in, p.c));
+        }
+    }
+    st = ff_chan_block_reduce(st);
+    if (threadIdx.x == 0) ff_chan_store_partial(partial, d, unit, part, st);
+}
+
+template <class Op, bool kVec>
+__global__ void __launch_bounds__(kFFChanThreads) ff_chan_plane_apply(Op op, FFChanDims d, const float* partial) {
+    constexpr int F = Op::kFull;
+    const int64_t unit = blockIdx.x;
+    const int part = blockIdx.y;
+    const FFChanNorm norm = ff_chan_finalize(op, partial, d, unit, part == 0 && threadIdx.x == 0);
+    const FFChanUnit u = ff_chan_unit(d, unit);
+    if constexpr (Op::kOut > 0) {
+        if constexpr (kVec) {
+            const uint32_t quads = (uint32_t)(d.per_unit / 4);
+            const uint32_t end = ff_chan_split(quads, part + 1, d.parts);
+            for (uint32_t q = ff_chan_split(quads, part, d.parts) + threadIdx.x; q < end; q += kFFChanThreads) {
+                const FFChanAt p = ff_chan_at(d, u, 4 * q);
+                float in[4][F];
+#pragma unroll
+                for (int f = 0; f < F; ++f) {
+                    const float4 v = __ldg(reinterpret_cast<const float4*>(op.full[f] + p.at));
+                    in[0][f] = v.x; in[1][f] = v.y; in[2][f] = v.z; in[3][f] = v.w;
+                }
+                float o[4][Op::kOut];
+#pragma unroll
+                for (int k = 0; k < 4; ++k) op.element(in[k], norm, p.c, o[k]);
+#pragma unroll
+                for (int m = 0; m < Op::kOut; ++m)
+                    *reinterpret_cast<float4*>(op.out[m] + p.at) = make_float4(o[0][m], o[1][m], o[2][m], o[3][m]);
+            }
+        } else {
+            const uint32_t total = (uint32_t)d.per_unit;
+            const uint32_t end = ff_chan_split(total, part + 1, d.parts);
+            for (uint32_t j = ff_chan_split(total, part, d.parts) + threadIdx.x; j < end; j += kFFChanThreads) {
+                const FFChanAt p = ff_chan_at(d, u, j);
+                float in[F];
+#pragma unroll
+                for (int f = 0; f < F; ++f) in[f] = __ldg(op.full[f] + p.at);
+                float o[Op::kOut];
+                op.element(in, norm, p.c, o);
+#pragma unroll
+                for (int m = 0; m < Op::kOut; ++m) op.out[m][p.at] = o[m];
+            }
+        }
+    }
+}
+
+// Columns ([N, C]): block (32 channels from 32 * blockIdx.x, part blockIdx.y); lane = channel, warp = row lane.
+template <class Op>
+__global__ void __launch_bounds__(kFFChanThreads) ff_chan_column_stats(Op op, FFChanDims d, float* partial) {
+    constexpr int F = Op::kFull;
+    constexpr int kRowLanes = kFFChanThreads / 32;
+    const int lane = threadIdx.x & 31, row_lane = threadIdx.x >> 5;
+    const int64_t c = (int64_t)blockIdx.x * 32 + lane;
+    const int part = blockIdx.y;
+    const uint32_t rows = (uint32_t)d.batch;
+    FFChanStats st;
+    st.init();
+    if (c < d.channels) {
+        const uint32_t end = ff_chan_split(rows, part + 1, d.parts);
+        for (uint32_t n = ff_chan_split(rows, part, d.parts) + row_lane; n < end; n += kRowLanes) {
+            float in[F];
+#pragma unroll
+            for (int f = 0; f < F; ++f) in[f] = __ldg(op.full[f] + (int64_t)n * d.channels + c);
+            st.add(op.reduced(in, (int)c));
+        }
+    }
+    __shared__ FFChanStats lanes[kRowLanes][32];
+    lanes[row_lane][lane] = st;
+    __syncthreads();
+    if (row_lane == 0 && c < d.channels) {
+        FFChanStats total = lanes[0][lane];
+        for (int r = 1; r < kRowLanes; ++r) total.merge(lanes[r][lane]);
+        ff_chan_store_partial(partial, d, c, part, total);
+    }
+}
+
+template <class Op>
+__global__ void __launch_bounds__(kFFChanThreads) ff_chan_column_apply(Op op, FFChanDims d, const float* partial) {
+    constexpr int F = Op::kFull;
+    constexpr int kRowLanes = kFFChanThreads / 32;
+    const int lane = threadIdx.x & 31, row_lane = threadIdx.x >> 5;
+    const int64_t c = (int64_t)blockIdx.x * 32 + lane;
+    const int part = blockIdx.y;
+    if (c >= d.channels) return;  // no block-wide synchronisation below
+    const FFChanNorm norm = ff_chan_finalize(op, partial, d, c, part == 0 && row_lane == 0);
+    if constexpr (Op::kOut > 0) {
+        const uint32_t rows = (uint32_t)d.batch;
+        const uint32_t end = ff_chan_split(rows, part + 1, d.parts);
+        for (uint32_t n = ff_chan_split(rows, part, d.parts) + row_lane; n < end; n += kRowLanes) {
+            const int64_t at = (int64_t)n * d.channels + c;
+            float in[F];
+#pragma unroll
+            for (int f = 0; f < F; ++f) in[f] = __ldg(op.full[f] + at);
+            float o[Op::kOut];
+            op.element(in, norm, (int)c, o);
+#pragma unroll
+            for (int m = 0; m < Op::kOut; ++m) op.out[m][at] = o[m];
+        }
+    }
+}
+
+template <class Op>
+int ff_chan_nhwc_launch(const Op& op, const FFChanDims& d, float* workspace, void* stream);
+
+// Launch `op` over d (checked by the binding): statistics into `partial` [units][parts][3], then apply.
+template <class Op>
+int ff_chan_launch(const Op& op, const FFChanDims& d, float* partial, void* stream) {
+    if (d.per_unit == 0 || d.units == 0) return 0;
+    if constexpr (Op::kFull == 1) {
+        if (d.nhwc) return ff_chan_nhwc_launch(op, d, partial, stream);
+    }
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    if (d.columns) {
+        const dim3 grid((unsigned)((d.channels + 31) / 32), (unsigned)d.parts);
+        ff_chan_column_stats<Op><<<grid, kFFChanThreads, 0, s>>>(op, d, partial);
+        const int code = (int)cudaGetLastError();
+        if (code != 0) return code;
+        ff_chan_column_apply<Op><<<grid, kFFChanThreads, 0, s>>>(op, d, partial);
+        return (int)cudaGetLastError();
+    }
+    bool aligned = d.hw % 4 == 0;
+    for (int f = 0; f < Op::kFull; ++f) aligned = aligned && reinterpret_cast<uintptr_t>(op.full[f]) % 16 == 0;
+    for (int m = 0; m < Op::kOut; ++m) aligned = aligned && reinterpret_cast<uintptr_t>(op.out[m]) % 16 == 0;
+    const dim3 grid((unsigned)d.units, (unsigned)d.parts);
+    if (aligned) {
+        ff_chan_plane_stats<Op, true><<<grid, kFFChanThreads, 0, s>>>(op, d, partial);
+    } else {
+        ff_chan_plane_stats<Op, false><<<grid, kFFChanThreads, 0, s>>>(op, d, partial);
+    }
+    const int code = (int)cudaGetLastError();
+    if (code != 0) return code;
+    if (aligned) {
+        ff_chan_plane_apply<Op, true><<<grid, kFFChanThreads, 0, s>>>(op, d, partial);
+    } else {
+        ff_chan_plane_apply<Op, false><<<grid, kFFChanThreads, 0, s>>>(op, d, partial);
+    }
+    return (int)cudaGetLastError();
+}

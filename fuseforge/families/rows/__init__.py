@@ -1,0 +1,127 @@
+"""Row kernels: a reduction or normalisation over the trailing axes (softmax, log_softmax, logsumexp, layer_norm,
+mean, sum, amax, amin), or softmax, log_softmax, logsumexp over the channel axis, with the pointwise ops
+around it, as one kernel: prologue -> row statistics -> epilogue, one launch.
+
+- `table.py`: the row-reduction table (recognise, C++ spelling, float64 reference, `ROW_STATS`);
+- `group.py`: how a row group grows around its reduction (operand classes, per-row members);
+- `kernel.py`: the generated Op struct, launcher and binding of one group;
+- `runtime.py`: the fixed C++ of the row paths and of the binding's operand checks.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ...plan import KernelGroup, Runtime
+from ...pointwise import op_key
+from ...words import with_article
+from ..base import RUN_ON_GPU, FamilyBase
+from . import table
+from .group import broadcasts, form_row_groups, per_row_shapes
+from .kernel import row_kernel_source
+from .runtime import ROW_BINDING_RUNTIME, ROW_KERNEL_RUNTIME
+
+_REDUCTION_KEYS = ("norm", "softmax", "logsumexp", "sum", "mean", "amax", "min", "max", "pool")
+
+
+class Rows(FamilyBase):
+    name = "rows"
+    switch = "row_kernels"
+    order = 0
+
+    def claim(self, claim, pointwise_groups, not_fused):
+        return form_row_groups(claim, pointwise_groups, not_fused)
+
+    def not_pointwise_note(self, node) -> str | None:
+        reason = table.row_op_reason(node) if table.is_row_op(node) else None
+        return f"a row kernel: {reason}" if reason else None
+
+    def describe(self, group: KernelGroup) -> list[str]:
+        r = group.spec
+        per_row = f"; one value per row: {', '.join(r.row_nodes)}" if r.row_nodes else ""
+        return [f"    row kernel: {r.reduction.op} of {r.reduction.data} {r.reduction.over} of "
+                f"{list(group.shape)}{per_row}",
+                f"    reads {', '.join(f'{i} ({c})' for i, c in r.operands)}; writes {', '.join(group.outputs)}"]
+
+    def source(self, group: KernelGroup, by_name):
+        return row_kernel_source(group, by_name)
+
+    def runtime(self) -> Runtime:
+        return Runtime((table.ROW_STATS, ROW_KERNEL_RUNTIME), (ROW_BINDING_RUNTIME,))
+
+    def check_operands(self, group: KernelGroup, inputs: dict) -> None:
+        """Each input fits the class it is read as (broadcast as torch does)."""
+        spec = group.spec
+        full = [inputs[i] for i, c in spec.operands if c == "full"]
+        if not full:
+            raise ValueError(f"{group.name}: no full-shape input")
+        sizes = list(full[0].shape)
+        red = spec.reduction
+        reduced = red.reduced(len(sizes))
+        kept, lead = per_row_shapes(tuple(sizes), reduced)
+        for name, cls in spec.operands:
+            t = list(inputs[name].shape)
+            padded = [1] * (len(sizes) - len(t)) + t
+            if cls == "full":
+                ok = t == sizes
+            elif cls == "scalar":
+                ok = math.prod(t) == 1
+            elif cls == "col":
+                ok = broadcasts(t, sizes) and all(d == 1 for a, d in enumerate(padded) if a not in reduced)
+            else:
+                ok = broadcasts(t, kept if cls == "row" else lead)
+            if not ok:
+                raise ValueError(f"{group.name}: input {name} of shape {t} is not {cls} for rows {red.over} of {sizes}")
+
+    def references(self, group: KernelGroup) -> dict:
+        red = group.spec.reduction
+        return {group.spec.anchor: lambda local: table.reference(red, local[red.data],
+                                                                 {p: local[p] for p in red.params if p})}
+
+    def call_comment(self, group: KernelGroup) -> str:
+        return f"one row kernel ({group.spec.reduction.op} {group.spec.reduction.over})"
+
+    def why_torch(self, node, on: bool) -> str | None:
+        if not any(k in op_key(node) for k in _REDUCTION_KEYS):
+            return None
+        if not on:
+            return ("reduction or normalisation anchor: kept as PyTorch's kernel (row kernels turned off, "
+                    "`--no-row-kernels`).")
+        reason = table.row_op_reason(node) if table.is_row_op(node) else None
+        return ("reduction or normalisation anchor: kept as PyTorch's kernel; row kernels cover softmax, "
+                "log_softmax, logsumexp, layer_norm, mean, sum, amax and amin over the last axis, or over the "
+                "last k axes together, and softmax, log_softmax and logsumexp over the channel axis"
+                + (f" ({reason})." if reason else "."))
+
+    def replaced(self, group: KernelGroup) -> tuple[str, str]:
+        red = group.spec.reduction
+        return "row kernel", (f"{with_article(red.op)} {red.over} with the pointwise ops around it is memory-bound, "
+                              "so the win is to read ")
+
+    def holds(self, group: KernelGroup) -> str:
+        return "reductions and normalisations over the trailing axes with their pointwise neighbours"
+
+    def how(self) -> list[str]:
+        return [
+            "Row kernels (reductions and normalisations over the last axis or the last k axes together, a row "
+            "being their values flattened, or softmax/logsumexp over the channel axis, a row per position, "
+            "one thread each, its values S apart; with their prologue and "
+            "epilogue; design and numerics from `dev/kernels/rowwise.cu`) have a different structure: a "
+            "generated `Op` struct spells the prologue (the value reduced), the per-row values and the "
+            "epilogue; fixed templates run one warp per row (rows up to 1024 values, 8 rows per 256-thread "
+            "block), one 512-thread block per row (up to 16384), or two passes over longer rows, with each "
+            "element's inputs cached in registers between the reduction and the epilogue, 16-byte loads and "
+            "stores when the row length is a multiple of 4 and every full-shape pointer is aligned. "
+            "Statistics: online max and sum of exponentials (softmax, log_softmax, logsumexp), Welford with "
+            "Chan's merge (layer_norm), fp32 sums (sum, mean), merged by warp shuffles and shared memory; "
+            "precise expf/logf/sqrtf. " + RUN_ON_GPU,
+            "",
+        ]
+
+    def call_shape(self, group: KernelGroup) -> str:
+        red = group.spec.reduction
+        return (f"rows of {list(group.shape)}, {red.op} of {red.data}; reads "
+                + ", ".join(f"{i} ({c})" for i, c in group.spec.operands))
+
+
+FAMILY = Rows()

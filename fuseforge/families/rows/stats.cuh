@@ -1,0 +1,112 @@
+
+// Row statistics: per-thread accumulation (add), an associative merge across threads (merge, by warp
+// shuffles and shared memory), then finalize. Numerics as dev/kernels/rowwise.cu (verified on an H100).
+FF_HD float ff_ldg(const float* p) {  // read-only load: the read-only data cache on the device
+#ifdef __CUDA_ARCH__
+    return __ldg(p);
+#else
+    return *p;
+#endif
+}
+
+// softmax / log_softmax / logsumexp: running max m and s = sum exp(v - m); merging (m1,s1),(m2,s2) gives
+// m = max(m1,m2), s = s1*exp(m1-m) + s2*exp(m2-m) (a side whose m is -inf contributes 0).
+struct FFRowSoftmax {
+    float m, s;
+    FF_HD void init() { m = -INFINITY; s = 0.0f; }
+    FF_HD void add(float v) {
+        if (v > m) {
+            s = s * expf(m - v) + 1.0f;  // m == -inf: expf(-inf) = 0
+            m = v;
+        } else if (v != -INFINITY) {
+            s += expf(v - m);  // NaN v lands here and makes s NaN (PyTorch gives a NaN row too)
+        }
+    }
+    FF_HD void merge(const FFRowSoftmax& o) {
+        const float mm = fmaxf(m, o.m);
+        const float a = m == -INFINITY ? 0.0f : s * expf(m - mm);
+        const float b = o.m == -INFINITY ? 0.0f : o.s * expf(o.m - mm);
+        m = mm;
+        s = a + b;
+    }
+    __device__ FFRowSoftmax shfl_xor(int lane_mask) const {
+        FFRowSoftmax o;
+        o.m = __shfl_xor_sync(0xffffffffu, m, lane_mask);
+        o.s = __shfl_xor_sync(0xffffffffu, s, lane_mask);
+        return o;
+    }
+    FF_HD void finalize(int, float) {}
+    FF_HD float logsumexp() const { return isinf(m) ? m : m + logf(s); }
+};
+
+// layer_norm: Welford per element, Chan's merge; finalize gives rstd = 1/sqrt(M2/cols + eps) (biased
+// variance, eps inside the square root, as PyTorch).
+struct FFRowWelford {
+    float n, mean, m2, rstd;  // n as float: exact up to 2^24 columns
+    FF_HD void init() { n = 0.0f; mean = 0.0f; m2 = 0.0f; rstd = 0.0f; }
+    FF_HD void add(float v) {
+        n += 1.0f;
+        const float d = v - mean;
+        mean += d / n;
+        m2 += d * (v - mean);
+    }
+    FF_HD void merge(const FFRowWelford& o) {
+        const float nn = n + o.n;
+        if (nn == 0.0f) return;
+        const float d = o.mean - mean;
+        const float fb = o.n / nn;
+        mean = mean + d * fb;
+        m2 = m2 + o.m2 + d * d * n * fb;
+        n = nn;
+    }
+    __device__ FFRowWelford shfl_xor(int lane_mask) const {
+        FFRowWelford o;
+        o.n = __shfl_xor_sync(0xffffffffu, n, lane_mask);
+        o.mean = __shfl_xor_sync(0xffffffffu, mean, lane_mask);
+        o.m2 = __shfl_xor_sync(0xffffffffu, m2, lane_mask);
+        o.rstd = 0.0f;
+        return o;
+    }
+    FF_HD void finalize(int cols, float eps) { rstd = 1.0f / sqrtf(m2 / (float)cols + eps); }
+};
+
+// sum / mean: fp32 sum, per thread then tree-merged.
+struct FFRowSum {
+    float sum;
+    FF_HD void init() { sum = 0.0f; }
+    FF_HD void add(float v) { sum += v; }
+    FF_HD void merge(const FFRowSum& o) { sum += o.sum; }
+    __device__ FFRowSum shfl_xor(int lane_mask) const {
+        FFRowSum o;
+        o.sum = __shfl_xor_sync(0xffffffffu, sum, lane_mask);
+        return o;
+    }
+    FF_HD void finalize(int, float) {}
+};
+
+// amax / amin: NaN propagates, like torch.amax.
+struct FFRowMax {
+    float m;
+    FF_HD void init() { m = -INFINITY; }
+    FF_HD void add(float v) { m = ff_maximum(m, v); }
+    FF_HD void merge(const FFRowMax& o) { m = ff_maximum(m, o.m); }
+    __device__ FFRowMax shfl_xor(int lane_mask) const {
+        FFRowMax o;
+        o.m = __shfl_xor_sync(0xffffffffu, m, lane_mask);
+        return o;
+    }
+    FF_HD void finalize(int, float) {}
+};
+
+struct FFRowMin {
+    float m;
+    FF_HD void init() { m = INFINITY; }
+    FF_HD void add(float v) { m = ff_minimum(m, v); }
+    FF_HD void merge(const FFRowMin& o) { m = ff_minimum(m, o.m); }
+    __device__ FFRowMin shfl_xor(int lane_mask) const {
+        FFRowMin o;
+        o.m = __shfl_xor_sync(0xffffffffu, m, lane_mask);
+        return o;
+    }
+    FF_HD void finalize(int, float) {}
+};
