@@ -11,10 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-import typer
 from rich.console import Console
 
-import fuseforge.cli
 from fuseforge.suite import environment, scheduler
 from fuseforge.suite.db import Store
 from fuseforge.suite.execute import BUILD_NICENESS
@@ -205,32 +203,6 @@ def test_max_autotune_appends_its_word_to_the_default_run_commands_only():
     tuned = SuiteConfig(models=Path("m"), max_autotune=True)
     assert tuned.commands()[1] == plain.commands()[1] + " {max_autotune}"
     assert SuiteConfig(models=Path("m"), max_autotune=True, run_command="x {model}").commands()[1] == "x {model}"
-
-
-def test_check_jobs_are_recorded_unavailable_while_fuseforge_check_does_not_exist(tmp_path, monkeypatch):
-    monkeypatch.setattr(scheduler, "check_available", lambda: False)
-    write_model(tmp_path / "models" / "gemm.py")
-    (tmp_path / "cands").mkdir()
-    (tmp_path / "cands" / "gemm.answer_1.py").write_text("class ModelNew:\n    pass\n")
-    for _ in range(2):  # unavailable is no attempt: the next run plans the job again
-        result, rows = _run(tmp_path, tmp_path / "models", candidates=tmp_path / "cands", build_command=None,
-                            run_command=None)
-        assert result.skipped == 0 and result.exit_code == 0
-    assert [(r["status"], r["verdict"]) for r in rows] == [("unavailable", "unavailable")] * 2
-    assert "fuseforge check" in rows[0]["reason"]
-
-
-def test_check_is_available_once_a_check_command_is_registered_on_the_cli(monkeypatch):
-    app = typer.Typer()
-    app.command()(lambda: None)
-    monkeypatch.setattr(fuseforge.cli, "app", app)
-    assert not scheduler.check_available()
-
-    @app.command()
-    def check() -> None:
-        """Grade a candidate."""
-
-    assert scheduler.check_available()
 
 
 def test_sigterm_stops_the_suite_with_its_jobs_whole_process_groups_and_marks_them_interrupted(tmp_path):

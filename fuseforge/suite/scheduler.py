@@ -79,13 +79,6 @@ class SuiteResult:
         return 1 if self.failed else 0
 
 
-def check_available() -> bool:
-    """Does `fuseforge check` exist (a command registered on the CLI app)?"""
-    from fuseforge.cli import app
-
-    return any((c.name or getattr(c.callback, "__name__", "")) == "check" for c in app.registered_commands)
-
-
 def gpu_ids_for(config: SuiteConfig, console: Console) -> list[str]:
     """The GPU ids to pin workers to; under Ray only their number counts (default: the cluster's GPUs)."""
     if config.ray:
@@ -135,9 +128,6 @@ def _run_suite(config: SuiteConfig, console: Console) -> SuiteResult:
         console.print(f"suite run {run_id}: {len(jobs)} {config.kind} jobs, {skipped} already done (or out of "
                       f"attempts), {len(todo)} to run on {len(gpu_ids)} GPU(s)"
                       + (f"; {recovered} interrupted job(s) of killed runs will be retried" if recovered else ""))
-        if config.kind == "check" and config.run_command is None and not check_available():
-            _record_unavailable(store, run_id, todo, result)
-            todo = []
         tracker = Tracker(len(todo), console)
         ctx = Context(config, store, run_id, tracker)
         with tracker:
@@ -153,14 +143,6 @@ def _run_suite(config: SuiteConfig, console: Console) -> SuiteResult:
     finally:
         store.close()
     return result
-
-
-def _record_unavailable(store: Store, run_id: int, todo: list[Planned], result: SuiteResult) -> None:
-    reason = "`fuseforge check` does not exist yet: not run (a later run of the suite will run it)"
-    for p in todo:
-        row = store.start_job(run_id, p.job, p.attempt, "-", status="unavailable")
-        store.finish_job(row, p.job, Outcome("unavailable", "unavailable", reason, phase="run"))
-        result.outcomes[p.job.name] = "unavailable"
 
 
 def run_local(todo: list[Planned], ctx: Context, gpu_ids: list[str]) -> None:
