@@ -20,10 +20,10 @@ from __future__ import annotations
 import os
 import socket
 
+from .context import Context, Planned, guarded
 from .environment import gpu_info, torch_version
 from .execute import Outcome, build_phase, kill_live, run_phase
 from .jobs import Job
-from .scheduler import Context, Planned, guarded
 
 
 def build_task(job: Job, timeout_s: float) -> tuple[Outcome, str]:

@@ -25,44 +25,17 @@ import os
 import queue
 import signal
 import threading
-import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 from rich.console import Console
 
+from .context import Context, Planned, guarded
 from .db import Store
 from .environment import cpu_plan, gpu_info, host_environment, lease_file, torch_version, visible_gpu_ids
-from .execute import GpuShare, Outcome, build_phase, kill_live, run_phase
-from .jobs import Job, SuiteConfig, plan
+from .execute import GpuShare, build_phase, kill_live, run_phase
+from .jobs import SuiteConfig, plan
 from .progress import Tracker
-
-
-@dataclass
-class Planned:
-    job: Job
-    attempt: int
-    row: int | None = None  # the jobs row, once the job started
-
-
-@dataclass
-class Context:
-    config: SuiteConfig
-    store: Store
-    run_id: int
-    tracker: Tracker
-    stop: threading.Event = field(default_factory=threading.Event)
-    timing_cpus: dict[int, int] = field(default_factory=dict)  # GPU index -> the CPU kept for its timed calls
-    background: set[int] | None = None  # the CPUs of every phase process (None: all)
-
-    def start(self, p: Planned, worker: str, phase: str) -> None:
-        if p.row is None:
-            p.row = self.store.start_job(self.run_id, p.job, p.attempt, worker)
-        self.tracker.started(p.job, phase)
-
-    def finish(self, p: Planned, outcome: Outcome) -> None:
-        self.store.finish_job(p.row, p.job, outcome)
-        self.tracker.finished(p.job, outcome)
 
 
 @dataclass
@@ -194,14 +167,6 @@ def _stop_on_sigterm():
         raise KeyboardInterrupt
 
     return signal.signal(signal.SIGTERM, handler)
-
-
-def guarded(phase, *args) -> Outcome:
-    try:
-        return phase(*args)
-    except Exception as exc:  # a bug of the suite must cost one job, not the run
-        traceback.print_exc()
-        return Outcome("failed", "error", reason=f"suite error: {type(exc).__name__}: {exc}")
 
 
 def _build(p: Planned, ctx: Context, ready: queue.Queue, parallel: int) -> None:
