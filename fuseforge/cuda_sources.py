@@ -6,6 +6,15 @@ from __future__ import annotations
 from importlib.resources import files
 
 
+class MissingCudaSource(RuntimeError):
+    """The installed package lacks one of its CUDA sources (a build that left out its package data)."""
+
+
 def cuda_source(package: str, name: str) -> str:
     """The text of NAME, a path relative to the folder of PACKAGE, exactly as written."""
-    return files(package).joinpath(name).read_text(encoding="utf-8")
+    path = files(package).joinpath(name)
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise MissingCudaSource(f"fuseforge is installed without its CUDA source {package.replace('.', '/')}/{name} "
+                                f"(looked for {path}): reinstall it from a complete wheel or checkout") from None

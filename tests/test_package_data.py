@@ -93,3 +93,15 @@ def test_a_wheel_installed_in_a_fresh_environment_optimizes_the_seed_model_with_
     from golden_digests import digests
 
     assert digests(out) == golden_file(model).read_text()
+
+
+def test_a_missing_cuda_source_is_named_in_one_line():
+    from fuseforge.cuda_sources import MissingCudaSource, cuda_source
+
+    try:
+        cuda_source("fuseforge.families.rows", "no_such_kernel.cu")
+    except MissingCudaSource as exc:
+        assert "fuseforge/families/rows/no_such_kernel.cu" in str(exc) and "\n" not in str(exc)
+    else:
+        raise AssertionError("a missing source was read")
+    assert "__global__" in cuda_source("fuseforge.families.rows", "rows.cu")
