@@ -25,6 +25,8 @@ from .evaluate.conv_precision import ConvCall, convolutions
 from .traced import size_hint
 
 ARTEFACT = "25_conv_precision.json"
+_MEASURED: dict[tuple[ConvCall, str], dict] = {}  # the measurements of this process: a rung of the ladder keeping the
+# layout asks about the same convolutions again
 
 
 def conv_call(node: fx.Node) -> ConvCall:
@@ -44,28 +46,33 @@ def conv_call(node: fx.Node) -> ConvCall:
 
 def measured(names: frozenset[str], graph: fx.Graph, out_dir: Path, device: str = "cuda",
              timeout_s: float = 300) -> dict[str, dict]:
-    """Each named convolution's errors and classes (conv_precision.measure), measured in a child process."""
+    """Each named convolution's errors and classes (conv_precision.measure): the calls not measured yet in
+    this process are measured in a child process; every one is written to OUT/25_conv_precision.json."""
     by_name = {n.name: n for n in graph.nodes}
-    calls = {name: asdict(conv_call(by_name[name])) for name in sorted(names)}
-    request = out_dir / "25_conv_calls.json"
-    request.write_text(json.dumps(calls, indent=1) + "\n")
-    result = out_dir / ARTEFACT
-    subprocess.run([sys.executable, "-m", "fuseforge.evaluate.conv_precision", "--calls", str(request),
-                    "--device", device, "--out", str(result)], check=True, timeout=timeout_s,
-                   capture_output=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    request.unlink()
-    return json.loads(result.read_text())
+    calls = {name: conv_call(by_name[name]) for name in sorted(names)}
+    todo = {name: asdict(call) for name, call in calls.items() if (call, device) not in _MEASURED}
+    if todo:
+        request = out_dir / "25_conv_calls.json"
+        request.write_text(json.dumps(todo, indent=1) + "\n")
+        subprocess.run([sys.executable, "-m", "fuseforge.evaluate.conv_precision", "--calls", str(request),
+                        "--device", device, "--out", str(out_dir / ARTEFACT)], check=True, timeout=timeout_s,
+                       capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        request.unlink()
+        for name, row in json.loads((out_dir / ARTEFACT).read_text()).items():
+            _MEASURED[calls[name], device] = row
+    rows = {name: _MEASURED[call, device] for name, call in calls.items()}
+    (out_dir / ARTEFACT).write_text(json.dumps(rows, indent=1) + "\n")
+    return rows
 
 
 def keep_in_class(channels_last: frozenset[str], graph: fx.Graph, out_dir: Path) -> tuple[frozenset[str], dict]:
     """The layout step's channels-last convolutions that stay in class, and the measurements (or, where
-    the measurement itself failed, none kept and {"error": why}: eager's layout is always in class)."""
+    the measurement itself failed, none kept and {"error": why}: eager's layout is always in class; the
+    pipeline puts the reason in the report)."""
     try:
         precision = measured(channels_last, graph, out_dir)
-    except (subprocess.SubprocessError, OSError, ValueError, KeyError, IndexError) as exc:
-        detail = getattr(exc, "stderr", None) or str(exc)
-        lines = detail.decode(errors="replace").strip().splitlines() if isinstance(detail, bytes) else \
-            str(detail).strip().splitlines()
+    except (subprocess.SubprocessError, OSError, ValueError, KeyError) as exc:
+        lines = (getattr(exc, "stderr", None) or str(exc)).strip().splitlines()
         return frozenset(), {"error": lines[-1] if lines else type(exc).__name__}
     return in_class(channels_last, precision), precision
 

@@ -76,6 +76,9 @@ def stage_partition(run: Run) -> None:
         if c.gpu and run.plan.channels_last:  # measured on the GPU: channels-last only where in class
             run.plan.channels_last, run.conv_precision = keep_in_class(run.plan.channels_last,
                                                                        run.captured.graph, c.out_dir)
+            if "error" in run.conv_precision:
+                run.notes.append("the precision of the channels-last convolutions could not be measured "
+                                 f"({run.conv_precision['error']}): they run in eager's layout")
     run.artefact("20_partition.txt").write_text(format_plan(run.plan))
     run.cost = estimate(run.eager_cost, run.captured, run.plan)
 

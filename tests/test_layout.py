@@ -1,5 +1,6 @@
 """The layout step: a convolution runs channels-last exactly when every reader of its output reads NHWC."""
 
+import json
 import textwrap
 
 import pytest
@@ -102,9 +103,10 @@ def test_on_a_gpu_the_channels_last_conversion_keeps_every_value_at_odd_sizes(tm
 
 # --- the precision step after the layout (layout_precision.py) ----------------------------------------------
 
-def test_the_precision_step_measures_the_convolution_the_layout_chose_on_its_own_shapes(tmp_path):
+def test_the_precision_step_measures_the_convolution_the_layout_chose_on_its_own_shapes(tmp_path, monkeypatch):
     """The call measured is the one the graph makes (shapes, stride, groups); here measured on the CPU in a
     child process, as the GPU run measures it on CUDA."""
+    from fuseforge import layout_precision
     from fuseforge.layout_precision import conv_call, measured
 
     run = _run(tmp_path, "pool-then-channel-sum")
@@ -116,6 +118,23 @@ def test_the_precision_step_measures_the_convolution_the_layout_chose_on_its_own
     rows = measured(run.plan.channels_last, run.captured.graph, tmp_path, device="cpu")
     assert set(rows) == {name} and rows[name]["class"] == "fp32" and rows[name]["error_channels_last"] is not None
     assert (tmp_path / "25_conv_precision.json").is_file()
+    # the next rung asks again: answered from this process's measurements, no second child process
+    monkeypatch.setattr(layout_precision.subprocess, "run", lambda *a, **k: pytest.fail("measured twice"))
+    again = tmp_path / "again"
+    again.mkdir()
+    assert measured(run.plan.channels_last, run.captured.graph, again, device="cpu") == rows
+    assert json.loads((again / "25_conv_precision.json").read_text()) == rows
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_precision_step_measures_both_layouts_of_the_chosen_convolution(tmp_path):
+    from fuseforge.layout_precision import measured
+
+    run = _run(tmp_path, "group-norm-reader")
+    rows = measured(run.plan.channels_last, run.captured.graph, tmp_path, device="cuda")
+    (row,) = rows.values()
+    assert 0 < row["error_nchw"] < 1e-2 and 0 < row["error_channels_last"] < 1e-2
+    assert row["class"] in ("fp32", "tf32") and isinstance(row["channels_last_in_class"], bool)
 
 
 def test_on_a_gpu_plan_a_convolution_out_of_class_channels_last_runs_in_eagers_layout(tmp_path, monkeypatch):
@@ -143,7 +162,8 @@ def test_on_a_gpu_plan_a_convolution_out_of_class_channels_last_runs_in_eagers_l
     assert run.plan.channels_last == frozenset({name})
 
     def broken(names, graph, out):
-        raise layout_precision.subprocess.CalledProcessError(1, "probe", stderr=b"RuntimeError: no GPU\n")
+        raise layout_precision.subprocess.CalledProcessError(1, "probe", stderr="RuntimeError: no GPU\n")
     monkeypatch.setattr(layout_precision, "measured", broken)
     pipeline.stage_partition(run)
     assert run.plan.channels_last == frozenset() and run.conv_precision == {"error": "RuntimeError: no GPU"}
+    assert any("could not be measured (RuntimeError: no GPU)" in n for n in run.notes)  # said in the report

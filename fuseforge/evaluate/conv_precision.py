@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -93,7 +94,7 @@ def measure(call: ConvCall, device: torch.device) -> dict:
     """The error vs float64 of the call in NCHW and channels-last (module docstring)."""
     gen = torch.Generator().manual_seed(SEED)
     x = torch.rand(call.input_shape, generator=gen)
-    fan_in = call.weight_shape[1] * max(1, int(torch.tensor(call.weight_shape[2:]).prod()))
+    fan_in = math.prod(call.weight_shape[1:])
     bound = 1.0 / fan_in ** 0.5  # nn.Conv*'s default initialisation scale
     w = (torch.rand(call.weight_shape, generator=gen) * 2 - 1) * bound
     b = (torch.rand(call.weight_shape[1] * call.groups if call.transposed else call.weight_shape[0],

@@ -3,13 +3,14 @@ its own process group: a hang or a crash ends that model's run, never the campai
 in OUT/fuzz.json, rewritten after every model.
 
 `jobs` models run at once; on GPUs each model is pinned to one (CUDA_VISIBLE_DEVICES, the GPUs taken in
-turn) and the GPU work of the models on one GPU takes turns through its lease (OUT/gpu<id>.lock,
-fuseforge/evaluate/lease.py), so one model's build overlaps another's verification and benchmark. Each run
+turn) and the GPU work of the models on one GPU takes turns through its lease (the one `fuseforge suite`
+takes too: suite/environment.py lease_file, evaluate/lease.py), so one model's build overlaps another's verification and benchmark. Each run
 gets its share of the CPUs for its threads (OMP_NUM_THREADS) and its compiler jobs (MAX_JOBS). A campaign
 started again on the same OUT keeps the outcomes already recorded for its seeds and runs only the others.
 With `check`, every verified `ModelNew` is graded again by `fuseforge check` (beside the other runs: its
 verdict does not depend on its timings, and holding the lease for a whole check stalled every other model's
-verification), and the verdict is recorded: a `ModelNew` that check finds incorrect is a wrong result the campaign emitted.
+verification), and the verdict is recorded: a `ModelNew` that check finds incorrect is a wrong result the
+campaign emitted.
 
 Outcomes: passed (exit code 0), failed (a stage failed: the CLI's one-line reason), crashed (any other
 exit: a traceback, a signal), timeout. Layout of OUT: models/fuzz_SEED.py, runs/fuzz_SEED/ (optimize's
@@ -33,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from fuseforge.evaluate import lease
+from fuseforge.suite.environment import lease_file
 
 from .generator import generate
 from .reasons import detours, failure_reason, last_stage, plan_left_key, plans_left, reason_key, signal_reason
@@ -72,7 +74,7 @@ class CampaignConfig:
             gpu = self.gpu_ids[index % len(self.gpu_ids)] if self.gpu_ids else None
             if gpu is not None:
                 env["CUDA_VISIBLE_DEVICES"] = gpu
-            env[lease.LEASE_ENV] = str(self.out / f"gpu{gpu if gpu is not None else ''}.lock")
+            env[lease.LEASE_ENV] = str(lease_file(gpu if gpu is not None else "visible"))  # the suite's too
             env[lease.LOG_ENV] = str(self.out / "gpu_lease.jsonl")
         return env
 
@@ -267,7 +269,8 @@ def run_model(config: CampaignConfig, seed: int, index: int = 0) -> Outcome:
 
 
 def check_model_new(config: CampaignConfig, model: Path, run_dir: Path, index: int = 0) -> tuple[str, str]:
-    """`fuseforge check` on the ModelNew a run verified (run_dir/model_new.py): its verdict and one-line reason ("missing" when the run wrote no model_new.py)."""
+    """`fuseforge check` on the ModelNew a run verified (run_dir/model_new.py): its verdict and one-line
+    reason ("missing" when the run wrote no model_new.py)."""
     candidate = run_dir / "model_new.py"
     if not candidate.is_file():
         return "missing", "optimize exited 0 without a verified model_new.py"
