@@ -4,8 +4,8 @@ cuDNN picks its algorithm per shape and layout, and the channels-last form of a 
 another precision class than eager's NCHW call (TF32 where eager's is exact fp32). The verifier holds every
 output to eager's own error, so such a plan fails verification. This step measures each convolution the
 layout step chose, on the GPU, in both layouts on its own shapes (`evaluate/conv_precision.py`, a child
-process holding the GPU lease), and keeps channels-last only for those whose channels-last error stays
-within the verifier's bound of the NCHW error. The others run in eager's layout. The numbers go to
+process holding the GPU lease), and keeps channels-last only for those that stay in eager's precision
+class (the same class, or within the verifier's bound of the NCHW error: conv_precision.stays_in_class). The others run in eager's layout. The numbers go to
 OUT/25_conv_precision.json and into the report.
 """
 

@@ -79,3 +79,14 @@ def test_the_command_writes_one_row_per_convolution_of_each_model(tmp_path):
     assert [(r["model"], tuple(r["input_shape"]), r["class"]) for r in rows] == [("conv_model.py", (2, 3, 10, 10), "fp32")]
     assert "conv_model.py: conv2d (2, 3, 10, 10) -> fp32" in result.stdout
     assert conv_precision.FP32_CLASS < 1e-4
+
+
+def test_channels_last_stays_in_class_in_the_same_class_or_within_the_verifiers_bound():
+    """Catches a rule that drops channels-last for two TF32 algorithms that differ by chance (a slower plan
+    for nothing), and one that keeps it where an exact fp32 convolution would become TF32."""
+    from fuseforge.evaluate.conv_precision import stays_in_class
+
+    assert stays_in_class(3e-4, 9e-4)  # both TF32-class
+    assert stays_in_class(2e-7, 1e-6)  # both fp32-class
+    assert not stays_in_class(2e-7, 3e-4)  # fp32 -> TF32: the verifier would fail it
+    assert stays_in_class(1.8e-5, 3.2e-5)  # across the class line, within 2x eager's + the floor
