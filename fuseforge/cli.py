@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from .config import OptimizeConfig
+from .family_switches import family_switches
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Compile a PyTorch model file into fused CUDA kernels, verify them and explain them.")
@@ -21,6 +22,7 @@ def main() -> None:
 
 
 @app.command()
+@family_switches
 def optimize(
     model: Annotated[Path, typer.Argument(
         help="A model file: class Model(nn.Module), get_inputs(), get_init_inputs().")],
@@ -36,21 +38,8 @@ def optimize(
     max_autotune: Annotated[bool, typer.Option(
         "--max-autotune", help="Also time torch.compile(mode='max-autotune') as a baseline "
                                "(adds minutes of autotuning per model).")] = False,
-    row_kernels: Annotated[bool, typer.Option(
-        "--row-kernels/--no-row-kernels", help="Fuse softmax, logsumexp, layer norm and sum/mean/max/min over "
-                                               "the trailing axes with their pointwise neighbours.")] = True,
-    channel_kernels: Annotated[bool, typer.Option(
-        "--channel-kernels/--no-channel-kernels", help="Fuse train-mode batch norm (statistics per channel, "
-                                                       "running-statistics update, normalise) and group norm with "
-                                                       "their pointwise neighbours, as two kernels; and "
-                                                       "min/max/sum/mean over the channel axis and max/avg pools "
-                                                       "with theirs, as one.")] = True,
-    gemm_kernels: Annotated[bool, typer.Option(
-        "--gemm-kernels/--no-gemm-kernels", help="Run float32 linear/addmm/mm/matmul/bmm with the pointwise chain "
-                                                 "after them as one 3xTF32 tensor-core GEMM kernel with a fused "
-                                                 "epilogue (sm_90a), where it is expected faster than cuBLAS. "
-                                                 "A plan with these families that fails a check falls back to "
-                                                 "the plan without them.")] = True,
+    *,
+    families: frozenset[str],  # the families left on by the family switches (family_switches.py)
 ) -> None:
     """Write OUT/model_new.py (a standalone ModelNew with fused CUDA kernels) and OUT/report.md.
 
@@ -72,7 +61,7 @@ def optimize(
         console.print("[yellow]no CUDA GPU on this machine: running the CPU-side stages only (as --no-gpu)[/]")
     config = OptimizeConfig(model_path=model.resolve(), out_dir=out, gpu=gpu, gpu_skip_reason=skip_reason,
                             seeds=seeds, trials=trials, compile_baseline=not no_compile, max_autotune_baseline=max_autotune,
-                            row_kernels=row_kernels, channel_kernels=channel_kernels, gemm_kernels=gemm_kernels)
+                            families=families)
     names = [name for name, _ in STAGES]
     with console.status("starting") as status:
         def on_stage(name: str) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from .families import NAMES, named
+
 
 @dataclass(frozen=True)
 class OptimizeConfig:
@@ -19,27 +21,24 @@ class OptimizeConfig:
     compile_baseline: bool = True  # also time torch.compile (default mode)
     max_autotune_baseline: bool = False  # also time torch.compile(mode="max-autotune"): minutes per model
     gpu_timeout_s: int = 1800  # build + verify + bench, in a child process
-    # The kernel families (each with the pointwise neighbours it fuses); a plan with them that fails a
-    # check falls back to the plan without them (pipeline.optimize).
-    row_kernels: bool = True  # reductions and norms over the trailing axes
-    channel_kernels: bool = True  # batch/group norms, reductions over channels, pools
-    gemm_kernels: bool = True  # float32 GEMMs with their pointwise epilogue as 3xTF32 tensor-core kernels
+    # The kernel families turned on, by their names in the registry (fuseforge/families), each with the pointwise
+    # neighbours it fuses; a plan with them that fails a check falls back to a simpler one (fuseforge/ladder.py).
+    families: frozenset[str] = frozenset(NAMES)
     # The simpler rungs of the ladder of plans (fuseforge/ladder.py) turn these off one by one.
     layout: bool = True  # convolutions whose readers all read channels-last run channels-last
     pointwise_kernels: bool = True  # chains of pointwise ops become generated kernels
     rewrites: bool = True  # algebraic identities (stage rewrite)
     capture: bool = True  # False: ModelNew runs the model's own forward (when even capture failed)
 
-    @property
-    def families(self) -> tuple[str, ...]:
-        """The kernel families turned on, by flag name."""
-        return tuple(f for f in FAMILIES if getattr(self, f))
+    def __post_init__(self) -> None:
+        named(*self.families)  # a name that is no family's is an error, not a family silently left off
 
     def without_families(self) -> OptimizeConfig:
-        return replace(self, **dict.fromkeys(FAMILIES, False))
+        return replace(self, families=frozenset())
+
+    def without_family(self, name: str) -> OptimizeConfig:
+        return replace(self, families=self.families - {name})
 
     def without(self, *switches: str) -> OptimizeConfig:
+        """Without these boolean switches (layout, pointwise_kernels, rewrites, capture)."""
         return replace(self, **dict.fromkeys(switches, False))
-
-
-FAMILIES = ("row_kernels", "channel_kernels", "gemm_kernels")

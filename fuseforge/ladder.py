@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import FAMILIES, OptimizeConfig
+from .config import OptimizeConfig
+from .families import NAMES, switched_on
 
 
 @dataclass(frozen=True)
@@ -31,8 +32,8 @@ class Failure:
 
     stage: str
     reason: str
-    family: str | None = None  # the kernel family the failure is attributed to
-    used_families: frozenset[str] = frozenset()
+    family: str | None = None  # the name of the kernel family the failure is attributed to
+    used_families: frozenset[str] = frozenset()  # by name
     used_layout: bool = False
     used_kernels: bool = False
     rewrites_fired: bool = False
@@ -45,11 +46,11 @@ def describe(config: OptimizeConfig) -> str:
         return "the model's own forward"
     if not config.pointwise_kernels:
         return "torch calls of the " + ("rewritten" if config.rewrites else "captured") + " graph"
-    families = config.families
-    if len(families) == len(FAMILIES):
+    names = [f.name for f in switched_on(config)]
+    if len(names) == len(NAMES):
         name = "every kernel family"
-    elif families:
-        name = "kernel families " + ", ".join(families)
+    elif names:
+        name = ("kernel family " if len(names) == 1 else "kernel families ") + ", ".join(names)
     else:
         name = "pointwise kernels only"
     return name + ("" if config.layout else ", no layout changes")
@@ -59,21 +60,22 @@ def next_rung(config: OptimizeConfig, failure: Failure) -> OptimizeConfig | None
     """The next simpler plan after `config` failed (None: nothing simpler is left)."""
     if not config.capture:
         return None
+    plain = config.without_families()
     if failure.stage == "capture":
-        return config.without(*FAMILIES, "layout", "pointwise_kernels", "rewrites", "capture")
+        return plain.without("layout", "pointwise_kernels", "rewrites", "capture")
     if failure.stage == "rewrite":
-        return config.without(*FAMILIES, "layout", "pointwise_kernels", "rewrites")
+        return plain.without("layout", "pointwise_kernels", "rewrites")
     if failure.family and failure.family in config.families:
-        return config.without(failure.family)
+        return config.without_family(failure.family)
     if config.layout and failure.used_layout:
         return config.without("layout")
     if config.families and failure.used_families:
-        return config.without(*FAMILIES)
-    own_forward = config.without(*FAMILIES, "layout", "pointwise_kernels", "rewrites", "capture")
+        return plain
+    own_forward = plain.without("layout", "pointwise_kernels", "rewrites", "capture")
     if config.pointwise_kernels and failure.used_kernels:
         if failure.verified and not failure.rewrites_fired:
             return own_forward  # torch calls of eager's own ops: no faster than eager
-        return config.without(*FAMILIES, "layout", "pointwise_kernels")
+        return plain.without("layout", "pointwise_kernels")
     if config.rewrites and failure.rewrites_fired and not failure.verified:
-        return config.without(*FAMILIES, "layout", "pointwise_kernels", "rewrites")
+        return plain.without("layout", "pointwise_kernels", "rewrites")
     return own_forward

@@ -127,7 +127,7 @@ def _check_on_cpu(run: Run) -> None:
     run.cpu_check = CpuCheck(plan.passed and emitted.passed, max(plan.max_rel_error, emitted.max_rel_error),
                              plan.detail + emitted.detail, plan.culprit)
     if not run.cpu_check.passed:
-        family = plan.culprit.family.switch if plan.culprit is not None and plan.culprit.family else None
+        family = plan.culprit.family.name if plan.culprit is not None and plan.culprit.family else None
         raise StageFailed("CPU check failed: the program differs from the model in float64: "
                           + "; ".join(d for d in run.cpu_check.detail if "error 0.0e+00" not in d), family=family)
 
@@ -248,7 +248,7 @@ def _failure(run: Run | None, stage: str, reason: str, family: str | None = None
     """Why a rung was left, with what its plan used (the ladder skips rungs that would not change it)."""
     plan = run.plan if run is not None else None
     groups = plan.groups if plan is not None else []
-    return Failure(stage, reason, family, frozenset(g.family.switch for g in groups if g.family),
+    return Failure(stage, reason, family, frozenset(g.family.name for g in groups if g.family),
                    bool(plan is not None and plan.channels_last), bool(groups),
                    bool(run is not None and run.rewrites is not None and run.rewrites.firings), verified)
 
@@ -300,7 +300,7 @@ def ladder_notes(attempts: list[Attempt]) -> list[str]:
     notes = []
     for a in attempts:
         what = "was slower than eager" if a.failure.verified else f"failed at {a.failure.stage}"
-        blame = f" (attributed to {a.failure.family})" if a.failure.family else ""
+        blame = f" (attributed to the {a.failure.family} family)" if a.failure.family else ""
         notes.append(f"The plan with {a.rung} {what}{blame}: {a.failure.reason}. Its artefacts: "
                      f"{ATTEMPTS}/{a.folder.name}/.")
     return notes

@@ -42,7 +42,8 @@ class Family(Protocol):
     defaults of the optional hooks."""
 
     name: str  # its folder under fuseforge/families/ and the kind of its groups
-    switch: str  # the OptimizeConfig field that turns it on
+    summary: str  # what its kernels hold, for the help of its command-line switch
+    flag: str  # that switch, which turns the family off (`families/base.py`: `--no-<name>`, with dashes)
     notes_stand: bool  # its not-fused notes about the edges of its groups stand, whatever later families note
     order: int  # its place among the families in the generated translation units and the report
 

@@ -156,7 +156,7 @@ def _why_torch(node: fx.Node, config: OptimizeConfig) -> str:
     to the first: a node in two tables, such as an amin over the channel axis, is explained by the family
     that tried it last), else as an anchor or an op no kernel computes."""
     for family in reversed(FAMILIES):
-        why = family.why_torch(node, getattr(config, family.switch))
+        why = family.why_torch(node, family.name in config.families)
         if why:
             return why
     if any(k in op_key(node) for k in ("linear", "matmul", "mm", "conv")):

@@ -30,10 +30,10 @@ from fuseforge.suite.build import build_extension; build_extension(pathlib.Path(
         --junitxml="$OUT/corpus_$tag.xml" > "$OUT/corpus_$tag.log" 2>&1
     echo "corpus shard $shard pytest exit $?"; grep -E "FAILED|passed|failed" "$OUT/corpus_$tag.log" | tail -8
     ;;
-  rows)  # the fused row kernels: their GPU tests, then optimize --row-kernels on the models that get one
+  rows)  # the fused row kernels: their GPU tests, then optimize on the models that get one
     $PY -m pytest -q -p no:cacheprovider tests/test_rows.py > "$OUT/rows_pytest.log" 2>&1; tail -3 "$OUT/rows_pytest.log"
     for m in rmsnorm_residual gemm_softmax_rows gemm_layernorm_relu matmul_logsumexp_relu bmm_scale_softmax_bmm; do
-        $PY -m fuseforge optimize ../shared/problems/dev/$m.py -o out/rows/$m --row-kernels > out/rows/$m.log 2>&1
+        $PY -m fuseforge optimize ../shared/problems/dev/$m.py -o out/rows/$m > out/rows/$m.log 2>&1
         echo "$m exit $?: $(grep -h -m1 'bench:' out/rows/$m/50_evaluate.log 2>/dev/null | cut -c1-200)"
     done
     (cd out && tar czf "$OUT/rows.tgz" --exclude='*torch_extensions*' rows)
@@ -46,8 +46,8 @@ from fuseforge.suite.build import build_extension; build_extension(pathlib.Path(
     ;;
   plain)  # optimize jobs without the kernel families, in their own database; resumes like `problems`
     DB=out/suite/plain.sqlite
-    timeout -s TERM "$2" $PY -m fuseforge suite "${3:-../shared/problems}" --db "$DB" --no-row-kernels \
-        --no-channel-kernels --no-gemm-kernels > "$OUT/suite_plain.log" 2>&1
+    timeout -s TERM "$2" $PY -m fuseforge suite "${3:-../shared/problems}" --db "$DB" --no-families \
+        > "$OUT/suite_plain.log" 2>&1
     echo "suite exit $?"; tail -5 "$OUT/suite_plain.log"
     ;;
   candidates)  # check jobs: the real answers and two buggy candidates (crash, hang)

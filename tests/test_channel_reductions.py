@@ -9,7 +9,6 @@ a GPU the generated kernels against float64 on odd sizes (DESIGN §3 rule).
 import operator
 import subprocess
 import sys
-from dataclasses import replace
 
 import pytest
 import torch
@@ -136,8 +135,8 @@ CHANNEL_REDUCTION_MODELS = {  # model -> (steps, ops of the channel-reduction ke
 
 @pytest.mark.parametrize("name", list(CHANNEL_REDUCTION_MODELS))
 def test_a_channel_reduction_model_gets_one_kernel_and_passes_the_float64_cpu_check(name, tmp_path):
-    alone = OptimizeConfig(model_path=PROBLEMS / f"{name}.py", out_dir=tmp_path, gpu=False).without_families()
-    run = optimize(replace(alone, channel_kernels=True))
+    run = optimize(OptimizeConfig(model_path=PROBLEMS / f"{name}.py", out_dir=tmp_path, gpu=False,
+                                  families=frozenset({"channel_reductions"})))
     steps, ops, apart = CHANNEL_REDUCTION_MODELS[name]
     assert [_kind(s.group) if isinstance(s, KernelStep) else "torch" for s in run.plan.steps] == steps
     (group,) = run.plan.groups
@@ -217,7 +216,7 @@ def test_a_pool_without_a_pointwise_op_after_it_stays_pytorchs_kernel():
 def test_the_command_line_plans_the_channel_min_model_as_one_channel_reduction_kernel(tmp_path):
     model = PROBLEMS / "dev" / "conv2d_channelmin_tanh.py"
     result = subprocess.run([sys.executable, "-m", "fuseforge", "optimize", str(model), "-o", str(tmp_path),
-                             "--no-gpu", "--channel-kernels"], capture_output=True, text=True, timeout=600)
+                             "--no-gpu"], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     plan = (tmp_path / "20_partition.txt").read_text()
     assert "kernel fused_add_min_tanh: add_25 -> min_1 -> getitem -> tanh -> tanh_1" in plan

@@ -9,7 +9,6 @@ of the generated code, and on a GPU the generated kernels against float64 on odd
 import operator
 import subprocess
 import sys
-from dataclasses import replace
 
 import pytest
 import torch
@@ -138,8 +137,8 @@ CHANNEL_MODELS = {  # model -> (steps, nodes of the channel group, not-fused pai
 
 @pytest.mark.parametrize("name", list(CHANNEL_MODELS))
 def test_a_batch_or_group_norm_model_gets_one_channel_group_and_passes_the_float64_cpu_check(name, tmp_path):
-    alone = OptimizeConfig(model_path=PROBLEMS / f"{name}.py", out_dir=tmp_path, gpu=False).without_families()
-    run = optimize(replace(alone, channel_kernels=True))
+    run = optimize(OptimizeConfig(model_path=PROBLEMS / f"{name}.py", out_dir=tmp_path, gpu=False,
+                                  families=frozenset({"channel_norms"})))
     steps, nodes, apart = CHANNEL_MODELS[name]
     assert [s.group.kind if isinstance(s, KernelStep) else "torch" for s in run.plan.steps] == steps
     (group,) = run.plan.groups
@@ -156,14 +155,14 @@ def test_a_batch_or_group_norm_model_gets_one_channel_group_and_passes_the_float
     assert "Channel kernels" in (tmp_path / "report.md").read_text()
 
 
-def test_the_command_line_takes_the_channel_flag_explains_it_and_plans_channel_kernels_with_it(tmp_path):
+def test_the_command_line_explains_the_channel_norm_switch_and_plans_channel_kernels_by_default(tmp_path):
     def fuseforge(*args):
         return subprocess.run([sys.executable, "-m", "fuseforge", *args], capture_output=True, text=True, timeout=600)
 
     helped = fuseforge("optimize", "--help")
-    assert helped.returncode == 0 and "--channel-kernels" in helped.stdout
+    assert helped.returncode == 0 and "--no-channel-norms" in helped.stdout
     model = PROBLEMS / "dev" / "conv2d_batchnorm_relu.py"
-    result = fuseforge("optimize", str(model), "-o", str(tmp_path), "--no-gpu", "--channel-kernels")
+    result = fuseforge("optimize", str(model), "-o", str(tmp_path), "--no-gpu")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "channel kernels: train-mode batch_norm of add_16" in (tmp_path / "20_partition.txt").read_text()
 

@@ -1,4 +1,4 @@
-"""GEMM kernels (--gemm-kernels): a float32 GEMM with the pointwise chain after it as one 3xTF32 kernel.
+"""GEMM kernels (the gemm family): a float32 GEMM with the pointwise chain after it as one 3xTF32 kernel.
 
 Plan tests on the problem models and tiny modules (the forms, where it must not fuse and the recorded
 reason), the float64 CPU check through
@@ -236,16 +236,16 @@ def test_the_gemm_reference_refuses_an_epilogue_input_that_does_not_fit_its_clas
         run_kernel_reference(group, by_name, {i: inputs[i] for i in group.inputs})
 
 
-def test_optimize_no_gpu_with_the_gemm_flag_checks_the_seed_model_in_float64_and_explains_the_kernel(tmp_path):
+def test_optimize_no_gpu_checks_the_seed_model_in_float64_and_explains_the_kernel(tmp_path):
     model = PROBLEMS / "seed" / "gemm_sigmoid_scaling_residualadd.py"
-    result = subprocess.run([sys.executable, "-m", "fuseforge", "optimize", str(model), "-o", str(tmp_path), "--no-gpu",
-                             "--gemm-kernels"], capture_output=True, text=True, timeout=600)
+    result = subprocess.run([sys.executable, "-m", "fuseforge", "optimize", str(model), "-o", str(tmp_path), "--no-gpu"],
+                            capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "gemm kernel: linear TN" in (tmp_path / "20_partition.txt").read_text()
     model_new = (tmp_path / "40_model_new.py").read_text()
     assert "one GEMM kernel (3xTF32 TN, epilogue fused)" in model_new and "compute_90a" in model_new
     report = (tmp_path / "report.md").read_text()
-    assert "GEMM kernels (`--gemm-kernels`)" in report and f"Kernel variant {GEMM_VARIANT}" in report
+    assert "GEMM kernels (family `gemm`)" in report and f"Kernel variant {GEMM_VARIANT}" in report
 
 
 # ---------------------------------------------------------------------------------------- compile
@@ -344,6 +344,6 @@ def test_the_generated_gemm_kernels_match_float64_on_odd_shapes_like_eager_does(
 def test_the_seed_model_with_gemm_kernels_is_verified_on_the_gpu(tmp_path):
     model = PROBLEMS / "seed" / "gemm_sigmoid_scaling_residualadd.py"
     result = subprocess.run([sys.executable, "-m", "fuseforge", "optimize", str(model), "-o", str(tmp_path),
-                             "--gemm-kernels", "--trials", "10"], capture_output=True, text=True, timeout=1800)
+                             "--trials", "10"], capture_output=True, text=True, timeout=1800)
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     assert (tmp_path / "model_new.py").exists()

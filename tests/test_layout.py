@@ -47,12 +47,13 @@ FORMS = {  # name -> (conv dims, forward body, the convolution runs channels-las
 }
 
 
-def _run(tmp_path, name, **flags):
+def _run(tmp_path, name, without: str | None = None):
     dims, body, _ = FORMS[name]
     model = tmp_path / f"{name.replace('-', '_')}.py"
     size = "9, 10" if dims == 2 else "6, 7, 8"
     model.write_text(HEAD.format(dims=dims, body=textwrap.indent(body, " " * 8), size=size))
-    return optimize(OptimizeConfig(model_path=model, out_dir=tmp_path / "out", gpu=False, **flags))
+    config = OptimizeConfig(model_path=model, out_dir=tmp_path / "out", gpu=False)
+    return optimize(config.without_family(without) if without else config)
 
 
 @pytest.mark.parametrize("name", list(FORMS))
@@ -69,8 +70,8 @@ def test_a_convolution_runs_channels_last_only_when_every_reader_reads_nhwc_and_
     assert run.cpu_check.passed, run.cpu_check.detail  # the emitted forward, channels-last included, in float64
 
 
-def test_without_the_channel_kernels_a_convolution_read_by_a_channel_reduction_runs_contiguous(tmp_path):
-    run = _run(tmp_path, "unbiased-channel-min", channel_kernels=False)
+def test_without_the_channel_reductions_a_convolution_read_by_a_channel_reduction_runs_contiguous(tmp_path):
+    run = _run(tmp_path, "unbiased-channel-min", without="channel_reductions")
     assert run.plan.channels_last == frozenset()
     assert "memory_format" not in (tmp_path / "out" / "40_model_new.py").read_text()
 

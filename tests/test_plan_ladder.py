@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from fuseforge import pipeline
-from fuseforge.config import FAMILIES, OptimizeConfig
+from fuseforge.config import OptimizeConfig
+from fuseforge.families import NAMES
 from fuseforge.families.rows import table as row_table
 from fuseforge.ladder import Failure, describe, next_rung
 from fuseforge.pipeline import ATTEMPTS, StageFailed, optimize
@@ -63,14 +64,14 @@ def test_a_kernel_that_fails_to_generate_removes_its_family_only_and_keeps_the_f
     _codegen_fails_with_a_gemm_kernel(monkeypatch)
     out = tmp_path / "out"
     run = optimize(_config(model, tmp_path))
-    assert run.config.families == ("row_kernels", "channel_kernels")
+    assert run.config.families == {"rows", "channel_norms", "channel_reductions"}
     assert not any(g.kind == "gemm" for g in run.plan.groups) and any(g.kind == "rows" for g in run.plan.groups)
     assert run.cpu_check.passed and (out / "40_model_new.py").exists()
     first = out / ATTEMPTS / "1_every-kernel-family"
     assert "gemm kernel" in (first / "20_partition.txt").read_text()  # the failed plan, kept
     assert not (first / "40_model_new.py").exists()  # it failed before emitting
     report = (out / "report.md").read_text()
-    assert "The plan with every kernel family failed at codegen (attributed to gemm_kernels)" in report
+    assert "The plan with every kernel family failed at codegen (attributed to the gemm family)" in report
     assert "injected: the GEMM kernel does not build" in report and "1_every-kernel-family" in report
 
 
@@ -80,16 +81,16 @@ def test_a_family_whose_float64_reference_is_wrong_is_named_by_the_cpu_check_and
     monkeypatch.setattr(row_table, "reference", lambda *a: reference(*a) * 1.01)  # a 1 % error in the row kernel
     out = tmp_path / "out"
     run = optimize(_config(model, tmp_path))
-    assert run.config.families == ("channel_kernels", "gemm_kernels")
+    assert run.config.families == {"gemm", "channel_norms", "channel_reductions"}
     assert any(g.kind == "gemm" for g in run.plan.groups) and not any(g.kind == "rows" for g in run.plan.groups)
     report = (out / "report.md").read_text()
-    assert "failed at verify (attributed to row_kernels)" in report
+    assert "failed at verify (attributed to the rows family)" in report
     assert "relative error 1.0e-02 vs the graph's own ops" in report  # the failing check's number
 
 
 def test_without_a_failure_the_default_plan_is_kept_and_nothing_is_set_aside(model, tmp_path):
     run = optimize(_config(model, tmp_path))
-    assert run.config.families == FAMILIES and not run.ladder
+    assert run.config.families == set(NAMES) and not run.ladder
     assert any(g.kind == "gemm" for g in run.plan.groups) and not (tmp_path / "out" / ATTEMPTS).exists()
 
 
@@ -109,8 +110,8 @@ def test_when_every_generated_kernel_fails_the_ladder_ends_at_torch_calls_of_the
     run = optimize(_config(model, tmp_path))
     assert not run.plan.groups and run.config.rewrites and run.cpu_check.passed
     left = sorted(p.name for p in (tmp_path / "out" / ATTEMPTS).iterdir())
-    assert left == ["1_every-kernel-family", "2_kernel-families-row-kernels--channel-kernels",
-                    "3_kernel-families-channel-kernels"]  # its pointwise kernel failed: no family to remove
+    assert left == ["1_every-kernel-family", "2_kernel-families-rows--channel-norms--channel-reductions",
+                    "3_kernel-families-channel-norms--channel-reductions"]  # then its pointwise kernel failed
     assert "extension = " not in (tmp_path / "out" / "40_model_new.py").read_text()
 
 
@@ -159,10 +160,10 @@ def _failure(**kw) -> Failure:
 
 def test_each_rung_of_the_ladder_is_a_strict_simplification_of_the_one_before():
     rung = OptimizeConfig(model_path=Path("m.py"), out_dir=Path("o"))
-    used = dict(used_families=frozenset(FAMILIES), used_layout=True, used_kernels=True, rewrites_fired=True)
+    used = dict(used_families=frozenset(NAMES), used_layout=True, used_kernels=True, rewrites_fired=True)
     seen = [describe(rung)]
-    switches = lambda c: {k for k in (*FAMILIES, "layout", "pointwise_kernels", "rewrites", "capture")  # noqa: E731
-                          if getattr(c, k)}
+    switches = lambda c: c.families | {k for k in ("layout", "pointwise_kernels", "rewrites", "capture")  # noqa: E731
+                                       if getattr(c, k)}
     while (following := next_rung(rung, _failure(**used))) is not None:
         assert switches(following) < switches(rung)
         seen.append(describe(following))
@@ -176,7 +177,9 @@ def test_a_rung_that_would_not_change_the_failed_plan_is_skipped():
     rung = OptimizeConfig(model_path=Path("m.py"), out_dir=Path("o"))
     following = next_rung(rung, _failure(used_kernels=True))  # no family, no layout change in the plan
     assert describe(following) == "torch calls of the rewritten graph"
-    assert describe(next_rung(rung, _failure(family="gemm_kernels"))) == "kernel families row_kernels, channel_kernels"
+    assert describe(next_rung(rung, _failure(family="gemm"))) == "kernel families rows, channel_norms, channel_reductions"
+    assert describe(rung.without_family("rows").without_family("gemm").without_family("channel_norms")) == \
+        "kernel family channel_reductions"
 
 
 def test_the_command_line_shows_the_next_rung_and_exits_0_with_the_simpler_plan(model, tmp_path, monkeypatch):
@@ -187,7 +190,7 @@ def test_the_command_line_shows_the_next_rung_and_exits_0_with_the_simpler_plan(
     _codegen_fails_with_a_gemm_kernel(monkeypatch)
     result = CliRunner().invoke(app, ["optimize", str(model), "-o", str(tmp_path / "out"), "--no-gpu"])
     assert result.exit_code == 0, result.output
-    assert "next rung: kernel families row_kernels, channel_kernels" in result.output
+    assert "next rung: kernel families rows, channel_norms," in result.output  # the console wraps the rest
     assert (tmp_path / "out" / "40_model_new.py").exists()
 
 
@@ -198,7 +201,7 @@ def test_a_report_that_cannot_be_rendered_never_costs_a_verified_plan_its_place(
 
     monkeypatch.setattr(report, "render", lambda run: f"{None:.2e}")  # a None where a number was expected
     run = optimize(_config(model, tmp_path))
-    assert run.config.families == FAMILIES and not run.ladder  # the default plan is kept
+    assert run.config.families == set(NAMES) and not run.ladder  # the default plan is kept
     text = (tmp_path / "out" / "report.md").read_text()
     assert "could not be rendered (TypeError" in text and "plan: every kernel family" in text
 
@@ -215,7 +218,7 @@ def test_after_a_plan_slower_than_eager_the_ladder_skips_torch_calls_of_eagers_o
     """The captured graph as torch calls runs eager's ops (so does the rewritten one where no rewrite fired):
     after a verified but slower plan they cannot win and only cost a verification; after a failed one they
     are still the next simpler plan."""
-    pointwise_only = OptimizeConfig(model_path=Path("m.py"), out_dir=Path("o")).without(*FAMILIES, "layout")
+    pointwise_only = OptimizeConfig(model_path=Path("m.py"), out_dir=Path("o")).without_families().without("layout")
     slow = dict(used_kernels=True, verified=True)
     assert describe(next_rung(pointwise_only, _failure(**slow))) == "the model's own forward"
     assert describe(next_rung(pointwise_only, _failure(**slow, rewrites_fired=True))) == \

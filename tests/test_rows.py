@@ -5,7 +5,6 @@ reference of the row kernels, the dev models that need them, nvcc compile checks
 and on a GPU the generated kernels against float64 on odd sizes.
 """
 
-from dataclasses import replace
 
 import pytest
 import torch
@@ -216,8 +215,8 @@ EXPECTED_STEPS = {
 
 @pytest.mark.parametrize("name", ROW_MODELS)
 def test_a_dev_row_model_gets_one_row_kernel_and_passes_the_float64_cpu_check(name, tmp_path):
-    alone = OptimizeConfig(model_path=PROBLEMS / "dev" / f"{name}.py", out_dir=tmp_path, gpu=False).without_families()
-    run = optimize(replace(alone, row_kernels=True))
+    run = optimize(OptimizeConfig(model_path=PROBLEMS / "dev" / f"{name}.py", out_dir=tmp_path, gpu=False,
+                                  families=frozenset({"rows"})))
     steps = [f"kernel {s.group.spec.reduction.op}" if isinstance(s, KernelStep) and s.group.kind == "rows" else
              "kernel" if isinstance(s, KernelStep) else "torch" for s in run.plan.steps]
     assert steps == EXPECTED_STEPS[name]

@@ -84,11 +84,11 @@ def test_with_a_kernel_family_turned_off_both_phases_plan_without_it_and_the_bui
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "tiny.py").write_text(GEMM_MODEL)
     config = SuiteConfig(models=tmp_path / "models", db=tmp_path / "r.sqlite", gpus=1, jobs=1,
-                         kernel_flags=("--no-gemm-kernels",))
+                         kernel_flags=("--no-gemm",))
     build_template, run_template = config.commands()
-    assert build_template.endswith(" --no-gemm-kernels") and "--no-gemm-kernels" in run_template.split()
-    assert "--no-gemm-kernels" not in " ".join(SuiteConfig(models=tmp_path, candidates=tmp_path,
-                                                           kernel_flags=("--no-gemm-kernels",)).commands())
+    assert build_template.endswith(" --no-gemm") and "--no-gemm" in run_template.split()
+    assert "--no-gemm" not in " ".join(SuiteConfig(models=tmp_path, candidates=tmp_path,
+                                                           kernel_flags=("--no-gemm",)).commands())
     run_suite(config, Console(file=io.StringIO()))
     [row] = Store(config.db).rows()
     job_dir = Path(row["out_dir"])
@@ -100,6 +100,6 @@ def test_the_build_module_takes_optimize_s_kernel_family_flags_and_plans_with_ev
     model = tmp_path / "tiny.py"
     model.write_text(GEMM_MODEL)
     assert build.main([str(model), str(tmp_path / "default"), "--no-extension"]) == 0
-    assert build.main([str(model), str(tmp_path / "off"), "--no-extension", "--no-gemm-kernels"]) == 0
+    assert build.main([str(model), str(tmp_path / "off"), "--no-extension", "--no-gemm"]) == 0
     assert "gemm kernel" not in (tmp_path / "off" / "20_partition.txt").read_text().lower()
     assert "gemm kernel" in (tmp_path / "default" / "20_partition.txt").read_text().lower()

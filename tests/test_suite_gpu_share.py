@@ -163,7 +163,7 @@ def test_on_a_gpu_jobs_hold_the_gpu_only_to_evaluate_and_a_second_run_takes_thei
     run_suite(first, Console(file=io.StringIO(), width=160))
     # the same models again as other jobs (another plan), with every baseline in the database
     run_suite(SuiteConfig(models=tmp_path / "models", db=tmp_path / "r.sqlite", gpus=1,
-                          kernel_flags=("--no-row-kernels",)), Console(file=io.StringIO(), width=160))
+                          kernel_flags=("--no-rows",)), Console(file=io.StringIO(), width=160))
     store = Store(tmp_path / "r.sqlite")
     rows, baselines = store.rows(), store.rows("baselines")
     store.close()

@@ -44,11 +44,11 @@ def _source(group: KernelGroup, by_name) -> KernelSource:
 
 
 class KernelCodegenError(Exception):
-    """One kernel group's code could not be written; `family` is the switch of its kernel family (None: pointwise)."""
+    """One kernel group's code could not be written; `family` is its kernel family's name (None: pointwise)."""
 
     def __init__(self, group: KernelGroup, cause: Exception):
         super().__init__(f"kernel {group.name} ({group.kind}): {type(cause).__name__}: {cause}")
-        self.family = group.family.switch if group.family else None
+        self.family = group.family.name if group.family else None
 
 
 def _source_of(group: KernelGroup, by_name) -> KernelSource:

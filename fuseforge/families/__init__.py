@@ -1,8 +1,9 @@
 """The kernel families, in the order they claim anchors from the pointwise groups.
 
 GEMMs first: an epilogue inside the GEMM saves the write and read-back of the product, which a row or channel
-kernel after it cannot; then rows, then channel norms, then channel reductions and pools. Adding a family is
-one folder here and one line in FAMILIES (README: "Adding a kernel family").
+kernel after it cannot; then rows, then channel norms, then channel reductions and pools. A family's name is
+its folder's, its kind in plans and reports, and its command-line switch (`--no-<name>`, with dashes). Adding a
+family is one folder here and one line in FAMILIES (README: "Adding a kernel family").
 """
 
 from __future__ import annotations
@@ -14,16 +15,17 @@ from .gemm import FAMILY as GEMM
 from .rows import FAMILY as ROWS
 
 FAMILIES: tuple[Family, ...] = (GEMM, ROWS, CHANNEL_NORMS, CHANNEL_REDUCTIONS)
+NAMES = tuple(f.name for f in FAMILIES)
 
 
 def named(*names: str) -> tuple[Family, ...]:
     """The families of these names, in claiming order."""
-    unknown = set(names) - {f.name for f in FAMILIES}
+    unknown = set(names) - set(NAMES)
     if unknown:
-        raise ValueError(f"no kernel family {', '.join(sorted(unknown))}; there are {', '.join(f.name for f in FAMILIES)}")
+        raise ValueError(f"no kernel family {', '.join(sorted(unknown))}; there are {', '.join(NAMES)}")
     return tuple(f for f in FAMILIES if f.name in names)
 
 
 def switched_on(config) -> tuple[Family, ...]:
     """The families an OptimizeConfig turns on, in claiming order."""
-    return tuple(f for f in FAMILIES if getattr(config, f.switch))
+    return tuple(f for f in FAMILIES if f.name in config.families)

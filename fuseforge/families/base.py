@@ -12,6 +12,11 @@ RUN_ON_GPU = ("Run on an H100 in this pipeline: GPU tests on odd sizes against f
 class FamilyBase:
     notes_stand = False
 
+    @property
+    def flag(self) -> str:
+        """The command-line switch that turns the family off: `--no-<name>`, with dashes."""
+        return "--no-" + self.name.replace("_", "-")
+
     def not_pointwise_note(self, node) -> str | None:
         return None
 

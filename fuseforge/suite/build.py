@@ -34,7 +34,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from fuseforge.config import FAMILIES
+from fuseforge.family_switches import SWITCHES, left_on
 
 BUILD_FAILED_EXIT = 3  # verdict build_failed (fuseforge/suite/execute.py)
 ROOFLINE_FILE = "suite_roofline.json"
@@ -66,14 +66,13 @@ def roofline(captured) -> dict:
                          "bandwidth": BANDWIDTH}}
 
 
-def _cpu_stages(model: Path, out: Path, families: dict[str, bool] | None = None):
-    """optimize's CPU stages (the kernel FAMILIES as given, e.g. {"row_kernels": False}); returns the
-    captured graph (raises StageFailed)."""
+def _cpu_stages(model: Path, out: Path, families: frozenset[str]):
+    """optimize's CPU stages with these kernel families on; returns the captured graph (raises StageFailed)."""
     from fuseforge.config import OptimizeConfig
     from fuseforge.pipeline import optimize
 
     config = OptimizeConfig(model_path=model.resolve(), out_dir=out, gpu=False,
-                            gpu_skip_reason="suite build phase: CPU stages only", **(families or {}))
+                            gpu_skip_reason="suite build phase: CPU stages only", families=families)
     return optimize(config).captured
 
 
@@ -131,16 +130,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("out", type=Path)
     p.add_argument("--candidate", type=Path, help="a check job: build this file instead of fuseforge's ModelNew")
     p.add_argument("--no-extension", action="store_true", help="skip step 3")
-    for family in FAMILIES:
-        p.add_argument(f"--{family.replace('_', '-')}", action=argparse.BooleanOptionalAction, default=True,
-                       help="as fuseforge optimize's")
+    for flag in SWITCHES:
+        p.add_argument(flag, action="store_true", help="as fuseforge optimize's")
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     if args.candidate is None:
         from fuseforge.pipeline import StageFailed
 
         try:
-            captured = _cpu_stages(args.model, args.out, {f: getattr(args, f) for f in FAMILIES})
+            captured = _cpu_stages(args.model, args.out, left_on(vars(args)))
         except StageFailed as exc:
             print(f"fuseforge: {args.model.name}: {first_line(exc)}", flush=True)
             return 1

@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from ..family_switches import family_switches, flags
 from .jobs import SuiteConfig
 
 
@@ -68,6 +69,7 @@ def register(app: typer.Typer) -> None:
     """Add the `suite` and `report` commands to the fuseforge app."""
 
     @app.command("suite")
+    @family_switches
     def suite_command(
         models: Annotated[Path, typer.Argument(help="A folder of model files (searched recursively), or one file.")],
         candidates: Annotated[Path | None, typer.Option(
@@ -94,18 +96,14 @@ def register(app: typer.Typer) -> None:
         max_autotune: Annotated[bool, typer.Option(
             "--max-autotune", help="Also time torch.compile(mode='max-autotune') as a baseline, once per model, "
                                    "GPU and torch version (cached; adds minutes of autotuning per model).")] = False,
-        row_kernels: Annotated[bool, typer.Option(
-            "--row-kernels/--no-row-kernels", help="optimize jobs: as `fuseforge optimize`'s.")] = True,
-        channel_kernels: Annotated[bool, typer.Option(
-            "--channel-kernels/--no-channel-kernels", help="optimize jobs: as `fuseforge optimize`'s.")] = True,
-        gemm_kernels: Annotated[bool, typer.Option(
-            "--gemm-kernels/--no-gemm-kernels", help="optimize jobs: as `fuseforge optimize`'s.")] = True,
         run_slots: Annotated[int | None, typer.Option(
             help="Run phases in flight per GPU; one at a time holds the GPU (its lease) while the next does its "
                  "CPU stages. Default: 2 for optimize jobs with the default run command, else 1.")] = None,
         ray: Annotated[str | None, typer.Option(
             help="Run the jobs on a Ray cluster: 'auto', 'ray://HOST:10001' or 'local' "
                  "(needs the optional extra: pip install 'fuseforge\\[ray]').")] = None,
+        *,
+        families: frozenset[str],  # optimize jobs: the families left on, as `fuseforge optimize`'s switches
     ) -> None:
         """Run `optimize` (or `check` against --candidates) on every model file of MODELS, each in its own process.
 
@@ -120,9 +118,7 @@ def register(app: typer.Typer) -> None:
                              build_timeout_s=build_timeout, run_timeout_s=run_timeout, max_attempts=max_attempts,
                              build_command=build_command, run_command=run_command, ray=ray,
                              max_autotune=max_autotune, run_slots=run_slots,
-                             kernel_flags=tuple(flag for flag, on in (("--no-row-kernels", row_kernels),
-                                                                       ("--no-channel-kernels", channel_kernels),
-                                                                       ("--no-gemm-kernels", gemm_kernels)) if not on))
+                             kernel_flags=flags(families))
         raise typer.Exit(suite(config))
 
     @app.command("report")

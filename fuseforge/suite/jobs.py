@@ -67,7 +67,7 @@ class SuiteConfig:
     max_autotune: bool = False  # also time torch.compile max-autotune once per model x GPU x torch version
     run_slots: int | None = None  # run phases in flight per GPU; None: 2 for the default optimize command (its
     # evaluator takes the GPU lease, so the next job's CPU stages overlap this one's GPU work), else 1
-    kernel_flags: tuple[str, ...] = ()  # optimize's kernel families turned off, e.g. ("--no-row-kernels",): both phases
+    kernel_flags: tuple[str, ...] = ()  # optimize's kernel families turned off, e.g. ("--no-rows",): both phases
 
     @property
     def kind(self) -> str:

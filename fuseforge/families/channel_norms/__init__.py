@@ -23,7 +23,8 @@ from .runtime import CHANNEL_BINDING_RUNTIME, CHANNEL_KERNEL_RUNTIME, CHANNEL_TY
 
 class ChannelNorms(FamilyBase):
     name = "channel_norms"
-    switch = "channel_kernels"
+    summary = ("train-mode batch norm (statistics per channel, running-statistics update, normalise) and group "
+               "norm with their pointwise neighbours, as a pair of kernels")
     order = 1
 
     def claim(self, claim, pointwise_groups, not_fused):
@@ -90,7 +91,7 @@ class ChannelNorms(FamilyBase):
 
     def how(self) -> list[str]:
         return [
-            "Channel kernels (train-mode batch norm, `--channel-kernels`, with its pointwise prologue "
+            f"Channel kernels (train-mode batch norm, family `{self.name}`, with its pointwise prologue "
             "and epilogue) are a pair of launches around a generated `Op` struct that spells the prologue (the "
             "value normalised), the per-channel results and the normalise + epilogue step "
             "(`families/channel_norms/channel.cu`). Launch 1 splits each channel into parts (about 1024 blocks in all) "

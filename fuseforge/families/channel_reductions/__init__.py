@@ -27,7 +27,8 @@ def _what(group: KernelGroup) -> str:
 
 class ChannelReductions(FamilyBase):
     name = "channel_reductions"
-    switch = "channel_kernels"
+    summary = ("amin/amax/sum/mean over the channel axis and max/avg pools with their pointwise neighbours, "
+               "as one kernel")
     order = 3
 
     def claim(self, claim, pointwise_groups, not_fused):
@@ -119,7 +120,7 @@ class ChannelReductions(FamilyBase):
     def how(self) -> list[str]:
         return [
             "Channel-reduction kernels (amin, amax, sum, mean over axis 1 of [N, C, *spatial], "
-            "`--channel-kernels`, with their pointwise prologue and epilogue) are one launch around a generated "
+            f"family `{self.name}`, with their pointwise prologue and epilogue) are one launch around a generated "
             "`Op` struct that spells the prologue (the value reduced, per element), the reduction (start value "
             "and combine) and the epilogue (per output position) (`families/channel_reductions/reduce.cu`). One "
             "thread per output position (n, s) walks the C channels, strided by the spatial size S, and "

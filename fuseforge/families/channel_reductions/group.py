@@ -1,6 +1,6 @@
 """Channel-reduction and pool groups: a reduction over the channel axis or a pool, with the pointwise ops around it.
 
-Runs after the channel-norm groups (same flag, `--channel-kernels`). Each node of the channel-reduction
+Runs after the channel-norm groups. Each node of the channel-reduction
 table (`table.recognise`: amin, amax, sum, mean, min.dim / max.dim values over axis 1 of
 [N, C, *spatial]) becomes a group with the tuple access of its values, and then takes in neighbouring
 pointwise groups (the prologue that computes the reduced value, the epilogue that reads the result, and

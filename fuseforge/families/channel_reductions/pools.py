@@ -1,6 +1,6 @@
 """The pooling table: max and average pools over the spatial axes of [N, C, *spatial] that a channel kernel computes.
 
-A pool is the prologue of a channel kernel (`--channel-kernels`): each output value of the pool is
+A pool is the prologue of a channel kernel (family `channel_reductions`): each output value of the pool is
 computed from its window of the pool's input in registers, so the pooled tensor is never written.
 `recognise(node)` says which pool a node computes (max_pool1d/2d/3d, with or without indices; avg_pool1d/2d/3d),
 with its window as captured (kernel, stride, padding, dilation, ceil_mode; count_include_pad and

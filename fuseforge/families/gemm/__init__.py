@@ -29,7 +29,8 @@ from .runtime import GEMM_BINDING_RUNTIME, GEMM_CUDA_FLAGS, GEMM_VARIANT, VARIAN
 
 class Gemm(FamilyBase):
     name = "gemm"
-    switch = "gemm_kernels"
+    summary = ("float32 linear/addmm/mm/matmul/bmm with the pointwise chain after them as one 3xTF32 tensor-core "
+               "GEMM kernel with a fused epilogue (sm_90a), where it is expected faster than cuBLAS")
     order = 2
     notes_stand = True  # it claims first; later families do not restate the edges of its groups
 
@@ -76,7 +77,7 @@ class Gemm(FamilyBase):
             return None
         if not on:
             return ("GEMM/convolution anchor: kept as the cuBLAS/cuDNN call eager makes (GEMM kernels turned off, "
-                    "`--no-gemm-kernels`).")
+                    f"`{self.flag}`).")
         reason = gemm_op_reason(node)
         return "GEMM kept as the cuBLAS call eager makes: it is no GEMM kernel" + (f" ({reason})." if reason else ".")
 
@@ -91,7 +92,7 @@ class Gemm(FamilyBase):
 
     def how(self) -> list[str]:
         return [
-            "GEMM kernels (`--gemm-kernels`) are the 3xTF32 GEMM of `families/gemm/gemm_3xtf32.cu` ("
+            f"GEMM kernels (family `{self.name}`) are the 3xTF32 GEMM of `families/gemm/gemm_3xtf32.cu` ("
             "taken verbatim into `30_kernels/kernels.cu`) with a generated epilogue functor. Precision: each fp32 "
             "operand value x is split into two TF32 values, a big part (x rounded to TF32 for A; B's own value, which "
             "the tensor core truncates to TF32) and the small remainder, split so that the error of big + small "

@@ -34,7 +34,7 @@ def lab_source() -> str:
     """`gemm_3xtf32.cu` up to the end of its `gemm3x` namespace."""
     path = files(__package__).joinpath(GEMM_FILE)
     if not path.is_file():
-        raise LabFileMissing(f"--gemm-kernels needs {path} (the 3xTF32 GEMM, read at codegen time)")
+        raise LabFileMissing(f"the gemm family needs {path} (the 3xTF32 GEMM, read at codegen time)")
     text = cuda_source(__package__, GEMM_FILE)
     end = text.find(LAB_END)
     if end < 0:

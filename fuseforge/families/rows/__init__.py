@@ -26,7 +26,9 @@ _REDUCTION_KEYS = ("norm", "softmax", "logsumexp", "sum", "mean", "amax", "min",
 
 class Rows(FamilyBase):
     name = "rows"
-    switch = "row_kernels"
+    summary = ("softmax, log_softmax, logsumexp, layer norm and sum/mean/amax/amin over the trailing axes "
+               "(softmax, log_softmax and logsumexp also over the channel axis) with their pointwise "
+               "neighbours, as one row kernel")
     order = 0
 
     def claim(self, claim, pointwise_groups, not_fused):
@@ -86,7 +88,7 @@ class Rows(FamilyBase):
             return None
         if not on:
             return ("reduction or normalisation anchor: kept as PyTorch's kernel (row kernels turned off, "
-                    "`--no-row-kernels`).")
+                    f"`{self.flag}`).")
         reason = table.row_op_reason(node) if table.is_row_op(node) else None
         return ("reduction or normalisation anchor: kept as PyTorch's kernel; row kernels cover softmax, "
                 "log_softmax, logsumexp, layer_norm, mean, sum, amax and amin over the last axis, or over the "
