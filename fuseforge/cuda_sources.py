@@ -1,5 +1,9 @@
 """The CUDA C++ that the package ships as files (`fuseforge/cuda/` and each kernel family's folder), read as text
-with `importlib.resources`, so an installed package reads them where it is installed."""
+with `importlib.resources`, so an installed package reads them where it is installed.
+
+A generated extension is one kernel file and one binding file, so a source that includes a shared header of
+`fuseforge/cuda/` (`#include "tiles.cuh"`, `#include "welford.cuh"`) gets the header's text pasted in place of
+that line (`paste_include`)."""
 
 from __future__ import annotations
 
@@ -18,3 +22,11 @@ def cuda_source(package: str, name: str) -> str:
     except FileNotFoundError:
         raise MissingCudaSource(f"fuseforge is installed without its CUDA source {package.replace('.', '/')}/{name} "
                                 f"(looked for {path}): reinstall it from a complete wheel or checkout") from None
+
+
+def paste_include(text: str, header: str) -> str:
+    """TEXT with its line `#include "HEADER"` replaced by the text of the shared header `fuseforge/cuda/HEADER`."""
+    directive = f'#include "{header}"'
+    if directive not in text:
+        raise ValueError(f"no line {directive} to paste fuseforge/cuda/{header} into")
+    return text.replace(directive, cuda_source("fuseforge", f"cuda/{header}"), 1)

@@ -12,12 +12,12 @@ addresses the other operands of a tile's element) and still writes contiguous ou
 on the flat path.
 """
 
-from ..cuda_sources import cuda_source
+from ..cuda_sources import cuda_source, paste_include
 
 TYPES = cuda_source("fuseforge", "cuda/types.cuh")
 
 TILES = cuda_source("fuseforge", "cuda/tiles.cuh")
 
-KERNEL_RUNTIME = cuda_source("fuseforge", "cuda/pointwise.cu").replace('#include "tiles.cuh"', TILES, 1)
+KERNEL_RUNTIME = paste_include(cuda_source("fuseforge", "cuda/pointwise.cu"), "tiles.cuh")
 
 BINDING_RUNTIME = cuda_source("fuseforge", "cuda/binding.h")

@@ -1,6 +1,6 @@
 
 // ---- Channel kernels: train-mode batch norm with its prologue and epilogue, two launches per call.
-// See fuseforge/codegen/channel_runtime.py for the Op interface.
+// See fuseforge/families/channel_norms/runtime.py for the Op interface.
 FF_HD float ff_chan_ldg(const float* p) {  // read-only load: the read-only data cache on the device
 #ifdef __CUDA_ARCH__
     return __ldg(p);
@@ -9,27 +9,16 @@ FF_HD float ff_chan_ldg(const float* p) {  // read-only load: the read-only data
 #endif
 }
 
-// Welford statistics (count, mean, M2); Chan's merge. Counts stay below 2^24 per part: exact floats.
+#include "welford.cuh"
+// Welford statistics (count, mean, M2); Chan's merge (welford.cuh). Counts stay below 2^24 per part:
+// exact floats.
 struct FFChanStats {
     float n, mean, m2;
     FF_HD void init() { n = 0.0f; mean = 0.0f; m2 = 0.0f; }
     FF_HD static FFChanStats at(const float* p) { return {p[0], p[1], p[2]}; }  // a workspace entry
     FF_HD void store(float* p) const { p[0] = n; p[1] = mean; p[2] = m2; }
-    FF_HD void add(float v) {
-        n += 1.0f;
-        const float d = v - mean;
-        mean += d / n;
-        m2 += d * (v - mean);
-    }
-    FF_HD void merge(const FFChanStats& o) {
-        const float nn = n + o.n;
-        if (nn == 0.0f) return;
-        const float d = o.mean - mean;
-        const float fb = o.n / nn;
-        mean = mean + d * fb;
-        m2 = m2 + o.m2 + d * d * n * fb;
-        n = nn;
-    }
+    FF_HD void add(float v) { ff_welford_add(*this, v); }
+    FF_HD void merge(const FFChanStats& o) { ff_welford_merge(*this, o); }
     // four values: their own mean and M2, then one merge (one division per four values)
     FF_HD void add4(float a, float b, float c, float e) {
         FFChanStats q;
@@ -41,9 +30,7 @@ struct FFChanStats {
     }
     __device__ FFChanStats shfl_xor(int lane_mask) const {
         FFChanStats o;
-        o.n = __shfl_xor_sync(0xffffffffu, n, lane_mask);
-        o.mean = __shfl_xor_sync(0xffffffffu, mean, lane_mask);
-        o.m2 = __shfl_xor_sync(0xffffffffu, m2, lane_mask);
+        ff_welford_shfl_xor(o, *this, lane_mask);
         return o;
     }
 };

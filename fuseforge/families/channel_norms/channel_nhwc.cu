@@ -1,6 +1,6 @@
 
 // ---- Channel kernels over a channels-last input: statistics, finalise, normalise (three launches).
-// See fuseforge/codegen/channel_nhwc_runtime.py.
+// See fuseforge/families/channel_norms/nhwc_runtime.py.
 constexpr int kFFChanRows = kFFChanThreads / 32;  // warps per block: positions per step
 
 // Block b of the statistics launch, counted from the end: (sample, part, 32-channel chunk).
@@ -83,7 +83,7 @@ __device__ __forceinline__ FFChanNorm ff_chan_nhwc_norm(const FFChanDims& d, con
     return {__ldg(norms + 2 * u), __ldg(norms + 2 * u + 1)};
 }
 
-// One block per FFTiles tile (runtime.py): the input tile is read along channels into shared memory, then
+// One block per FFTiles tile (tiles.cuh): the input tile is read along channels into shared memory, then
 // each thread computes its items along positions (a quad is four positions of one channel: one channel's
 // statistics) and writes them to the NCHW outputs. `kQuads` is tiles.quads: one kernel per path, so that
 // each gets the registers its own path needs (as ff_channels_last).

@@ -31,10 +31,10 @@ Channels-last input (its one full-shape input; `FFChanDims::nhwc`): three launch
 `nhwc_runtime.py`. Indices within a channel are 32-bit (the binding checks a channel holds fewer than 2^31 values).
 """
 
-from ...cuda_sources import cuda_source
+from ...cuda_sources import cuda_source, paste_include
 
 CHANNEL_TYPES = cuda_source(__package__, "types.cuh")
 
-CHANNEL_KERNEL_RUNTIME = cuda_source(__package__, "channel.cu")
+CHANNEL_KERNEL_RUNTIME = paste_include(cuda_source(__package__, "channel.cu"), "welford.cuh")
 
 CHANNEL_BINDING_RUNTIME = cuda_source(__package__, "binding.h")

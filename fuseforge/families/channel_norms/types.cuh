@@ -6,7 +6,7 @@ struct FFChanDims {
     int64_t groups;               // group norm's G; 0 for batch norm
     int64_t units, per_unit;      // batch norm: C units of N * HW values; group norm: N * G of C / G * HW
     bool columns;                 // batch norm over [N, C] (HW == 1): the column layout
-    bool nhwc;                    // the one full-shape input is channels-last: channel_nhwc_runtime.py
+    bool nhwc;                    // the one full-shape input is channels-last: nhwc_runtime.py
     int parts;                    // blocks (planes) or block rows (columns) per unit: ff_channel_parts;
                                   //   channels-last: parts of each sample's positions: ff_channel_nhwc_parts
 };

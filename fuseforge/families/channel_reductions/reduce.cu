@@ -1,6 +1,6 @@
 
 // ---- Channel reductions: prologue -> reduce over axis 1 -> epilogue, one thread per output position.
-// See fuseforge/codegen/channel_reduce_runtime.py for the Op interface.
+// See fuseforge/families/channel_reductions/runtime.py for the Op interface.
 struct FFPoolWindow {
     int start[3];      // the window's first input index per spatial axis (negative inside the left padding)
     float divisor;     // average pools: PyTorch's divisor for this window

@@ -46,7 +46,7 @@ def gemm_kernel_runtime(variant: int = GEMM_VARIANT) -> str:
     lab = lab_source()
     digest = hashlib.sha256(lab.encode()).hexdigest()[:12]
     return "\n".join([
-        "// ---- 3xTF32 GEMM: dev/kernels/gemm_3xtf32.cu verbatim up to the end of namespace gemm3x "
+        "// ---- 3xTF32 GEMM: fuseforge/families/gemm/gemm_3xtf32.cu verbatim up to the end of namespace gemm3x "
         f"(sha256 {digest}).",
         lab,
         "// ---- GEMM kernels of this model: each group's epilogue functor runs on the fp32 accumulator of one",

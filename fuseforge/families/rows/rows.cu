@@ -1,6 +1,6 @@
 
 // ---- Row kernels: prologue -> statistics over a row (the trailing axes) -> epilogue, one launch per call.
-// Adapted from dev/kernels/rowwise.cu; see fuseforge/codegen/row_runtime.py for the Op interface.
+// Adapted from dev/kernels/rowwise.cu; see fuseforge/families/rows/runtime.py for the Op interface.
 constexpr int kFFRowWarpRows = 8;     // warp path: 256 threads, one row per warp
 constexpr int kFFRowThreads = 512;    // block and two-pass paths: one row per block
 

@@ -39,31 +39,17 @@ struct FFRowSoftmax {
     FF_HD float logsumexp() const { return isinf(m) ? m : m + logf(s); }
 };
 
-// layer_norm: Welford per element, Chan's merge; finalize gives rstd = 1/sqrt(M2/cols + eps) (biased
-// variance, eps inside the square root, as PyTorch).
+#include "welford.cuh"
+// layer_norm: Welford per element, Chan's merge (welford.cuh); finalize gives rstd = 1/sqrt(M2/cols + eps)
+// (biased variance, eps inside the square root, as PyTorch).
 struct FFRowWelford {
     float n, mean, m2, rstd;  // n as float: exact up to 2^24 columns
     FF_HD void init() { n = 0.0f; mean = 0.0f; m2 = 0.0f; rstd = 0.0f; }
-    FF_HD void add(float v) {
-        n += 1.0f;
-        const float d = v - mean;
-        mean += d / n;
-        m2 += d * (v - mean);
-    }
-    FF_HD void merge(const FFRowWelford& o) {
-        const float nn = n + o.n;
-        if (nn == 0.0f) return;
-        const float d = o.mean - mean;
-        const float fb = o.n / nn;
-        mean = mean + d * fb;
-        m2 = m2 + o.m2 + d * d * n * fb;
-        n = nn;
-    }
+    FF_HD void add(float v) { ff_welford_add(*this, v); }
+    FF_HD void merge(const FFRowWelford& o) { ff_welford_merge(*this, o); }
     __device__ FFRowWelford shfl_xor(int lane_mask) const {
         FFRowWelford o;
-        o.n = __shfl_xor_sync(0xffffffffu, n, lane_mask);
-        o.mean = __shfl_xor_sync(0xffffffffu, mean, lane_mask);
-        o.m2 = __shfl_xor_sync(0xffffffffu, m2, lane_mask);
+        ff_welford_shfl_xor(o, *this, lane_mask);
         o.rstd = 0.0f;
         return o;
     }

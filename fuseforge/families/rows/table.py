@@ -26,7 +26,7 @@ import torch
 from torch import fx
 
 from ...cpp_literals import cpp_float
-from ...cuda_sources import cuda_source
+from ...cuda_sources import cuda_source, paste_include
 from ...pointwise import NotSpellable, bind_arguments, op_key
 from ...traced import size_hint, tensor_meta
 
@@ -250,4 +250,4 @@ def _on_rows(red: RowReduction, v: torch.Tensor, params: dict[str, torch.Tensor 
     return out
 
 
-ROW_STATS = cuda_source(__package__, "stats.cuh")
+ROW_STATS = paste_include(cuda_source(__package__, "stats.cuh"), "welford.cuh")
