@@ -76,15 +76,17 @@ from fuseforge.suite.build import build_extension; build_extension(pathlib.Path(
     DB=out/suite/own.sqlite
     rm -rf /tmp/own_x /tmp/own && mkdir -p /tmp/own_x /tmp/own
     for t in bench/results/2026-11-24_suite69_h100/run1_jobs.tgz bench/results/2026-11-24_suite69_h100/run2_jobs.tgz \
-             bench/results/2026-11-25_rerun3_h100/jobs.tgz; do
+             bench/results/2026-11-25_rerun3_h100/jobs.tgz bench/results/2026-11-25b_h100/outclass10_jobs.tgz; do
         rm -rf /tmp/own_x/* && tar xzf "$t" -C /tmp/own_x --wildcards '*/model_new.py' --exclude='*/attempts/*'
         for f in /tmp/own_x/*/*/*/model_new.py; do
             name=$(basename "$(dirname "$f")"); cp "$f" "/tmp/own/${name%-*}.ours.py"
         done
     done
     echo "$(ls /tmp/own | wc -l) ModelNew files"
+    # verdicts only: no torch.compile baseline, 10 timed calls; three checks in flight, their GPU work one at a time
     timeout -s TERM "$2" $PY -m fuseforge suite ../shared/problems --candidates /tmp/own --db "$DB" --run-timeout 600 \
-        > "$OUT/suite_own.log" 2>&1
+        --run-slots 3 --run-command "{python} -m fuseforge check {model} {candidate} --json {out}/check.json \
+--workdir {out}/check_work --device {device} --no-compile --trials 10 --warmup 2" > "$OUT/suite_own.log" 2>&1
     echo "suite exit $?"; tail -5 "$OUT/suite_own.log"
     ;;
   problems)  # optimize jobs (default plan) on ${3:-../shared/problems} for at most $2 seconds; the same command resumes

@@ -65,3 +65,25 @@ def test_a_broken_model_file_exits_two(tmp_path):
     model.write_text("import torch\nclass Model(torch.nn.Module):\n    pass\n")
     result = _invoke(str(model), str(ADVERSARIAL / "honest_linear_sigmoid.py"), *FAST)
     assert result.exit_code == 2 and "error" in result.output
+
+
+def test_on_a_gpu_the_workers_run_phases_hold_the_gpu_lease_the_environment_names(tmp_path, monkeypatch):
+    import fuseforge.check.orchestrate as orchestrate
+    from fuseforge.evaluate import lease
+
+    gates = []
+
+    def fake_check_files(model, candidate, settings, reference_cache=None, gate=None):
+        gates.append((settings.device, gate))
+        raise RuntimeError("stop after the call")
+
+    monkeypatch.setattr(orchestrate, "check_files", fake_check_files)
+    monkeypatch.setenv(lease.LEASE_ENV, str(tmp_path / "gpu0.lock"))
+    _invoke(MODEL, MODEL, "--device", "cuda")
+    _invoke(MODEL, MODEL, "--device", "cpu")
+    monkeypatch.delenv(lease.LEASE_ENV)
+    _invoke(MODEL, MODEL, "--device", "cuda")
+    (cuda, gate), (cpu, no_gate), (_, unleased) = gates
+    assert isinstance(gate, lease.Lease) and gate.lock == tmp_path / "gpu0.lock"
+    assert hasattr(gate, "acquire") and hasattr(gate, "release")  # what runner.run_worker calls on a gate
+    assert no_gate is None and unleased is None

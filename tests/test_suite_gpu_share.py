@@ -81,10 +81,11 @@ def test_a_job_that_holds_the_gpu_past_its_timeout_is_still_timed_out(tmp_path):
     assert (row["status"], row["verdict"]) == ("failed", "timeout") and row["run_s"] < 10
 
 
-def test_two_run_slots_per_gpu_are_the_default_only_where_the_evaluator_takes_the_lease(tmp_path):
+def test_two_run_slots_per_gpu_are_the_default_only_where_the_default_commands_take_the_lease(tmp_path):
     assert SuiteConfig(models=tmp_path).slots_per_gpu == 2  # optimize, default run command
     assert SuiteConfig(models=tmp_path, run_command="x {model}").slots_per_gpu == 1
-    assert SuiteConfig(models=tmp_path, candidates=tmp_path).slots_per_gpu == 1  # fuseforge check
+    assert SuiteConfig(models=tmp_path, candidates=tmp_path).slots_per_gpu == 2  # fuseforge check: its workers
+    assert SuiteConfig(models=tmp_path, candidates=tmp_path, run_command="x").slots_per_gpu == 1
     assert SuiteConfig(models=tmp_path, ray="local").slots_per_gpu == 1
     assert SuiteConfig(models=tmp_path, run_command="x", run_slots=3).slots_per_gpu == 3
 

@@ -56,7 +56,7 @@ def check(
     to_stdout = json_path is not None and str(json_path) == "-"
     console = Console(stderr=to_stdout, highlight=False, soft_wrap=True)
     with console.status(f"checking {candidate.name}"):
-        record = check_files(model, candidate, settings)
+        record = check_files(model, candidate, settings, gate=_gpu_lease(settings.device))
     for line in summary(record):
         console.print(line)
     if to_stdout:
@@ -66,6 +66,14 @@ def check(
         console.print(f"  record: {json_path}")
     code = {"correct": EXIT_CORRECT, "error": EXIT_GRADER_ERROR}.get(record["verdict"], EXIT_NOT_CORRECT)
     raise typer.Exit(code)
+
+
+def _gpu_lease(device: str):
+    """The GPU lease of the environment (`fuseforge suite` names one per GPU) as the gate of the workers' run
+    phases, so that a check shares its GPU with other jobs as the evaluator does; None elsewhere."""
+    from fuseforge.evaluate import lease
+
+    return lease.from_env("check") if device == "cuda" else None
 
 
 def register(app: typer.Typer) -> None:

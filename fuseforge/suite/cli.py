@@ -98,7 +98,7 @@ def register(app: typer.Typer) -> None:
                                    "GPU and torch version (cached; adds minutes of autotuning per model).")] = False,
         run_slots: Annotated[int | None, typer.Option(
             help="Run phases in flight per GPU; one at a time holds the GPU (its lease) while the next does its "
-                 "CPU stages. Default: 2 for optimize jobs with the default run command, else 1.")] = None,
+                 "CPU stages. Default: 2 with the default run commands (optimize and check take the lease), else 1.")] = None,
         ray: Annotated[str | None, typer.Option(
             help="Run the jobs on a Ray cluster: 'auto', 'ray://HOST:10001' or 'local' "
                  "(needs the optional extra: pip install 'fuseforge\\[ray]').")] = None,

@@ -65,8 +65,8 @@ class SuiteConfig:
     run_command: str | None = None
     ray: str | None = None  # a Ray address ("auto", "ray://host:10001", "local"): run the jobs there
     max_autotune: bool = False  # also time torch.compile max-autotune once per model x GPU x torch version
-    run_slots: int | None = None  # run phases in flight per GPU; None: 2 for the default optimize command (its
-    # evaluator takes the GPU lease, so the next job's CPU stages overlap this one's GPU work), else 1
+    run_slots: int | None = None  # run phases in flight per GPU; None: 2 for the default commands (optimize's
+    # evaluator and check's workers take the GPU lease, so the next job's CPU work overlaps this one's GPU work), else 1
     kernel_flags: tuple[str, ...] = ()  # optimize's kernel families turned off, e.g. ("--no-rows",): both phases
 
     @property
@@ -78,7 +78,7 @@ class SuiteConfig:
         """Run phases in flight on one GPU at a time (see run_slots)."""
         if self.run_slots is not None:
             return max(1, self.run_slots)
-        leased = self.kind == "optimize" and self.run_command is None and not self.ray
+        leased = self.run_command is None and not self.ray
         return 2 if leased else 1
 
     @property
