@@ -92,6 +92,9 @@ class CostEstimate:
     eager_peak_activation_bytes: int
     plan_peak_activation_bytes: int
     total_flops: float
+    plan_torch_s: float = 0.0  # the part of plan_s spent in the ops the plan leaves as torch calls
+    eager_peak_values: tuple[str, ...] = ()  # the values live at eager's peak
+    plan_peak_values: tuple[str, ...] = ()  # the values live at the plan's peak
 
     @property
     def speedup(self) -> float:
@@ -103,21 +106,23 @@ class CostEstimate:
         return 1.0 - self.plan_peak_activation_bytes / e if e else 0.0
 
 
-def _peak(units: list[tuple[list[str], list[str]]], sizes: dict[str, int]) -> int:
-    """Peak live bytes when each unit allocates its outputs and frees values after their last use."""
+def _peak(units: list[tuple[list[str], list[str]]], sizes: dict[str, int]) -> tuple[int, tuple[str, ...]]:
+    """Peak live bytes when each unit allocates its outputs and frees values after their last use, and the
+    values (of nonzero size) live at that peak."""
     last = {}
     for i, (reads, _) in enumerate(units):
         for r in reads:
             last[r] = i
-    live, peak = {}, 0
+    live, peak, held = {}, 0, ()
     for i, (reads, writes) in enumerate(units):
         for w in writes:
             live[w] = sizes.get(w, 0)
-        peak = max(peak, sum(live.values()))
+        if sum(live.values()) > peak:
+            peak, held = sum(live.values()), tuple(v for v, b in live.items() if b)
         for r in reads:
             if last.get(r) == i:
                 live.pop(r, None)
-    return peak
+    return peak, held
 
 
 @dataclass(frozen=True)
@@ -129,6 +134,7 @@ class EagerCost:
     launches: int
     peak_activation_bytes: int
     flops: float
+    peak_values: tuple[str, ...] = ()  # the values live at the peak
 
 
 def _op_cost(n: fx.Node) -> tuple[float, float, int]:
@@ -138,8 +144,18 @@ def _op_cost(n: fx.Node) -> tuple[float, float, int]:
     return _time(fl, rate, moved), fl, moved
 
 
+def _held_bytes(node: fx.Node) -> int:
+    """Bytes a value holds in memory: a tensor's, or the sum of a tuple's tensors (batch norm's output and
+    statistics; the tuple accesses after it hold nothing of their own)."""
+    val = node.meta.get("val")
+    if isinstance(val, (tuple, list)):
+        return sum(math.prod(size_hint(s) for s in t.shape) * t.element_size()
+                   for t in val if isinstance(t, torch.Tensor))
+    return nbytes(node)
+
+
 def _sizes(by_name: dict[str, fx.Node]) -> dict[str, int]:
-    return {n: 0 if _is_free(by_name[n]) else nbytes(by_name[n]) for n in by_name}
+    return {n: 0 if _is_free(by_name[n]) else _held_bytes(by_name[n]) for n in by_name}
 
 
 def eager_cost(captured: Captured) -> EagerCost:
@@ -153,13 +169,14 @@ def eager_cost(captured: Captured) -> EagerCost:
             seconds, moved, launches, total_flops = seconds + t, moved + m, launches + 1, total_flops + fl
     units = [([a.name for a in n.all_input_nodes], [n.name]) for n in ops]
     keep = [([o for o in captured.user_outputs if o], [])]  # outputs stay alive to the end
-    return EagerCost(seconds, moved, launches, _peak(units + keep, _sizes(by_name)), total_flops)
+    peak, held = _peak(units + keep, _sizes(by_name))
+    return EagerCost(seconds, moved, launches, peak, total_flops, held)
 
 
 def estimate(eager: EagerCost, captured: Captured, plan: Plan) -> CostEstimate:
     """Cost the plan (over the rewritten graph) and set it next to eager's cost."""
     by_name = {n.name: n for n in captured.graph.nodes}
-    plan_s, plan_moved, plan_launches = 0.0, 0, 0
+    plan_s, plan_moved, plan_launches, torch_s = 0.0, 0, 0, 0.0
     units = []
     for step in plan.steps:
         if isinstance(step, KernelStep):
@@ -175,7 +192,8 @@ def estimate(eager: EagerCost, captured: Captured, plan: Plan) -> CostEstimate:
             units.append(([a.name for a in n.all_input_nodes], [n.name]))
             if not _is_free(n):
                 t, _, m = _op_cost(n)
-                plan_s, plan_moved, plan_launches = plan_s + t, plan_moved + m, plan_launches + 1
+                plan_s, plan_moved, plan_launches, torch_s = plan_s + t, plan_moved + m, plan_launches + 1, torch_s + t
     keep = [([o for o in captured.user_outputs if o], [])]
+    peak, held = _peak(units + keep, _sizes(by_name))
     return CostEstimate(eager.seconds, plan_s, eager.bytes_moved, plan_moved, eager.launches, plan_launches,
-                        eager.peak_activation_bytes, _peak(units + keep, _sizes(by_name)), eager.flops)
+                        eager.peak_activation_bytes, peak, eager.flops, torch_s, eager.peak_values, held)

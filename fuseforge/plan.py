@@ -89,19 +89,15 @@ class Family(Protocol):
         ...
 
     def replaced(self, group: KernelGroup) -> tuple[str, str]:
-        """The report's name of the group's kernel and why it pays, ending where "it reads X once" goes on."""
+        """The report's name of the group's kernel, and what it computes and why that pays (one clause)."""
         ...
 
     def fusion(self, group: KernelGroup, ops: str, count: int, saved: str) -> str | None:
         """The report's line on what the group's fusion saves (None: the pointwise kernels' line)."""
         ...
 
-    def holds(self, group: KernelGroup) -> str:
-        """What the family's kernels hold, for the report's first sentence."""
-        ...
-
     def how(self) -> list[str]:
-        """The report's paragraph on how the family's kernels work."""
+        """The report's sentence on how the family's kernels work (the general description: docs/kernels.md)."""
         ...
 
     def call_shape(self, group: KernelGroup) -> str:
@@ -109,7 +105,7 @@ class Family(Protocol):
         ...
 
     def expected(self) -> list[str]:
-        """Lines the report adds to the cost model's prediction where the plan uses the family."""
+        """Clauses the report adds to the reason for the expected speedup where the plan uses the family."""
         ...
 
     def seconds(self, group: KernelGroup, by_name: dict[str, fx.Node]) -> float | None:

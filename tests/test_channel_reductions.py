@@ -148,7 +148,8 @@ def test_a_channel_reduction_model_gets_one_kernel_and_passes_the_float64_cpu_ch
     assert any(d.startswith("emitted output 0") for d in run.cpu_check.detail)
     assert "channel-reduction kernel" in (tmp_path / "40_model_new.py").read_text()
     report = (tmp_path / "report.md").read_text()
-    assert "Channel-reduction kernels" in report and f"kernels.{group.name}(" in report
+    assert f"→ {_kind(group)} kernel `{group.name}`: " in report and f"kernels.{group.name}(" in report
+    assert "- Channel-reduction and pool kernels: one thread per output position" in report
 
 
 class PoolThenPointwise(nn.Module):

@@ -245,7 +245,8 @@ def test_optimize_no_gpu_checks_the_seed_model_in_float64_and_explains_the_kerne
     model_new = (tmp_path / "40_model_new.py").read_text()
     assert "one GEMM kernel (3xTF32 TN, epilogue fused)" in model_new and "compute_90a" in model_new
     report = (tmp_path / "report.md").read_text()
-    assert "GEMM kernels (family `gemm`)" in report and f"Kernel variant {GEMM_VARIANT}" in report
+    assert "→ GEMM kernel `fused_linear_sigmoid_mul_add`: a linear on the tensor cores in 3xTF32" in report
+    assert f"- GEMM kernels: the 3xTF32 GEMM of `families/gemm/gemm_3xtf32.cu` (variant {GEMM_VARIANT}," in report
 
 
 # ---------------------------------------------------------------------------------------- compile

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 from ..plan import KernelGroup, Runtime
 
-RUN_ON_GPU = ("Run on an H100 in this pipeline: GPU tests on odd sizes against float64 and the problem models "
-              "(`bench/NOTES.md`).")  # the end of each family's paragraph in the report
-
 
 class FamilyBase:
     notes_stand = False

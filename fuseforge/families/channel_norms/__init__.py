@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ...plan import KernelGroup, Runtime
 from ...words import with_article
-from ..base import RUN_ON_GPU, FamilyBase
+from ..base import FamilyBase
 from . import table
 from .group import channel_op_reason, form_channel_groups
 from .kernel import channel_kernel_source
@@ -76,45 +76,18 @@ class ChannelNorms(FamilyBase):
 
     def replaced(self, group: KernelGroup) -> tuple[str, str]:
         return "channel kernels", (
-            f"{with_article(group.spec.norm.describe)} with the pointwise ops around it is memory-bound; two kernels "
-            "(statistics, then finalise + running statistics + normalise + epilogue) read the full-shape inputs "
-            "twice, instead of eager's statistics, normalise and one pass per pointwise op; they read ")
+            f"{with_article(group.spec.norm.describe)} is memory-bound: two launches (statistics, then running "
+            "statistics + normalise + the fused ops) instead of eager's norm kernels and a pass per pointwise op")
 
     def fusion(self, group: KernelGroup, ops: str, count: int, saved: str) -> str | None:
-        return (f"- `{group.name}` fuses {count} ops ({ops}) into two launches (statistics, then "
-                f"normalise + epilogue) instead of eager's norm kernels and one launch per pointwise op: "
-                f"about {saved} less traffic per call (the normalised value and other "
-                "intermediates stay in registers); the full-shape inputs are read twice.")
-
-    def holds(self, group: KernelGroup) -> str:
-        return "batch and group norms with their pointwise neighbours"
+        return (f"- `{group.name}` ({count} ops): two launches instead of eager's norm kernels and one launch per "
+                f"pointwise op, and about {saved} less traffic per call: the normalised value and other "
+                "intermediates stay in registers; the full-shape inputs are read twice.")
 
     def how(self) -> list[str]:
-        return [
-            f"Channel kernels (train-mode batch norm, family `{self.name}`, with its pointwise prologue "
-            "and epilogue) are a pair of launches around a generated `Op` struct that spells the prologue (the "
-            "value normalised), the per-channel results and the normalise + epilogue step "
-            "(`families/channel_norms/channel.cu`). Launch 1 splits each channel into parts (about 1024 blocks in all) "
-            "and writes Welford statistics (count, mean, M2) per (channel, part) to a small workspace: per "
-            "value, or per four values on the 16-byte path, merged across threads with Chan's formula by warp "
-            "shuffles and shared memory; no atomics, so results are the same on every run. Launch 2 merges "
-            "each channel's partials in a fixed order, takes mean and 1/sqrt(biased variance + eps), writes the "
-            "new running mean and variance (momentum · batch value + (1 − momentum) · old, with the unbiased "
-            "variance, as PyTorch) and any other per-channel result once per channel, and writes the outputs. "
-            "Layout NCHW: channel c of element i is (i / HW) % C; planes of HW values use one 256-thread block "
-            "per (channel, part) with float4 loads and stores when HW % 4 == 0 and every full-shape pointer is "
-            "aligned, scalar otherwise; [N, C] inputs (BatchNorm1d) use 32 channels × 8 rows per block. The new "
-            "running statistics are returned and copied into the buffers by `ModelNew.forward`; the "
-            "num_batches_tracked increment stays a torch call. Group norm runs on the same kernels with one "
-            "unit of statistics per (sample, group of C / G channels), contiguous in memory, and no running "
-            "statistics. A channels-last input (the output of a convolution that `layout.py` ran channels-last, "
-            "when it is the group's one full-shape input) takes three launches instead "
-            "(`families/channel_norms/channel_nhwc.cu`): statistics per (sample, part of the positions, channel) with "
-            "each warp reading 32 consecutive channels of a position, one warp per unit merging them in a fixed "
-            "order, and normalise + epilogue over tiles of 32 channels × 64 positions whose outputs pass through "
-            "shared memory so they are written NCHW, coalesced. " + RUN_ON_GPU,
-            "",
-        ]
+        return ["Channel kernels: launch 1 writes Welford partial statistics per (channel or group, part); launch 2 "
+                "merges them in a fixed order (the same result every run), updates the running statistics, "
+                "normalises and applies the fused ops."]
 
     def call_shape(self, group: KernelGroup) -> str:
         c = group.spec

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ...plan import KernelGroup, Runtime
 from ...words import with_article
-from ..base import RUN_ON_GPU, FamilyBase
+from ..base import FamilyBase
 from . import pools, table
 from .group import channel_reduction_reason, form_channel_reduction_groups, pool_reason
 from .kernel import channel_reduce_kernel_source
@@ -104,41 +104,16 @@ class ChannelReductions(FamilyBase):
 
     def replaced(self, group: KernelGroup) -> tuple[str, str]:
         return f"{_what(group)} kernel", (
-            f"{with_article(group.spec.describe)} with the pointwise ops around it is memory-bound; one kernel "
-            "computes each pooled value from its window and/or reduces each (sample, position) over its "
-            "channels in registers, then runs the epilogue, so it reads ")
+            f"{with_article(group.spec.describe)} is memory-bound: one launch pools each window and/or reduces each "
+            "position's channels in registers, with the fused ops")
 
     def fusion(self, group: KernelGroup, ops: str, count: int, saved: str) -> str | None:
-        return (f"- `{group.name}` fuses {count} ops ({ops}) into one launch instead of "
-                f"{count}: about {saved} less traffic per call (the prologue's values, the "
-                "reduced value and the epilogue's intermediates stay in registers).")
-
-    def holds(self, group: KernelGroup) -> str:
-        return ("reductions over the channel axis with their pointwise neighbours" if group.spec.reduction else
-                "pools with the pointwise ops after them")
+        return (f"- `{group.name}` ({count} ops): one launch instead of {count}, and about {saved} less traffic per "
+                "call: the prologue's values, the reduced value and the epilogue's intermediates stay in registers.")
 
     def how(self) -> list[str]:
-        return [
-            "Channel-reduction kernels (amin, amax, sum, mean over axis 1 of [N, C, *spatial], "
-            f"family `{self.name}`, with their pointwise prologue and epilogue) are one launch around a generated "
-            "`Op` struct that spells the prologue (the value reduced, per element), the reduction (start value "
-            "and combine) and the epilogue (per output position) (`families/channel_reductions/reduce.cu`). One "
-            "thread per output position (n, s) walks the C channels, strided by the spatial size S, and "
-            "combines them in registers in channel order (min/max propagate NaN like torch; sums in fp32): no "
-            "atomics, the same result on every run. A 256-thread block covers consecutive "
-            "positions of one sample, so each warp's loads are contiguous; four positions per thread with "
-            "16-byte loads and stores when S % 4 == 0 and every pointer is aligned, one otherwise; each thread "
-            "loads 4 channels before it combines them, to keep several loads in flight. The input is read once and only the "
-            "reduced outputs are written. A max or average pool before the reduction (kernel, stride, padding, "
-            "dilation, ceil_mode as captured; PyTorch's divisor rule) is computed per channel from its window "
-            "in registers, so the pooled tensor is never written; a pool with only pointwise ops after it is a "
-            "pool kernel, one thread per pooled element. A channels-last input (the output of a convolution "
-            "that `layout.py` ran channels-last) is read as it is: where it is the one full input, each warp "
-            "reads 32 channels of a position at a time (128 contiguous bytes) into shared memory and each thread "
-            "then combines its position's channels in the same order; a pool reads a channels-last input with "
-            "its values C apart. " + RUN_ON_GPU,
-            "",
-        ]
+        return ["Channel-reduction and pool kernels: one thread per output position combines its channels or its "
+                "pool window in registers, in a fixed order; the pooled or reduced intermediate is never written."]
 
     def call_shape(self, group: KernelGroup) -> str:
         spec = group.spec

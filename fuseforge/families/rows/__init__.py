@@ -15,7 +15,7 @@ import math
 from ...plan import KernelGroup, Runtime
 from ...pointwise import op_key
 from ...words import with_article
-from ..base import RUN_ON_GPU, FamilyBase
+from ..base import FamilyBase
 from . import table
 from .group import broadcasts, form_row_groups, per_row_shapes
 from .kernel import row_kernel_source
@@ -97,28 +97,13 @@ class Rows(FamilyBase):
 
     def replaced(self, group: KernelGroup) -> tuple[str, str]:
         red = group.spec.reduction
-        return "row kernel", (f"{with_article(red.op)} {red.over} with the pointwise ops around it is memory-bound, "
-                              "so the win is to read ")
-
-    def holds(self, group: KernelGroup) -> str:
-        return "reductions and normalisations over the trailing axes with their pointwise neighbours"
+        return "row kernel", (f"{with_article(red.op)} {red.over} is memory-bound: one launch reads each row once and "
+                              "computes its statistics and the fused ops in registers")
 
     def how(self) -> list[str]:
-        return [
-            "Row kernels (reductions and normalisations over the last axis or the last k axes together, a row "
-            "being their values flattened, or softmax/logsumexp over the channel axis, a row per position, "
-            "one thread each, its values S apart; with their prologue and "
-            "epilogue; design and numerics from `dev/kernels/rowwise.cu`) have a different structure: a "
-            "generated `Op` struct spells the prologue (the value reduced), the per-row values and the "
-            "epilogue; fixed templates run one warp per row (rows up to 1024 values, 8 rows per 256-thread "
-            "block), one 512-thread block per row (up to 16384), or two passes over longer rows, with each "
-            "element's inputs cached in registers between the reduction and the epilogue, 16-byte loads and "
-            "stores when the row length is a multiple of 4 and every full-shape pointer is aligned. "
-            "Statistics: online max and sum of exponentials (softmax, log_softmax, logsumexp), Welford with "
-            "Chan's merge (layer_norm), fp32 sums (sum, mean), merged by warp shuffles and shared memory; "
-            "precise expf/logf/sqrtf. " + RUN_ON_GPU,
-            "",
-        ]
+        return ["Row kernels: a warp per row up to 1024 values, a block per row up to 16384, two passes beyond; "
+                "online max and sum of exponentials, Welford or fp32 sums merged by warp shuffles; the inputs stay "
+                "in registers for the fused ops."]
 
     def call_shape(self, group: KernelGroup) -> str:
         red = group.spec.reduction
