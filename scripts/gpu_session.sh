@@ -83,9 +83,10 @@ from fuseforge.suite.build import build_extension; build_extension(pathlib.Path(
         done
     done
     echo "$(ls /tmp/own | wc -l) ModelNew files"
-    # verdicts only: no torch.compile baseline, 10 timed calls; three checks in flight, their GPU work one at a time
+    # verdicts only: no torch.compile baseline, 10 timed calls; two checks in flight (their GPU work one at a time): a
+    # check of a model with 0.5 GB outputs writes ~13 GB of reference outputs, and three filled the 64 GB disk
     timeout -s TERM "$2" $PY -m fuseforge suite ../shared/problems --candidates /tmp/own --db "$DB" --run-timeout 600 \
-        --run-slots 3 --run-command "{python} -m fuseforge check {model} {candidate} --json {out}/check.json \
+        --run-slots 2 --run-command "{python} -m fuseforge check {model} {candidate} --json {out}/check.json \
 --workdir {out}/check_work --device {device} --no-compile --trials 10 --warmup 2" > "$OUT/suite_own.log" 2>&1
     echo "suite exit $?"; tail -5 "$OUT/suite_own.log"
     ;;

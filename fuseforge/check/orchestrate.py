@@ -189,6 +189,15 @@ def _check(record, model, candidate, settings, reference_cache, gate) -> None:
     finally:
         if settings.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            _drop_tensors(workdir)
+
+
+def _drop_tensors(workdir: Path) -> None:
+    """A kept workdir keeps the workers' records and logs, not their tensors: the outputs of every case were
+    read into the verdict, and a suite of checks would fill a disk with them (gigabytes per model)."""
+    for path in workdir.rglob("*.pt"):
+        path.unlink(missing_ok=True)
 
 
 def _picker(data: bytes, picks: dict, name: str):
