@@ -479,3 +479,22 @@ def test_a_thread_a_library_starts_for_torch_is_not_the_candidates_but_one_it_st
         assert watch.new_threads() == ["lib-monitor"]
     finally:
         threading.setprofile(None)
+
+
+def _failed_build(stderr: str):
+    from types import SimpleNamespace
+
+    from fuseforge.check.runner import Outcome
+
+    outcome = Outcome("candidate", "finished", "build", 0, None, 3.0, None,
+                      {"build": {"ok": False, "error": "RuntimeError: the CUDA extension did not compile"}},
+                      stderr=stderr, error_lines=error_lines("", stderr))
+    settings = SimpleNamespace(tolerance_factor=2.0, build_timeout_s=60.0, run_timeout_s=60.0)
+    return judge.judge({}, SimpleNamespace(findings=[]), None, outcome, None, settings)
+
+
+def test_a_build_that_fails_for_a_full_disk_is_the_graders_error_and_a_compile_error_is_build_failed():
+    full = _failed_build("main.cpp:196:1: fatal error: error writing to /tmp/cc1.s: No space left on device\n")
+    assert full["verdict"] == "error" and "disk space" in full["reason"] and full["check"] == "build"
+    broken = _failed_build("main.cu(12): error: identifier \"x\" is undefined\n")
+    assert broken["verdict"] == "build_failed" and "identifier" in broken["reason"]

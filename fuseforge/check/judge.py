@@ -1,7 +1,8 @@
 """The verdict, from the static report, the reference's data and how the candidate's worker ended.
 
 Order (the first that applies decides; see the package docstring for the record's fields):
-1. build_failed: the import/build/construction failed, crashed or ran past the build limit;
+1. build_failed: the import/build/construction failed, crashed or ran past the build limit (but "error",
+   no verdict, where the build failed because the grader's machine ran out of disk space);
 2. interface_mismatch: no ModelNew, signatures that cannot take the model's arguments, a state_dict
    that does not load, or outputs of another count, structure, shape or dtype (file-shaped cases);
 3. cheat:<kind>: the highest-precedence decisive finding (kinds.KINDS order);
@@ -25,10 +26,11 @@ import torch
 
 from fuseforge.check import evidence
 from fuseforge.check.gpu import roofline_floor_ms
-from fuseforge.check.kinds import CHECKS, Finding, first_cheat, verdict_of
+from fuseforge.check.kinds import CHECKS, ERROR, Finding, first_cheat, verdict_of
 from fuseforge.check.timing import stats
 from fuseforge.evaluate.numerics import compare
 
+DISK_FULL = "No space left on device"  # strerror(ENOSPC): the machine failed the build, not the candidate
 FAR_OFF = 1e-3  # relative error beyond any rounding: a failure this large is not a precision problem
 ZERO_FLUSH = 0.01  # tiny inputs: more than this fraction of zeros where the truth is not zero
 
@@ -202,6 +204,9 @@ def judge(record: dict, static, ref, outcome, cand_dir: Path, settings, feed_ano
         else:
             why = build.get("error") or facts.get("fatal") or "the build stopped without a reason"
         first = f"; first error: {lines[0]}" if lines else ""
+        if any(DISK_FULL in text for text in (why, *lines, outcome.stderr)):
+            return _finish(record, ERROR, "the grader's machine ran out of disk space during the build (no verdict "
+                                          f"on the candidate): {why.splitlines()[0][:300]}{first[:200]}", "build")
         return _finish(record, "build_failed", why.splitlines()[0][:400] + first[:300], "build")
     if facts.get("interface"):
         return _finish(record, "interface_mismatch", facts["interface"], "interface")
