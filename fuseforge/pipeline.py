@@ -22,7 +22,7 @@ from .capture import capture, format_captured
 from .codegen import KernelCodegenError, generate
 from .config import OptimizeConfig
 from .cost import eager_cost, estimate
-from .cpu_check import (
+from .evaluate.cpu_check import (
     CpuCheck,
     available_bytes,
     check_emitted_on_cpu,

@@ -9,7 +9,7 @@ from .capture import Captured
 from .codegen import Extension
 from .config import OptimizeConfig
 from .cost import CostEstimate, EagerCost
-from .cpu_check import CpuCheck
+from .evaluate.cpu_check import CpuCheck
 from .load import LoadedModel
 from .plan import Plan
 from .rewrite import RewriteLog

@@ -19,7 +19,7 @@ from torch import nn
 
 from fuseforge.codegen import generate
 from fuseforge.config import OptimizeConfig
-from fuseforge.cpu_check import _run_node, run_kernel_reference
+from fuseforge.evaluate.cpu_check import _run_node, run_kernel_reference
 from fuseforge.families import named
 from fuseforge.families.channel_norms import table as channel_table
 from fuseforge.partition import format_plan, partition

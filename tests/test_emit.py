@@ -69,7 +69,7 @@ def test_the_emitted_forward_matches_the_model_on_the_cpu_with_reference_kernels
 
 
 def test_an_emitted_forward_that_forgets_a_buffer_update_fails_the_cpu_check(tmp_path):
-    from fuseforge.cpu_check import check_emitted_on_cpu, float64_reference
+    from fuseforge.evaluate.cpu_check import check_emitted_on_cpu, float64_reference
 
     run = _cpu_run(tmp_path)
     path = run.config.out_dir / "40_model_new.py"

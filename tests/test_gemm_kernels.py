@@ -18,7 +18,7 @@ from test_partition import _captured
 from torch import nn
 
 from fuseforge.codegen import generate
-from fuseforge.cpu_check import _run_node, run_kernel_reference
+from fuseforge.evaluate.cpu_check import _run_node, run_kernel_reference
 from fuseforge.families import named
 from fuseforge.families.gemm.group import gemm_op_reason
 from fuseforge.families.gemm.runtime import GEMM_VARIANT

@@ -133,7 +133,7 @@ def get_init_inputs():
 
 
 def test_an_output_that_is_zero_by_cancellation_is_judged_against_the_scale_of_its_operands(tmp_path):
-    from fuseforge.cpu_check import _rel
+    from fuseforge.evaluate.cpu_check import _rel
 
     run = _run(tmp_path, CANCELLATION)
     assert run.cpu_check.passed and not run.ladder, run.cpu_check.detail  # the row kernel was kept

@@ -8,7 +8,7 @@ import torch
 from conftest import ALL_MODELS
 
 from fuseforge.capture import capture
-from fuseforge.cpu_check import check_on_cpu, float64_reference
+from fuseforge.evaluate.cpu_check import check_on_cpu, float64_reference
 from fuseforge.load import LoadedModel, import_model_file
 from fuseforge.partition import partition
 from fuseforge.rewrite import rewrite

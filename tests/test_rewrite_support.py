@@ -11,7 +11,7 @@ import torch
 from torch import fx, nn
 
 from fuseforge.capture import Captured, capture
-from fuseforge.cpu_check import run_plan
+from fuseforge.evaluate.cpu_check import run_plan
 from fuseforge.load import LoadedModel
 from fuseforge.partition import partition
 from fuseforge.rewrite import RULES, RewriteContext, declined_by, rewrite

@@ -15,7 +15,7 @@ from torch import nn
 
 from fuseforge.codegen import generate
 from fuseforge.config import OptimizeConfig
-from fuseforge.cpu_check import _run_node, run_kernel_reference
+from fuseforge.evaluate.cpu_check import _run_node, run_kernel_reference
 from fuseforge.families import named
 from fuseforge.families.rows import table as row_table
 from fuseforge.partition import partition

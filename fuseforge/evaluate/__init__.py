@@ -5,6 +5,7 @@
         [--baselines FILE]
 
 Modules:
+    cpu_check  the verify stage's CPU half: the plan in float64 on the CPU against the model, no GPU needed
     numerics   the correctness rule for one tensor (pure; unit-tested)
     scales     the scale of the values each output was computed from, tracked in the float64 reference run
     harness    load both files, build weight-identical pairs, draw inputs, run forwards, typed failures

@@ -21,10 +21,10 @@ import torch
 from torch import fx
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .capture import Captured
-from .load import LoadedModel
-from .partition import partition
-from .plan import KernelGroup, KernelStep, Plan
+from ..capture import Captured
+from ..load import LoadedModel
+from ..partition import partition
+from ..plan import KernelGroup, KernelStep, Plan
 
 
 @dataclass
@@ -352,7 +352,7 @@ def check_emitted_on_cpu(loaded: LoadedModel, captured: Captured, plan: Plan, mo
     This checks the Python that emit wrote (step order, freed values, in-place BatchNorm, buffer
     updates, returned outputs) against the original model, without a GPU.
     """
-    from .load import import_model_file
+    from ..load import import_model_file
 
     emitted = import_model_file(module_path)
     by_name = {n.name: n for n in captured.graph.nodes} if captured is not None else {}
