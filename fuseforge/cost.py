@@ -45,12 +45,21 @@ def _is_free(node: fx.Node) -> bool:
     return node.target is operator.getitem or str(node.target) in VIEW_OPS
 
 
+MATRIX_PRODUCTS = frozenset({"aten.linear.default", "aten.matmul.default", "aten.mm.default", "aten.bmm.default",
+                             "aten.addmm.default"})
+
+
+def is_product(node: fx.Node) -> bool:
+    """A matrix product or a convolution: the ops that run on tensor cores at their best."""
+    key = str(node.target)
+    return node.op == "call_function" and (key in MATRIX_PRODUCTS or key.startswith("aten.conv"))
+
+
 def flops(node: fx.Node) -> tuple[float, float]:
     """(FLOPs, rate) of one op: GEMMs and convolutions by their formulas, anything else 1 per output."""
     key = str(node.target)
     ins = [a for a in node.all_input_nodes if isinstance(a.meta.get("val"), torch.Tensor)]
-    if key in ("aten.linear.default", "aten.matmul.default", "aten.mm.default", "aten.bmm.default",
-               "aten.addmm.default") and len(ins) >= 2:
+    if key in MATRIX_PRODUCTS and len(ins) >= 2:
         a = ins[1] if key == "aten.addmm.default" else ins[0]
         k = size_hint(a.meta["val"].shape[-1])
         return 2.0 * numel(node) * k, SGEMM_FLOPS

@@ -40,3 +40,22 @@ def test_the_suite_floor_prices_a_convolution_at_the_tensor_cores_peak():
     captured = SimpleNamespace(graph=program.graph, user_outputs=[node.name], buffer_mutations={})
     floor = roofline(captured)
     assert floor["compute_ms"] == pytest.approx(flops(node)[0] / TF32_FLOPS * 1e3)
+
+
+def test_the_suite_floor_prices_a_linear_layer_at_the_tensor_cores_peak_and_a_pointwise_op_at_its_own_rate():
+    from types import SimpleNamespace
+
+    from fuseforge.cost import is_product
+    from fuseforge.rates import TF32_FLOPS
+    from fuseforge.suite.build import roofline
+
+    model, x = nn.Sequential(nn.Linear(256, 512, bias=False), nn.ReLU()), torch.randn(128, 256)
+    program = torch.export.export(model, (x,)).run_decompositions({})
+    calls = [n for n in program.graph.nodes if n.op == "call_function"]
+    products = [n for n in calls if is_product(n)]
+    assert [str(n.target) for n in products] in (["aten.mm.default"], ["aten.linear.default"])
+    assert any(str(n.target) == "aten.relu.default" and not is_product(n) for n in calls)
+    captured = SimpleNamespace(graph=program.graph, user_outputs=[calls[-1].name], buffer_mutations={})
+    expected = sum(flops(n)[0] / (TF32_FLOPS if is_product(n) else flops(n)[1])
+                   for n in calls if str(n.target) not in ("aten.t.default", "aten.permute.default"))
+    assert roofline(captured)["compute_ms"] == pytest.approx(expected * 1e3)

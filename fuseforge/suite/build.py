@@ -42,8 +42,7 @@ ROOFLINE_FILE = "suite_roofline.json"
 
 def roofline(captured) -> dict:
     """The roofline floor of a captured graph (see the module docstring)."""
-    from fuseforge.cost import VIEW_OPS, flops, nbytes
-    from fuseforge.families.gemm.group import is_gemm_op
+    from fuseforge.cost import VIEW_OPS, flops, is_product, nbytes
     from fuseforge.rates import BANDWIDTH, CONV_FLOPS, SGEMM_FLOPS, TF32_FLOPS
 
     graph = captured.graph
@@ -53,7 +52,7 @@ def roofline(captured) -> dict:
             continue
         fl, rate = flops(node)
         # a floor takes the tensor cores' peak for products and convolutions (cuDNN runs those on TF32)
-        rate = TF32_FLOPS if is_gemm_op(node) or str(node.target).startswith("aten.conv") else rate
+        rate = TF32_FLOPS if is_product(node) else rate
         total, compute_s = total + fl, compute_s + fl / rate
     by_name = {n.name: n for n in graph.nodes}
     written = {o for o in captured.user_outputs if o} | set(captured.buffer_mutations.values())
