@@ -22,6 +22,7 @@ from .capture import capture, format_captured
 from .codegen import KernelCodegenError, generate
 from .config import OptimizeConfig
 from .cost import eager_cost, estimate
+from .emit import EmitContext, emit, emit_model_forward
 from .evaluate.cpu_check import (
     CpuCheck,
     available_bytes,
@@ -30,7 +31,6 @@ from .evaluate.cpu_check import (
     float64_check_bytes,
     float64_reference,
 )
-from .emit import EmitContext, emit, emit_model_forward
 from .families import switched_on
 from .ladder import Failure, describe, next_rung
 from .layout import channels_last_convs

@@ -92,7 +92,24 @@ def _timing(run: Run) -> list[str]:
     versus = [f"{_x(s.get(k))} vs {label}" for k, label in (("vs_eager", "eager"), ("vs_compile", "torch.compile"),
                                                            ("vs_compile_max_autotune", "max-autotune"))
               if isinstance(s.get(k), (int, float))]
-    return lines + ["", f"Medians of {st.get('trials')} calls, L2 flushed. Speedup {', '.join(versus) or '—'}."]
+    eager_error = (run.verify.get("worst") or {}).get("ref_rel_err")
+    return lines + ["", f"Medians of {st.get('trials')} calls, L2 flushed. Speedup {', '.join(versus) or '—'}.",
+                    *compile_precision(variants, eager_error)]
+
+
+def compile_precision(variants: dict, eager_error) -> list[str]:
+    """A line for each torch.compile variant whose outputs are farther from eager's than 10x eager's own
+    error vs float64 (bench.py's deviation; not where eager itself differs between two calls)."""
+    lines = []
+    for name in ("compile", "compile_max_autotune"):
+        v = variants.get(name) or {}
+        dev, repeat = v.get("deviation_from_eager"), v.get("eager_repeat_deviation") or 0.0
+        if isinstance(dev, float) and isinstance(eager_error, float) and dev > 10 * eager_error and repeat < dev / 10:
+            lines.append(f"{name} is less precise than eager here: its outputs differ from eager's by {dev:.1e} of "
+                         f"their RMS, where eager's own error vs float64 is {eager_error:.1e} (a lower precision "
+                         "class, e.g. a convolution it made channels-last running TF32); its time is not for "
+                         "eager's accuracy.")
+    return lines
 
 
 def measured_section(run: Run) -> list[str]:

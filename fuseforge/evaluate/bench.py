@@ -9,6 +9,12 @@ inputs):
   "compile_max_autotune" (the same with mode="max-autotune"; only with max_autotune=True, which adds
   minutes of autotuning per model), "candidate" (ModelNew).
 - warm-up: `warmup` calls of each (at least one, so compilation and lazy builds are not timed).
+- deviation (compile variants, after the warm-up): the variant and Model in fp32 run once each on the same
+  inputs from the same generator state; `deviation_from_eager` = max over floating outputs of
+  RMS(variant - eager) / RMS(eager), and `eager_repeat_deviation` the same for a second eager call (0 for a
+  deterministic model; large for random ops, where the deviation says nothing). Set it beside eager's error
+  vs float64 (verify): torch.compile may run a convolution channels-last, where cuDNN can pick a TF32
+  algorithm for a shape that eager's NCHW runs in fp32.
 - `trials` rounds; round r runs the variants in the order rotated by r. Before each timed call the L2 is
   flushed by zeroing a 256 MiB buffer; the call is timed with CUDA events recorded around it, then a
   device synchronize. On the CPU (used by tests) there is no flush and time.perf_counter times the call.
@@ -27,7 +33,8 @@ inputs):
     model, candidate, device, environment (torch, python, cuda, gpu, capability, precision flags)
     settings     {trials, warmup, l2_flush_bytes, seed, distribution, timer: "cuda_events"|"perf_counter"}
     variants     {eager|compile|compile_max_autotune|candidate: {status: "ok"|"skipped"|"error", reason, median_ms, p10_ms,
-                  p90_ms, min_ms, mean_ms, trials, peak_bytes, peak_abs_bytes[, cached: true, cached_from]}}
+                  p90_ms, min_ms, mean_ms, trials, peak_bytes, peak_abs_bytes[, cached: true, cached_from]
+                  [, deviation_from_eager, eager_repeat_deviation (compile variants timed here)]}}
     baselines    {key: {model_hash, gpu, torch, settings}, file (the cache file or null), cached: [variants
                   taken from it], stored: [variants added to it]}
     speedup      {vs_eager: median(eager)/median(candidate), vs_compile: median(compile)/median(candidate)
@@ -40,6 +47,7 @@ inputs):
 from __future__ import annotations
 
 import copy
+import math
 import sys
 import time
 import traceback
@@ -49,8 +57,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fuseforge.evaluate import baselines, harness, lease
+from fuseforge.evaluate import baselines, harness, lease, numerics
 from fuseforge.evaluate.harness import CandidateFailed, EvalError, Programs, ReferenceFailed
+from fuseforge.evaluate.random_draws import FORWARD_SEED
 
 SCHEMA = "fuseforge.bench/1"
 L2_FLUSH_BYTES = 256 * 2**20
@@ -96,8 +105,9 @@ class _Timer:
         return start.elapsed_time(end)
 
 
-def _variants(progs: Programs, settings: BenchSettings, cached: dict) -> tuple[dict, dict]:
-    """The callables to time, and a status record for every variant (skipped and cached ones included)."""
+def _variants(progs: Programs, settings: BenchSettings, cached: dict) -> tuple[dict, dict, object]:
+    """The callables to time, a status record for every variant (skipped and cached ones included), and a
+    call of Model in fp32 on the same inputs (for the deviations)."""
     dev = settings.device
     ref, cand = harness.build_pair(progs, 0, dev)
     inputs = harness.draw_inputs(progs, 0, "file", device=dev)
@@ -122,7 +132,46 @@ def _variants(progs: Programs, settings: BenchSettings, cached: dict) -> tuple[d
     for name, model in models.items():
         args = harness.to_device(inputs, dev)
         calls[name] = lambda model=model, args=args: model(*args)
-    return calls, records
+    reference, args = ref.to(dev), harness.to_device(inputs, dev)
+    return calls, records, lambda: reference(*args)
+
+
+def _tensors(out) -> list[torch.Tensor]:
+    items = out if isinstance(out, (list, tuple)) else [out]
+    return [t for t in items if isinstance(t, torch.Tensor) and t.is_floating_point()]
+
+
+def _distance(a: list[torch.Tensor], b: list[torch.Tensor]) -> float | None:
+    """max over outputs of RMS(a - b) / RMS(b); None where the outputs do not pair up or b is all zeros."""
+    if len(a) != len(b) or any(x.shape != y.shape for x, y in zip(a, b)):
+        return None
+    worst = 0.0
+    for x, y in zip(a, b):
+        scale = numerics.rms(y)
+        if scale == 0 or not math.isfinite(scale):
+            return None
+        worst = max(worst, numerics.rms(x.double() - y.double()) / scale)
+    return worst
+
+
+def _deviations(calls: dict, records: dict, eager) -> None:
+    """How far each compiled variant's outputs are from eager's on the same inputs and seed (module
+    docstring): a deviation far above eager's own error vs float64 (verify) means torch.compile ran the
+    model in another precision class (e.g. a convolution it made channels-last, where cuDNN picks TF32)."""
+    def run(fn) -> list[torch.Tensor]:
+        torch.manual_seed(FORWARD_SEED)
+        return _tensors(fn())
+
+    try:
+        first = run(eager)
+        repeat = _distance(run(eager), first)
+    except Exception as exc:  # eager itself is benched (and its failures raised) by the timed rounds
+        print(f"bench: no deviation measured: eager raised {harness.one_line(exc)}", file=sys.stderr)
+        return
+    for name in COMPILE_MODES:
+        if name in calls:
+            records[name]["deviation_from_eager"] = _distance(run(calls[name]), first)
+            records[name]["eager_repeat_deviation"] = repeat
 
 
 def _warm_up(calls: dict, records: dict, settings: BenchSettings) -> None:
@@ -216,9 +265,10 @@ def run_bench(progs: Programs, settings: BenchSettings, environment: dict | None
         last = now
 
     with torch.no_grad():
-        calls, records = _variants(progs, settings, cached)
+        calls, records, eager = _variants(progs, settings, cached)
         lap("build")
         _warm_up(calls, records, settings)
+        _deviations(calls, records, eager)
         lap("warmup")
         with lease.pinned(lease.timing_cpus()):
             samples = _time_rounds(calls, timer, settings.trials)
