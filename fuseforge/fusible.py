@@ -6,6 +6,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 
+import torch
 from torch import fx
 
 from . import pointwise
@@ -17,6 +18,12 @@ from .traced import tensor_meta
 def unwrap_getitem(node: fx.Node) -> fx.Node:
     """The op that produced a tuple element, for messages."""
     return node.args[0] if node.target is operator.getitem else node
+
+
+def _may_be_computed_in_the_kernel(node: fx.Node) -> bool:
+    """A pointwise op's value (a mask like `x > 0`) can stay in registers; a graph input, a buffer or any other
+    op's value is read from memory, which a kernel's binding takes in float32 only."""
+    return node.op == "call_function" and pointwise.is_pointwise(node)
 
 
 def fusible_reason(node: fx.Node, families: Sequence[Family] = ()) -> str | None:
@@ -37,6 +44,8 @@ def fusible_reason(node: fx.Node, families: Sequence[Family] = ()) -> str | None
         arg_meta = tensor_meta(arg)
         if arg_meta is None or arg_meta.dtype not in KERNEL_DTYPES:
             return f"input {arg.name} of {node.name} has dtype {getattr(arg_meta, 'dtype', None)}"
+        if arg_meta.dtype != torch.float32 and not _may_be_computed_in_the_kernel(arg):
+            return f"input {arg.name} of {node.name} is a {arg_meta.dtype} tensor in memory; kernels read float32"
     try:
         pointwise.spell(node, lambda n: n.name)
     except NotSpellable as exc:

@@ -287,3 +287,30 @@ def test_the_report_says_at_which_precision_each_convolution_runs_and_why(tmp_pa
         expected = "cuDNN picks its algorithm for this layout" if name in chosen else \
             "same cuDNN algorithm and precision class as eager"
         assert expected in line, line
+
+
+MASKS = '''
+class Model(nn.Module):
+    def forward(self, x, mask):
+        y = torch.where(x > 0.5, x * 2.0, x)  # a mask computed from x: it stays in the kernel's registers
+        return torch.where(mask, torch.tanh(y), torch.zeros_like(y))  # a bool input read from memory
+
+
+def get_inputs():
+    return [torch.rand(4, 8, 16), torch.rand(4, 8, 16) > 0.5]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_bool_input_read_from_memory_is_left_to_torch_while_a_mask_computed_in_the_kernel_is_fused(tmp_path):
+    run = _run(tmp_path, MASKS)
+    assert run.cpu_check.passed, run.cpu_check.detail
+    kernel_inputs = {name for g in run.plan.groups for name in g.inputs}
+    by_name = {n.name: n for n in run.captured.graph.nodes}
+    assert all(by_name[i].meta["val"].dtype == torch.float32 for i in kernel_inputs if i in by_name)
+    fused = {op for g in run.plan.groups for op in g.nodes}
+    assert "gt" in fused and "where" in fused  # x > 0.5 and the first where: one kernel
+    assert any("is a torch.bool tensor in memory" in w.reason for w in run.plan.not_fused)
