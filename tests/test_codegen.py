@@ -59,3 +59,23 @@ def test_the_kernel_unit_compiles_as_cpp17_and_cpp20(extension, tmp_path, std):
                              "-Werror", "all-warnings", "-o", str(tmp_path / "k.cubin"), str(source)],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+class Masked(nn.Module):
+    def forward(self, x, mask):
+        return torch.where(mask, torch.tanh(x), x * 0.5)
+
+
+def test_a_plan_that_hands_a_kernel_a_bool_tensor_is_refused_by_codegen_on_the_cpu():
+    from dataclasses import replace
+
+    from fuseforge.codegen import KernelCodegenError
+
+    captured = _captured(Masked(), torch.randn(4, 8), torch.rand(4, 8) > 0.5)
+    plan = partition(captured.graph)
+    assert all("mask" not in g.inputs for g in plan.groups)  # the planner keeps the where a torch call
+    group = plan.groups[0]
+    bad = replace(plan, groups=[replace(group, inputs=(*group.inputs, "mask"))])
+    steps = [replace(s, group=bad.groups[0]) if getattr(s, "group", None) is group else s for s in plan.steps]
+    with pytest.raises(KernelCodegenError, match="input mask is a torch.bool tensor; kernels read float32"):
+        generate(replace(bad, steps=steps), captured.graph, "masked.py")

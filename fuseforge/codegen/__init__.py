@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+import torch
 from torch import fx
 
 from ..plan import KernelGroup, Plan
@@ -53,9 +54,19 @@ class KernelCodegenError(Exception):
 
 def _source_of(group: KernelGroup, by_name) -> KernelSource:
     try:
+        _reads_float32(group, by_name)
         return _source(group, by_name)
     except Exception as exc:
         raise KernelCodegenError(group, exc) from exc
+
+
+def _reads_float32(group: KernelGroup, by_name) -> None:
+    """Every binding takes its tensors in float32 (cuda/binding.h and the families'): a plan that hands a kernel
+    another dtype is refused here, on the CPU, not by the binding on the GPU."""
+    for name in group.inputs:
+        val = by_name[name].meta.get("val") if name in by_name else None
+        if isinstance(val, torch.Tensor) and val.dtype != torch.float32:
+            raise TypeError(f"input {name} is a {val.dtype} tensor; kernels read float32")
 
 
 def generate(plan: Plan, graph: fx.Graph, model_name: str) -> Extension:
