@@ -4,6 +4,7 @@ uses (`Family.how`, kept next to the family's code), the path from `ModelNew` to
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from .plan import KernelStep
@@ -28,10 +29,22 @@ def kernels_how(run: Run) -> list[str]:
     lines += ["", "`ModelNew(Model)` keeps `Model`'s parameters and builds `30_kernels/` once with `load_inline`; its "
               "`forward` calls the bindings, which check their inputs, allocate the outputs and launch on the "
               f"current CUDA stream{torch_calls}:", ""]
+    calls = []
     for g in run.plan.groups:
         shape = g.family.call_shape(g) if g.family is not None else f"iteration shape {list(g.shape)}"
-        lines.append(f"- `{', '.join(g.outputs)} = kernels.{g.name}({', '.join([*g.inputs, 'stream'])})`: {shape}")
-    return lines + ["", f"How each kind of kernel works in general: `{DOCS}` (fuseforge repository).", ""]
+        calls.append(f"- `{', '.join(g.outputs)} = kernels.{g.name}({', '.join([*g.inputs, 'stream'])})`: {shape}")
+    return lines + batch_named(calls) + ["", f"How each kind of kernel works in general: `{DOCS}` (fuseforge "
+                                             "repository).", ""]
+
+
+_SYMBOL = re.compile(r"'(s\d+)'")  # a size captured as symbolic, as a plan prints it: ['s77', 8192]
+
+
+def batch_named(lines: list[str]) -> list[str]:
+    """The calls' shapes with their one symbolic size (the batch, which capture leaves free: the kernels take
+    any) written `batch`; where the plan has several symbols, they are left as they are."""
+    symbols = {m for line in lines for m in _SYMBOL.findall(line)}
+    return [_SYMBOL.sub("batch", line) for line in lines] if len(symbols) == 1 else lines
 
 
 def _torch_calls(run: Run) -> bool:

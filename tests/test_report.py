@@ -232,3 +232,12 @@ def test_when_a_rung_fell_the_report_says_which_plan_was_kept_and_why_the_one_ab
 
 def test_docs_kernels_is_in_the_repository_where_the_report_points():
     assert Path(REPO / "docs" / "kernels.md").is_file()
+
+
+def test_the_calls_shapes_name_the_free_batch_size_batch_instead_of_its_symbol(seed_run):
+    from fuseforge.report_kernels import batch_named
+
+    how = section(_report(seed_run), "How the kernels are implemented and called")
+    assert "[batch, 8192]" in how and not re.search(r"'s\d+'", how)
+    two = ["- a: iteration shape ['s7', 8]", "- b: iteration shape ['s9', 8]"]
+    assert batch_named(two) == two  # two free sizes: which is the batch is not known, so both stay
