@@ -81,6 +81,15 @@ def test_a_cached_entry_becomes_a_variant_record_that_says_where_it_came_from():
     assert key["gpu"] == "cpu"
 
 
+def test_a_cached_compile_baseline_keeps_its_deviation_from_eager_and_an_eager_one_gets_none():
+    key = baselines.make_key("abc", None, "2.11.0", SETTINGS)
+    measured = {"median_ms": 2.0, "deviation_from_eager": 1.2e-3, "eager_repeat_deviation": 0.0}
+    compiled = baselines.as_variant(baselines.entry(key, "compile", measured, "job"))
+    assert compiled["deviation_from_eager"] == 1.2e-3 and compiled["eager_repeat_deviation"] == 0.0
+    eager = baselines.as_variant(baselines.entry(key, "eager", {"median_ms": 3.0}, "job"))
+    assert not set(baselines.DEVIATIONS) & set(eager)
+
+
 def test_adding_an_entry_replaces_the_one_of_the_same_key_and_keeps_the_others(tmp_path):
     path = tmp_path / "cache.json"
     k1 = baselines.make_key("a", "g", "t", SETTINGS)

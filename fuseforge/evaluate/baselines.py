@@ -37,6 +37,7 @@ SCHEMA = "fuseforge.baselines/1"
 ENV = "FUSEFORGE_BASELINES"
 VARIANTS = ("eager", "compile", "compile_max_autotune")
 NUMBERS = ("median_ms", "p10_ms", "p90_ms", "min_ms", "mean_ms", "trials", "peak_bytes", "peak_abs_bytes")
+DEVIATIONS = ("deviation_from_eager", "eager_repeat_deviation")  # a compile variant's (bench.py), kept with it
 SETTINGS = ("trials", "warmup", "seed", "distribution", "l2_flush_bytes", "timer", "float32_matmul_precision",
             "cudnn_allow_tf32")
 
@@ -82,13 +83,15 @@ def lookup(entries: list[dict], key: dict, variant: str) -> dict | None:
 
 def as_variant(entry: dict) -> dict:
     """A bench variant record made from a cache entry: its numbers, `cached`, and where it came from."""
-    return {"status": "ok", "reason": None, **{k: entry.get(k) for k in NUMBERS}, "cached": True,
+    return {"status": "ok", "reason": None, **{k: entry.get(k) for k in NUMBERS},
+            **{k: entry[k] for k in DEVIATIONS if k in entry}, "cached": True,
             "cached_from": {"measured": entry.get("measured"), "source": entry.get("source")}}
 
 
 def entry(key: dict, variant: str, record: dict, source: str) -> dict:
     """A cache entry for a variant just measured (`record`: its bench variant record)."""
     return {**key, "variant": variant, **{k: record.get(k) for k in NUMBERS},
+            **{k: record[k] for k in DEVIATIONS if k in record},
             "measured": datetime.now(UTC).isoformat(timespec="seconds"), "source": source}
 
 

@@ -34,7 +34,7 @@ inputs):
     settings     {trials, warmup, l2_flush_bytes, seed, distribution, timer: "cuda_events"|"perf_counter"}
     variants     {eager|compile|compile_max_autotune|candidate: {status: "ok"|"skipped"|"error", reason, median_ms, p10_ms,
                   p90_ms, min_ms, mean_ms, trials, peak_bytes, peak_abs_bytes[, cached: true, cached_from]
-                  [, deviation_from_eager, eager_repeat_deviation (compile variants timed here)]}}
+                  [, deviation_from_eager, eager_repeat_deviation (compile variants; cached with them)]}}
     baselines    {key: {model_hash, gpu, torch, settings}, file (the cache file or null), cached: [variants
                   taken from it], stored: [variants added to it]}
     speedup      {vs_eager: median(eager)/median(candidate), vs_compile: median(compile)/median(candidate)
@@ -269,6 +269,7 @@ def run_bench(progs: Programs, settings: BenchSettings, environment: dict | None
         lap("build")
         _warm_up(calls, records, settings)
         _deviations(calls, records, eager)
+        del eager  # its model and inputs: not held through the timed rounds and the peak-memory calls
         lap("warmup")
         with lease.pinned(lease.timing_cpus()):
             samples = _time_rounds(calls, timer, settings.trials)
