@@ -29,7 +29,7 @@ needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc
 def ptxas_log(tmp_path_factory):
     out = tmp_path_factory.mktemp("conv_direct") / "conv_direct.cubin"
     proc = subprocess.run(["nvcc", "-cubin", GENCODE, "-O3", "-Xptxas", "-v,-warn-spills,-warn-lmem-usage",
-                           "-Werror", "all-warnings", "-o", str(out), str(cdm.SOURCE)],
+                           "-Werror", "all-warnings", "-I", str(cdm.KERNEL.parent), "-o", str(out), str(cdm.SOURCE)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout + proc.stderr
@@ -58,7 +58,7 @@ def test_the_instantiations_are_the_ones_the_ten_models_need():
 
 
 def test_the_model_and_the_kernel_agree_on_the_tile_width():
-    source = cdm.SOURCE.read_text()
+    source = cdm.KERNEL.read_text()
     assert re.search(r"kTileW = (\d+);", source).group(1) == str(cdm.TILE_W)
 
 

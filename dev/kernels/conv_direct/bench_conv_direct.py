@@ -79,7 +79,7 @@ def build(verbose: bool = False):
         "decls": "\n".join(f"DECL({n})" for n in names),
         "dispatch": "\n".join(f'    if (name == "{n}") return conv_direct_{n}(x.data_ptr<float>(), w.data_ptr<float>(), '
                               f"bp, y.data_ptr<float>(), g, (int)epilogue, (float)a, (float)b, s);" for n in names)}
-    return load_inline(name="conv_direct_lab", cpp_sources=[binding], cuda_sources=[cdm.SOURCE.read_text()],
+    return load_inline(name="conv_direct_lab", cpp_sources=[binding], cuda_sources=[cdm.lab_source()],
                        functions=["conv_direct_out"], extra_cflags=["-O3"], extra_cuda_cflags=["-O3"],
                        no_implicit_headers=True, verbose=verbose)
 
