@@ -18,7 +18,7 @@ from torch import fx
 
 from .capture import Captured
 from .plan import KernelStep, Plan
-from .rates import BANDWIDTH, CONV_FLOPS, LAUNCH_S, SGEMM_FLOPS
+from .rates import BANDWIDTH, CONV_FLOPS, LAUNCH_S, SGEMM_FLOPS, cudnn_conv_rate
 from .traced import size_hint
 
 READS_ONLY_METADATA = {"aten.new_ones.default", "aten.new_zeros.default", "aten.new_empty.default",
@@ -70,7 +70,10 @@ def flops(node: fx.Node) -> tuple[float, float]:
             macs = numel(ins[0]) * size_hint(w.shape[1]) * window
         else:  # each output element sums C_in/groups inputs over the window
             macs = numel(node) * size_hint(w.shape[1]) * window
-        return 2.0 * macs + _conv_with_bias(node) * numel(node), CONV_FLOPS  # bias: one add per output
+        rate = CONV_FLOPS
+        if "transpose" not in key:  # cuDNN is slow on short dot products (few channels, a small window)
+            rate = cudnn_conv_rate(size_hint(w.shape[1]), size_hint(w.shape[1]) * window, w.dim() - 2)
+        return 2.0 * macs + _conv_with_bias(node) * numel(node), rate  # bias: one add per output
     return float(numel(node)), SGEMM_FLOPS
 
 

@@ -51,3 +51,26 @@ def gemm3x_seconds(batch: int, m: int, n: int, k: int, copies_b: bool = False) -
 def sgemm_seconds(batch: int, m: int, n: int, k: int) -> float:
     """cuBLAS SGEMM at its measured rate (it splits K when the output has few tiles)."""
     return 2.0 * batch * m * n * k / SGEMM_FLOPS
+
+# Convolutions with short dot products (at most SHORT_DOT_CHANNELS input channels, at most SHORT_DOT_TERMS products
+# per output), measured on an
+# H100 at the models' own sizes (bench/results/2026-11-27_h100/conv_direct.json: 3 and 8 channels, windows 3x3,
+# 3x3x3 and 4x4x4, 16-64 output channels), by the number of spatial axes:
+# the direct fp32 kernel of families/conv (direct.cuh) ran 23.5-26.0 TFLOP/s in 2-D and 15.2-20.4 in 3-D;
+CONV_DIRECT_FLOPS = {2: 23.0e12, 3: 15.0e12}
+# cuDNN (eager's F.conv2d/conv3d, NCHW, PyTorch's default flags) ran 16.1-17.1 TFLOP/s in 2-D and 6.6-11.7 in 3-D.
+CUDNN_SHORT_DOT_FLOPS = {2: 16.0e12, 3: 8.0e12}
+SHORT_DOT_CHANNELS, SHORT_DOT_TERMS = 8, 192  # the range those measurements cover
+
+
+def is_short_dot(channels: int, terms: int) -> bool:
+    """A convolution whose dot products are short: few input channels (per group) times a small window."""
+    return channels <= SHORT_DOT_CHANNELS and terms <= SHORT_DOT_TERMS
+
+
+def cudnn_conv_rate(channels: int, terms: int, dims: int) -> float:
+    """cuDNN's rate on a (not transposed) convolution with `channels` input channels per group and `terms`
+    products per output, `dims` spatial axes."""
+    if dims in CUDNN_SHORT_DOT_FLOPS and is_short_dot(channels, terms):
+        return CUDNN_SHORT_DOT_FLOPS[dims]
+    return CONV_FLOPS

@@ -13,7 +13,7 @@ from fuseforge.families import FAMILIES, NAMES
 from fuseforge.family_switches import EVERY_FLAG
 from fuseforge.suite import cli as suite_cli
 
-FOUR_FAMILIES = """import torch
+EVERY_FAMILY = """import torch
 import torch.nn as nn
 
 
@@ -22,14 +22,16 @@ class Model(nn.Module):
         super().__init__()
         self.linear = nn.Linear(64, 1024)
         self.bn = nn.BatchNorm2d(8)
+        self.conv = nn.Conv2d(3, 16, 3)
 
-    def forward(self, x, img):
+    def forward(self, x, img, pic):
         rows = torch.softmax(torch.relu(self.linear(x)), dim=-1) * 2.0  # a GEMM kernel, then a row kernel
-        return rows, torch.relu(self.bn(img)), torch.amin(torch.tanh(img), dim=1)  # channel norm, channel min
+        conv = torch.relu(self.conv(pic))  # a conv kernel
+        return rows, torch.relu(self.bn(img)), torch.amin(torch.tanh(img), dim=1), conv  # channel norm, channel min
 
 
 def get_inputs():
-    return [torch.randn(2048, 64), torch.randn(2, 8, 5, 7)]
+    return [torch.randn(2048, 64), torch.randn(2, 8, 5, 7), torch.randn(2, 3, 34, 64)]
 
 
 def get_init_inputs():
@@ -38,9 +40,9 @@ def get_init_inputs():
 
 
 def _plan_kinds(tmp_path, monkeypatch, *switches) -> set[str]:
-    """The kinds of the kernel groups `fuseforge optimize --no-gpu` plans for FOUR_FAMILIES with `switches`."""
-    model = tmp_path / "four_families.py"
-    model.write_text(FOUR_FAMILIES)
+    """The kinds of the kernel groups `fuseforge optimize --no-gpu` plans for EVERY_FAMILY with `switches`."""
+    model = tmp_path / "every_family.py"
+    model.write_text(EVERY_FAMILY)
     runs, optimize = [], pipeline.optimize
     monkeypatch.setattr(pipeline, "optimize", lambda config, on_stage: runs.append(optimize(config, on_stage)) or runs[-1])
     result = CliRunner().invoke(app, ["optimize", str(model), "-o", str(tmp_path / "out"), "--no-gpu", *switches])

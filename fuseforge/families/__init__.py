@@ -1,7 +1,7 @@
 """The kernel families, in the order they claim anchors from the pointwise groups.
 
 GEMMs first: an epilogue inside the GEMM saves the write and read-back of the product, which a row or channel
-kernel after it cannot; then rows, then channel norms, then channel reductions and pools. A family's name is
+kernel after it cannot; convolutions next, for the same reason; then rows, then channel norms, then channel reductions and pools. A family's name is
 its folder's, its kind in plans and reports, and its command-line switch (`--no-<name>`, with dashes). Adding a
 family is one folder here and one line in FAMILIES (README: "Adding a kernel family").
 """
@@ -11,10 +11,11 @@ from __future__ import annotations
 from ..plan import Family
 from .channel_norms import FAMILY as CHANNEL_NORMS
 from .channel_reductions import FAMILY as CHANNEL_REDUCTIONS
+from .conv import FAMILY as CONV
 from .gemm import FAMILY as GEMM
 from .rows import FAMILY as ROWS
 
-FAMILIES: tuple[Family, ...] = (GEMM, ROWS, CHANNEL_NORMS, CHANNEL_REDUCTIONS)
+FAMILIES: tuple[Family, ...] = (GEMM, CONV, ROWS, CHANNEL_NORMS, CHANNEL_REDUCTIONS)
 NAMES = tuple(f.name for f in FAMILIES)
 
 

@@ -1,0 +1,264 @@
+"""Convolution groups: a convolution with short dot products and the pointwise chain after it, as one direct
+fp32 convolution kernel whose epilogue computes the chain.
+
+Each anchor (`recognise`: aten.conv2d, conv3d or convolution, not transposed, one group, float32, a static
+weight) becomes a conv group where the direct kernel is expected faster than cuDNN: a dot product of at most
+`rates.SHORT_DOT_TERMS` products (input channels x window) over at most `rates.SHORT_DOT_CHANNELS` input
+channels, the range measured on an H100 (`rates.CONV_DIRECT_FLOPS`), and a tiling (`tiling.py`) that fits. The group then takes in the
+neighbouring pointwise groups while the whole stays a conv group:
+
+- convex (no path leaves the group and comes back);
+- the convolution's input and weight are not members (the kernel reads them from memory: no prologue);
+- every other member is pointwise, float32 or bool, and broadcasts to the convolution's output F = [N, K, ...];
+- every external input of the epilogue is float32 and *full* (shape F), *per channel* (K at axis 1) or a
+  *scalar*; the convolution's own bias is read per channel;
+- every output of the group is float32 of shape F.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from dataclasses import dataclass
+
+import torch
+from torch import fx
+
+from ... import pointwise, rates
+from ...partition_family import GroupGrower, edge_notes, notes_outside, restate_anchor_notes
+from ...plan import Claim
+from ...traced import size_hint, tensor_meta, traced_shape
+from ..base import operand_class
+from . import tiling
+
+CONV_OPS = {"aten.conv2d.default": "conv2d", "aten.conv3d.default": "conv3d",
+            "aten.convolution.default": "convolution"}
+
+
+@dataclass(frozen=True)
+class ConvAnchor:
+    """What the convolution computes: y = conv(x, w) (+ bias per channel), 2-D or 3-D, as three axes each
+    (a 2-D convolution is a 3-D one of depth 1)."""
+
+    op: str
+    x: str
+    w: str
+    bias: str | None
+    dims: int  # 2 or 3
+    c: int  # input channels
+    k: int  # output channels
+    window: tuple[int, int, int]  # (KD, KH, KW)
+    stride: tuple[int, int, int]
+    padding: tuple[int, int, int]
+    dilation: tuple[int, int, int]
+    tiling: tiling.Tiling
+
+    @property
+    def terms(self) -> int:
+        return self.c * self.window[0] * self.window[1] * self.window[2]
+
+    def geometry_text(self) -> str:
+        axes = slice(3 - self.dims, 3)
+        def fmt(t):
+            return "x".join(str(v) for v in t[axes])
+        return (f"{self.c} -> {self.k} channels, window {fmt(self.window)}, stride {fmt(self.stride)}, padding "
+                f"{fmt(self.padding)}, dilation {fmt(self.dilation)}")
+
+
+@dataclass(frozen=True)
+class ConvSpec:
+    """How the direct conv kernel sees its group: the anchor and its epilogue operands' classes."""
+
+    anchor: str
+    conv: ConvAnchor
+    operands: tuple[tuple[str, str], ...]  # (epilogue input, class): full, channel or scalar
+    full_shape: tuple  # the convolution's output shape F (symbolic sizes as names)
+
+    def operand_class(self, name: str) -> str | None:
+        return dict(self.operands).get(name)
+
+    def with_operand_order(self, inputs: tuple[str, ...]) -> ConvSpec:
+        """The epilogue's operands in the order of the inputs (the input and weight are read by the main loop)."""
+        return ConvSpec(self.anchor, self.conv, tuple((i, self.operand_class(i)) for i in inputs
+                                                      if self.operand_class(i)), self.full_shape)
+
+
+def is_conv_op(node: fx.Node) -> bool:
+    return node.op == "call_function" and str(node.target) in CONV_OPS
+
+
+def _triple(value, dims: int, fill: int) -> tuple[int, int, int] | None:
+    values = list(value) if isinstance(value, (list, tuple)) else [value]
+    if not all(isinstance(v, int) for v in values):
+        return None
+    if len(values) == 1:
+        values = values * dims
+    if len(values) != dims:
+        return None
+    return tuple([fill] * (3 - dims) + values)
+
+
+def recognise(node: fx.Node) -> ConvAnchor | str:
+    """The anchor's convolution, or why it is no direct conv kernel."""
+    op = CONV_OPS[str(node.target)]
+    a = pointwise.bind_arguments(node, lambda n: n)
+    x, w, bias = a["input"], a["weight"], a.get("bias")
+    for role, t in (("input", x), ("weight", w), ("bias", bias)):
+        if t is None and role == "bias":
+            continue
+        if not isinstance(t, fx.Node) or tensor_meta(t) is None:
+            return f"its {role} is not a tensor"
+        if tensor_meta(t).dtype != torch.float32:
+            return f"its {role} ({t.name}) has dtype {tensor_meta(t).dtype}; the direct kernel reads float32"
+    if op == "convolution" and (a.get("transposed") or any(a.get("output_padding") or [])):
+        return "a transposed convolution"
+    if a.get("groups", 1) != 1:
+        return f"a grouped convolution ({a.get('groups')} groups)"
+    rank = tensor_meta(x).dim()
+    if rank not in (4, 5):
+        return f"a convolution of a rank-{rank} input (the direct kernel takes 2-D and 3-D ones)"
+    dims = rank - 2
+    wshape = tuple(tensor_meta(w).shape)
+    if not all(isinstance(s, int) for s in wshape) or len(wshape) != rank:
+        return "its weight's shape is not static"
+    k, c, window = wshape[0], wshape[1], _triple(list(wshape[2:]), dims, 1)
+    geometry = [_triple(a.get(key), dims, fill) for key, fill in (("stride", 1), ("padding", 0), ("dilation", 1))]
+    if any(g is None for g in geometry):
+        return "its stride, padding or dilation is not a list of ints"
+    terms = c * window[0] * window[1] * window[2]
+    if not rates.is_short_dot(c, terms):
+        return (f"{c} input channels x a {'x'.join(map(str, window[3 - dims:]))} window = {terms} products per output: "
+                f"the direct kernel is measured faster than cuDNN up to {rates.SHORT_DOT_CHANNELS} channels and "
+                f"{rates.SHORT_DOT_TERMS} products (cuDNN stays)")
+    out = traced_shape(node)
+    if not all(isinstance(s, int) for s in out[1:]):
+        return "its output's spatial size is not static"
+    tiles = tiling.choose(k, window, out[-2], c, geometry[0][1] == 1 and geometry[2][1] == 1)
+    if isinstance(tiles, str):
+        return tiles
+    while tiling.smem_bytes(tiles, c, window, geometry[0], geometry[2]) > tiling.SMEM_LIMIT and tiles.wh > 1:
+        tiles = dataclasses.replace(tiles, wh=tiles.wh // 2)  # shorter tiles: less input halo in shared memory
+    if tiling.smem_bytes(tiles, c, window, geometry[0], geometry[2]) > tiling.SMEM_LIMIT:
+        return "its weights and input tiles do not fit in half an SM's shared memory"
+    why = _slower_than_cudnn(node, dims, terms, tiles, k, out)
+    if why:
+        return why
+    return ConvAnchor(op, x.name, w.name, bias.name if isinstance(bias, fx.Node) else None, dims, c, k, window,
+                      *geometry, tiles)
+
+
+def direct_seconds(node: fx.Node, dims: int, terms: int, tiles: tiling.Tiling, k: int, out: tuple) -> float:
+    """The direct kernel's time at its measured rate, its tiles' tails counted as work (launch not included)."""
+    flops = 2.0 * terms * _numel(node)
+    fraction = tiling.useful_fraction(tiles, k, out[-2], out[-1])
+    return flops / (rates.CONV_DIRECT_FLOPS[dims] * fraction)
+
+
+def cudnn_short_dot_seconds(node: fx.Node, dims: int, terms: int) -> float:
+    """cuDNN's time on a convolution with short dot products, at its rate measured on such shapes."""
+    return 2.0 * terms * _numel(node) / rates.CUDNN_SHORT_DOT_FLOPS[dims]
+
+
+def _numel(node: fx.Node) -> int:
+    n = 1
+    for s in tensor_meta(node).shape:
+        n *= size_hint(s)
+    return n
+
+
+def _slower_than_cudnn(node, dims, terms, tiles, k, out) -> str | None:
+    ours = direct_seconds(node, dims, terms, tiles, k, out)
+    theirs = cudnn_short_dot_seconds(node, dims, terms)
+    if ours <= theirs:
+        return None
+    return (f"expected {ours * 1e3:.3f} ms in the direct kernel ({tiling.useful_fraction(tiles, k, out[-2], out[-1]):.0%} "
+            f"of its tiles' work is real output) vs {theirs * 1e3:.3f} ms for cuDNN (cuDNN stays)")
+
+
+def _broadcasts_to(shape: tuple, full: tuple) -> bool:
+    if len(shape) > len(full):
+        return False
+    padded = (1,) * (len(full) - len(shape)) + tuple(shape)
+    return all(d == 1 or d == f for d, f in zip(padded, full))
+
+
+def conv_spec(members: set[str], anchor: fx.Node, conv: ConvAnchor, by_name, reach) -> ConvSpec | str:
+    """The group's ConvSpec, or why `members` cannot be one direct conv kernel."""
+    if not reach.convex(members):
+        return "fusing would create a cycle through an op outside the kernel"
+    full = traced_shape(anchor)
+    order = [n for n in by_name if n in members]
+    for operand in (conv.x, conv.w):
+        if operand in members:
+            return f"{operand} is an operand of the convolution: its main loop reads it from memory (no prologue fusion)"
+    classes: dict[str, str] = {}
+    for name in order:
+        node = by_name[name]
+        if name != anchor.name:
+            meta = tensor_meta(node)
+            if meta is None or meta.dtype not in (torch.float32, torch.bool):
+                return f"{name} has dtype {getattr(meta, 'dtype', None)}; the conv epilogue computes float32"
+            if not _broadcasts_to(traced_shape(node), full):
+                return (f"{name} has shape {list(traced_shape(node))}, which does not broadcast to the convolution's "
+                        f"output {list(full)}: the epilogue computes one value per output element")
+        reads = [conv.bias] if name == anchor.name else [a.name for a in node.all_input_nodes]
+        for arg in reads:
+            if arg is None or arg in members:
+                continue
+            meta = tensor_meta(by_name[arg])
+            if meta is None or meta.dtype != torch.float32:
+                return f"input {arg} of {name} has dtype {getattr(meta, 'dtype', None)}; the epilogue reads float32"
+            cls = "channel" if arg == conv.bias else operand_class(traced_shape(by_name[arg]), full)
+            if cls is None:
+                return (f"input {arg} of shape {list(traced_shape(by_name[arg]))} broadcasts neither per element, per "
+                        f"channel nor as a scalar against the convolution's output {list(full)}")
+            classes[arg] = cls
+        if any(u.name not in members for u in node.users):
+            if tensor_meta(node).dtype != torch.float32 or traced_shape(node) != full:
+                return f"a kernel output ({name}) would not be float32 of the convolution's output shape {list(full)}"
+    return ConvSpec(anchor.name, conv, tuple(classes.items()), full)
+
+
+def _edge_reason(grower: GroupGrower, group: int, other: fx.Node, conv_of: dict[str, int], after: bool) -> str | None:
+    """Why `other` (a consumer of the group when `after`, else a producer) stays out of conv group `group`."""
+    name = other.name
+    if name in conv_of:
+        return grower.two_anchors_reason(group, conv_of[name], "conv kernels", "a conv kernel holds one convolution")
+    gi = grower.owner.get(name)
+    if gi is not None:
+        return grower.rejected.get(gi, "not tried")
+    if other.op != "call_function":
+        return None
+    producer = other.args[0] if other.target is operator.getitem else other
+    if producer.name in grower.formed[group][0]:
+        return None
+    if not after:
+        return grower.torch_reason(producer) or "stays a torch call"
+    return (f"{pointwise.op_key(producer)} is not pointwise: a conv kernel's epilogue computes pointwise ops "
+            "element by element (a reduction, norm or pool after the convolution reads its whole output)")
+
+
+def form_conv_groups(claim: Claim, pointwise_groups: list[list[str]], not_fused: list):
+    """Conv groups grown from `pointwise_groups`: returns (pointwise groups left, [(members, ConvSpec)])."""
+    grower = GroupGrower(claim, pointwise_groups)
+    for node in claim.graph.nodes:
+        if not is_conv_op(node):
+            continue
+        conv = recognise(node)
+        if isinstance(conv, str):
+            grower.anchor_reasons[node.name] = conv
+            continue
+        grown = grower.grow(node.name, {node.name}, lambda members, node=node, conv=conv:
+                            conv_spec(members, node, conv, grower.by_name, claim.reach))
+        if grown:
+            grower.formed.append(grown)
+    conv_of = grower.group_of()
+    kept = restate_anchor_notes(notes_outside(not_fused, conv_of), grower.anchor_reasons, "conv")
+    not_fused[:] = kept + edge_notes(grower, lambda i, other, after: _edge_reason(grower, i, other, conv_of, after))
+    return grower.untaken(pointwise_groups), grower.formed
+
+
+def conv_op_reason(node: fx.Node) -> str | None:
+    """Why a convolution is no direct conv kernel (None when it can be one)."""
+    conv = recognise(node)
+    return conv if isinstance(conv, str) else None

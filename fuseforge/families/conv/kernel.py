@@ -1,0 +1,137 @@
+"""Spell one planned conv kernel: its epilogue functor, launcher and binding.
+
+The functor is what `ff_conv_direct::launch` (`direct.cuh`) calls for every output value before its one store:
+
+    __device__ float operator()(float acc, int k, int64_t at) const   // k: output channel, at: flat index
+
+It computes the group's ops with one named local per graph value (the graph's names), spelled by the pointwise
+table: first the convolution's own value (acc, + its bias per channel where it has one), then the epilogue chain.
+It returns the group's first output (the kernel stores it) and writes any other outputs itself. Epilogue inputs
+are read through the read-only cache by their class: full (the element's own value), per channel, scalar. The
+kernel's template arguments (channels, window, tiling) and the convolution's stride, padding and dilation are
+constants of the plan; the batch and spatial sizes are read from the tensors at each call.
+"""
+
+from __future__ import annotations
+
+from torch import fx
+
+from ... import pointwise
+from ...codegen.pointwise_kernel import KernelSource, cpp_name
+from ...codegen.writer import Writer
+from ...plan import KernelGroup
+
+_INDEX = {"full": "ff_at", "channel": "ff_k", "scalar": "0"}
+_ROLE = {"full": "one value per output element", "channel": "one value per output channel", "scalar": "one value"}
+_CLASS_ENUM = {"full": "FF_CONV_FULL", "channel": "FF_CONV_CHANNEL", "scalar": "FF_CONV_SCALAR"}
+
+
+def _field(name: str, cls: str) -> str:
+    return f"{cpp_name(name)}_{cls}"
+
+
+def _functor(group: KernelGroup, by_name: dict[str, fx.Node]) -> str:
+    spec = group.spec
+    w = Writer()
+    w.line(f"struct {group.name}_epilogue {{")
+    with w.indent():
+        for name, cls in spec.operands:
+            w.line(f"const float* {_field(name, cls)};  // {name}: {_ROLE[cls]}")
+        for name in group.outputs[1:]:
+            w.line(f"float* out_{name};  // {name}, written here (the kernel stores {group.outputs[0]})")
+        w.line("")
+        w.line("__device__ __forceinline__ float operator()(float ff_acc, int ff_k, int64_t ff_at) const {")
+        with w.indent():
+            for name, cls in spec.operands:
+                w.line(f"const float {cpp_name(name)} = __ldg({_field(name, cls)} + {_INDEX[cls]});")
+            for name in group.nodes:
+                if name == spec.anchor:
+                    bias = f" + {cpp_name(spec.conv.bias)}" if spec.conv.bias else ""
+                    w.line(f"const float {cpp_name(name)} = ff_acc{bias};  // {spec.conv.op}: the convolution's value")
+                    continue
+                node = by_name[name]
+                w.line(f"const {pointwise.result_type(node)} {cpp_name(name)} = "
+                       f"{pointwise.spell(node, lambda n: cpp_name(n.name))};")
+            for name in group.outputs[1:]:
+                w.line(f"out_{name}[ff_at] = {cpp_name(name)};")
+            w.line(f"return {cpp_name(group.outputs[0])};")
+        w.line("}")
+    w.line("};")
+    return w.text()
+
+
+def _launcher_params(group: KernelGroup) -> list[str]:
+    return (["const float* ff_x", "const float* ff_w", f"float* {cpp_name(group.outputs[0])}"]
+            + [f"const float* {_field(n, c)}" for n, c in group.spec.operands]
+            + [f"float* {cpp_name(o)}" for o in group.outputs[1:]]
+            + ["int64_t ff_n", "int64_t ff_d", "int64_t ff_h", "int64_t ff_w_in", "int64_t ff_od", "int64_t ff_oh",
+               "int64_t ff_ow", "void* stream"])
+
+
+def _launcher_signature(group: KernelGroup) -> str:
+    return f"int launch_{group.name}({', '.join(_launcher_params(group))})"
+
+
+def _template_args(group: KernelGroup) -> str:
+    c = group.spec.conv
+    t = c.tiling
+    unit_rows = c.stride[1] == 1 and c.dilation[1] == 1
+    return ", ".join(map(str, [c.c, *c.window, t.kpt, t.wk, t.wh, t.ph])) + f", {'true' if unit_rows else 'false'}"
+
+
+def _launcher(group: KernelGroup) -> str:
+    c = group.spec.conv
+    w = Writer()
+    w.line(_launcher_signature(group) + " {")
+    with w.indent():
+        w.line(f"{group.name}_epilogue epi;")
+        for name, cls in group.spec.operands:
+            w.line(f"epi.{_field(name, cls)} = {_field(name, cls)};")
+        for name in group.outputs[1:]:
+            w.line(f"epi.out_{name} = {cpp_name(name)};")
+        w.line("// n c d h w, k od oh ow, stride, padding, dilation (depth, rows, columns)")
+        w.line(f"const ff_conv_direct::Geometry g{{(int)ff_n, {c.c}, (int)ff_d, (int)ff_h, (int)ff_w_in, {c.k}, (int)ff_od, "
+               f"(int)ff_oh, (int)ff_ow, {', '.join(map(str, c.stride + c.padding + c.dilation))}}};")
+        t = c.tiling
+        w.line(f"// C, KD, KH, KW; {t.kpt} channels x {t.ph} rows a thread, {t.wk} x {t.wh} warps; unit-row path")
+        w.line(f"return (int)ff_conv_direct::launch<{_template_args(group)}>(ff_x, ff_w, "
+               f"{cpp_name(group.outputs[0])}, g, epi, static_cast<cudaStream_t>(stream));")
+    w.line("}")
+    return w.text()
+
+
+def _binding(group: KernelGroup) -> str:
+    spec, c = group.spec, group.spec.conv
+    ins, outs = [cpp_name(i) for i in group.inputs], [cpp_name(o) for o in group.outputs]
+    single = len(outs) == 1
+    geometry = [c.c, c.k, *c.window, *c.stride, *c.padding, *c.dilation]
+    w = Writer()
+    w.line(f"{'torch::Tensor' if single else 'std::vector<torch::Tensor>'} {group.name}("
+           f"{', '.join([f'torch::Tensor {i}' for i in ins] + ['int64_t stream'])}) {{")
+    with w.indent():
+        w.line(f'const char* kernel = "{group.name}";')
+        w.line(f"const FFConv c = ff_conv_prepare(kernel, {cpp_name(c.x)}, {cpp_name(c.w)}, {c.dims}, "
+               f"{{{', '.join(map(str, geometry))}}});  // C K KD KH KW, stride, padding, dilation")
+        for name, cls in spec.operands:
+            w.line(f'const torch::Tensor {_field(name, cls)} = ff_conv_operand(kernel, "{name}", {cpp_name(name)}, c, '
+                   f"{_CLASS_ENUM[cls]});")
+        for o in outs:
+            w.line(f"torch::Tensor {o} = torch::empty(c.out_sizes, c.x.options());")
+        args = ["c.x.data_ptr<float>()", "c.w.data_ptr<float>()", f"{outs[0]}.data_ptr<float>()"]
+        args += [f"{_field(n, k)}.data_ptr<float>()" for n, k in spec.operands]
+        args += [f"{o}.data_ptr<float>()" for o in outs[1:]]
+        args += ["c.n", "c.d", "c.h", "c.w_", "c.od", "c.oh", "c.ow", "reinterpret_cast<void*>(stream)"]
+        w.line(f"ff_check(kernel, launch_{group.name}({', '.join(args)}));")
+        w.line(f"return {outs[0]};" if single else f"return {{{', '.join(outs)}}};")
+    w.line("}")
+    return w.text()
+
+
+def conv_kernel_source(group: KernelGroup, by_name: dict[str, fx.Node]) -> KernelSource:
+    c = group.spec.conv
+    ops = " -> ".join(f"{n} ({pointwise.op_key(by_name[n]).removeprefix('aten.')})" for n in group.nodes)
+    reads = ", ".join([f"{c.x} (input)", f"{c.w} (weight)"] + [f"{i} ({k})" for i, k in group.spec.operands])
+    header = (f"// ---- {group.name} (conv kernel, direct fp32, {c.geometry_text()}): {ops}\n"
+              f"// output {list(group.shape)}; reads {reads}; writes {', '.join(group.outputs)}\n")
+    cuda = header + "\n".join([_functor(group, by_name), _launcher(group)])
+    return KernelSource(group.name, cuda, _binding(group), _launcher_signature(group) + ";")

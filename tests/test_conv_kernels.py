@@ -1,0 +1,260 @@
+"""Conv kernels (the conv family): a convolution with short dot products and the pointwise chain after it as one
+direct fp32 kernel.
+
+Plans of the problem models and of small forms (what is taken, what stays cuDNN and why), the tiling rule, the
+float64 reference built from the plan's geometry, nvcc/g++ compile checks of the generated code, and on a GPU
+the generated kernels against float64 on odd shapes (stride, padding, dilation, channel tails, 2-D and 3-D).
+"""
+
+import dataclasses
+import types
+from unittest import mock
+
+import pytest
+import torch
+import torch.nn.functional as F
+from compile_check import GXX, NVCC, assert_compiles_for_hopper_without_spills, compile_binding
+from conftest import PROBLEMS
+from torch import nn
+
+from fuseforge.capture import capture
+from fuseforge.codegen import generate
+from fuseforge.evaluate.cpu_check import _run_node, run_kernel_reference
+from fuseforge.families import named
+from fuseforge.families.conv import tiling
+from fuseforge.families.conv.group import conv_op_reason
+from fuseforge.families.conv.reference import direct_conv
+from fuseforge.load import LoadedModel, load_model_file
+from fuseforge.partition import partition
+from fuseforge.rewrite import rewrite
+
+
+def _plan(captured, *families):
+    rewrite(captured.graph, captured)
+    return partition(captured.graph, named(*families))
+
+
+def _model_plan(name, *families):
+    captured = capture(load_model_file(next(PROBLEMS.glob(f"*/{name}.py"))))
+    return captured, _plan(captured, *families)
+
+
+def _ops(group):
+    return [n.rstrip("_0123456789") for n in group.nodes]
+
+
+def _captured(module, *inputs):
+    loaded = LoadedModel(path=types.SimpleNamespace(name="t.py", stem="t"), source="", module=None,
+                         model=module.eval(), init_args=[], inputs=list(inputs), outputs=[], output_is_tuple=False)
+    return capture(loaded)
+
+
+# ---------------------------------------------------------------------------------------- problem models
+
+def test_a_3_to_8_channel_conv_with_two_subtracts_and_mish_is_one_conv_kernel_reading_its_bias_per_channel():
+    _, plan = _model_plan("87_Conv2d_Subtract_Subtract_Mish", "conv")
+    (group,) = plan.groups
+    assert group.kind == "conv"
+    assert _ops(group) == ["conv2d", "add", "sub", "sub", "mish"]
+    c = group.spec.conv
+    assert (c.c, c.k, c.window, c.stride, c.padding, c.dilation) == (8, 64, (1, 3, 3), (1, 1, 1), (0, 0, 0), (1, 1, 1))
+    assert dict(group.spec.operands) == {"view": "channel"}
+    assert group.inputs[:2] == ("x", "p_conv_weight")
+
+
+def test_a_conv_with_64_input_channels_stays_cudnn_and_the_reason_counts_its_products():
+    captured, plan = _model_plan("17_Conv2d_InstanceNorm_Divide", "conv")
+    assert not any(g.kind == "conv" for g in plan.groups)
+    conv = next(n for n in captured.graph.nodes if str(n.target) == "aten.conv2d.default")
+    assert conv_op_reason(conv).startswith("64 input channels x a 3x3 window = 576 products per output")
+    assert any("nor a conv kernel: 64 input channels" in w.reason for w in plan.not_fused)
+
+
+def test_a_transposed_convolution_is_no_conv_kernel():
+    _, plan = _model_plan("convtranspose2d_bias_tanh_scale", "conv")
+    assert not any(g.kind == "conv" for g in plan.groups)
+
+
+def test_a_3d_conv_then_scale_tanh_multiply_sigmoid_is_one_conv_kernel_with_its_channel_operands():
+    _, plan = _model_plan("48_Conv3d_Scaling_Tanh_Multiply_Sigmoid", "conv")
+    (group,) = [g for g in plan.groups if g.kind == "conv"]
+    assert group.spec.conv.dims == 3 and group.spec.conv.window == (3, 3, 3)
+    assert _ops(group)[0] == "conv3d" and _ops(group)[-1] == "sigmoid"
+    assert set(dict(group.spec.operands).values()) == {"channel"}
+
+
+# ---------------------------------------------------------------------------------------- tiling
+
+def test_the_tiling_rule_gives_the_lab_measured_tilings_and_shrinks_rows_for_tall_windows():
+    assert tiling.choose(64, (1, 3, 3), 254) == tiling.Tiling(8, 8, 1, 8)
+    assert tiling.choose(16, (3, 3, 3), 62) == tiling.Tiling(8, 2, 4, 4)
+    assert tiling.choose(24, (3, 3, 3), 30) == tiling.Tiling(8, 3, 2, 8)
+    assert tiling.choose(16, (4, 4, 4), 29) == tiling.Tiling(8, 2, 4, 4)
+    assert tiling.choose(64, (1, 7, 7), 100).ph == 4  # 8 rows x 8 channels + 7 x 8 weights would not fit
+    assert tiling.choose(64, (1, 9, 9), 100).ph == 2
+    assert "registers" in tiling.choose(64, (1, 11, 11), 100)
+    assert tiling.choose(64, (1, 3, 3), 3).tile_h <= 4  # no warps below the last output row
+
+
+def test_the_useful_fraction_counts_channel_row_and_column_tails():
+    t = tiling.Tiling(8, 8, 1, 8)  # 64 channels x 8 rows x 32 columns a tile
+    assert tiling.useful_fraction(t, 64, 16, 64) == 1.0
+    assert tiling.useful_fraction(t, 13, 16, 64) == pytest.approx(13 / 64)
+    assert tiling.useful_fraction(t, 64, 9, 33) == pytest.approx(9 / 16 * 33 / 64)
+
+
+# ---------------------------------------------------------------------------------------- small forms
+
+class EveryForm(nn.Module):
+    """Conv groups of every form: a 2-D conv with stride 2, padding 1, dilation 2 and 13 output channels whose
+    epilogue reads a full residual and a scalar tensor and writes a second output; a 3-D conv with per-axis
+    stride, padding and dilation and 5 input channels; a conv with no bias."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(3, 13, 3, stride=2, padding=1, dilation=2)
+        self.b = nn.Conv3d(5, 16, (3, 2, 3), stride=(1, 2, 1), padding=(1, 0, 2), dilation=(2, 1, 1))
+        self.c = nn.Conv2d(8, 24, 2, bias=False)
+        self.register_buffer("scale", torch.tensor(0.75))
+
+    def forward(self, x, r, v, u):
+        y = self.a(x)
+        y = torch.relu(y) + r * self.scale
+        z = torch.tanh(self.b(v)) * 2.0
+        w = F.gelu(self.c(u))
+        return y, torch.sigmoid(y), z, w
+
+
+def _every_form_inputs(batch=2):
+    x = torch.randn(batch, 3, 67, 129)
+    r = torch.randn(batch, 13, 33, 64)
+    v = torch.randn(batch, 5, 9, 33, 70)
+    u = torch.randn(batch, 8, 40, 45)
+    return x, r, v, u
+
+
+def _every_form():
+    """EveryForm's plan with every convolution a conv kernel: its odd shapes are for the kernel's tails, where the
+    cost rule (tested on the problem models) would keep some of them cuDNN's."""
+    torch.manual_seed(0)
+    captured = _captured(EveryForm(), *_every_form_inputs())
+    with mock.patch("fuseforge.families.conv.group._slower_than_cudnn", return_value=None):
+        plan = _plan(captured, "conv")
+    return captured, plan, generate(plan, captured.graph, "every_form.py")
+
+
+def test_every_form_is_a_conv_kernel_with_its_operand_classes():
+    _, plan, _ = _every_form()
+    groups = [g for g in plan.groups if g.kind == "conv"]
+    assert len(groups) == 3
+    first = next(g for g in groups if g.spec.conv.k == 13)
+    assert (first.spec.conv.stride, first.spec.conv.padding, first.spec.conv.dilation) == \
+        ((1, 2, 2), (0, 1, 1), (1, 2, 2))
+    assert sorted(dict(first.spec.operands).values()) == ["channel", "full", "scalar"]
+    assert len(first.outputs) == 2
+    third = next(g for g in groups if g.spec.conv.dims == 3)
+    assert (third.spec.conv.stride, third.spec.conv.padding, third.spec.conv.dilation) == \
+        ((1, 2, 1), (1, 0, 2), (2, 1, 1))
+
+
+def test_the_reference_from_the_plans_geometry_equals_torchs_convolution_in_float64():
+    captured, plan, _ = _every_form()
+    by_name = {n.name: n for n in captured.graph.nodes}
+    for group in [g for g in plan.groups if g.kind == "conv"]:
+        c = group.spec.conv
+        assert c.bias is None  # the rewrite made each bias a per-channel add of the epilogue
+        torch.manual_seed(c.k)
+        x = torch.randn(tuple(_shape_of(by_name[c.x])), dtype=torch.float64)
+        w = torch.randn(tuple(_shape_of(by_name[c.w])), dtype=torch.float64)
+        expected = _run_node(by_name[group.spec.anchor], {c.x: x, c.w: w})
+        torch.testing.assert_close(direct_conv(c, x, w, None), expected, rtol=1e-12, atol=1e-12)
+        # a geometry misread from the graph (one more padding) no longer matches
+        wrong = dataclasses.replace(c, padding=tuple(p + 1 for p in c.padding))
+        assert direct_conv(wrong, x, w, None).shape != expected.shape
+
+
+def _shape_of(node):
+    return [s if isinstance(s, int) else 2 for s in node.meta["val"].shape]
+
+
+def test_every_forms_plan_passes_the_float64_check_of_its_kernels_against_the_graphs_ops():
+    captured, plan, _ = _every_form()
+    by_name = {n.name: n for n in captured.graph.nodes}
+    torch.manual_seed(1)
+    for group in [g for g in plan.groups if g.kind == "conv"]:
+        inputs = {i: torch.randn(tuple(_shape_of(by_name[i])), dtype=torch.float64) for i in group.inputs}
+        got = run_kernel_reference(group, by_name, inputs)
+        local = dict(inputs)
+        for name in group.nodes:
+            local[name] = _run_node(by_name[name], local)
+        for out in group.outputs:
+            torch.testing.assert_close(got[out], local[out], rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc")
+def test_the_generated_conv_kernels_compile_for_hopper_without_spills(tmp_path):
+    _, _, ext = _every_form()
+    report = assert_compiles_for_hopper_without_spills(ext.cuda, tmp_path, max_registers=170)
+    assert report.count("conv_direct_kernel") >= 3
+
+
+@pytest.mark.skipif(GXX is None, reason="needs g++")
+def test_the_generated_conv_binding_compiles(tmp_path):
+    _, _, ext = _every_form()
+    result = compile_binding(ext.binding, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+# ---------------------------------------------------------------------------------------- on a GPU
+
+def _rel(value, truth):
+    return ((value.double().cpu() - truth).abs().max() / truth.pow(2).mean().sqrt().clamp_min(1e-30)).item()
+
+
+def _graph_values(captured, batch, device):
+    """Every value of the graph in float32: the user inputs of `_every_form_inputs(batch)`, random parameters and
+    buffers of their traced shapes, then each op in order."""
+    torch.manual_seed(batch)
+    values = dict(zip(("x", "r", "v", "u"), [t.to(device) for t in _every_form_inputs(batch)]))
+    for node in captured.graph.nodes:
+        if node.op == "placeholder" and node.name not in values:
+            values[node.name] = torch.randn(tuple(_shape_of(node)), device=device)
+        elif node.op == "call_function":
+            values[node.name] = _run_node(node, values) if device == "cpu" else _run_cuda(node, values)
+    return values
+
+
+def _run_cuda(node, values):
+    args = [values[a.name] if hasattr(a, "name") and a.name in values else a for a in node.args]
+    return node.target(*args, **node.kwargs)
+
+
+@pytest.mark.gpu
+def test_the_generated_conv_kernels_match_float64_on_odd_shapes_like_eager_does():
+    from torch.utils.cpp_extension import load_inline
+
+    captured, plan, ext = _every_form()
+    kernels = load_inline(name=ext.name, cpp_sources=[ext.binding], cuda_sources=[ext.cuda],
+                          functions=list(ext.functions), extra_cflags=["-O3"],
+                          extra_cuda_cflags=["-O3", *ext.cuda_flags], no_implicit_headers=True)
+    by_name = {n.name: n for n in captured.graph.nodes}
+    stream = torch.cuda.current_stream().cuda_stream
+    torch.backends.cudnn.allow_tf32 = False  # eager in fp32, as the direct kernel
+    failures = []
+    for batch in (1, 3):
+        values = _graph_values(captured, batch, "cuda")
+        for group in [g for g in plan.groups if g.kind == "conv"]:
+            inputs = {i: values[i] for i in group.inputs}
+            for out in group.outputs:  # poison: a value the kernel leaves unwritten shows as NaN
+                values[out] = None
+            got = getattr(kernels, group.name)(*[inputs[i] for i in group.inputs], stream)
+            got = got if isinstance(got, (list, tuple)) else [got]
+            truth = run_kernel_reference(group, by_name, {i: v.double().cpu() for i, v in inputs.items()})
+            eager = dict(inputs)
+            for name in group.nodes:
+                eager[name] = _run_cuda(by_name[name], eager)
+            for out, value in zip(group.outputs, got):
+                ours, theirs = _rel(value, truth[out]), _rel(eager[out], truth[out])
+                if tuple(value.shape) != tuple(truth[out].shape) or not ours <= 2 * theirs + 1e-6:
+                    failures.append(f"{group.name} batch {batch} {out}: error {ours:.2e} vs eager {theirs:.2e}")
+    assert not failures, "\n".join(failures)
