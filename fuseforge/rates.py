@@ -58,8 +58,10 @@ def sgemm_seconds(batch: int, m: int, n: int, k: int) -> float:
 # 3x3x3 and 4x4x4, 16-64 output channels), by the number of spatial axes:
 # the direct fp32 kernel of families/conv (direct.cuh) ran 23.5-26.0 TFLOP/s in 2-D and 15.2-20.4 in 3-D;
 CONV_DIRECT_FLOPS = {2: 23.0e12, 3: 15.0e12}
-# cuDNN (eager's F.conv2d/conv3d, NCHW, PyTorch's default flags) ran 16.1-17.1 TFLOP/s in 2-D and 6.6-11.7 in 3-D.
-CUDNN_SHORT_DOT_FLOPS = {2: 16.0e12, 3: 8.0e12}
+# cuDNN (eager's F.conv2d/conv3d, NCHW, PyTorch's default flags) took 16.1-17.1 TFLOP/s in 2-D and 6.6-11.7 in 3-D
+# with the bias, which PyTorch adds in a pass of its own (a read and a write of the output); without that pass,
+# 23.1-25.0 in 2-D and 6.9-14.5 in 3-D (each time less the output's round trip at BANDWIDTH).
+CUDNN_SHORT_DOT_FLOPS = {2: 24.0e12, 3: 10.0e12}
 SHORT_DOT_CHANNELS, SHORT_DOT_TERMS = 8, 192  # the range those measurements cover
 
 

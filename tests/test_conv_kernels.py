@@ -138,7 +138,7 @@ def _every_form():
     cost rule (tested on the problem models) would keep some of them cuDNN's."""
     torch.manual_seed(0)
     captured = _captured(EveryForm(), *_every_form_inputs())
-    with mock.patch("fuseforge.families.conv.group._slower_than_cudnn", return_value=None):
+    with mock.patch("fuseforge.families.conv.group._slower_than_cudnn", return_value=False):
         plan = _plan(captured, "conv")
     return captured, plan, generate(plan, captured.graph, "every_form.py")
 

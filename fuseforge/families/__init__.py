@@ -1,8 +1,9 @@
 """The kernel families, in the order they claim anchors from the pointwise groups.
 
 GEMMs first: an epilogue inside the GEMM saves the write and read-back of the product, which a row or channel
-kernel after it cannot; convolutions next, for the same reason; then rows, then channel norms, then channel reductions and pools. A family's name is
-its folder's, its kind in plans and reports, and its command-line switch (`--no-<name>`, with dashes). Adding a
+kernel after it cannot; then rows, then channel norms, then channel reductions and pools; convolutions last: a
+conv kernel's epilogue takes the pointwise ops that no reduction, norm or pool kernel took in (where those did,
+cuDNN's convolution is as fast in 2-D). A family's name is its folder's, its kind in plans and reports, and its command-line switch (`--no-<name>`, with dashes). Adding a
 family is one folder here and one line in FAMILIES (README: "Adding a kernel family").
 """
 
@@ -15,7 +16,7 @@ from .conv import FAMILY as CONV
 from .gemm import FAMILY as GEMM
 from .rows import FAMILY as ROWS
 
-FAMILIES: tuple[Family, ...] = (GEMM, CONV, ROWS, CHANNEL_NORMS, CHANNEL_REDUCTIONS)
+FAMILIES: tuple[Family, ...] = (GEMM, ROWS, CHANNEL_NORMS, CHANNEL_REDUCTIONS, CONV)
 NAMES = tuple(f.name for f in FAMILIES)
 
 

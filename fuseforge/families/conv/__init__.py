@@ -27,7 +27,6 @@ class Conv(FamilyBase):
     summary = ("2-D/3-D convolutions with few input channels and a small window, with the pointwise chain after "
                "them, as one direct fp32 convolution kernel with a fused epilogue")
     order = 4
-    notes_stand = True  # it claims before rows and channel kernels; they do not restate its groups' edges
 
     def claim(self, claim, pointwise_groups, not_fused):
         return form_conv_groups(claim, pointwise_groups, not_fused)

@@ -2,7 +2,7 @@
 fp32 convolution kernel whose epilogue computes the chain.
 
 Each anchor (`recognise`: aten.conv2d, conv3d or convolution, not transposed, one group, float32, a static
-weight) becomes a conv group where the direct kernel is expected faster than cuDNN: a dot product of at most
+weight) becomes a conv group where the direct kernel can take it: a dot product of at most
 `rates.SHORT_DOT_TERMS` products (input channels x window) over at most `rates.SHORT_DOT_CHANNELS` input
 channels, the range measured on an H100 (`rates.CONV_DIRECT_FLOPS`), and a tiling (`tiling.py`) that fits. The group then takes in the
 neighbouring pointwise groups while the whole stays a conv group:
@@ -13,6 +13,11 @@ neighbouring pointwise groups while the whole stays a conv group:
 - every external input of the epilogue is float32 and *full* (shape F), *per channel* (K at axis 1) or a
   *scalar*; the convolution's own bias is read per channel;
 - every output of the group is float32 of shape F.
+
+The group is kept where the kernel is expected faster than cuDNN's convolution plus, where the group has an
+epilogue, the pass over the convolution's output it saves. The conv family claims after the row and channel
+families, so an epilogue holds only the pointwise ops no reduction, norm or pool kernel took in as its prologue
+(a 2-D convolution of 8 channels runs as fast in cuDNN as in the direct kernel: it pays only through that pass).
 """
 
 from __future__ import annotations
@@ -140,9 +145,6 @@ def recognise(node: fx.Node) -> ConvAnchor | str:
         tiles = dataclasses.replace(tiles, wh=tiles.wh // 2)  # shorter tiles: less input halo in shared memory
     if tiling.smem_bytes(tiles, c, window, geometry[0], geometry[2]) > tiling.SMEM_LIMIT:
         return "its weights and input tiles do not fit in half an SM's shared memory"
-    why = _slower_than_cudnn(node, dims, terms, tiles, k, out)
-    if why:
-        return why
     return ConvAnchor(op, x.name, w.name, bias.name if isinstance(bias, fx.Node) else None, dims, c, k, window,
                       *geometry, tiles)
 
@@ -166,13 +168,18 @@ def _numel(node: fx.Node) -> int:
     return n
 
 
-def _slower_than_cudnn(node, dims, terms, tiles, k, out) -> str | None:
-    ours = direct_seconds(node, dims, terms, tiles, k, out)
-    theirs = cudnn_short_dot_seconds(node, dims, terms)
-    if ours <= theirs:
+def _slower_than_cudnn(node: fx.Node, conv: ConvAnchor, epilogue: bool) -> str | None:
+    """Why the group is not expected faster than cuDNN's convolution, plus, where the group has an epilogue, the
+    pass over the convolution's output that the epilogue saves (the kernel after cuDNN would read it back)."""
+    out = traced_shape(node)
+    ours = direct_seconds(node, conv.dims, conv.terms, conv.tiling, conv.k, out)
+    saved = 2 * 4 * _numel(node) / rates.BANDWIDTH if epilogue else 0.0
+    theirs = cudnn_short_dot_seconds(node, conv.dims, conv.terms) + saved
+    if ours < theirs:
         return None
-    return (f"expected {ours * 1e3:.3f} ms in the direct kernel ({tiling.useful_fraction(tiles, k, out[-2], out[-1]):.0%} "
-            f"of its tiles' work is real output) vs {theirs * 1e3:.3f} ms for cuDNN (cuDNN stays)")
+    return (f"expected {ours * 1e3:.3f} ms in the direct kernel "
+            f"({tiling.useful_fraction(conv.tiling, conv.k, out[-2], out[-1]):.0%} of its tiles' work is real output) "
+            f"vs {theirs * 1e3:.3f} ms for cuDNN{' and the pass its epilogue saves' if epilogue else ''} (cuDNN stays)")
 
 
 def _broadcasts_to(shape: tuple, full: tuple) -> bool:
@@ -248,8 +255,14 @@ def form_conv_groups(claim: Claim, pointwise_groups: list[list[str]], not_fused:
         if isinstance(conv, str):
             grower.anchor_reasons[node.name] = conv
             continue
+        taken = set(grower.taken)
         grown = grower.grow(node.name, {node.name}, lambda members, node=node, conv=conv:
                             conv_spec(members, node, conv, grower.by_name, claim.reach))
+        slower = grown and _slower_than_cudnn(node, conv, epilogue=len(grown[0]) > 1)
+        if slower:  # the group as grown is not worth it: its units go back to the pointwise kernels
+            grower.anchor_reasons[node.name] = slower
+            grower.taken = taken
+            continue
         if grown:
             grower.formed.append(grown)
     conv_of = grower.group_of()
