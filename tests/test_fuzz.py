@@ -336,3 +336,32 @@ def test_on_several_gpus_the_models_take_them_in_turn_each_gpu_with_its_own_leas
     assert [seen[s]["CUDA_VISIBLE_DEVICES"] for s in range(4)] == ["3", "5", "3", "5"]
     assert [Path(seen[s]["FUSEFORGE_GPU_LEASE"]).name for s in range(4)] == ["gpu3.lock", "gpu5.lock"] * 2
     assert int(seen[0]["OMP_NUM_THREADS"]) == max(1, (os.cpu_count() or 1) // 2)
+
+
+def _calls(source: str, names: tuple[str, ...]) -> list[str]:
+    """The text of each call `name(...)` in `source`, up to its matching parenthesis."""
+    found = []
+    for name in names:
+        start = source.find(name + "(")
+        while start >= 0:
+            depth, end = 0, start + len(name)
+            for end in range(start + len(name), len(source)):
+                depth += {"(": 1, ")": -1}.get(source[end], 0)
+                if depth == 0:
+                    break
+            found.append(source[start:end + 1])
+            start = source.find(name + "(", end)
+    return found
+
+
+def test_every_tensor_factory_of_more_than_one_value_is_made_on_the_inputs_device():
+    """A CPU tensor of any shape but 0-d cannot meet a CUDA tensor: such a model cannot run on a GPU (a campaign
+    model added `torch.full((1, 1, 1, 11), 0.09)` to a CUDA tensor and its own forward raised)."""
+    seen = 0
+    for op in ("tensor_ones", "tensor_full"):
+        for seed in range(60):
+            for call in _calls(generate(seed, include=op).source, ("torch.ones", "torch.zeros", "torch.full")):
+                if not call.split("(", 1)[1].startswith("()"):
+                    seen += 1
+                    assert "device=x.device" in call, call
+    assert seen > 20

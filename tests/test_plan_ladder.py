@@ -64,7 +64,7 @@ def test_a_kernel_that_fails_to_generate_removes_its_family_only_and_keeps_the_f
     _codegen_fails_with_a_gemm_kernel(monkeypatch)
     out = tmp_path / "out"
     run = optimize(_config(model, tmp_path))
-    assert run.config.families == {"rows", "channel_norms", "channel_reductions"}
+    assert run.config.families == set(NAMES) - {"gemm"}
     assert not any(g.kind == "gemm" for g in run.plan.groups) and any(g.kind == "rows" for g in run.plan.groups)
     assert run.cpu_check.passed and (out / "40_model_new.py").exists()
     first = out / ATTEMPTS / "1_every-kernel-family"
@@ -81,7 +81,7 @@ def test_a_family_whose_float64_reference_is_wrong_is_named_by_the_cpu_check_and
     monkeypatch.setattr(row_table, "reference", lambda *a: reference(*a) * 1.01)  # a 1 % error in the row kernel
     out = tmp_path / "out"
     run = optimize(_config(model, tmp_path))
-    assert run.config.families == {"gemm", "channel_norms", "channel_reductions"}
+    assert run.config.families == set(NAMES) - {"rows"}
     assert any(g.kind == "gemm" for g in run.plan.groups) and not any(g.kind == "rows" for g in run.plan.groups)
     report = (out / "report.md").read_text()
     assert "failed at verify (attributed to the rows family)" in report
@@ -110,8 +110,10 @@ def test_when_every_generated_kernel_fails_the_ladder_ends_at_torch_calls_of_the
     run = optimize(_config(model, tmp_path))
     assert not run.plan.groups and run.config.rewrites and run.cpu_check.passed
     left = sorted(p.name for p in (tmp_path / "out" / ATTEMPTS).iterdir())
-    assert left == ["1_every-kernel-family", "2_kernel-families-rows--channel-norms--channel-reductions",
-                    "3_kernel-families-channel-norms--channel-reductions"]  # then its pointwise kernel failed
+    def folder(names):
+        return "--".join(n.replace("_", "-") for n in NAMES if n in names)
+    assert left == ["1_every-kernel-family", "2_kernel-families-" + folder(set(NAMES) - {"gemm"}),
+                    "3_kernel-families-" + folder(set(NAMES) - {"gemm", "rows"})]  # then its pointwise kernel failed
     assert "extension = " not in (tmp_path / "out" / "40_model_new.py").read_text()
 
 
@@ -177,9 +179,10 @@ def test_a_rung_that_would_not_change_the_failed_plan_is_skipped():
     rung = OptimizeConfig(model_path=Path("m.py"), out_dir=Path("o"))
     following = next_rung(rung, _failure(used_kernels=True))  # no family, no layout change in the plan
     assert describe(following) == "torch calls of the rewritten graph"
-    assert describe(next_rung(rung, _failure(family="gemm"))) == "kernel families rows, channel_norms, channel_reductions"
-    assert describe(rung.without_family("rows").without_family("gemm").without_family("channel_norms")) == \
-        "kernel family channel_reductions"
+    assert describe(next_rung(rung, _failure(family="gemm"))) == \
+        "kernel families " + ", ".join(n for n in NAMES if n != "gemm")
+    assert describe(rung.without_family("rows").without_family("gemm").without_family("channel_norms")
+                    .without_family("conv")) == "kernel family channel_reductions"
 
 
 def test_the_command_line_shows_the_next_rung_and_exits_0_with_the_simpler_plan(model, tmp_path, monkeypatch):

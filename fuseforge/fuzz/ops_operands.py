@@ -63,8 +63,11 @@ def _tail(b: Builder) -> tuple[int, ...]:
     return b.broadcast_shape(b.x.shape) if b.x.rank >= 2 else ()
 
 
-def _device(b: Builder) -> str:
-    return pick(b, "", ", device=x.device", ", device=x.device, dtype=x.dtype")
+def _device(b: Builder, scalar: bool = True) -> str:
+    """The factory's device (and dtype) arguments: a 0-d tensor may stay on the CPU (PyTorch broadcasts it to a
+    CUDA tensor's device), a tensor of any other shape must be made on x's device, or the model cannot run on a
+    GPU. The same three-way draw either way, so the other ops of a seed's file do not change."""
+    return pick(b, "" if scalar else ", device=x.device", ", device=x.device", ", device=x.device, dtype=x.dtype")
 
 
 @op("tensor_scalar", "constant")
@@ -79,15 +82,15 @@ def tensor_scalar(b: Builder) -> None:
 def tensor_ones(b: Builder) -> None:
     shape = _tail(b)
     args = ", ".join(map(str, shape)) if shape else "()"
-    b.emit("x = " + pick(b, f"x * torch.ones({args}{_device(b)})", f"x + torch.zeros({args}{_device(b)})",
+    b.emit("x = " + pick(b, f"x * torch.ones({args}{_device(b, False)})", f"x + torch.zeros({args}{_device(b, False)})",
                          "x * torch.ones_like(x)", "torch.where(x > 0, x, torch.zeros_like(x))"), b.x.shape)
 
 
 @op("tensor_full", "constant")
 def tensor_full(b: Builder) -> None:
     shape, c = _tail(b), round(b.rng.uniform(-1, 1), 2)
-    b.emit("x = " + pick(b, f"x + torch.full({literal(shape)}, {c}{_device(b)})",
-                         f"torch.min(x, torch.full({literal(shape)}, {c}{_device(b)}))",
+    b.emit("x = " + pick(b, f"x + torch.full({literal(shape)}, {c}{_device(b, False)})",
+                         f"torch.min(x, torch.full({literal(shape)}, {c}{_device(b, False)}))",
                          f"x * torch.full_like(x, {c})"), b.x.shape)
 
 
