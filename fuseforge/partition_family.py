@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from torch import fx
 
+from . import pointwise
 from .plan import Claim, WhyNotFused
 from .pointwise import NotSpellable
 
@@ -132,3 +133,28 @@ def restate_anchor_notes(notes: list, anchor_reasons: dict[str, str], family: st
                                                      f"kernel: {anchor_reasons[anchor]}")
         restated.append(w)
     return restated
+
+
+def epilogue_edge_reason(grower: GroupGrower, group: int, other: fx.Node, anchor_of: dict[str, int], after: bool,
+                         family: str, holds: str, after_reason: str) -> str | None:
+    """Why `other` (a consumer of group `group` when `after`, else a producer) stays out of the group of a family
+    whose kernel is an anchor with a pointwise epilogue (GEMM, convolution): `family` names its kernels ("GEMM"),
+    `holds` says why two anchors do not share one, `after_reason` why a non-pointwise consumer stays out."""
+    name = other.name
+    if name in anchor_of:
+        return grower.two_anchors_reason(group, anchor_of[name], f"{family} kernels", holds)
+    gi = grower.owner.get(name)
+    if gi is not None:
+        return grower.rejected.get(gi, "not tried")
+    if other.op != "call_function":
+        return None
+    producer = other.args[0] if other.target is operator.getitem else other
+    if producer.name in grower.formed[group][0]:
+        return None
+    if not after:
+        why = grower.torch_reason(producer) or "stays a torch call"
+        if producer.name in grower.anchor_reasons:
+            why = (f"{why.removesuffix(' (stays a torch call)')}, nor a {family} kernel: "
+                   f"{grower.anchor_reasons[producer.name]}")
+        return why
+    return f"{pointwise.op_key(producer)} is not pointwise: {after_reason}"

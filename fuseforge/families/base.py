@@ -57,3 +57,11 @@ def operand_class(shape: tuple, full: tuple) -> str | None:
     if padded[1] == full[1] and all(d == 1 for i, d in enumerate(padded) if i != 1):
         return "channel"
     return None
+
+
+def broadcasts_to(shape: tuple, full: tuple) -> bool:
+    """Whether a value of `shape` broadcasts to `full` (one value per element of `full` after broadcasting)."""
+    if len(shape) > len(full):
+        return False
+    padded = (1,) * (len(full) - len(shape)) + tuple(shape)
+    return all(d == 1 or d == f for d, f in zip(padded, full))

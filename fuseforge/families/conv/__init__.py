@@ -21,6 +21,9 @@ from .group import conv_op_reason, direct_seconds, form_conv_groups, is_conv_op
 from .kernel import conv_kernel_source
 from .reference import direct_conv
 
+DIRECT_KERNEL = cuda_source(__package__, "direct.cuh")  # the kernel and its launch template
+CONV_BINDING = cuda_source(__package__, "binding.h")  # the binding's checks and output sizes
+
 
 class Conv(FamilyBase):
     name = "conv"
@@ -45,25 +48,31 @@ class Conv(FamilyBase):
         return conv_kernel_source(group, by_name)
 
     def runtime(self) -> Runtime:
-        return Runtime((cuda_source(__package__, "direct.cuh"),), (cuda_source(__package__, "binding.h"),))
+        return Runtime((DIRECT_KERNEL,), (CONV_BINDING,))
 
     def check_operands(self, group: KernelGroup, inputs: dict) -> None:
         """The input and weight have the channels and window the kernel was generated for; each epilogue input
-        fits its class."""
+        fits its class against the output they make (what the binding checks)."""
         c = group.spec.conv
         x, w = inputs[c.x], inputs[c.w]
-        if x.dim() != c.dims + 2 or x.shape[1] != c.c or tuple(w.shape[:2]) != (c.k, c.c):
+        window = tuple(w.shape[2:])
+        if x.dim() != c.dims + 2 or x.shape[1] != c.c or tuple(w.shape[:2]) != (c.k, c.c) or \
+                window != c.window[3 - c.dims:]:
             raise ValueError(f"{group.name}: convolution of {list(x.shape)} by {list(w.shape)} is not the "
-                             f"{c.c} -> {c.k} channels it was generated for")
-        k = c.k
+                             f"{c.c} -> {c.k} channels and window it was generated for")
+        out = [x.shape[0], c.k] + [(size + 2 * p - d * (k - 1) - 1) // s + 1 for size, k, s, p, d in
+                                   zip(x.shape[2:], *(t[3 - c.dims:] for t in (c.window, c.stride, c.padding,
+                                                                                 c.dilation)))]
         for name, cls in group.spec.operands:
             t = inputs[name]
-            if cls == "channel":
-                ok = t.numel() == k and (t.dim() <= 1 or ([1] * (c.dims + 2 - t.dim()) + list(t.shape))[1] == k)
+            if cls == "full":
+                ok = list(t.shape) == out
+            elif cls == "channel":
+                ok = t.numel() == c.k and (t.dim() <= 1 or ([1] * (len(out) - t.dim()) + list(t.shape))[1] == c.k)
             else:
-                ok = t.numel() == 1 if cls == "scalar" else True  # full: checked against the output below
+                ok = t.numel() == 1
             if not ok:
-                raise ValueError(f"{group.name}: input {name} of shape {list(t.shape)} is not {cls} for {k} channels")
+                raise ValueError(f"{group.name}: input {name} of shape {list(t.shape)} is not {cls} for output {out}")
 
     def references(self, group: KernelGroup) -> dict:
         c = group.spec.conv
@@ -110,11 +119,8 @@ class Conv(FamilyBase):
 
     def seconds(self, group: KernelGroup, by_name) -> float | None:
         """The kernel's measured rate with its tiles' tails, or its traffic where that takes longer."""
-        c = group.spec.conv
-        node = by_name[group.spec.anchor]
         moved = sum(nbytes(by_name[i]) for i in group.inputs) + sum(nbytes(by_name[o]) for o in group.outputs)
-        out = group.spec.full_shape
-        return max(direct_seconds(node, c.dims, c.terms, c.tiling, c.k, out), moved / BANDWIDTH) + LAUNCH_S
+        return max(direct_seconds(by_name[group.spec.anchor], group.spec.conv), moved / BANDWIDTH) + LAUNCH_S
 
 
 FAMILY = Conv()

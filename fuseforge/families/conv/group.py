@@ -22,18 +22,22 @@ families, so an epilogue holds only the pointwise ops no reduction, norm or pool
 
 from __future__ import annotations
 
-import dataclasses
-import operator
 from dataclasses import dataclass
 
 import torch
 from torch import fx
 
-from ... import pointwise, rates
-from ...partition_family import GroupGrower, edge_notes, notes_outside, restate_anchor_notes
+from ... import cost, pointwise, rates
+from ...partition_family import (
+    GroupGrower,
+    edge_notes,
+    epilogue_edge_reason,
+    notes_outside,
+    restate_anchor_notes,
+)
 from ...plan import Claim
-from ...traced import size_hint, tensor_meta, traced_shape
-from ..base import operand_class
+from ...traced import tensor_meta, traced_shape
+from ..base import broadcasts_to, operand_class
 from . import tiling
 
 CONV_OPS = {"aten.conv2d.default": "conv2d", "aten.conv3d.default": "conv3d",
@@ -138,55 +142,34 @@ def recognise(node: fx.Node) -> ConvAnchor | str:
     out = traced_shape(node)
     if not all(isinstance(s, int) for s in out[1:]):
         return "its output's spatial size is not static"
-    tiles = tiling.choose(k, window, out[-2], c, geometry[0][1] == 1 and geometry[2][1] == 1)
+    tiles = tiling.choose(c, k, window, geometry[0], geometry[2], out[-2])
     if isinstance(tiles, str):
         return tiles
-    while tiling.smem_bytes(tiles, c, window, geometry[0], geometry[2]) > tiling.SMEM_LIMIT and tiles.wh > 1:
-        tiles = dataclasses.replace(tiles, wh=tiles.wh // 2)  # shorter tiles: less input halo in shared memory
-    if tiling.smem_bytes(tiles, c, window, geometry[0], geometry[2]) > tiling.SMEM_LIMIT:
-        return "its weights and input tiles do not fit in half an SM's shared memory"
     return ConvAnchor(op, x.name, w.name, bias.name if isinstance(bias, fx.Node) else None, dims, c, k, window,
                       *geometry, tiles)
 
 
-def direct_seconds(node: fx.Node, dims: int, terms: int, tiles: tiling.Tiling, k: int, out: tuple) -> float:
+def direct_seconds(node: fx.Node, conv: ConvAnchor) -> float:
     """The direct kernel's time at its measured rate, its tiles' tails counted as work (launch not included)."""
-    flops = 2.0 * terms * _numel(node)
-    fraction = tiling.useful_fraction(tiles, k, out[-2], out[-1])
-    return flops / (rates.CONV_DIRECT_FLOPS[dims] * fraction)
-
-
-def cudnn_short_dot_seconds(node: fx.Node, dims: int, terms: int) -> float:
-    """cuDNN's time on a convolution with short dot products, at its rate measured on such shapes."""
-    return 2.0 * terms * _numel(node) / rates.CUDNN_SHORT_DOT_FLOPS[dims]
-
-
-def _numel(node: fx.Node) -> int:
-    n = 1
-    for s in tensor_meta(node).shape:
-        n *= size_hint(s)
-    return n
+    out = traced_shape(node)
+    fraction = tiling.useful_fraction(conv.tiling, conv.k, out[-2], out[-1])
+    return 2.0 * conv.terms * cost.numel(node) / (rates.CONV_DIRECT_FLOPS[conv.dims] * fraction)
 
 
 def _slower_than_cudnn(node: fx.Node, conv: ConvAnchor, epilogue: bool) -> str | None:
-    """Why the group is not expected faster than cuDNN's convolution, plus, where the group has an epilogue, the
-    pass over the convolution's output that the epilogue saves (the kernel after cuDNN would read it back)."""
-    out = traced_shape(node)
-    ours = direct_seconds(node, conv.dims, conv.terms, conv.tiling, conv.k, out)
-    saved = 2 * 4 * _numel(node) / rates.BANDWIDTH if epilogue else 0.0
-    theirs = cudnn_short_dot_seconds(node, conv.dims, conv.terms) + saved
+    """Why the group is not expected faster than cuDNN's convolution (as the cost model prices eager's) plus,
+    where the group has an epilogue, the pass over the convolution's output that the epilogue saves (the kernel
+    after cuDNN would read it back)."""
+    ours = direct_seconds(node, conv)
+    flops, rate = cost.flops(node)
+    saved = 2 * cost.nbytes(node) / rates.BANDWIDTH if epilogue else 0.0
+    theirs = flops / rate + saved
     if ours < theirs:
         return None
+    out = traced_shape(node)
     return (f"expected {ours * 1e3:.3f} ms in the direct kernel "
             f"({tiling.useful_fraction(conv.tiling, conv.k, out[-2], out[-1]):.0%} of its tiles' work is real output) "
             f"vs {theirs * 1e3:.3f} ms for cuDNN{' and the pass its epilogue saves' if epilogue else ''} (cuDNN stays)")
-
-
-def _broadcasts_to(shape: tuple, full: tuple) -> bool:
-    if len(shape) > len(full):
-        return False
-    padded = (1,) * (len(full) - len(shape)) + tuple(shape)
-    return all(d == 1 or d == f for d, f in zip(padded, full))
 
 
 def conv_spec(members: set[str], anchor: fx.Node, conv: ConvAnchor, by_name, reach) -> ConvSpec | str:
@@ -205,7 +188,7 @@ def conv_spec(members: set[str], anchor: fx.Node, conv: ConvAnchor, by_name, rea
             meta = tensor_meta(node)
             if meta is None or meta.dtype not in (torch.float32, torch.bool):
                 return f"{name} has dtype {getattr(meta, 'dtype', None)}; the conv epilogue computes float32"
-            if not _broadcasts_to(traced_shape(node), full):
+            if not broadcasts_to(traced_shape(node), full):
                 return (f"{name} has shape {list(traced_shape(node))}, which does not broadcast to the convolution's "
                         f"output {list(full)}: the epilogue computes one value per output element")
         reads = [conv.bias] if name == anchor.name else [a.name for a in node.all_input_nodes]
@@ -224,25 +207,6 @@ def conv_spec(members: set[str], anchor: fx.Node, conv: ConvAnchor, by_name, rea
             if tensor_meta(node).dtype != torch.float32 or traced_shape(node) != full:
                 return f"a kernel output ({name}) would not be float32 of the convolution's output shape {list(full)}"
     return ConvSpec(anchor.name, conv, tuple(classes.items()), full)
-
-
-def _edge_reason(grower: GroupGrower, group: int, other: fx.Node, conv_of: dict[str, int], after: bool) -> str | None:
-    """Why `other` (a consumer of the group when `after`, else a producer) stays out of conv group `group`."""
-    name = other.name
-    if name in conv_of:
-        return grower.two_anchors_reason(group, conv_of[name], "conv kernels", "a conv kernel holds one convolution")
-    gi = grower.owner.get(name)
-    if gi is not None:
-        return grower.rejected.get(gi, "not tried")
-    if other.op != "call_function":
-        return None
-    producer = other.args[0] if other.target is operator.getitem else other
-    if producer.name in grower.formed[group][0]:
-        return None
-    if not after:
-        return grower.torch_reason(producer) or "stays a torch call"
-    return (f"{pointwise.op_key(producer)} is not pointwise: a conv kernel's epilogue computes pointwise ops "
-            "element by element (a reduction, norm or pool after the convolution reads its whole output)")
 
 
 def form_conv_groups(claim: Claim, pointwise_groups: list[list[str]], not_fused: list):
@@ -267,7 +231,10 @@ def form_conv_groups(claim: Claim, pointwise_groups: list[list[str]], not_fused:
             grower.formed.append(grown)
     conv_of = grower.group_of()
     kept = restate_anchor_notes(notes_outside(not_fused, conv_of), grower.anchor_reasons, "conv")
-    not_fused[:] = kept + edge_notes(grower, lambda i, other, after: _edge_reason(grower, i, other, conv_of, after))
+    not_fused[:] = kept + edge_notes(grower, lambda i, other, after: epilogue_edge_reason(
+        grower, i, other, conv_of, after, "conv", "a conv kernel holds one convolution",
+        "a conv kernel's epilogue computes pointwise ops element by element (a reduction, norm or pool after the "
+        "convolution reads its whole output)"))
     return grower.untaken(pointwise_groups), grower.formed
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from torch import fx
 
 from ... import pointwise
+from ...codegen import epilogue
 from ...codegen.pointwise_kernel import KernelSource, cpp_name
 from ...codegen.writer import Writer
 from ...plan import KernelGroup
@@ -26,44 +27,25 @@ _ROLE = {"full": "one value per output element", "channel": "one value per outpu
 _CLASS_ENUM = {"full": "FF_CONV_FULL", "channel": "FF_CONV_CHANNEL", "scalar": "FF_CONV_SCALAR"}
 
 
-def _field(name: str, cls: str) -> str:
-    return f"{cpp_name(name)}_{cls}"
-
-
 def _functor(group: KernelGroup, by_name: dict[str, fx.Node]) -> str:
-    spec = group.spec
+    conv = group.spec.conv
     w = Writer()
     w.line(f"struct {group.name}_epilogue {{")
     with w.indent():
-        for name, cls in spec.operands:
-            w.line(f"const float* {_field(name, cls)};  // {name}: {_ROLE[cls]}")
-        for name in group.outputs[1:]:
-            w.line(f"float* out_{name};  // {name}, written here (the kernel stores {group.outputs[0]})")
+        epilogue.fields(w, group, _ROLE)
         w.line("")
         w.line("__device__ __forceinline__ float operator()(float ff_acc, int ff_k, int64_t ff_at) const {")
         with w.indent():
-            for name, cls in spec.operands:
-                w.line(f"const float {cpp_name(name)} = __ldg({_field(name, cls)} + {_INDEX[cls]});")
-            for name in group.nodes:
-                if name == spec.anchor:
-                    bias = f" + {cpp_name(spec.conv.bias)}" if spec.conv.bias else ""
-                    w.line(f"const float {cpp_name(name)} = ff_acc{bias};  // {spec.conv.op}: the convolution's value")
-                    continue
-                node = by_name[name]
-                w.line(f"const {pointwise.result_type(node)} {cpp_name(name)} = "
-                       f"{pointwise.spell(node, lambda n: cpp_name(n.name))};")
-            for name in group.outputs[1:]:
-                w.line(f"out_{name}[ff_at] = {cpp_name(name)};")
-            w.line(f"return {cpp_name(group.outputs[0])};")
+            bias = f" + {cpp_name(conv.bias)}" if conv.bias else ""
+            anchor = f"const float {cpp_name(group.spec.anchor)} = ff_acc{bias};  // {conv.op}: the convolution's value"
+            epilogue.chain(w, group, by_name, _INDEX, anchor)
         w.line("}")
     w.line("};")
     return w.text()
 
 
 def _launcher_params(group: KernelGroup) -> list[str]:
-    return (["const float* ff_x", "const float* ff_w", f"float* {cpp_name(group.outputs[0])}"]
-            + [f"const float* {_field(n, c)}" for n, c in group.spec.operands]
-            + [f"float* {cpp_name(o)}" for o in group.outputs[1:]]
+    return (epilogue.launcher_pointers(group, ["const float* ff_x", "const float* ff_w"])
             + ["int64_t ff_n", "int64_t ff_d", "int64_t ff_h", "int64_t ff_w_in", "int64_t ff_od", "int64_t ff_oh",
                "int64_t ff_ow", "void* stream"])
 
@@ -85,10 +67,7 @@ def _launcher(group: KernelGroup) -> str:
     w.line(_launcher_signature(group) + " {")
     with w.indent():
         w.line(f"{group.name}_epilogue epi;")
-        for name, cls in group.spec.operands:
-            w.line(f"epi.{_field(name, cls)} = {_field(name, cls)};")
-        for name in group.outputs[1:]:
-            w.line(f"epi.out_{name} = {cpp_name(name)};")
+        epilogue.assign_fields(w, group)
         w.line("// n c d h w, k od oh ow, stride, padding, dilation (depth, rows, columns)")
         w.line(f"const ff_conv_direct::Geometry g{{(int)ff_n, {c.c}, (int)ff_d, (int)ff_h, (int)ff_w_in, {c.k}, (int)ff_od, "
                f"(int)ff_oh, (int)ff_ow, {', '.join(map(str, c.stride + c.padding + c.dilation))}}};")
@@ -101,7 +80,7 @@ def _launcher(group: KernelGroup) -> str:
 
 
 def _binding(group: KernelGroup) -> str:
-    spec, c = group.spec, group.spec.conv
+    c = group.spec.conv
     ins, outs = [cpp_name(i) for i in group.inputs], [cpp_name(o) for o in group.outputs]
     single = len(outs) == 1
     geometry = [c.c, c.k, *c.window, *c.stride, *c.padding, *c.dilation]
@@ -112,14 +91,10 @@ def _binding(group: KernelGroup) -> str:
         w.line(f'const char* kernel = "{group.name}";')
         w.line(f"const FFConv c = ff_conv_prepare(kernel, {cpp_name(c.x)}, {cpp_name(c.w)}, {c.dims}, "
                f"{{{', '.join(map(str, geometry))}}});  // C K KD KH KW, stride, padding, dilation")
-        for name, cls in spec.operands:
-            w.line(f'const torch::Tensor {_field(name, cls)} = ff_conv_operand(kernel, "{name}", {cpp_name(name)}, c, '
-                   f"{_CLASS_ENUM[cls]});")
+        epilogue.binding_operands(w, group, "ff_conv_operand", "c", _CLASS_ENUM)
         for o in outs:
             w.line(f"torch::Tensor {o} = torch::empty(c.out_sizes, c.x.options());")
-        args = ["c.x.data_ptr<float>()", "c.w.data_ptr<float>()", f"{outs[0]}.data_ptr<float>()"]
-        args += [f"{_field(n, k)}.data_ptr<float>()" for n, k in spec.operands]
-        args += [f"{o}.data_ptr<float>()" for o in outs[1:]]
+        args = ["c.x.data_ptr<float>()", "c.w.data_ptr<float>()", *epilogue.pointer_arguments(group)]
         args += ["c.n", "c.d", "c.h", "c.w_", "c.od", "c.oh", "c.ow", "reinterpret_cast<void*>(stream)"]
         w.line(f"ff_check(kernel, launch_{group.name}({', '.join(args)}));")
         w.line(f"return {outs[0]};" if single else f"return {{{', '.join(outs)}}};")

@@ -6,7 +6,8 @@ a block is WK x WH warps, at most 8 (256 threads, two blocks per SM): WK warps a
 (BK = 8 * WK channels a block, as many as the convolution has, up to 64), WH warps down the rows. PH is 8 where
 the registers allow (the kernel keeps PH x KPT accumulators, KH x KPT weights and PH + KH - 1 input values), and
 the tile is no taller than the output needs. The block's shared memory holds the channel group's weights and two
-input tiles with their halo; a tiling that needs more than half an SM's shared memory is refused.
+input tiles with their halo; where they take more than half an SM's shared memory the tile gets fewer rows of
+warps, and where one row of warps still does not fit the convolution has no tiling.
 """
 
 from __future__ import annotations
@@ -48,11 +49,12 @@ def _registers(ph: int, kh: int) -> int:
     return ph * KPT + kh * KPT + ph + kh - 1
 
 
-def choose(k_out: int, window: tuple[int, int, int], out_h: int, c: int = 2, unit_rows: bool = True) -> Tiling | str:
-    """The tiling of a convolution with `k_out` output channels, window (KD, KH, KW), `out_h` output rows and
-    `c` input channels, or why the kernel has none; `unit_rows`: row stride and row dilation 1 (the kernel's
-    path that reuses each input row for KH output rows)."""
+def choose(c: int, k_out: int, window: tuple[int, int, int], stride: tuple[int, int, int],
+           dilation: tuple[int, int, int], out_h: int) -> Tiling | str:
+    """The tiling of a convolution of `c` -> `k_out` channels, window (KD, KH, KW), stride and dilation per axis
+    (depth, rows, columns) and `out_h` output rows, or why the kernel has none."""
     kh = window[1]
+    unit_rows = stride[1] == 1 and dilation[1] == 1  # the kernel's path that reuses each input row for KH outputs
     wk = min(MAX_WARPS, math.ceil(min(k_out, MAX_BLOCK_K) / KPT))
     wh = max(1, MAX_WARPS // wk)
     # 8 rows a thread only on the unit-row path over more than one (channel, depth) plane: ptxas (nvcc 13.0,
@@ -67,7 +69,12 @@ def choose(k_out: int, window: tuple[int, int, int], out_h: int, c: int = 2, uni
         wh //= 2
     while ph > 2 and (ph // 2) * wh >= out_h:
         ph //= 2
-    return Tiling(KPT, wk, wh, ph)
+    t = Tiling(KPT, wk, wh, ph)
+    while smem_bytes(t, c, window, stride, dilation) > SMEM_LIMIT and t.wh > 1:
+        t = Tiling(KPT, wk, t.wh // 2, ph)  # shorter tiles: less input halo in shared memory
+    if smem_bytes(t, c, window, stride, dilation) > SMEM_LIMIT:
+        return "its weights and input tiles do not fit in half an SM's shared memory"
+    return t
 
 
 def smem_bytes(t: Tiling, c: int, window: tuple[int, int, int], stride: tuple[int, int, int],

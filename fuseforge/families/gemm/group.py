@@ -23,16 +23,22 @@ Whenever a neighbour stays apart, the reason is recorded (WhyNotFused).
 from __future__ import annotations
 
 import math
-import operator
 from dataclasses import dataclass
 
 import torch
 from torch import fx
 
 from ... import pointwise, rates
-from ...partition_family import GroupGrower, edge_notes, notes_outside, restate_anchor_notes
+from ...partition_family import (
+    GroupGrower,
+    edge_notes,
+    epilogue_edge_reason,
+    notes_outside,
+    restate_anchor_notes,
+)
 from ...plan import Claim
 from ...traced import size_hint, tensor_meta, traced_shape
+from ..base import broadcasts_to
 
 OPERAND_CLASSES = ("full", "row", "col", "scalar")
 MIN_TILE_SIDE = 16  # a static M or N below this stays a torch call (GEMV-like shapes)
@@ -177,13 +183,6 @@ def operand_class(shape: tuple, full: tuple) -> str | None:
     return None
 
 
-def _broadcasts_to(shape: tuple, full: tuple) -> bool:
-    if len(shape) > len(full):
-        return False
-    padded = (1,) * (len(full) - len(shape)) + tuple(shape)
-    return all(d == 1 or d == f for d, f in zip(padded, full))
-
-
 def _check_members(order: list[str], anchor: fx.Node, gemm: GemmAnchor, full: tuple, by_name) -> str | None:
     for operand in (gemm.a, gemm.b):
         if operand in order:
@@ -196,7 +195,7 @@ def _check_members(order: list[str], anchor: fx.Node, gemm: GemmAnchor, full: tu
         meta = tensor_meta(node)
         if meta is None or meta.dtype not in (torch.float32, torch.bool):
             return f"{name} has dtype {getattr(meta, 'dtype', None)}; the GEMM epilogue computes float32"
-        if not _broadcasts_to(traced_shape(node), full):
+        if not broadcasts_to(traced_shape(node), full):
             return (f"{name} has shape {list(traced_shape(node))}, which does not broadcast to the GEMM's output "
                     f"{list(full)}: the epilogue computes one value per output element")
     return None
@@ -241,28 +240,6 @@ def gemm_spec(members: set[str], anchor: fx.Node, gemm: GemmAnchor, by_name, rea
     return GemmSpec(anchor.name, gemm, tuple(classes.items()), full)
 
 
-def _edge_reason(grower: GroupGrower, group: int, other: fx.Node, gemm_of: dict[str, int], after: bool) -> str | None:
-    """Why `other` (a consumer of the group when `after`, else a producer) stays out of GEMM group `group`."""
-    name = other.name
-    if name in gemm_of:
-        return grower.two_anchors_reason(group, gemm_of[name], "GEMM kernels", "a GEMM kernel holds one GEMM")
-    gi = grower.owner.get(name)
-    if gi is not None:
-        return grower.rejected.get(gi, "not tried")
-    if other.op != "call_function":
-        return None
-    producer = other.args[0] if other.target is operator.getitem else other
-    if producer.name in grower.formed[group][0]:
-        return None
-    if not after:
-        why = grower.torch_reason(producer) or "stays a torch call"
-        if producer.name in grower.anchor_reasons:
-            why = f"{why.removesuffix(' (stays a torch call)')}, nor a GEMM kernel: {grower.anchor_reasons[producer.name]}"
-        return why
-    return (f"{pointwise.op_key(producer)} is not pointwise: a GEMM kernel's epilogue computes pointwise ops "
-            "element by element (a reduction, norm or other anchor after the GEMM reads its whole output)")
-
-
 def form_gemm_groups(claim: Claim, pointwise_groups: list[list[str]], not_fused: list):
     """GEMM groups grown from `pointwise_groups`: returns (pointwise groups left, [(members, GemmSpec)]);
     `not_fused` is updated: entries about GEMM-group members are replaced by the GEMM groups' own, and a
@@ -283,7 +260,10 @@ def form_gemm_groups(claim: Claim, pointwise_groups: list[list[str]], not_fused:
     gemm_of = grower.group_of()
     kept = restate_anchor_notes(notes_outside(not_fused, gemm_of), grower.anchor_reasons, "GEMM")
     not_fused[:] = kept + edge_notes(
-        grower, lambda i, other, after: _edge_reason(grower, i, other, gemm_of, after))
+        grower, lambda i, other, after: epilogue_edge_reason(
+            grower, i, other, gemm_of, after, "GEMM", "a GEMM kernel holds one GEMM",
+            "a GEMM kernel's epilogue computes pointwise ops element by element (a reduction, norm or other anchor "
+            "after the GEMM reads its whole output)"))
     return grower.untaken(pointwise_groups), grower.formed
 
 

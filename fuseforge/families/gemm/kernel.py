@@ -17,6 +17,7 @@ from __future__ import annotations
 from torch import fx
 
 from ... import pointwise
+from ...codegen import epilogue
 from ...codegen.pointwise_kernel import KernelSource, cpp_name
 from ...codegen.writer import Writer
 from ...cpp_literals import cpp_float
@@ -26,10 +27,6 @@ _INDEX = {"full": "ff_at", "row": "ff_row_at", "col": "ff_col", "scalar": "0"}
 _ROLE = {"full": "one value per output element", "row": "one value per row", "col": "one value per column",
          "scalar": "one value"}
 _CLASS_ENUM = {"full": "FF_GEMM_FULL", "row": "FF_GEMM_ROW", "col": "FF_GEMM_COL", "scalar": "FF_GEMM_SCALAR"}
-
-
-def _field(name: str, cls: str) -> str:
-    return f"{cpp_name(name)}_{cls}"
 
 
 def _anchor_expr(group: KernelGroup) -> str:
@@ -47,10 +44,7 @@ def _functor(group: KernelGroup, by_name: dict[str, fx.Node]) -> str:
     w.line(f"struct {group.name}_epilogue {{")
     with w.indent():
         w.line("int64_t ff_m, ff_n;  // rows per batch and columns of the output")
-        for name, cls in spec.operands:
-            w.line(f"const float* {_field(name, cls)};  // {name}: {_ROLE[cls]}")
-        for name in group.outputs[1:]:
-            w.line(f"float* out_{name};  // {name}, written here (the kernel stores {group.outputs[0]})")
+        epilogue.fields(w, group, _ROLE)
         w.line("")
         w.line("__device__ __forceinline__ float operator()(float ff_acc, int ff_batch, int ff_row, int ff_col) const {")
         with w.indent():
@@ -60,28 +54,15 @@ def _functor(group: KernelGroup, by_name: dict[str, fx.Node]) -> str:
                 w.line("const int64_t ff_row_at = (int64_t)ff_batch * ff_m + ff_row;")
             if need_at:
                 w.line("const int64_t ff_at = ff_row_at * ff_n + ff_col;")
-            for name, cls in spec.operands:
-                w.line(f"const float {cpp_name(name)} = __ldg({_field(name, cls)} + {_INDEX[cls]});")
-            for name in group.nodes:
-                if name == spec.anchor:
-                    op = spec.gemm.op
-                    w.line(f"const float {cpp_name(name)} = {_anchor_expr(group)};  // {op}: the GEMM's value")
-                    continue
-                node = by_name[name]
-                expr = pointwise.spell(node, lambda n: cpp_name(n.name))
-                w.line(f"const {pointwise.result_type(node)} {cpp_name(name)} = {expr};")
-            for name in group.outputs[1:]:
-                w.line(f"out_{name}[ff_at] = {cpp_name(name)};")
-            w.line(f"return {cpp_name(group.outputs[0])};")
+            anchor = f"const float {cpp_name(spec.anchor)} = {_anchor_expr(group)};  // {spec.gemm.op}: the GEMM's value"
+            epilogue.chain(w, group, by_name, _INDEX, anchor)
         w.line("}")
     w.line("};")
     return w.text()
 
 
 def _launcher_params(group: KernelGroup) -> list[str]:
-    return (["const float* ff_a", "const float* ff_b", f"float* {cpp_name(group.outputs[0])}"]
-            + [f"const float* {_field(n, c)}" for n, c in group.spec.operands]
-            + [f"float* {cpp_name(o)}" for o in group.outputs[1:]]
+    return (epilogue.launcher_pointers(group, ["const float* ff_a", "const float* ff_b"])
             + ["int64_t batch", "int64_t m", "int64_t n", "int64_t k", "int64_t lda", "int64_t ldb",
                "int64_t stride_a", "int64_t stride_b", "void* stream"])
 
@@ -98,10 +79,7 @@ def _launcher(group: KernelGroup) -> str:
         w.line(f"{group.name}_epilogue epi;")
         w.line("epi.ff_m = m;")
         w.line("epi.ff_n = n;")
-        for name, cls in group.spec.operands:
-            w.line(f"epi.{_field(name, cls)} = {_field(name, cls)};")
-        for name in group.outputs[1:]:
-            w.line(f"epi.out_{name} = {cpp_name(name)};")
+        epilogue.assign_fields(w, group)
         w.line(f"// {g.layout}: B is read as [N, K] rows ({'x @ W.T' if g.b_transposed else 'the binding copied the [K, N] B'})")
         w.line(f"return ff_gemm_launch(ff_a, ff_b, {cpp_name(group.outputs[0])}, "
                "batch, m, n, k, lda, ldb, stride_a, stride_b, epi, stream);")
@@ -110,7 +88,7 @@ def _launcher(group: KernelGroup) -> str:
 
 
 def _binding(group: KernelGroup) -> str:
-    spec, g = group.spec, group.spec.gemm
+    g = group.spec.gemm
     ins, outs = [cpp_name(i) for i in group.inputs], [cpp_name(o) for o in group.outputs]
     single = len(outs) == 1
     w = Writer()
@@ -121,14 +99,10 @@ def _binding(group: KernelGroup) -> str:
         w.line(f"const FFGemm g = ff_gemm_prepare(kernel, {cpp_name(g.a)}, {cpp_name(g.b)}, "
                f"{'true' if g.batched else 'false'}, {'true' if g.op == 'linear' else 'false'});"
                "  // B as [N, K] rows (copied when it is not: NN)")
-        for name, cls in spec.operands:
-            w.line(f'const torch::Tensor {_field(name, cls)} = ff_gemm_operand(kernel, "{name}", {cpp_name(name)}, g, '
-                   f"{_CLASS_ENUM[cls]});")
+        epilogue.binding_operands(w, group, "ff_gemm_operand", "g", _CLASS_ENUM)
         for o in outs:
             w.line(f"torch::Tensor {o} = torch::empty(g.out_sizes, g.a.options());")
-        args = ["g.a.data_ptr<float>()", "g.b.data_ptr<float>()", f"{outs[0]}.data_ptr<float>()"]
-        args += [f"{_field(n, c)}.data_ptr<float>()" for n, c in spec.operands]
-        args += [f"{o}.data_ptr<float>()" for o in outs[1:]]
+        args = ["g.a.data_ptr<float>()", "g.b.data_ptr<float>()", *epilogue.pointer_arguments(group)]
         args += ["g.batch", "g.m", "g.n", "g.k", "g.lda", "g.ldb", "g.stride_a", "g.stride_b",
                  "reinterpret_cast<void*>(stream)"]
         w.line(f"ff_check(kernel, launch_{group.name}({', '.join(args)}));")
