@@ -20,7 +20,7 @@ from torch import nn
 from fuseforge.capture import capture
 from fuseforge.codegen import generate
 from fuseforge.evaluate.cpu_check import _run_node, run_kernel_reference
-from fuseforge.families import named
+from fuseforge.families import NAMES, named
 from fuseforge.families.conv import tiling
 from fuseforge.families.conv.group import conv_op_reason
 from fuseforge.families.conv.reference import direct_conv
@@ -68,6 +68,15 @@ def test_a_conv_with_64_input_channels_stays_cudnn_and_the_reason_counts_its_pro
     conv = next(n for n in captured.graph.nodes if str(n.target) == "aten.conv2d.default")
     assert conv_op_reason(conv).startswith("64 input channels x a 3x3 window = 576 products per output")
     assert any("nor a conv kernel: 64 input channels" in w.reason for w in plan.not_fused)
+
+
+def test_a_2d_conv_whose_tail_went_into_a_row_kernel_stays_cudnn_and_the_report_reason_says_so():
+    captured, plan = _model_plan("67_Conv2d_GELU_GlobalAvgPool", *NAMES)
+    assert not any(g.kind == "conv" for g in plan.groups) and any(g.kind == "rows" for g in plan.groups)
+    conv = next(n for n in captured.graph.nodes if str(n.target) == "aten.conv2d.default")
+    reason = conv_op_reason(conv)
+    assert reason.startswith("the pointwise ops after it went into another kernel, and alone the direct kernel is "
+                             "expected to take") and reason.endswith("cuDNN stays")
 
 
 def test_a_transposed_convolution_is_no_conv_kernel():

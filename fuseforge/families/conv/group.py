@@ -167,9 +167,10 @@ def _slower_than_cudnn(node: fx.Node, conv: ConvAnchor, epilogue: bool) -> str |
     if ours < theirs:
         return None
     out = traced_shape(node)
-    return (f"expected {ours * 1e3:.3f} ms in the direct kernel "
-            f"({tiling.useful_fraction(conv.tiling, conv.k, out[-2], out[-1]):.0%} of its tiles' work is real output) "
-            f"vs {theirs * 1e3:.3f} ms for cuDNN{' and the pass its epilogue saves' if epilogue else ''} (cuDNN stays)")
+    return (f"the direct kernel is expected to take {ours * 1e3:.3f} ms, "
+            f"{tiling.useful_fraction(conv.tiling, conv.k, out[-2], out[-1]):.0%} of its tiles' work real output, "
+            f"against {theirs * 1e3:.3f} ms for cuDNN{' and the pass its epilogue saves' if epilogue else ''}: "
+            "cuDNN stays")
 
 
 def conv_spec(members: set[str], anchor: fx.Node, conv: ConvAnchor, by_name, reach) -> ConvSpec | str:
@@ -239,6 +240,15 @@ def form_conv_groups(claim: Claim, pointwise_groups: list[list[str]], not_fused:
 
 
 def conv_op_reason(node: fx.Node) -> str | None:
-    """Why a convolution is no direct conv kernel (None when it can be one)."""
+    """Why a convolution is no direct conv kernel (None when it can be one by itself): why recognise refuses it,
+    or why the kernel is not expected to pay, with or without an epilogue."""
     conv = recognise(node)
-    return conv if isinstance(conv, str) else None
+    if isinstance(conv, str):
+        return conv
+    with_epilogue = _slower_than_cudnn(node, conv, epilogue=True)
+    if with_epilogue:
+        return with_epilogue
+    alone = _slower_than_cudnn(node, conv, epilogue=False)
+    if alone:
+        return f"the pointwise ops after it went into another kernel, and alone {alone}"
+    return None
