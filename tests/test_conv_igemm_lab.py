@@ -1,0 +1,166 @@
+"""dev/kernels/conv_igemm lab (issue #24): the TF32 implicit-GEMM convolution compiles for sm_90a without spills
+and without ptxas serialising its wgmmas; the bench's geometry helpers (pixel boxes, the weight's re-layout, a
+transposed convolution as a convolution) and a float64 transliteration of the NCHW path's box addressing (the box
+starting at the 16-byte-aligned column left of each tap, the consumers' shift past it) equal torch's convolution.
+
+CPU only: the kernel's speed and error are measured by bench_conv_igemm.py on a GPU.
+"""
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+LAB = Path(__file__).resolve().parents[1] / "dev" / "kernels" / "conv_igemm"
+sys.path.insert(0, str(LAB))
+import bench_conv_igemm as lab  # noqa: E402
+
+SOURCE = LAB / "conv_igemm.cu"
+GENCODE = "-gencode=arch=compute_90a,code=sm_90a"
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+
+
+@pytest.fixture(scope="module")
+def ptxas_log(tmp_path_factory):
+    out = tmp_path_factory.mktemp("conv_igemm") / "conv_igemm.cubin"
+    proc = subprocess.run(["nvcc", "-cubin", GENCODE, "-std=c++17", "-O3", "-Xptxas",
+                           "-v,-warn-spills,-warn-lmem-usage", "-o", str(out), str(SOURCE)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout + proc.stderr
+
+
+@needs_nvcc
+def test_every_instance_compiles_for_sm90a_with_no_spills_and_unserialised_wgmmas(ptxas_log):
+    kernels = re.findall(r"Compiling entry function '(\w+)'", ptxas_log)
+    conv_kernels = [k for k in kernels if "conv_igemm_kernel" in k]
+    assert len(conv_kernels) == len(lab.INSTANCES), ptxas_log
+    spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", ptxas_log)
+    assert len(spills) == len(kernels) and all(s == ("0", "0") for s in spills), ptxas_log
+    # C7513 and kin: "wgmma.mma_async instructions are serialized" (an earlier NCHW main loop that defined the
+    # A registers while wgmmas were in flight; it then died on the GPU)
+    assert "serialized" not in ptxas_log, ptxas_log
+
+
+@needs_nvcc
+def test_the_binding_names_every_instance_the_cuda_file_defines():
+    defined = set(re.findall(r"^CONV_IGEMM_INSTANCE\((\w+),", SOURCE.read_text(), re.M))
+    assert defined == set(lab.INSTANCES)
+
+
+@pytest.mark.parametrize("extent", [(1, 126, 126), (1, 254, 254), (30, 62, 62), (34, 34, 34), (20, 36, 36),
+                                    (1, 514, 514), (7, 11, 35), (3, 4, 6), (1, 1, 1)])
+def test_the_pixel_box_holds_128_pixels_and_wastes_no_more_than_any_other(extent):
+    od, oh, ow = extent
+    bd, bh, bw = lab.pixel_box(od, oh, ow)
+    assert bd * bh * bw == 128 and bw in (8, 16, 32)
+    if od == 1:
+        assert bd == 1
+
+    def covered(bd, bh, bw):
+        return -(-ow // bw) * bw * -(-oh // bh) * bh * -(-od // bd) * bd
+
+    others = [(128 // (w * h), h, w) for w in (32, 16, 8) for h in (1, 2, 4, 8, 16) if 128 % (w * h) == 0
+              and (od > 1 or w * h == 128)]
+    assert covered(bd, bh, bw) == min(covered(*o) for o in others)
+
+
+def _gemm_conv(x, weight, padding, dilation, geometry, nchw_boxes):
+    """The kernel's sum in float64: per tap (kd, kh, kw) and 32-channel block, the A operand as the kernel reads
+    it (nchw_boxes: a box of bwb columns starting at the 16-byte-aligned column left of the tap, rows read at
+    the shift past it; otherwise the channels-last box at the tap's own column) times the re-laid weight."""
+    g = geometry
+    dims = x.dim() - 2
+    x5 = x if dims == 3 else x.unsqueeze(2)
+    n, c, d, h, w = x5.shape
+    w_re = lab.relayout_weight(weight.float(), g["cq"]).double()  # [K, taps, cq], TF32-rounded
+    big = 64  # room for negative and past-the-end coordinates
+    xp = torch.zeros(n, g["cq"], d + 2 * big, h + 2 * big, w + 2 * big, dtype=torch.float64)
+    xp[:, :c, big:big + d, big:big + h, big:big + w] = x5
+    out = torch.zeros(n, g["k"], g["od"], g["oh"], g["ow"], dtype=torch.float64)
+    for kd in range(g["kd"]):
+        for kh in range(g["kh"]):
+            for kw in range(g["kw"]):
+                tap = (kd * g["kh"] + kh) * g["kw"] + kw
+                for ow0 in range(0, g["ow"], g["bw"]):
+                    iw = ow0 + kw * g["dw"] - g["pw"]
+                    if nchw_boxes:
+                        start, shift = iw & ~3, iw & 3
+                        assert start % 4 == 0 and 0 <= shift <= 3 and shift + g["bw"] <= g["bwb"]
+                        box = xp[..., big + start: big + start + g["bwb"]]
+                        cols = box[..., shift: shift + g["bw"]]
+                    else:
+                        cols = xp[..., big + iw: big + iw + g["bw"]]
+                    width = min(g["bw"], g["ow"] - ow0)
+                    a = cols[:, :, big + kd * g["dd"] - g["pd"]: big + kd * g["dd"] - g["pd"] + g["od"],
+                             big + kh * g["dh"] - g["ph"]: big + kh * g["dh"] - g["ph"] + g["oh"], :width]
+                    out[..., ow0: ow0 + width] += torch.einsum("ncdhw,kc->nkdhw", a, w_re[:, tap, :])
+    return out if dims == 3 else out.squeeze(2)
+
+
+CASES = [  # x_shape, k, window, padding, dilation
+    ([2, 3, 11, 36], 7, [3, 3], [1, 1], [1, 1]),
+    ([1, 40, 9, 72], 70, [3, 3], [2, 1], [1, 3]),
+    ([1, 16, 5, 13, 36], 17, [3, 3, 3], [1, 1, 1], [2, 2, 2]),
+    ([1, 33, 4, 6, 20], 9, [2, 4, 4], [1, 0, 3], [1, 1, 1]),
+    ([2, 8, 6, 40], 5, [5, 5], [4, 4], [1, 1]),
+]
+
+
+@pytest.mark.parametrize("nchw_boxes", [True, False])
+@pytest.mark.parametrize("case", CASES)
+def test_the_kernels_tap_by_tap_sum_over_its_boxes_equals_torch_conv(case, nchw_boxes):
+    x_shape, k, window, padding, dilation = case
+    torch.manual_seed(0)
+    x = torch.randn(x_shape, dtype=torch.float64)
+    weight = torch.randn([k, x_shape[1], *window], dtype=torch.float64)
+    g = lab.geometry(x_shape, k, window, padding, dilation)
+    ours = _gemm_conv(x, weight, padding, dilation, g, nchw_boxes)
+    rounded = lab.relayout_weight(weight.float(), g["cq"]).double()[:, :, :x_shape[1]]
+    w_tf32 = rounded.permute(0, 2, 1).reshape(weight.shape)  # the same TF32-rounded weight, torch's layout
+    truth = (F.conv2d if len(window) == 2 else F.conv3d)(x, w_tf32, None, 1, padding, dilation)
+    assert ours.shape == truth.shape
+    assert torch.allclose(ours, truth, rtol=0, atol=1e-10)
+
+
+def test_a_one_column_shift_in_the_nchw_box_is_caught():
+    x_shape, k, window, padding, dilation = CASES[0]
+    torch.manual_seed(0)
+    x = torch.randn(x_shape, dtype=torch.float64)
+    weight = torch.randn([k, x_shape[1], *window], dtype=torch.float64)
+    g = lab.geometry(x_shape, k, window, padding, dilation)
+    wrong = dict(g, pw=g["pw"] + 1)  # the shift of a box one column off
+    assert not torch.allclose(_gemm_conv(x, weight, padding, dilation, wrong, True),
+                              _gemm_conv(x, weight, padding, dilation, g, True))
+
+
+@pytest.mark.parametrize("bw", [32, 16])
+def test_the_nchw_fragment_reads_of_a_warp_fall_in_32_banks(bw):
+    bwb = lab.BOX_WIDTH[bw]
+    assert bwb >= bw + 3 and bwb % 4 == 0
+    for shift in range(4):
+        for q in range(4):
+            # lane (g, t) of warp q reads pixel 16q + g (row r0, same box row for bw >= 16) at channel t
+            words = {(t * bwb + (16 * q + g) % bw + shift) % 32 for g in range(8) for t in range(4)}
+            assert len(words) == 32
+
+
+@pytest.mark.parametrize("dims", [2, 3])
+def test_a_stride_1_transposed_convolution_is_the_convolution_as_convolution_says(dims):
+    torch.manual_seed(0)
+    ct = (torch.nn.ConvTranspose2d if dims == 2 else torch.nn.ConvTranspose3d)(5, 7, 3, padding=1, dilation=2)
+    ct = ct.double()
+    x = torch.randn([2, 5] + [6] * dims, dtype=torch.float64)
+    w, padding = lab.as_convolution(ct.weight.detach(), [1] * dims, [2] * dims)
+    conv = F.conv2d if dims == 2 else F.conv3d
+    assert torch.allclose(conv(x, w, ct.bias, 1, padding, [2] * dims), ct(x), atol=1e-12)
+
+
+def test_a_transposed_convolution_whose_padding_exceeds_the_window_is_refused():
+    w = torch.randn(4, 3, 3, 3)
+    assert lab.as_convolution(w, [3, 3], [1, 1])[1] is None
