@@ -38,7 +38,7 @@ def ptxas_log(tmp_path_factory):
 @needs_nvcc
 def test_every_instance_compiles_for_sm90a_with_no_spills_and_unserialised_wgmmas(ptxas_log):
     kernels = re.findall(r"Compiling entry function '(\w+)'", ptxas_log)
-    conv_kernels = [k for k in kernels if "conv_igemm_kernel" in k]
+    conv_kernels = [k for k in kernels if "conv_igemm_kernel" in k or "conv_igemm_halo_kernel" in k]
     assert len(conv_kernels) == len(lab.INSTANCES), ptxas_log
     spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", ptxas_log)
     assert len(spills) == len(kernels) and all(s == ("0", "0") for s in spills), ptxas_log
@@ -49,7 +49,7 @@ def test_every_instance_compiles_for_sm90a_with_no_spills_and_unserialised_wgmma
 
 @needs_nvcc
 def test_the_binding_names_every_instance_the_cuda_file_defines():
-    defined = set(re.findall(r"^CONV_IGEMM_INSTANCE\((\w+),", SOURCE.read_text(), re.M))
+    defined = set(re.findall(r"^CONV_IGEMM_(?:INSTANCE|HALO)\((\w+),", SOURCE.read_text(), re.M))
     assert defined == set(lab.INSTANCES)
 
 
@@ -164,3 +164,46 @@ def test_a_stride_1_transposed_convolution_is_the_convolution_as_convolution_say
 def test_a_transposed_convolution_whose_padding_exceeds_the_window_is_refused():
     w = torch.randn(4, 3, 3, 3)
     assert lab.as_convolution(w, [3, 3], [1, 1])[1] is None
+
+
+def _sw128_smem(a):
+    """A [rows][32] fp32 tile as TMA writes it in the 128-byte swizzle: element (r, c) at byte
+    r * 128 + ((c // 4) ^ (r % 8)) * 16 + (c % 4) * 4. Returns {byte address: value}."""
+    return {r * 128 + ((c // 4) ^ (r % 8)) * 16 + (c % 4) * 4: a[r][c] for r in range(len(a)) for c in range(32)}
+
+
+@pytest.mark.parametrize("shift", [0, 1, 2, 3, 5, 8])
+def test_the_halo_kernels_ldmatrix_addresses_give_each_lane_its_window_fragment(shift):
+    """conv_igemm_halo_kernel reads tap kw's A as rows kw * dw .. + 127 of the swizzled input row: lane l of
+    warp q (warpgroup cw) gives ldmatrix the address of row a_row + shift at chunk (2 kk + l / 16) ^ (row % 8);
+    thread L receives in r[i] the word at (address of lane 8 i + L / 4) + 4 (L % 4). That must be the m64k8
+    tf32 A fragment of the window: a0 = A[g][t], a1 = A[g + 8][t], a2 = A[g][t + 4], a3 = A[g + 8][t + 4]."""
+    rows = 128 + shift
+    a = [[r * 100 + c for c in range(32)] for r in range(rows)]
+    smem = _sw128_smem(a)
+    for cw in range(2):
+        for q in range(4):
+            addresses = {}
+            for lane in range(32):
+                a_row = 64 * cw + 16 * q + (lane & 7) + ((lane >> 3) & 1) * 8
+                row = a_row + shift
+                for kk in range(4):
+                    addresses[lane, kk] = row * 128 + (((2 * kk + (lane >> 4)) ^ (row & 7)) << 4)
+            for lane in range(32):
+                g, t = lane >> 2, lane & 3
+                base = 64 * cw + 16 * q + shift
+                for kk in range(4):
+                    got = [smem[addresses[8 * i + lane // 4, kk] + 4 * (lane % 4)] for i in range(4)]
+                    want = [a[base + g][8 * kk + t], a[base + g + 8][8 * kk + t], a[base + g][8 * kk + t + 4],
+                            a[base + g + 8][8 * kk + t + 4]]
+                    assert got == want
+
+
+def test_a_window_read_without_the_shift_in_the_swizzle_is_caught():
+    shift = 3
+    a = [[r * 100 + c for c in range(32)] for r in range(128 + shift)]
+    smem = _sw128_smem(a)
+    lane = 1  # k8 step 0, row 1 of the window: chunk 0 ^ (1 + 3) in the kernel, 0 ^ 1 if the shift were forgotten
+    row = 1 + shift
+    wrong = row * 128 + ((0 ^ 1) << 4)
+    assert smem.get(wrong + 4 * (lane % 4)) != a[row][lane % 4]

@@ -9,7 +9,7 @@ convolution of the listed models (their first Conv/ConvTranspose with stride 1 a
 one as the equivalent convolution: weight swapped and flipped, padding dilation*(k-1) - p). Per shape, in
 its own subprocess (a hang costs that shape only), on randn input and the model's own initial weight/bias:
   ours        conv_igemm with bias + relu fused, for each instantiation (the best one is 'ours'): nchw_*
-              read the NCHW input (W a multiple of 4); cl_* run conv_igemm_prepare_input (NCHW ->
+              read the NCHW input (W a multiple of 4); cl_* and halo_* run conv_igemm_prepare_input (NCHW ->
               channels-last, TF32-rounded) first; 'ours_cl_conv' leaves that out (what it costs when the
               input already comes channels-last)
   eager       F.conv (NCHW, torch's default flags: cuDNN may use TF32) + relu
@@ -43,7 +43,8 @@ MODELS = ("17_Conv2d_InstanceNorm_Divide", "32_Conv2d_Scaling_Min", "52_Conv2d_A
           "conv2d_batchnorm_relu", "conv2d_channelmin_tanh", "conv2d_groupnorm_hardswish", "conv2d_avgpool_linear",
           "conv3d_maxpool_sigmoid_sum")
 INSTANCES = ("cl_n128_s4_b1", "cl_n64_s4_b2", "nchw_n128_s4_b1", "nchw_n64_s6_b1",
-             "cl_n128_s4_b1_st", "cl_n64_s4_b2_st", "nchw_n128_s4_b1_st", "nchw_n64_s6_b1_st")  # _st: staged epilogue
+             "cl_n128_s4_b1_st", "cl_n64_s4_b2_st", "nchw_n128_s4_b1_st", "nchw_n64_s6_b1_st",  # _st: staged epilogue
+             "halo_n128", "halo_n128_st", "halo_n64_st")  # halo: the input row read once per row of taps
 GEOM_FIELDS = "n c cp cq d h w k od oh ow kd kh kw pd ph pw dd dh dw bd bh bw bwb".split()
 BOX_WIDTH = {32: 40, 16: 24, 8: 12}  # NCHW A box width per tile width: >= bw + 3, = 8 (mod 16) where it fits
 
