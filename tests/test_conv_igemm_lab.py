@@ -28,7 +28,7 @@ needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc
 @pytest.fixture(scope="module")
 def ptxas_log(tmp_path_factory):
     out = tmp_path_factory.mktemp("conv_igemm") / "conv_igemm.cubin"
-    proc = subprocess.run(["nvcc", "-cubin", GENCODE, "-std=c++17", "-O3", "-Xptxas",
+    proc = subprocess.run(["nvcc", "-cubin", GENCODE, "-std=c++17", "-O3", "-I", str(lab.PACKAGE_CONV), "-Xptxas",
                            "-v,-warn-spills,-warn-lmem-usage", "-o", str(out), str(SOURCE)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr

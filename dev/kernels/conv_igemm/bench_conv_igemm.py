@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+PACKAGE_CONV = HERE.parents[2] / "fuseforge" / "families" / "conv"  # igemm.cuh: the kernel's one copy
 KERNELBENCH = (HERE.parents[3] / "shared" / "problems" / "kernelbench").resolve()
 DEV = (HERE.parents[3] / "shared" / "problems" / "dev").resolve()
 MODELS = ("17_Conv2d_InstanceNorm_Divide", "32_Conv2d_Scaling_Min", "52_Conv2d_Activation_BatchNorm",
@@ -87,6 +88,7 @@ def build(verbose: bool = False):
     return load_inline(name="conv_igemm_lab", cpp_sources=[binding], cuda_sources=[(HERE / "conv_igemm.cu").read_text()],
                        functions=["conv_igemm_out", "prepare_input"], extra_cflags=["-O3"],
                        extra_cuda_cflags=["-O3", "-gencode=arch=compute_90a,code=sm_90a"],
+                       extra_include_paths=[str(PACKAGE_CONV)],
                        no_implicit_headers=True, verbose=verbose)
 
 

@@ -1,0 +1,568 @@
+// igemm.cuh -- TF32 implicit-GEMM convolution on Hopper tensor cores with a fused epilogue: the conv family's
+// kernel for TF32-class convolutions (its lab, with the bench and the variants still measured there:
+// dev/kernels/conv_igemm/). Only CUDA headers. sm_90a (wgmma, TMA).
+//
+// What it computes. y = epi(conv(x, w)) for a 2-D or 3-D convolution with stride 1, any padding and
+// dilation, one group: y[n, k, od, oh, ow] = sum_{c, kd, kh, kw} x[n, c, od + kd*dd - pd, oh + kh*dh - ph,
+// ow + kw*dw - pw] * w[k, c, kd, kh, kw] (zero outside x), then the epilogue functor per element.
+//
+// The GEMM. M = output pixels, N = output channels, K = taps x channels. A block computes a tile of
+// BM = 128 pixels (a BD x BH x BW box of one image) by BN output channels. Its K loop runs over the taps
+// (kd, kh, kw) and, per tap, over blocks of 32 input channels: each k-tile's A operand is the input
+// shifted by the tap, a box of the channels-last input read by TMA (cp.async.bulk.tensor.5d) at
+// coordinates (c0, ow0 + kw*dw - pw, oh0 + kh*dh - ph, od0 + kd*dd - pd, n). The copy engine zero-fills
+// every coordinate outside the tensor (negative ones too): that is the padding, and channels past C.
+// A box row is one pixel's 32 channels = 128 bytes, so the box lands in shared memory as a [128 pixels]
+// [32 k] K-major tile in the 128-byte swizzle, the layout wgmma reads through a descriptor. The B operand is
+// the weight re-laid as [K_out][taps][Cq] (Cq = C rounded up to 32, zero-padded), a 2-D K-major matrix
+// read in boxes of 32 k x BN rows, the same as the project's GEMM.
+//
+// Inputs prepared by the caller: w as [K_out][taps][Cq], rounded to TF32 (round to nearest) so that the
+// tensor core's reading of a .tf32 operand (it drops the low 13 bits, a truncation toward zero) changes
+// nothing: the products' error is then unbiased, as in eager's TF32 convolution; x either as the model's own
+// NC(D)HW tensor (kNchw, described above the kernel) or as the channels-last copy prepare_input_kernel
+// makes: N x D x H x W x Cp (Cp = C rounded up to 4, for TMA's 16-byte strides), rounded the same way.
+//
+// Measured on an H100 (bench/results/2026-11-27b_h100/): error vs float64 equal to cuDNN's TF32 error on every
+// TF32-class shape of the problem models; conv + bias + relu 1.4-2.0x faster than eager at 16 or more input
+// channels, at parity with torch.compile on 64-channel 3x3 convolutions.
+//
+// Roles (288 threads): warpgroups 0 and 1 consume (rows 64 w .. 64 w + 63 of the tile, wgmma
+// m64nBNk8 tf32, both operands from shared memory); warp 8 produces (one thread issues the two TMA boxes
+// of each k-tile into the next free slot of a ring of kStages). Barriers per slot: full (the producer's
+// expect_tx arrival and the copies' bytes) and empty (one arrival per consumer warp once the wgmmas that
+// read the slot completed). Accumulation: every k-tile's 4 wgmmas chain into one fp32 accumulator per
+// element (the tensor core's accumulation, as cuDNN's TF32 kernels).
+//
+// Epilogue: the functor is called per output element as epi(acc, k, at) with k the output channel and at
+// the flat NC(D)HW index of the element (the conv family's interface); stores are bounds-checked. The
+// accumulator fragment of m64nN: warp q of the warpgroup holds rows 16q + g and 16q + g + 8, columns
+// 8j + 2t and 8j + 2t + 1 (g = lane / 4, t = lane % 4): a warp's store of one register writes 8 consecutive
+// pixels of 4 channels (four 32-byte segments).
+
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+namespace ff_conv_igemm {
+
+constexpr int kBM = 128;             // output pixels per tile
+constexpr int kBK = 32;              // channels per k-tile (one 128-byte swizzle row)
+constexpr int kConsumers = 256;      // two warpgroups
+constexpr int kThreads = kConsumers + 32;
+constexpr int kATileBytes = kBM * kBK * 4;  // 16 KB
+
+struct Geometry {
+  int n, c, cp, cq;            // batch, input channels, channels-last stride, channels per tap in w
+  int d, h, w;                 // input size
+  int k;                       // output channels
+  int od, oh, ow;              // output size
+  int kd, kh, kw;              // window
+  int pd, ph, pw;              // padding
+  int dd, dh, dw;              // dilation
+  int bd, bh, bw;              // pixel box of a tile (bd * bh * bw == 128)
+  int bwb;                     // NCHW input: width of the A box (bw plus columns that spread the banks)
+};
+
+// ------------------------------------------------------------------------------------------- PTX
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(uint32_t addr, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(addr), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t addr) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(addr) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t addr, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(addr), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t addr, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(addr), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+__device__ __forceinline__ void tma_load_5d(uint32_t dst, const CUtensorMap* map, int c0, int c1, int c2, int c3,
+                                            int c4, uint32_t mbar) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, "
+      "%5, %6}], [%7];\n" ::"r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
+      "r"(c4), "r"(mbar)
+      : "memory");
+}
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t mbar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+      "[%4];\n" ::"r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(mbar)
+      : "memory");
+}
+// K-major operand in the 128-byte swizzle: start address >> 4, leading byte offset 1 (unused), stride byte
+// offset 1024 (between 8-row groups), layout 1 (SW128). A k8 step inside the row adds 32 bytes.
+__device__ __forceinline__ uint64_t desc_sw128(uint32_t addr) {
+  return static_cast<uint64_t>((addr & 0x3FFFFu) >> 4) | (static_cast<uint64_t>(1) << 16) |
+         (static_cast<uint64_t>(1024 >> 4) << 32) | (static_cast<uint64_t>(1) << 62);
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+
+// d += A(desc) . B(desc)^T over k8, m64n64 (32 accumulators per thread).
+__device__ __forceinline__ void wgmma_n64(float (&d)[32], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "%32, %33, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
+        "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+        "+f"(d[30]), "+f"(d[31])
+      : "l"(da), "l"(db)
+      : "memory");
+}
+
+// d += A(desc) . B(desc)^T over k8, m64n128 (64 accumulators per thread).
+__device__ __forceinline__ void wgmma_n128(float (&d)[64], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "%64, %65, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
+        "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+        "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
+        "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
+        "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]),
+        "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]),
+        "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db)
+      : "memory");
+}
+
+// d += A(registers: the m64k8 tf32 fragment, warp q on rows 16q .. 16q + 15) . B(desc)^T over k8.
+__device__ __forceinline__ void wgmma_rs_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "{%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
+        "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+        "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db)
+      : "memory");
+}
+
+__device__ __forceinline__ void wgmma_rs_n128(float (&d)[64], const uint32_t (&a)[4], uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "{%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
+        "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+        "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
+        "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
+        "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]),
+        "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]),
+        "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db)
+      : "memory");
+}
+
+__device__ __forceinline__ uint32_t ld_shared(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
+  return v;
+}
+
+template <int kBN>
+struct Mma;
+template <>
+struct Mma<64> {
+  static __device__ __forceinline__ void run(float (&d)[32], uint64_t da, uint64_t db) { wgmma_n64(d, da, db); }
+  static __device__ __forceinline__ void run(float (&d)[32], const uint32_t (&a)[4], uint64_t db) {
+    wgmma_rs_n64(d, a, db);
+  }
+};
+template <>
+struct Mma<128> {
+  static __device__ __forceinline__ void run(float (&d)[64], uint64_t da, uint64_t db) { wgmma_n128(d, da, db); }
+  static __device__ __forceinline__ void run(float (&d)[64], const uint32_t (&a)[4], uint64_t db) {
+    wgmma_rs_n128(d, a, db);
+  }
+};
+
+// ------------------------------------------------------------------------------------------- the kernel
+// kNchw false: x is the channels-last copy (prepare_input); A boxes land K-major in the 128-byte swizzle and
+// the wgmmas read both operands from shared memory.
+// kNchw true: x is the model's own NC(D)HW tensor (W a multiple of 4, for TMA's 16-byte strides); the tensor
+// map orders its dimensions (W, C, H, D, N) and a box of bwb x 32 x bh x bd lands as [d][h][c][w]; the
+// consumers read their A fragments with scalar shared loads, round them to TF32 (the half-ulp add: the tensor
+// core drops the low 13 bits) and issue wgmmas with A from registers. Lane (g, t) reads rows g, g + 8 at
+// channels t, t + 4 of a k8 step: words w + c * bwb apart, so bwb = 8 (mod 16) puts the warp's 32 reads in
+// 32 different banks. A box's first column must be a multiple of 4 (TMA faults with an illegal instruction
+// otherwise), so it starts up to 3 columns left of the tap's first input column and bwb >= bw + 3:
+// bw 32 -> bwb 40, 16 -> 24, 8 -> 12 (2-way conflicts there); the extra columns are loaded and not used.
+// Tile t: output-channel tile fastest (the blocks sharing an A box run side by side), then w, h, d boxes,
+// then the image.
+template <bool kNchw, int kBN>
+struct Slot {
+  static constexpr int kABytes = kNchw ? 24576 : kATileBytes;  // the largest NCHW box: 24 x 32 x 8 floats
+  static constexpr int kBytes = kABytes + kBN * kBK * 4;
+};
+
+template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, class Epilogue>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
+    conv_igemm_kernel(float* __restrict__ y, const Geometry g, const __grid_constant__ CUtensorMap xmap,
+                      const __grid_constant__ CUtensorMap wmap, Epilogue epi) {
+  constexpr int kSlotBytes = Slot<kNchw, kBN>::kBytes;
+  constexpr int kABytes = Slot<kNchw, kBN>::kABytes;
+  constexpr int kAcc = kBN / 2;  // accumulators per consumer thread (64 rows x kBN / 128 threads)
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t raw = smem_addr(smem_raw);
+  const uint32_t ring = raw + ((1024u - (raw & 1023u)) & 1023u);
+  const uint32_t full_bar = ring + kStages * kSlotBytes;
+  const uint32_t empty_bar = full_bar + 8 * kStages;
+
+  const int tid = static_cast<int>(threadIdx.x);
+  int t = static_cast<int>(blockIdx.x);
+  const int k_tiles = (g.k + kBN - 1) / kBN;
+  const int w_tiles = (g.ow + g.bw - 1) / g.bw;
+  const int h_tiles = (g.oh + g.bh - 1) / g.bh;
+  const int d_tiles = (g.od + g.bd - 1) / g.bd;
+  const int k0 = (t % k_tiles) * kBN;
+  t /= k_tiles;
+  const int ow0 = (t % w_tiles) * g.bw;
+  t /= w_tiles;
+  const int oh0 = (t % h_tiles) * g.bh;
+  t /= h_tiles;
+  const int od0 = (t % d_tiles) * g.bd;
+  const int img = t / d_tiles;
+
+  const int cblocks = g.cq / kBK;
+  const int taps = g.kd * g.kh * g.kw;
+  const int iters = taps * cblocks;
+
+  if (tid == 0) {
+#pragma unroll
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full_bar + 8 * s, 1);
+      mbar_init(empty_bar + 8 * s, kConsumers / 32);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (tid >= kConsumers) {
+    // ---------------------------------------------------------------- producer (warp 8, one thread)
+    if (tid == kConsumers) {
+      const uint32_t a_bytes = kNchw ? static_cast<uint32_t>(g.bwb * kBK * g.bh * g.bd * 4) : kATileBytes;
+      uint32_t s = 0, phase = 0;
+      int cb = 0, kwi = 0, khi = 0, kdi = 0;
+      for (int it = 0; it < iters; ++it) {
+        mbar_wait(empty_bar + 8 * s, phase ^ 1u);  // passes at once on each slot's first use
+        const uint32_t a = ring + s * kSlotBytes;
+        mbar_arrive_expect_tx(full_bar + 8 * s, a_bytes + kBN * kBK * 4);
+        const int iw = ow0 + kwi * g.dw - g.pw, ih = oh0 + khi * g.dh - g.ph, id = od0 + kdi * g.dd - g.pd;
+        if constexpr (kNchw) {
+          // the box starts at a multiple of 4 floats (TMA faults with an illegal instruction on an innermost
+          // coordinate that is not 16-byte aligned); the consumers skip the (iw & 3) columns before it
+          tma_load_5d(a, &xmap, iw & ~3, cb * kBK, ih, id, img, full_bar + 8 * s);
+        } else {
+          tma_load_5d(a, &xmap, cb * kBK, iw, ih, id, img, full_bar + 8 * s);
+        }
+        const int tap = (kdi * g.kh + khi) * g.kw + kwi;
+        tma_load_2d(a + kABytes, &wmap, tap * g.cq + cb * kBK, k0, full_bar + 8 * s);
+        if (++cb == cblocks) {
+          cb = 0;
+          if (++kwi == g.kw) {
+            kwi = 0;
+            if (++khi == g.kh) {
+              khi = 0;
+              ++kdi;
+            }
+          }
+        }
+        if (++s == kStages) {
+          s = 0;
+          phase ^= 1u;
+        }
+      }
+    }
+    return;
+  }
+
+  // ------------------------------------------------------------------ consumers (warpgroups 0, 1)
+  const int cw = tid >> 7;
+  const int lane = tid & 31;
+  const int q = (tid & 127) >> 5;
+  const int gq = lane >> 2;
+  const int tq = lane & 3;
+  float acc[kAcc];
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+
+  uint32_t s = 0, phase = 0;
+  if constexpr (!kNchw) {
+    uint32_t prev = 0;
+#pragma unroll 1
+    for (int it = 0; it < iters; ++it) {
+      mbar_wait(full_bar + 8 * s, phase);
+      const uint32_t a = ring + s * kSlotBytes + cw * 64 * 128;
+      const uint32_t b = ring + s * kSlotBytes + kABytes;
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBK / 8; ++kk) Mma<kBN>::run(acc, desc_sw128(a + 32 * kk), desc_sw128(b + 32 * kk));
+      wgmma_commit();
+      wgmma_wait<1>();  // the previous k-tile's wgmmas are done: its slot can be refilled
+      if (it > 0 && lane == 0) mbar_arrive(empty_bar + 8 * prev);
+      prev = s;
+      if (++s == kStages) {
+        s = 0;
+        phase ^= 1u;
+      }
+    }
+  } else {
+    // Byte offsets of this lane's fragment words in the [d][h][c][w] box: rows r and r + 8, channel t.
+    auto row_offset = [&](int r) {
+      const int pw = r % g.bw, ph = (r / g.bw) % g.bh, pd = r / (g.bw * g.bh);
+      return static_cast<uint32_t>((((pd * g.bh + ph) * kBK + tq) * g.bwb + pw) * 4);
+    };
+    const int r0 = 64 * cw + 16 * q + gq;
+    const uint32_t off0 = row_offset(r0), off1 = row_offset(r0 + 8);
+    const uint32_t k8_step = static_cast<uint32_t>(8 * g.bwb * 4), k4 = static_cast<uint32_t>(4 * g.bwb * 4);
+    // One k-tile per wgmma group, waited for before the next tile's fragments are loaded: ptxas serialises
+    // (and on the H100 the kernel died with an illegal instruction) when a non-wgmma instruction defines a
+    // wgmma's A registers while earlier wgmmas are in flight. The other warpgroup's wgmmas fill the tensor
+    // core while this one loads.
+    uint32_t frag[kBK / 8][4];
+    int cb = 0, kwi = 0;  // the k-tile's channel block and tap column, as the producer walks them
+#pragma unroll 1
+    for (int it = 0; it < iters; ++it) {
+      mbar_wait(full_bar + 8 * s, phase);
+      const uint32_t b = ring + s * kSlotBytes + kABytes;
+      // the box starts (ow0 + kwi * dw - pw) & 3 columns left of this tap's first input column
+      const uint32_t a = ring + s * kSlotBytes + static_cast<uint32_t>(((ow0 + kwi * g.dw - g.pw) & 3) * 4);
+      if (++cb == cblocks) {
+        cb = 0;
+        if (++kwi == g.kw) kwi = 0;
+      }
+#pragma unroll
+      for (int kk = 0; kk < kBK / 8; ++kk) {
+        const uint32_t at = a + kk * k8_step;
+        frag[kk][0] = ld_shared(at + off0) + 0x1000u;
+        frag[kk][1] = ld_shared(at + off1) + 0x1000u;
+        frag[kk][2] = ld_shared(at + off0 + k4) + 0x1000u;
+        frag[kk][3] = ld_shared(at + off1 + k4) + 0x1000u;
+      }
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBK / 8; ++kk) Mma<kBN>::run(acc, frag[kk], desc_sw128(b + 32 * kk));
+      wgmma_commit();
+      wgmma_wait<0>();
+      __syncwarp();
+      if (lane == 0) mbar_arrive(empty_bar + 8 * s);
+      if (++s == kStages) {
+        s = 0;
+        phase ^= 1u;
+      }
+    }
+  }
+  wgmma_wait<0>();
+
+  const long long plane = static_cast<long long>(g.od) * g.oh * g.ow;
+  if constexpr (kStaged) {
+    // Epilogue through shared memory: the accumulators go to a [kBN][kBM + 4] staging tile over the ring
+    // (free once both warpgroups are past their last wgmma: every slot has been consumed), then each warp
+    // stores whole rows of one channel, 32 consecutive pixels a store (128 bytes where bw = 32). A fragment
+    // write of lane (g, t) goes to word (8j + 2t + e) * 132 + 16q + g: 2t * 132 = 8t (mod 32), so a warp's 32
+    // writes land in 32 banks.
+    constexpr int kRowStride = kBM + 4;
+    float* stage = reinterpret_cast<float*>(smem_raw + (ring - raw));
+    asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = 64 * cw + 16 * q + gq + 8 * half;
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) stage[(8 * j + 2 * tq + e) * kRowStride + r] = acc[4 * j + 2 * half + e];
+      }
+    }
+    asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
+    const int warp = tid >> 5;
+    for (int kc = warp; kc < kBN; kc += kConsumers / 32) {
+      const int k = k0 + kc;
+      if (k >= g.k) break;
+      const long long chan = (static_cast<long long>(img) * g.k + k) * plane;
+#pragma unroll
+      for (int p = lane; p < kBM; p += 32) {
+        const int pw = p % g.bw, ph = (p / g.bw) % g.bh, pd = p / (g.bw * g.bh);
+        const int ow = ow0 + pw, oh = oh0 + ph, od = od0 + pd;
+        if (ow < g.ow && oh < g.oh && od < g.od) {
+          const long long at = chan + (static_cast<long long>(od) * g.oh + oh) * g.ow + ow;
+          y[at] = epi(stage[kc * kRowStride + p], k, at);
+        }
+      }
+    }
+  } else {
+    // Epilogue straight from the accumulator fragment.
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = 64 * cw + 16 * q + gq + 8 * half;
+      const int pw = r % g.bw;
+      const int ph = (r / g.bw) % g.bh;
+      const int pd = r / (g.bw * g.bh);
+      const int ow = ow0 + pw, oh = oh0 + ph, od = od0 + pd;
+      if (ow >= g.ow || oh >= g.oh || od >= g.od) continue;
+      const long long pix = (static_cast<long long>(od) * g.oh + oh) * g.ow + ow;
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int k = k0 + 8 * j + 2 * tq + e;
+          if (k < g.k) {
+            const long long at = (static_cast<long long>(img) * g.k + k) * plane + pix;
+            y[at] = epi(acc[4 * j + 2 * half + e], k, at);
+          }
+        }
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------- input
+// NC(DHW) fp32 -> N(DHW)Cp, channels zero-padded to cp, values rounded to TF32 (nearest, ties away): a
+// 32 x 32 tile transpose through shared memory, 32 x 8 threads.
+__global__ void prepare_input_kernel(const float* __restrict__ x, float* __restrict__ out, int c, int cp,
+                                     long long spatial) {
+  __shared__ float tile[32][33];
+  const long long s0 = static_cast<long long>(blockIdx.x) * 32;
+  const int c0 = blockIdx.y * 32;
+  const int n = blockIdx.z;
+  const float* xn = x + static_cast<long long>(n) * c * spatial;
+  float* on = out + static_cast<long long>(n) * cp * spatial;
+  for (int i = threadIdx.y; i < 32; i += 8) {
+    const int ch = c0 + i;
+    const long long sp = s0 + threadIdx.x;
+    float v = 0.0f;
+    if (ch < c && sp < spatial) v = xn[static_cast<long long>(ch) * spatial + sp];
+    const uint32_t bits = (__float_as_uint(v) + 0x1000u) & 0xffffe000u;
+    tile[i][threadIdx.x] = __uint_as_float(bits);
+  }
+  __syncthreads();
+  for (int i = threadIdx.y; i < 32; i += 8) {
+    const long long sp = s0 + i;
+    const int ch = c0 + threadIdx.x;
+    if (sp < spatial && ch < cp) on[sp * cp + ch] = tile[threadIdx.x][i];
+  }
+}
+
+// ------------------------------------------------------------------------------------------- host
+using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                            const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                            CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+inline Encode encoder() {
+  static Encode encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      fn = nullptr;
+    }
+    return reinterpret_cast<Encode>(fn);
+  }();
+  return encode;
+}
+
+// 0 on success; otherwise a code the caller reports: 1001 no driver entry point, 1002 x's map, 1003 w's map,
+// 1004 a geometry this kernel does not take. kNchw: x is the model's NC(D)HW tensor (W % 4 == 0), else the
+// channels-last copy of prepare_input.
+template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, class Epilogue>
+int launch(const float* x, const float* w_re, float* y, const Geometry& g, Epilogue epi, cudaStream_t stream) {
+  Encode encode = encoder();
+  if (encode == nullptr) return 1001;
+  if (g.bd * g.bh * g.bw != kBM || g.cq % kBK != 0 || g.cq < g.c) return 1004;
+  if (kNchw ? (g.w % 4 != 0 || g.bw % 4 != 0 || g.bwb < g.bw + 3 || g.bwb * 4 % 16 != 0 ||
+               g.bwb * kBK * g.bh * g.bd * 4 > Slot<kNchw, kBN>::kABytes)
+            : g.cp % 4 != 0)
+    return 1004;
+  CUtensorMap xmap, wmap;
+  const cuuint32_t unit[5] = {1, 1, 1, 1, 1};
+  if (kNchw) {
+    const cuuint64_t dims[5] = {static_cast<cuuint64_t>(g.w), static_cast<cuuint64_t>(g.c),
+                                static_cast<cuuint64_t>(g.h), static_cast<cuuint64_t>(g.d),
+                                static_cast<cuuint64_t>(g.n)};
+    const cuuint64_t row = static_cast<cuuint64_t>(g.w) * 4, plane = row * g.h, volume = plane * g.d;
+    const cuuint64_t strides[4] = {volume, row, plane, volume * g.c};
+    const cuuint32_t box[5] = {static_cast<cuuint32_t>(g.bwb), static_cast<cuuint32_t>(kBK),
+                               static_cast<cuuint32_t>(g.bh), static_cast<cuuint32_t>(g.bd), 1};
+    if (encode(&xmap, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 5, const_cast<float*>(x), dims, strides, box, unit,
+               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+      return 1002;
+  } else {
+    const cuuint64_t dims[5] = {static_cast<cuuint64_t>(g.cp), static_cast<cuuint64_t>(g.w),
+                                static_cast<cuuint64_t>(g.h), static_cast<cuuint64_t>(g.d),
+                                static_cast<cuuint64_t>(g.n)};
+    const cuuint64_t row = static_cast<cuuint64_t>(g.cp) * 4;
+    const cuuint64_t strides[4] = {row, row * g.w, row * g.w * g.h, row * g.w * g.h * g.d};
+    const cuuint32_t box[5] = {static_cast<cuuint32_t>(kBK), static_cast<cuuint32_t>(g.bw),
+                               static_cast<cuuint32_t>(g.bh), static_cast<cuuint32_t>(g.bd), 1};
+    if (encode(&xmap, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 5, const_cast<float*>(x), dims, strides, box, unit,
+               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+      return 1002;
+  }
+  {
+    const int taps = g.kd * g.kh * g.kw;
+    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(taps) * g.cq, static_cast<cuuint64_t>(g.k)};
+    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(taps) * g.cq * 4};
+    const cuuint32_t box[2] = {static_cast<cuuint32_t>(kBK), static_cast<cuuint32_t>(kBN)};
+    if (encode(&wmap, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float*>(w_re), dims, strides, box, unit,
+               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+      return 1003;
+  }
+  const int smem = kStages * Slot<kNchw, kBN>::kBytes + 1024 + 16 * kStages;
+  static_assert(!kStaged || kBN * (kBM + 4) * 4 <= kStages * Slot<kNchw, kBN>::kBytes, "staging tile fits the ring");
+  auto kernel = conv_igemm_kernel<kNchw, kBN, kStages, kMinBlocks, kStaged, Epilogue>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (err != cudaSuccess) return static_cast<int>(err);
+  const long long tiles = static_cast<long long>((g.k + kBN - 1) / kBN) * ((g.ow + g.bw - 1) / g.bw) *
+                          ((g.oh + g.bh - 1) / g.bh) * ((g.od + g.bd - 1) / g.bd) * g.n;
+  if (tiles <= 0 || tiles > 0x7fffffffLL) return 1004;
+  kernel<<<static_cast<unsigned>(tiles), kThreads, smem, stream>>>(y, g, xmap, wmap, epi);
+  return static_cast<int>(cudaGetLastError());
+}
+
+
+}  // namespace ff_conv_igemm
