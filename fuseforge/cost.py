@@ -71,8 +71,9 @@ def flops(node: fx.Node) -> tuple[float, float]:
         else:  # each output element sums C_in/groups inputs over the window
             macs = numel(node) * size_hint(w.shape[1]) * window
         rate = CONV_FLOPS
-        if "transpose" not in key:  # cuDNN is slow on short dot products (few channels, a small window)
-            rate = cudnn_conv_rate(size_hint(w.shape[1]), size_hint(w.shape[1]) * window, w.dim() - 2)
+        if "transpose" not in key:  # cuDNN's measured rates: short dot products, else its time per output element
+            rate = cudnn_conv_rate(size_hint(w.shape[1]), size_hint(w.shape[1]) * window, w.dim() - 2,
+                                   _conv_with_bias(node))
         return 2.0 * macs + _conv_with_bias(node) * numel(node), rate  # bias: one add per output
     return float(numel(node)), SGEMM_FLOPS
 

@@ -70,7 +70,11 @@ def stage_rewrite(run: Run) -> None:
 
 def stage_partition(run: Run) -> None:
     c = run.config
-    run.plan = partition(run.captured.graph, switched_on(c), c.pointwise_kernels)
+    families = switched_on(c)
+    if c.gpu:  # what a family's claim needs measured on the GPU (the conv kernels: eager's precision class)
+        for family in families:
+            run.notes.extend(family.measure_on_gpu(run.captured.graph, c.out_dir))
+    run.plan = partition(run.captured.graph, families, c.pointwise_kernels)
     if c.layout:
         run.plan.channels_last = channels_last_convs(run.plan, run.captured.graph)
         if c.gpu and run.plan.channels_last:  # measured on the GPU: channels-last only where in class

@@ -70,6 +70,15 @@ class Family(Protocol):
         """The fixed C++ every kernel of the family needs, included once where the plan has one."""
         ...
 
+    def runtime_for(self, groups: list[KernelGroup]) -> Runtime:
+        """The fixed C++ the family's groups of one plan need (a family whose kernels differ in what they need)."""
+        ...
+
+    def measure_on_gpu(self, graph: fx.Graph, out_dir: Any) -> list[str]:
+        """What its claim needs measured on the GPU, taken before partitioning where there is one (recorded on
+        the graph's nodes); notes for the report."""
+        ...
+
     def check_operands(self, group: KernelGroup, inputs: dict[str, Any]) -> None:
         """Raise ValueError where an input does not fit the class the kernel reads it as (what the binding checks)."""
         ...

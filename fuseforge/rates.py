@@ -17,7 +17,8 @@ GEMM3X_FLOPS = 135.8e12
 # cuBLAS TF32 in the same run: the tensor cores' rate for fp32 inputs, a ceiling no fp32 GEMM passes
 TF32_FLOPS = 415.3e12
 GEMM3X_TILE = 128  # output tile side of every variant (M and N)
-CONV_FLOPS = 100e12  # cuDNN convolutions (TF32 by default in PyTorch): a rough effective rate
+CONV_FLOPS = 100e12  # cuDNN convolutions (TF32 by default in PyTorch): a rough effective rate (cudnn_conv_rate
+# prices the not transposed 2-D and 3-D ones by their measurements, 2-D at most this)
 BANDWIDTH = 2.98e12  # device copy, bytes read + written per second
 LAUNCH_S = 3e-6  # per kernel launch, as seen from a stream of small ops
 # Host time of one op of a generated forward (Python, dispatch, launch): its 22 ops (views, two mm, a linear,
@@ -63,6 +64,11 @@ CONV_DIRECT_FLOPS = {2: 23.0e12, 3: 15.0e12}
 # 23.1-25.0 in 2-D and 6.9-14.5 in 3-D (each time less the output's round trip at BANDWIDTH).
 CUDNN_SHORT_DOT_FLOPS = {2: 24.0e12, 3: 10.0e12}
 SHORT_DOT_CHANNELS, SHORT_DOT_TERMS = 8, 192  # the range those measurements cover
+# The TF32 implicit-GEMM conv kernel of families/conv (igemm.cuh) reads, per output tile, an input box and a weight
+# tile from L2 for every tap and 32-channel block; its time on 11 TF32-class convolutions of the problem models
+# (16-64 input channels, 2-D and 3-D, H100, bench/results/2026-11-27b_h100/conv_igemm/run4.json) was that traffic
+# at 5.5e12 bytes/s within 0.79-1.34x (2-D within 0.79-0.94x, the channels-last 3-D ones 1.16-1.34x slower).
+IGEMM_L2_BYTES_PER_S = 5.5e12
 
 
 def is_short_dot(channels: int, terms: int) -> bool:
@@ -70,9 +76,35 @@ def is_short_dot(channels: int, terms: int) -> bool:
     return channels <= SHORT_DOT_CHANNELS and terms <= SHORT_DOT_TERMS
 
 
-def cudnn_conv_rate(channels: int, terms: int, dims: int) -> float:
+# cuDNN's convolutions past that range (TF32-class: eager's F.conv2d/conv3d, NCHW, stride 1, PyTorch's default
+# flags, with the bias pass), measured on an H100 at the problem models' shapes (bench/results/2026-11-27b_h100/
+# conv_igemm/run4.json, ms.cudnn_conv), take about the same time per output element whatever their input channels:
+# 10.8-11.2 ps in 2-D at 16, 32 and 64 channels with a 3x3 window (14.0 at 64 -> 64 channels), 13.3-16.9 ps in 3-D
+# at 8, 32 and 64 channels with a 3x3x3 window. Their rate is the FLOPs of an output element over that time (26
+# TFLOP/s at 16 channels x 3x3), up to a ceiling: the 64-channel 2-D ones ran 83-105 TFLOP/s (CONV_FLOPS), the
+# 64-channel 3-D ones 234 (3x3x3) and 211 (5x5x5). The synthetic sweep agrees in 2-D at 64 output channels
+# (bench/results/2026-11-27_h100/conv_sweep.json: 10.4-11.1 ps at 12-32 input channels x 3x3, 12.0-15.7 ps past the
+# short-dot range with 5x5 and 7x7 windows); with 16 output channels cuDNN was slower (16-24 ps), with 128 output and
+# 16 input channels faster (6.8 ps).
+CUDNN_OUTPUT_S = {2: 11e-12, 3: 15e-12}  # seconds per output element, the bias pass included
+CUDNN_TF32_FLOPS = {2: CONV_FLOPS, 3: 220e12}
+BIAS_PASS_S = 2 * 4 / BANDWIDTH  # per output element, PyTorch's bias pass (a read and a write): none without a bias
+# In 3-D the short-dot rate grows with the input channels: CUDNN_SHORT_DOT_FLOPS[3] is that of the 3-channel shapes
+# it was measured on; with 4 channels (a 3x3x3 window, TF32-class, run4.json) cuDNN ran 13.7 TFLOP/s with the bias,
+# about 4/3 of it, and with 8 channels x 3x3x3 (216 products, just past the range) 24.6-32.6 (conv_sweep.json, run4.json).
+SHORT_DOT_MEASURED_CHANNELS = 3
+
+
+def cudnn_conv_rate(channels: int, terms: int, dims: int, bias: bool = True) -> float:
     """cuDNN's rate on a (not transposed) convolution with `channels` input channels per group and `terms`
-    products per output, `dims` spatial axes."""
-    if dims in CUDNN_SHORT_DOT_FLOPS and is_short_dot(channels, terms):
+    products per output, `dims` spatial axes, with or without a bias (that the cost model counts as one FLOP per
+    output): short dot products at their measured rate, longer ones at CUDNN_OUTPUT_S per output element (less the
+    bias pass where there is no bias), at most CUDNN_TF32_FLOPS."""
+    if dims not in CUDNN_SHORT_DOT_FLOPS:
+        return CONV_FLOPS
+    if is_short_dot(channels, terms):
+        if dims == 3:
+            return CUDNN_SHORT_DOT_FLOPS[3] * max(1.0, channels / SHORT_DOT_MEASURED_CHANNELS)
         return CUDNN_SHORT_DOT_FLOPS[dims]
-    return CONV_FLOPS
+    per_output = CUDNN_OUTPUT_S[dims] - (0.0 if bias else BIAS_PASS_S)
+    return min(CUDNN_TF32_FLOPS[dims], (2.0 * terms + (1 if bias else 0)) / per_output)

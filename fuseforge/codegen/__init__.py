@@ -73,7 +73,7 @@ def generate(plan: Plan, graph: fx.Graph, model_name: str) -> Extension:
     by_name = {n.name: n for n in graph.nodes}
     kernels = tuple(_source_of(g, by_name) for g in plan.groups)
     used = sorted({g.family for g in plan.groups if g.family is not None}, key=lambda f: f.order)
-    runtimes = [f.runtime() for f in used]  # each used family's fixed C++, once
+    runtimes = [f.runtime_for([g for g in plan.groups if g.family is f]) for f in used]  # once per used family
     layouts = bool(plan.channels_last)  # ff_channels_last converts the channels-last convolutions' inputs
     cuda = "\n".join([
         _banner(model_name, "CUDA kernels"),

@@ -20,6 +20,15 @@ class FamilyBase:
     def runtime(self) -> Runtime:
         return Runtime((), ())
 
+    def measure_on_gpu(self, graph, out_dir) -> list[str]:
+        """Measurements the family's claim needs, taken on the GPU before partitioning where there is one (they go
+        on the graph's nodes); returns notes for the report (a measurement that failed, and what that means)."""
+        return []
+
+    def runtime_for(self, groups: list[KernelGroup]) -> Runtime:
+        """The fixed C++ the family's `groups` of one plan need (by default all of `runtime()`)."""
+        return self.runtime()
+
     def check_operands(self, group: KernelGroup, inputs: dict) -> None:
         return None
 

@@ -289,9 +289,5 @@ CONV_IGEMM_HALO(halo_n64_st, 64, true)
 
 extern "C" int conv_igemm_prepare_input(const float* x, float* out, int n, int c, int cp, long long spatial,
                                         void* stream) {
-  dim3 grid(static_cast<unsigned>((spatial + 31) / 32), static_cast<unsigned>((cp + 31) / 32),
-            static_cast<unsigned>(n));
-  ff_conv_igemm::prepare_input_kernel<<<grid, dim3(32, 8), 0, static_cast<cudaStream_t>(stream)>>>(x, out, c, cp,
-                                                                                                spatial);
-  return static_cast<int>(cudaGetLastError());
+  return ff_conv_igemm::prepare_input(x, out, n, c, cp, spatial, static_cast<cudaStream_t>(stream));
 }

@@ -1,12 +1,14 @@
-"""Conv kernels: a 2-D or 3-D convolution with short dot products (few input channels, a small window) and the
-pointwise chain after it, as one direct fp32 convolution kernel whose epilogue computes the chain.
+"""Conv kernels: a 2-D or 3-D convolution and the pointwise chain after it, as one convolution kernel whose
+epilogue computes the chain: the direct exact-fp32 kernel for short dot products (few input channels, a small
+window), the TF32 implicit-GEMM kernel on tensor cores where eager's cuDNN itself runs TF32 (measured on the GPU).
 
-- `group.py`: recognise such a convolution, and how its group grows (the epilogue's operand classes);
-- `tiling.py`: how the kernel tiles one convolution (a rule of its channels, window and output extents);
+- `group.py`: recognise such a convolution (which kernel), and how its group grows (the epilogue's operand classes);
+- `tiling.py`: how each kernel tiles one convolution (a rule of its channels, window and output extents);
 - `kernel.py`: the generated epilogue functor, launcher and binding of one group;
 - `reference.py`: the float64 reference of the convolution from the plan's geometry;
-- `direct.cuh`: the kernel (exact fp32 FFMA, weights and double-buffered input tiles in shared memory);
-- `binding.h`: the binding's checks and output sizes.
+- `direct.cuh`: the direct kernel (exact fp32 FFMA, weights and double-buffered input tiles in shared memory);
+- `igemm.cuh`: the implicit-GEMM kernel (TMA boxes per tap, wgmma TF32; sm_90a);
+- `binding.h`: the binding's checks and output sizes; `igemm_binding.h`: the implicit-GEMM kernel's weight re-layout.
 """
 
 from __future__ import annotations
@@ -14,33 +16,62 @@ from __future__ import annotations
 from ...cost import nbytes
 from ...cuda_sources import cuda_source
 from ...plan import KernelGroup, Runtime
-from ...rates import BANDWIDTH, CONV_DIRECT_FLOPS, CUDNN_SHORT_DOT_FLOPS, LAUNCH_S
+from ...rates import BANDWIDTH, CONV_DIRECT_FLOPS, CUDNN_SHORT_DOT_FLOPS, IGEMM_L2_BYTES_PER_S, LAUNCH_S
 from ...words import counted, with_article
 from ..base import FamilyBase
-from .group import conv_op_reason, direct_seconds, form_conv_groups, is_conv_op
+from .group import (
+    conv_op_reason,
+    direct_seconds,
+    form_conv_groups,
+    igemm_candidate,
+    is_conv_op,
+    mark_eager_classes,
+)
 from .kernel import conv_kernel_source
 from .reference import direct_conv
 
 DIRECT_KERNEL = cuda_source(__package__, "direct.cuh")  # the kernel and its launch template
+IGEMM_KERNEL = cuda_source(__package__, "igemm.cuh")  # the implicit-GEMM kernel and its launch template
 CONV_BINDING = cuda_source(__package__, "binding.h")  # the binding's checks and output sizes
+IGEMM_BINDING = cuda_source(__package__, "igemm_binding.h")  # the implicit-GEMM kernel's weight re-layout
+IGEMM_CUDA_FLAGS = ("-gencode=arch=compute_90a,code=sm_90a",)  # wgmma needs sm_90a: H100/H200
 
 
 class Conv(FamilyBase):
     name = "conv"
-    summary = ("2-D/3-D convolutions with few input channels and a small window, with the pointwise chain after "
-               "them, as one direct fp32 convolution kernel with a fused epilogue")
+    summary = ("2-D/3-D convolutions with the pointwise chain after them, as one convolution kernel with a fused "
+               "epilogue: direct fp32 for few input channels and a small window, TF32 tensor cores where eager's "
+               "cuDNN runs TF32 (measured on the GPU)")
     order = 4
 
     def claim(self, claim, pointwise_groups, not_fused):
         return form_conv_groups(claim, pointwise_groups, not_fused)
 
+    def measure_on_gpu(self, graph, out_dir) -> list[str]:
+        """Eager's precision class on each convolution the implicit-GEMM kernel could take: it runs TF32, so it
+        takes only those that eager's cuDNN runs TF32 too (`layout_precision.measured`, a child process)."""
+        from ...layout_precision import measured  # the GPU side: imported where there is a GPU
+
+        names = frozenset(n.name for n in graph.nodes if igemm_candidate(n))
+        if not names:
+            return []
+        try:
+            rows = measured(names, graph, out_dir)
+        except Exception as exc:  # noqa: BLE001 - a failed measurement leaves cuDNN's convolutions as they are
+            lines = (getattr(exc, "stderr", None) or str(exc)).strip().splitlines()
+            return [f"eager's precision on {counted(len(names), 'convolution')} could not be measured "
+                    f"({lines[-1] if lines else type(exc).__name__}): they stay cuDNN calls"]
+        mark_eager_classes(graph, {name: row["class"] for name, row in rows.items() if "class" in row})
+        return []
+
     def describe(self, group: KernelGroup) -> list[str]:
         c = group.spec.conv
         t = c.tiling
         bias = f" + {c.bias} (bias)" if c.bias else ""
-        return [f"    conv kernel: {c.op} ({c.x} * {c.w}{bias}) -> {list(group.shape)}, {c.geometry_text()}; direct "
-                f"fp32, {t.kpt} channels x {t.ph} rows a thread, {t.wk} x {t.wh} warps; epilogue of "
-                f"{len(group.nodes) - 1} pointwise ops",
+        kernel = (f"TF32 implicit GEMM on tensor cores, {t.name}" if c.kernel == "igemm" else
+                  f"direct fp32, {t.kpt} channels x {t.ph} rows a thread, {t.wk} x {t.wh} warps")
+        return [f"    conv kernel: {c.op} ({c.x} * {c.w}{bias}) -> {list(group.shape)}, {c.geometry_text()}; "
+                f"{kernel}; epilogue of {len(group.nodes) - 1} pointwise ops",
                 f"    reads {', '.join([c.x + ' (input)', c.w + ' (weight)'] + [f'{i} ({k})' for i, k in group.spec.operands])}; "
                 f"writes {', '.join(group.outputs)}"]
 
@@ -48,6 +79,12 @@ class Conv(FamilyBase):
         return conv_kernel_source(group, by_name)
 
     def runtime(self) -> Runtime:
+        return Runtime((DIRECT_KERNEL, IGEMM_KERNEL), (CONV_BINDING, IGEMM_BINDING), IGEMM_CUDA_FLAGS)
+
+    def runtime_for(self, groups: list[KernelGroup]) -> Runtime:
+        """The implicit-GEMM kernel (sm_90a) only where a group uses it."""
+        if any(g.spec.conv.kernel == "igemm" for g in groups):
+            return self.runtime()
         return Runtime((DIRECT_KERNEL,), (CONV_BINDING,))
 
     def check_operands(self, group: KernelGroup, inputs: dict) -> None:
@@ -83,7 +120,8 @@ class Conv(FamilyBase):
         return {group.spec.anchor: convolved}
 
     def call_comment(self, group: KernelGroup) -> str:
-        return "one conv kernel (direct fp32, epilogue fused)"
+        kind = "TF32 tensor cores" if group.spec.conv.kernel == "igemm" else "direct fp32"
+        return f"one conv kernel ({kind}, epilogue fused)"
 
     def why_torch(self, node, on: bool) -> str | None:
         if not is_conv_op(node):
@@ -97,14 +135,24 @@ class Conv(FamilyBase):
         chain = len(group.nodes) - 1
         epilogue = (f", its {counted(chain, 'pointwise op')} applied to each value before the one store, so the "
                     "convolution's output is never written and read back" if chain else "")
-        return "conv kernel", (f"{with_article(group.spec.conv.op)} with short dot products "
-                               f"({group.spec.conv.terms} products an output) as exact-fp32 FFMAs, expected faster "
+        c = group.spec.conv
+        if c.kernel == "igemm":
+            return "conv kernel", (f"{with_article(c.op)} ({c.terms} products an output) as an implicit GEMM on "
+                                   "tensor cores in TF32, the precision eager's cuDNN runs it at (measured on the "
+                                   f"GPU before planning), expected faster than cuDNN{epilogue}")
+        return "conv kernel", (f"{with_article(c.op)} with short dot products "
+                               f"({c.terms} products an output) as exact-fp32 FFMAs, expected faster "
                                f"than cuDNN at this size{epilogue}")
 
     def how(self) -> list[str]:
-        return ["Conv kernels: each thread sums 8 output channels x up to 8 rows of one column in fp32 registers, "
-                "from the weights and a double-buffered input tile in shared memory; a generated epilogue functor "
-                "applies the fused ops before the one store (`families/conv/direct.cuh`)."]
+        return ["Conv kernels, direct: each thread sums 8 output channels x up to 8 rows of one column in fp32 "
+                "registers, from the weights and a double-buffered input tile in shared memory "
+                "(`families/conv/direct.cuh`).",
+                "Conv kernels, implicit GEMM: a block computes 128 output pixels x 64 or 128 output channels; per tap "
+                "and 32 input channels the copy engine brings the shifted input box and the weight tile into shared "
+                "memory and two warpgroups multiply them on the tensor cores in TF32 (wgmma); the weight is re-laid "
+                "and rounded to TF32 at each call (`families/conv/igemm.cuh`).",
+                "Either way a generated epilogue functor applies the fused ops before the one store."]
 
     def call_shape(self, group: KernelGroup) -> str:
         c = group.spec.conv
@@ -113,9 +161,12 @@ class Conv(FamilyBase):
                    if group.spec.operands else ""))
 
     def expected(self) -> list[str]:
-        return [f"conv kernels run at {CONV_DIRECT_FLOPS[2] / 1e12:.0f} TFLOP/s in 2-D and "
-                f"{CONV_DIRECT_FLOPS[3] / 1e12:.0f} in 3-D (direct fp32, measured on an H100) where cuDNN ran such "
-                f"convolutions at {CUDNN_SHORT_DOT_FLOPS[2] / 1e12:.0f} and {CUDNN_SHORT_DOT_FLOPS[3] / 1e12:.0f}"]
+        return [f"direct conv kernels run at {CONV_DIRECT_FLOPS[2] / 1e12:.0f} TFLOP/s in 2-D and "
+                f"{CONV_DIRECT_FLOPS[3] / 1e12:.0f} in 3-D (exact fp32, measured on an H100) where cuDNN ran such "
+                f"convolutions at {CUDNN_SHORT_DOT_FLOPS[2] / 1e12:.0f} and {CUDNN_SHORT_DOT_FLOPS[3] / 1e12:.0f}",
+                "implicit-GEMM conv kernels take the time of their tiles' reads from L2 at "
+                f"{IGEMM_L2_BYTES_PER_S / 1e12:.1f} TB/s (each tile reads its input box and weight tile per tap; "
+                "measured on an H100)"]
 
     def seconds(self, group: KernelGroup, by_name) -> float | None:
         """The kernel's measured rate with its tiles' tails, or its traffic where that takes longer."""

@@ -1,11 +1,17 @@
-"""Convolution groups: a convolution with short dot products and the pointwise chain after it, as one direct
-fp32 convolution kernel whose epilogue computes the chain.
+"""Convolution groups: a convolution and the pointwise chain after it, as one convolution kernel whose epilogue
+computes the chain: the direct fp32 kernel (`direct.cuh`) for short dot products, the TF32 implicit-GEMM
+kernel on tensor cores (`igemm.cuh`) for longer ones that eager itself runs in TF32.
 
 Each anchor (`recognise`: aten.conv2d, conv3d or convolution, not transposed, one group, float32, a static
-weight) becomes a conv group where the direct kernel can take it: a dot product of at most
-`rates.SHORT_DOT_TERMS` products (input channels x window) over at most `rates.SHORT_DOT_CHANNELS` input
-channels, the range measured on an H100 (`rates.CONV_DIRECT_FLOPS`), and a tiling (`tiling.py`) that fits. The group then takes in the
-neighbouring pointwise groups while the whole stays a conv group:
+weight) becomes a conv group where one of the kernels can take it:
+- the direct kernel: a dot product of at most `rates.SHORT_DOT_TERMS` products (input channels x window) over at
+  most `rates.SHORT_DOT_CHANNELS` input channels, the range measured on an H100 (`rates.CONV_DIRECT_FLOPS`), and
+  a tiling (`tiling.py`) that fits;
+- the implicit-GEMM kernel: stride 1, at least `IGEMM_MIN_CHANNELS` input channels, and eager's cuDNN measured
+  TF32-class on this convolution on the GPU (the node's `EAGER_CLASS` meta, which the pipeline sets before
+  partitioning where it has a GPU: `mark_eager_classes`). A TF32 kernel where eager is exact fp32 would fall
+  outside the verifier's bound; without a measurement the convolution stays cuDNN's.
+The group then takes in the neighbouring pointwise groups while the whole stays a conv group:
 
 - convex (no path leaves the group and comes back);
 - the convolution's input and weight are not members (the kernel reads them from memory: no prologue);
@@ -22,6 +28,7 @@ families, so an epilogue holds only the pointwise ops no reduction, norm or pool
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -36,12 +43,16 @@ from ...partition_family import (
     restate_anchor_notes,
 )
 from ...plan import Claim
-from ...traced import tensor_meta, traced_shape
+from ...traced import size_hint, tensor_meta, traced_shape
 from ..base import broadcasts_to, operand_class
 from . import tiling
 
 CONV_OPS = {"aten.conv2d.default": "conv2d", "aten.conv3d.default": "conv3d",
             "aten.convolution.default": "convolution"}
+EAGER_CLASS = "ff_eager_conv_class"  # node meta: "tf32" or "fp32", eager's cuDNN on this convolution, measured
+# The implicit-GEMM kernel's k-tile is 32 input channels: at 8 it ran 0.48x and at 4 0.27x of torch.compile, at 16
+# 0.95-0.98x, at 32 and more 1.0-1.8x (conv + bias + relu, H100, bench/results/2026-11-27b_h100/conv_igemm)
+IGEMM_MIN_CHANNELS = 16
 
 
 @dataclass(frozen=True)
@@ -60,7 +71,12 @@ class ConvAnchor:
     stride: tuple[int, int, int]
     padding: tuple[int, int, int]
     dilation: tuple[int, int, int]
-    tiling: tiling.Tiling
+    tiling: tiling.Tiling | tiling.IgemmTiling  # the direct kernel's, or the implicit-GEMM kernel's
+
+    @property
+    def kernel(self) -> str:
+        """"direct" (exact fp32 FFMAs) or "igemm" (TF32 tensor cores)."""
+        return "igemm" if isinstance(self.tiling, tiling.IgemmTiling) else "direct"
 
     @property
     def terms(self) -> int:
@@ -108,7 +124,8 @@ def _triple(value, dims: int, fill: int) -> tuple[int, int, int] | None:
 
 
 def recognise(node: fx.Node) -> ConvAnchor | str:
-    """The anchor's convolution, or why it is no direct conv kernel."""
+    """The anchor's convolution (with the direct kernel's or the implicit-GEMM kernel's tiling), or why it is no
+    conv kernel."""
     op = CONV_OPS[str(node.target)]
     a = pointwise.bind_arguments(node, lambda n: n)
     x, w, bias = a["input"], a["weight"], a.get("bias")
@@ -118,14 +135,14 @@ def recognise(node: fx.Node) -> ConvAnchor | str:
         if not isinstance(t, fx.Node) or tensor_meta(t) is None:
             return f"its {role} is not a tensor"
         if tensor_meta(t).dtype != torch.float32:
-            return f"its {role} ({t.name}) has dtype {tensor_meta(t).dtype}; the direct kernel reads float32"
+            return f"its {role} ({t.name}) has dtype {tensor_meta(t).dtype}; the conv kernels read float32"
     if op == "convolution" and (a.get("transposed") or any(a.get("output_padding") or [])):
         return "a transposed convolution"
     if a.get("groups", 1) != 1:
         return f"a grouped convolution ({a.get('groups')} groups)"
     rank = tensor_meta(x).dim()
     if rank not in (4, 5):
-        return f"a convolution of a rank-{rank} input (the direct kernel takes 2-D and 3-D ones)"
+        return f"a convolution of a rank-{rank} input (the conv kernels take 2-D and 3-D ones)"
     dims = rank - 2
     wshape = tuple(tensor_meta(w).shape)
     if not all(isinstance(s, int) for s in wshape) or len(wshape) != rank:
@@ -135,13 +152,17 @@ def recognise(node: fx.Node) -> ConvAnchor | str:
     if any(g is None for g in geometry):
         return "its stride, padding or dilation is not a list of ints"
     terms = c * window[0] * window[1] * window[2]
-    if not rates.is_short_dot(c, terms):
-        return (f"{c} input channels x a {'x'.join(map(str, window[3 - dims:]))} window = {terms} products per output: "
-                f"the direct kernel is measured faster than cuDNN up to {rates.SHORT_DOT_CHANNELS} channels and "
-                f"{rates.SHORT_DOT_TERMS} products (cuDNN stays)")
     out = traced_shape(node)
     if not all(isinstance(s, int) for s in out[1:]):
         return "its output's spatial size is not static"
+    if not rates.is_short_dot(c, terms):
+        igemm = _igemm_tiling(node, dims, c, k, tuple(geometry[0]))
+        if isinstance(igemm, str):
+            return (f"{c} input channels x a {'x'.join(map(str, window[3 - dims:]))} window = {terms} products per "
+                    f"output: past the direct kernel's measured range ({rates.SHORT_DOT_CHANNELS} channels, "
+                    f"{rates.SHORT_DOT_TERMS} products), and {igemm}")
+        return ConvAnchor(op, x.name, w.name, bias.name if isinstance(bias, fx.Node) else None, dims, c, k, window,
+                          *geometry, igemm)
     tiles = tiling.choose(c, k, window, geometry[0], geometry[2], out[-2])
     if isinstance(tiles, str):
         return tiles
@@ -149,11 +170,76 @@ def recognise(node: fx.Node) -> ConvAnchor | str:
                       *geometry, tiles)
 
 
+def igemm_candidate(node: fx.Node) -> bool:
+    """Whether the implicit-GEMM kernel could take this convolution once eager's precision class on it is known:
+    the convolution the pipeline measures before partitioning."""
+    if not is_conv_op(node):
+        return False
+    conv = recognise(node)
+    return isinstance(conv, str) and conv.endswith(_UNMEASURED)
+
+
+_UNMEASURED = "eager's precision on it was not measured (no GPU at plan time): cuDNN stays"
+
+
+def _igemm_tiling(node: fx.Node, dims: int, c: int, k: int, stride: tuple[int, int, int]) -> tiling.IgemmTiling | str:
+    """The implicit-GEMM kernel's tiling of the convolution, or why that kernel does not take it."""
+    if stride != (1, 1, 1):
+        return "the tensor-core kernel takes stride 1 only: cuDNN stays"
+    if c < IGEMM_MIN_CHANNELS:
+        return (f"the tensor-core kernel's 32-channel k-tiles would be mostly zeros at {c} input channels (measured "
+                f"slower than cuDNN below {IGEMM_MIN_CHANNELS}): cuDNN stays")
+    measured = node.meta.get(EAGER_CLASS)
+    if measured is None:
+        return "the tensor-core kernel runs TF32 where eager does; " + _UNMEASURED
+    if measured != "tf32":
+        return (f"eager's cuDNN runs it {measured}-class (measured on the GPU), and the tensor-core kernel's TF32 "
+                "would fall outside eager's precision: cuDNN stays")
+    x = tensor_meta(node.all_input_nodes[0])
+    w_in = x.shape[-1]
+    if not isinstance(w_in, int):
+        return "its input's width is not static"
+    out = traced_shape(node)
+    extents = (out[2] if dims == 3 else 1, out[-2], out[-1])
+    return tiling.choose_igemm(dims, c, k, w_in, extents)
+
+
+def mark_eager_classes(graph: fx.Graph, classes: dict[str, str]) -> None:
+    """Record eager's measured precision class ("tf32"/"fp32") of each named convolution on its node."""
+    for node in graph.nodes:
+        if node.name in classes:
+            node.meta[EAGER_CLASS] = classes[node.name]
+
+
 def direct_seconds(node: fx.Node, conv: ConvAnchor) -> float:
-    """The direct kernel's time at its measured rate, its tiles' tails counted as work (launch not included)."""
+    """The conv kernel's time (launch not included): the direct kernel at its measured rate, its tiles' tails
+    counted as work; the implicit-GEMM kernel by the L2 traffic of its tiles (`igemm_seconds`)."""
+    if conv.kernel == "igemm":
+        return igemm_seconds(node, conv)
     out = traced_shape(node)
     fraction = tiling.useful_fraction(conv.tiling, conv.k, out[-2], out[-1])
     return 2.0 * conv.terms * cost.numel(node) / (rates.CONV_DIRECT_FLOPS[conv.dims] * fraction)
+
+
+def igemm_seconds(node: fx.Node, conv: ConvAnchor) -> float:
+    """The implicit-GEMM kernel's time: every tile reads, per tap and 32-channel block, its input box and its
+    weight tile from L2 (`rates.IGEMM_L2_BYTES_PER_S`, the rate that reproduced the lab's times); the
+    channels-last path first copies the input (a read and a write)."""
+    t = conv.tiling
+    out = traced_shape(node)
+    extents = (out[2] if conv.dims == 3 else 1, out[-2], out[-1])
+    bd, bh, bw = t.box
+    batch = size_hint(tensor_meta(node).shape[0])
+    tiles = (math.ceil(conv.k / t.bn) * math.ceil(extents[0] / bd) * math.ceil(extents[1] / bh)
+             * math.ceil(extents[2] / bw) * batch)
+    k_tiles = conv.window[0] * conv.window[1] * conv.window[2] * t.cq // tiling.IGEMM_BK
+    a_box = (t.box_width * tiling.IGEMM_BK * bh * bd if t.nchw else tiling.IGEMM_BM * tiling.IGEMM_BK) * 4
+    b_tile = t.bn * tiling.IGEMM_BK * 4
+    seconds = tiles * k_tiles * (a_box + b_tile) / rates.IGEMM_L2_BYTES_PER_S
+    if not t.nchw:
+        x_bytes = 4 * batch * t.cp * math.prod(size_hint(s) for s in tensor_meta(node.all_input_nodes[0]).shape[2:])
+        seconds += 2 * x_bytes / rates.BANDWIDTH + rates.LAUNCH_S
+    return seconds
 
 
 def _slower_than_cudnn(node: fx.Node, conv: ConvAnchor, epilogue: bool) -> str | None:
@@ -167,8 +253,14 @@ def _slower_than_cudnn(node: fx.Node, conv: ConvAnchor, epilogue: bool) -> str |
     if ours < theirs:
         return None
     out = traced_shape(node)
-    return (f"the direct kernel is expected to take {ours * 1e3:.3f} ms, "
-            f"{tiling.useful_fraction(conv.tiling, conv.k, out[-2], out[-1]):.0%} of its tiles' work real output, "
+    if conv.kernel == "igemm":
+        extents = (out[2] if conv.dims == 3 else 1, out[-2], out[-1])
+        useful = tiling.igemm_useful_fraction(conv.tiling, conv.k, extents)
+        kernel = "the tensor-core kernel"
+    else:
+        useful = tiling.useful_fraction(conv.tiling, conv.k, out[-2], out[-1])
+        kernel = "the direct kernel"
+    return (f"{kernel} is expected to take {ours * 1e3:.3f} ms, {useful:.0%} of its tiles' work real output, "
             f"against {theirs * 1e3:.3f} ms for cuDNN{' and the pass its epilogue saves' if epilogue else ''}: "
             "cuDNN stays")
 

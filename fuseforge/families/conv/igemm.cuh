@@ -40,8 +40,6 @@
 // 8j + 2t and 8j + 2t + 1 (g = lane / 4, t = lane % 4): a warp's store of one register writes 8 consecutive
 // pixels of 4 channels (four 32-byte segments).
 
-#pragma once
-
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -564,5 +562,15 @@ int launch(const float* x, const float* w_re, float* y, const Geometry& g, Epilo
   return static_cast<int>(cudaGetLastError());
 }
 
+
+// The channels-last, TF32-rounded copy of an NC(DHW) input (`spatial` = D * H * W values a channel) that the
+// channels-last path reads: 0 on success, else the CUDA error (1004: a batch past the grid's z limit).
+inline int prepare_input(const float* x, float* out, int n, int c, int cp, long long spatial, cudaStream_t stream) {
+  if (n > 65535 || spatial <= 0) return 1004;
+  const dim3 grid(static_cast<unsigned>((spatial + 31) / 32), static_cast<unsigned>((cp + 31) / 32),
+                  static_cast<unsigned>(n));
+  prepare_input_kernel<<<grid, dim3(32, 8), 0, stream>>>(x, out, c, cp, spatial);
+  return static_cast<int>(cudaGetLastError());
+}
 
 }  // namespace ff_conv_igemm

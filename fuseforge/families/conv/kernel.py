@@ -1,6 +1,7 @@
 """Spell one planned conv kernel: its epilogue functor, launcher and binding.
 
-The functor is what `ff_conv_direct::launch` (`direct.cuh`) calls for every output value before its one store:
+The functor is what `ff_conv_direct::launch` (`direct.cuh`) or `ff_conv_igemm::launch` (`igemm.cuh`) calls for
+every output value before its one store:
 
     __device__ float operator()(float acc, int k, int64_t at) const   // k: output channel, at: flat index
 
@@ -9,7 +10,9 @@ table: first the convolution's own value (acc, + its bias per channel where it h
 It returns the group's first output (the kernel stores it) and writes any other outputs itself. Epilogue inputs
 are read through the read-only cache by their class: full (the element's own value), per channel, scalar. The
 kernel's template arguments (channels, window, tiling) and the convolution's stride, padding and dilation are
-constants of the plan; the batch and spatial sizes are read from the tensors at each call.
+constants of the plan; the batch and spatial sizes are read from the tensors at each call. The implicit-GEMM
+kernel's binding also re-lays the weight as [K][taps][C rounded up to 32], rounded to TF32, at each call (a few
+hundred KB), and on its channels-last path gives the launcher a scratch tensor for the input's channels-last copy.
 """
 
 from __future__ import annotations
@@ -44,8 +47,14 @@ def _functor(group: KernelGroup, by_name: dict[str, fx.Node]) -> str:
     return w.text()
 
 
+def _main_pointers(group: KernelGroup) -> list[str]:
+    if group.spec.conv.kernel == "igemm":  # the NCHW input, the re-laid weight, the channels-last scratch
+        return ["const float* ff_x", "const float* ff_w_re", "float* ff_x_cl"]
+    return ["const float* ff_x", "const float* ff_w"]
+
+
 def _launcher_params(group: KernelGroup) -> list[str]:
-    return (epilogue.launcher_pointers(group, ["const float* ff_x", "const float* ff_w"])
+    return (epilogue.launcher_pointers(group, _main_pointers(group))
             + ["int64_t ff_n", "int64_t ff_d", "int64_t ff_h", "int64_t ff_w_in", "int64_t ff_od", "int64_t ff_oh",
                "int64_t ff_ow", "void* stream"])
 
@@ -61,7 +70,39 @@ def _template_args(group: KernelGroup) -> str:
     return ", ".join(map(str, [c.c, *c.window, t.kpt, t.wk, t.wh, t.ph])) + f", {'true' if unit_rows else 'false'}"
 
 
+def _igemm_launcher(group: KernelGroup) -> str:
+    c = group.spec.conv
+    t = c.tiling
+    bd, bh, bw = t.box
+    out = cpp_name(group.outputs[0])
+    w = Writer()
+    w.line(_launcher_signature(group) + " {")
+    with w.indent():
+        w.line(f"{group.name}_epilogue epi;")
+        epilogue.assign_fields(w, group)
+        w.line("// n c cp cq d h w, k od oh ow, window, padding, dilation (depth, rows, columns), pixel box, NCHW box width")
+        w.line(f"const ff_conv_igemm::Geometry g{{(int)ff_n, {c.c}, {t.cp}, {t.cq}, (int)ff_d, (int)ff_h, (int)ff_w_in, "
+               f"{c.k}, (int)ff_od, (int)ff_oh, (int)ff_ow, {', '.join(map(str, c.window + c.padding + c.dilation))}, "
+               f"{bd}, {bh}, {bw}, {t.box_width}}};")
+        w.line("const cudaStream_t s = static_cast<cudaStream_t>(stream);")
+        if t.nchw:
+            w.line("(void)ff_x_cl;  // the NCHW path reads ff_x itself")
+            src = "ff_x"
+        else:
+            w.line(f"const int ff_copied = ff_conv_igemm::prepare_input(ff_x, ff_x_cl, (int)ff_n, {c.c}, {t.cp}, "
+                   "ff_d * ff_h * ff_w_in, s);  // channels-last, TF32-rounded")
+            w.line("if (ff_copied != 0) return ff_copied;")
+            src = "ff_x_cl"
+        w.line(f"// {t.name}; {t.stages} stages, {t.min_blocks} block(s) per SM")
+        w.line(f"return ff_conv_igemm::launch<{'true' if t.nchw else 'false'}, {t.bn}, {t.stages}, {t.min_blocks}, "
+               f"false>({src}, ff_w_re, {out}, g, epi, s);")
+    w.line("}")
+    return w.text()
+
+
 def _launcher(group: KernelGroup) -> str:
+    if group.spec.conv.kernel == "igemm":
+        return _igemm_launcher(group)
     c = group.spec.conv
     w = Writer()
     w.line(_launcher_signature(group) + " {")
@@ -94,7 +135,17 @@ def _binding(group: KernelGroup) -> str:
         epilogue.binding_operands(w, group, "ff_conv_operand", "c", _CLASS_ENUM)
         for o in outs:
             w.line(f"torch::Tensor {o} = torch::empty(c.out_sizes, c.x.options());")
-        args = ["c.x.data_ptr<float>()", "c.w.data_ptr<float>()", *epilogue.pointer_arguments(group)]
+        if c.kernel == "igemm":
+            t = c.tiling
+            w.line(f"const torch::Tensor w_re = ff_conv_igemm_weight(c.w, {t.cq});  // [K][taps][{t.cq}], TF32-rounded")
+            scratch = "torch::empty({1}, c.x.options())" if t.nchw else \
+                f"torch::empty({{c.n * c.d * c.h * c.w_ * {t.cp}}}, c.x.options())"
+            w.line(f"const torch::Tensor x_cl = {scratch};  // "
+                   + ("unused on the NCHW path" if t.nchw else "the input's channels-last copy"))
+            main = ["c.x.data_ptr<float>()", "w_re.data_ptr<float>()", "x_cl.data_ptr<float>()"]
+        else:
+            main = ["c.x.data_ptr<float>()", "c.w.data_ptr<float>()"]
+        args = [*main, *epilogue.pointer_arguments(group)]
         args += ["c.n", "c.d", "c.h", "c.w_", "c.od", "c.oh", "c.ow", "reinterpret_cast<void*>(stream)"]
         w.line(f"ff_check(kernel, launch_{group.name}({', '.join(args)}));")
         w.line(f"return {outs[0]};" if single else f"return {{{', '.join(outs)}}};")
@@ -106,7 +157,8 @@ def conv_kernel_source(group: KernelGroup, by_name: dict[str, fx.Node]) -> Kerne
     c = group.spec.conv
     ops = " -> ".join(f"{n} ({pointwise.op_key(by_name[n]).removeprefix('aten.')})" for n in group.nodes)
     reads = ", ".join([f"{c.x} (input)", f"{c.w} (weight)"] + [f"{i} ({k})" for i, k in group.spec.operands])
-    header = (f"// ---- {group.name} (conv kernel, direct fp32, {c.geometry_text()}): {ops}\n"
+    how = "direct fp32" if c.kernel == "direct" else "TF32 implicit GEMM, tensor cores"
+    header = (f"// ---- {group.name} (conv kernel, {how}, {c.geometry_text()}): {ops}\n"
               f"// output {list(group.shape)}; reads {reads}; writes {', '.join(group.outputs)}\n")
     cuda = header + "\n".join([_functor(group, by_name), _launcher(group)])
     return KernelSource(group.name, cuda, _binding(group), _launcher_signature(group) + ";")

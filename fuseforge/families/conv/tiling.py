@@ -91,3 +91,74 @@ def useful_fraction(t: Tiling, k_out: int, out_h: int, out_w: int) -> float:
     def share(n: int, tile: int) -> float:
         return n / (math.ceil(n / tile) * tile)
     return share(k_out, t.block_k) * share(out_h, t.tile_h) * share(out_w, TILE_W)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The TF32 implicit-GEMM kernel (`igemm.cuh`): a tile is 128 output pixels (a bd x bh x bw box of one image) by
+# BN output channels. Its instance per convolution, a rule of the convolution's extents and channels fitted on
+# the H100 lab (bench/results/2026-11-27b_h100/conv_igemm/run4.json, the best of six instances on 14 shapes):
+# - BN 128 where the convolution has 128 or more output channels, else 64;
+# - the NCHW path (the model's input read directly, no channels-last copy) for 2-D convolutions whose tiles are
+#   rows of 32 pixels and whose input rows are whole 16-byte units (W a multiple of 4), where it was faster:
+#   with 128 output channels, or with 16 input channels (the copy is then a large share of the work); the
+#   channels-last path elsewhere (4-5x faster than NCHW on 3-D outputs 34-36 wide, 8-column tiles);
+# - stages and blocks per SM: NCHW BN 128: 4 stages, 1 block; NCHW BN 64: 6 stages, 1 block; channels-last
+#   BN 128: 4 stages, 1 block; channels-last BN 64: 4 stages, 2 blocks.
+IGEMM_BM = 128
+IGEMM_BK = 32  # input channels per k-tile
+NCHW_BOX_WIDTH = {32: 40, 16: 24, 8: 12}  # the NCHW A box's width per tile width (>= bw + 3, = 8 mod 16 where it fits)
+
+
+@dataclass(frozen=True)
+class IgemmTiling:
+    nchw: bool  # the NCHW path (else the channels-last copy first)
+    bn: int  # output channels per tile (64 or 128)
+    stages: int
+    min_blocks: int
+    box: tuple[int, int, int]  # (bd, bh, bw) output pixels of a tile
+    cp: int  # channels of the channels-last copy (C rounded up to 4)
+    cq: int  # channels per tap of the re-laid weight (C rounded up to 32)
+
+    @property
+    def box_width(self) -> int:
+        """Width of the NCHW path's input box (0 on the channels-last path)."""
+        return NCHW_BOX_WIDTH[self.box[2]] if self.nchw else 0
+
+    @property
+    def name(self) -> str:
+        return f"{'nchw' if self.nchw else 'channels-last'}, {self.bn} channels x {IGEMM_BM} pixels a tile"
+
+
+def pixel_box(od: int, oh: int, ow: int) -> tuple[int, int, int]:
+    """The 128-pixel box (bd, bh, bw) that covers the output with the fewest pixels computed and thrown away
+    (ties: the widest rows, for longer stores)."""
+    best = None
+    for bw in (32, 16, 8):
+        for bh in (128 // bw, 64 // bw, 32 // bw, 16 // bw):
+            if bh < 1:
+                continue
+            bd = IGEMM_BM // (bw * bh)
+            if bd > 1 and od == 1:
+                continue
+            covered = -(-ow // bw) * bw * -(-oh // bh) * bh * -(-od // bd) * bd
+            if best is None or covered < best[0]:
+                best = (covered, (bd, bh, bw))
+    return best[1]
+
+
+def choose_igemm(dims: int, c: int, k_out: int, w_in: int, out: tuple[int, int, int]) -> IgemmTiling:
+    """The implicit-GEMM kernel's instance for a stride-1 convolution of `c` -> `k_out` channels, input width
+    `w_in` and output extents `out` = (OD, OH, OW) (OD = 1 in 2-D)."""
+    box = pixel_box(*out)
+    bn = 128 if k_out >= 128 else 64
+    nchw = dims == 2 and box[2] == 32 and w_in % 4 == 0 and (bn == 128 or c <= 16)
+    stages, min_blocks = (4, 1) if bn == 128 else ((6, 1) if nchw else (4, 2))
+    return IgemmTiling(nchw, bn, stages, min_blocks, box, -(-c // 4) * 4, -(-c // IGEMM_BK) * IGEMM_BK)
+
+
+def igemm_useful_fraction(t: IgemmTiling, k_out: int, out: tuple[int, int, int]) -> float:
+    """The share of the tiles' pixels x channels that are real outputs."""
+    def share(n: int, tile: int) -> float:
+        return n / (math.ceil(n / tile) * tile)
+    bd, bh, bw = t.box
+    return share(k_out, t.bn) * share(out[0], bd) * share(out[1], bh) * share(out[2], bw)

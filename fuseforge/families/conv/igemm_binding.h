@@ -1,0 +1,11 @@
+// The implicit-GEMM kernel's weight: [K, C, (KD,) KH, KW] -> [K][taps][cq] (channels zero-padded to cq), each value
+// rounded to TF32 (round to nearest, ties away: add half of the 13 dropped bits, clear them), so that the tensor
+// core's truncation of .tf32 operands leaves it as it is.
+static torch::Tensor ff_conv_igemm_weight(const torch::Tensor& w, int64_t cq) {
+    const int64_t k = w.size(0), c = w.size(1);
+    torch::Tensor re = w.reshape({k, c, -1}).permute({0, 2, 1});
+    re = torch::constant_pad_nd(re, {0, cq - c}).contiguous();
+    torch::Tensor bits = re.view(torch::kInt);
+    bits.add_(0x1000).bitwise_and_(static_cast<int64_t>(~0x1FFF));
+    return re;
+}

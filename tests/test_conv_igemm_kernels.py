@@ -1,0 +1,262 @@
+"""Conv kernels on tensor cores (the conv family's implicit-GEMM member): a stride-1 convolution with 16 or more
+input channels, which eager's cuDNN runs TF32 (measured on the GPU before partitioning), and the pointwise chain
+after it as one TF32 implicit-GEMM kernel.
+
+What is taken and what stays cuDNN and why (measured TF32, measured fp32, not measured, strided, few channels),
+the instance rule fitted on the H100 lab, the measurement hook, nvcc/g++ compile checks of the generated code, the
+float64 check of the plan, and on a GPU the generated kernels against float64 on odd shapes.
+"""
+
+import types
+from unittest import mock
+
+import pytest
+import torch
+from compile_check import GXX, NVCC, assert_compiles_for_hopper_without_spills, compile_binding
+from conftest import PROBLEMS
+from torch import nn
+
+from fuseforge.capture import capture
+from fuseforge.codegen import generate
+from fuseforge.evaluate.cpu_check import _run_node, run_kernel_reference
+from fuseforge.families import named
+from fuseforge.families.conv import FAMILY, tiling
+from fuseforge.families.conv.group import EAGER_CLASS, conv_op_reason, igemm_candidate
+from fuseforge.load import LoadedModel, load_model_file
+from fuseforge.partition import partition
+from fuseforge.rewrite import rewrite
+
+
+def _convs(captured):
+    return [n for n in captured.graph.nodes if str(n.target).startswith("aten.conv")]
+
+
+def _mark(captured, cls):
+    for node in _convs(captured):
+        if igemm_candidate(node):
+            node.meta[EAGER_CLASS] = cls
+
+
+def _plan(captured, *families):
+    rewrite(captured.graph, captured)
+    return partition(captured.graph, named(*families))
+
+
+def _model(name):
+    return capture(load_model_file(next(PROBLEMS.glob(f"*/{name}.py"))))
+
+
+def _captured(module, *inputs):
+    loaded = LoadedModel(path=types.SimpleNamespace(name="t.py", stem="t"), source="", module=None,
+                         model=module.eval(), init_args=[], inputs=list(inputs), outputs=[], output_is_tuple=False)
+    return capture(loaded)
+
+
+# ---------------------------------------------------------------------------------------- problem models
+
+def test_a_64_channel_conv_that_eager_runs_tf32_is_a_tensor_core_conv_kernel():
+    captured = _model("52_Conv2d_Activation_BatchNorm")
+    rewrite(captured.graph, captured)
+    _mark(captured, "tf32")
+    plan = partition(captured.graph, named("conv"))
+    (group,) = [g for g in plan.groups if g.kind == "conv"]
+    c = group.spec.conv
+    assert c.kernel == "igemm" and (c.c, c.k, c.window) == (64, 128, (1, 3, 3))
+    assert (c.tiling.nchw, c.tiling.bn, c.tiling.box) == (True, 128, (1, 4, 32))
+
+
+def test_the_same_conv_unmeasured_or_measured_fp32_stays_cudnn_and_the_reason_says_which():
+    captured = _model("52_Conv2d_Activation_BatchNorm")
+    rewrite(captured.graph, captured)
+    (conv,) = _convs(captured)
+    assert igemm_candidate(conv)
+    assert conv_op_reason(conv).endswith("eager's precision on it was not measured (no GPU at plan time): cuDNN stays")
+    assert not any(g.kind == "conv" for g in partition(captured.graph, named("conv")).groups)
+    conv.meta[EAGER_CLASS] = "fp32"
+    assert "eager's cuDNN runs it fp32-class (measured on the GPU)" in conv_op_reason(conv)
+    assert not igemm_candidate(conv)  # measured: nothing left to measure
+    assert not any(g.kind == "conv" for g in partition(captured.graph, named("conv")).groups)
+
+
+def test_a_strided_or_8_channel_conv_is_no_tensor_core_conv_kernel_even_measured_tf32():
+    class Two(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.strided = nn.Conv2d(32, 64, 3, stride=2)
+            self.narrow = nn.Conv2d(8, 64, 5)  # 200 products: past the direct kernel's range too
+
+        def forward(self, x, y):
+            return self.strided(x), self.narrow(y)
+
+    captured = _captured(Two(), torch.randn(2, 32, 20, 20), torch.randn(2, 8, 20, 20))
+    strided, narrow = _convs(captured)
+    for node in (strided, narrow):
+        node.meta[EAGER_CLASS] = "tf32"
+    assert conv_op_reason(strided).endswith("the tensor-core kernel takes stride 1 only: cuDNN stays")
+    assert "k-tiles would be mostly zeros at 8 input channels" in conv_op_reason(narrow)
+
+
+def test_the_instance_rule_gives_the_lab_fastest_instance_of_each_tf32_shape():
+    # (dims, C, K, input width, output extents) -> the fastest of six instances on the H100 (run4.json)
+    best = {(2, 64, 128, 128, (1, 126, 126)): (True, 128, 4, 1), (2, 64, 128, 256, (1, 254, 254)): (True, 128, 4, 1),
+            (3, 32, 64, 128, (32, 128, 128)): (False, 64, 4, 2), (2, 64, 64, 256, (1, 256, 256)): (False, 64, 4, 2),
+            (2, 64, 128, 512, (1, 514, 514)): (False, 128, 4, 1), (3, 64, 128, 32, (34, 34, 34)): (False, 128, 4, 1),
+            (3, 64, 128, 32, (20, 36, 36)): (False, 128, 4, 1), (2, 32, 64, 128, (1, 128, 128)): (False, 64, 4, 2),
+            (2, 16, 64, 256, (1, 254, 254)): (True, 64, 6, 1)}
+    for args, want in best.items():
+        t = tiling.choose_igemm(*args)
+        assert (t.nchw, t.bn, t.stages, t.min_blocks) == want, args
+        assert t.box[0] * t.box[1] * t.box[2] == tiling.IGEMM_BM
+
+
+def test_measuring_marks_each_candidate_with_eagers_class_and_a_failed_measurement_is_a_note(tmp_path):
+    captured = _model("52_Conv2d_Activation_BatchNorm")
+    rewrite(captured.graph, captured)
+    (conv,) = _convs(captured)
+    with mock.patch("fuseforge.layout_precision.measured", return_value={conv.name: {"class": "tf32"}}) as m:
+        assert FAMILY.measure_on_gpu(captured.graph, tmp_path) == []
+    assert m.call_args.args[0] == frozenset({conv.name}) and conv.meta[EAGER_CLASS] == "tf32"
+    del conv.meta[EAGER_CLASS]
+    with mock.patch("fuseforge.layout_precision.measured", side_effect=OSError("no device")):
+        (note,) = FAMILY.measure_on_gpu(captured.graph, tmp_path)
+    assert "could not be measured (no device): they stay cuDNN calls" in note and EAGER_CLASS not in conv.meta
+
+
+# ---------------------------------------------------------------------------------------- small forms
+
+class TensorCoreForms(nn.Module):
+    """Implicit-GEMM groups of every path: a 2-D conv of 16 -> 70 channels (NCHW path: tiles of 32 columns, W a
+    multiple of 4), padding and dilation, whose epilogue reads a full residual and a scalar and writes a second
+    output; a 2-D conv of 40 -> 130 channels with W not a multiple of 4 (channels-last path, two channel tiles);
+    a 3-D conv of 33 -> 29 channels (channels-last path, 3-D boxes)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(16, 70, 3, padding=(1, 2), dilation=(1, 2))
+        self.b = nn.Conv2d(40, 130, 3)
+        self.c = nn.Conv3d(33, 29, (2, 3, 3), padding=1)
+        self.register_buffer("scale", torch.tensor(0.5))
+
+    def forward(self, x, r, v, u):
+        y = self.a(x)
+        y = torch.relu(y) + r * self.scale
+        z = torch.tanh(self.b(v))
+        w = torch.sigmoid(self.c(u))
+        return y, y * 2.0, z, w
+
+
+def _forms_inputs(batch=2):
+    x = torch.randn(batch, 16, 21, 64)
+    r = torch.randn(batch, 70, 21, 64)
+    v = torch.randn(batch, 40, 13, 37)
+    u = torch.randn(batch, 33, 5, 9, 35)
+    return x, r, v, u
+
+
+def _forms():
+    torch.manual_seed(0)
+    captured = _captured(TensorCoreForms(), *_forms_inputs())
+    rewrite(captured.graph, captured)
+    _mark(captured, "tf32")
+    with mock.patch("fuseforge.families.conv.group._slower_than_cudnn", return_value=False):
+        plan = partition(captured.graph, named("conv"))
+    return captured, plan, generate(plan, captured.graph, "tensor_core_forms.py")
+
+
+def test_every_tensor_core_form_is_an_igemm_conv_kernel_on_its_path():
+    _, plan, ext = _forms()
+    groups = {g.spec.conv.k: g for g in plan.groups if g.kind == "conv"}
+    assert set(groups) == {70, 130, 29} and all(g.spec.conv.kernel == "igemm" for g in groups.values())
+    assert groups[70].spec.conv.tiling.nchw and len(groups[70].outputs) == 2
+    assert sorted(dict(groups[70].spec.operands).values()) == ["channel", "full", "scalar"]  # the bias, r, scale
+    assert not groups[130].spec.conv.tiling.nchw and groups[130].spec.conv.tiling.bn == 128
+    assert not groups[29].spec.conv.tiling.nchw and groups[29].spec.conv.dims == 3
+    assert "ff_conv_igemm::launch<true, 64" in ext.cuda and "ff_conv_igemm::prepare_input" in ext.cuda
+    assert ext.cuda_flags == ("-gencode=arch=compute_90a,code=sm_90a",)
+
+
+def test_a_plan_without_tensor_core_conv_kernels_carries_no_igemm_code():
+    captured = _model("87_Conv2d_Subtract_Subtract_Mish")
+    plan = _plan(captured, "conv")
+    assert any(g.kind == "conv" for g in plan.groups)
+    ext = generate(plan, captured.graph, "87.py")
+    assert "ff_conv_igemm" not in ext.cuda and ext.cuda_flags == ()
+
+
+def _shape_of(node):
+    return [s if isinstance(s, int) else 2 for s in node.meta["val"].shape]
+
+
+def test_the_tensor_core_forms_plan_passes_the_float64_check_of_its_kernels_against_the_graphs_ops():
+    captured, plan, _ = _forms()
+    by_name = {n.name: n for n in captured.graph.nodes}
+    torch.manual_seed(1)
+    for group in [g for g in plan.groups if g.kind == "conv"]:
+        inputs = {i: torch.randn(tuple(_shape_of(by_name[i])), dtype=torch.float64) for i in group.inputs}
+        got = run_kernel_reference(group, by_name, inputs)
+        local = dict(inputs)
+        for name in group.nodes:
+            local[name] = _run_node(by_name[name], local)
+        for out in group.outputs:
+            torch.testing.assert_close(got[out], local[out], rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc")
+def test_the_generated_tensor_core_conv_kernels_compile_for_hopper_without_spills(tmp_path):
+    _, _, ext = _forms()
+    report = assert_compiles_for_hopper_without_spills(ext.cuda, tmp_path, max_registers=168)
+    assert report.count("conv_igemm_kernel") >= 3
+    assert "serialized" not in report
+
+
+@pytest.mark.skipif(GXX is None, reason="needs g++")
+def test_the_generated_tensor_core_conv_binding_compiles(tmp_path):
+    _, _, ext = _forms()
+    result = compile_binding(ext.binding, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+# ---------------------------------------------------------------------------------------- on a GPU
+
+def _rel(value, truth):
+    return ((value.double().cpu() - truth).abs().max() / truth.pow(2).mean().sqrt().clamp_min(1e-30)).item()
+
+
+def _run_cuda(node, values):
+    args = [values[a.name] if isinstance(a, torch.fx.Node) else a for a in node.args]
+    return node.target(*args, **node.kwargs)
+
+
+@pytest.mark.gpu
+def test_the_generated_tensor_core_conv_kernels_match_float64_on_odd_shapes_like_eagers_tf32():
+    from torch.utils.cpp_extension import load_inline
+
+    captured, plan, ext = _forms()
+    kernels = load_inline(name=ext.name, cpp_sources=[ext.binding], cuda_sources=[ext.cuda],
+                          functions=list(ext.functions), extra_cflags=["-O3"],
+                          extra_cuda_cflags=["-O3", *ext.cuda_flags], no_implicit_headers=True)
+    by_name = {n.name: n for n in captured.graph.nodes}
+    stream = torch.cuda.current_stream().cuda_stream
+    torch.backends.cudnn.allow_tf32 = True  # eager's TF32 convolution: the class the kernel is held to
+    failures = []
+    for batch in (1, 3):
+        torch.manual_seed(batch)
+        values = dict(zip(("x", "r", "v", "u"), [t.cuda() for t in _forms_inputs(batch)]))
+        for node in captured.graph.nodes:
+            if node.op == "placeholder" and node.name not in values:
+                values[node.name] = torch.randn(tuple(_shape_of(node)), device="cuda")
+            elif node.op == "call_function":
+                values[node.name] = _run_cuda(node, values)
+        for group in [g for g in plan.groups if g.kind == "conv"]:
+            inputs = {i: values[i] for i in group.inputs}
+            got = getattr(kernels, group.name)(*[inputs[i] for i in group.inputs], stream)
+            got = got if isinstance(got, (list, tuple)) else [got]
+            truth = run_kernel_reference(group, by_name, {i: v.double().cpu() for i, v in inputs.items()})
+            eager = dict(inputs)
+            for name in group.nodes:
+                eager[name] = _run_cuda(by_name[name], eager)
+            for out, value in zip(group.outputs, got):
+                ours, theirs = _rel(value, truth[out]), _rel(eager[out], truth[out])
+                if tuple(value.shape) != tuple(truth[out].shape) or not ours <= 2 * theirs + 1e-6:
+                    failures.append(f"{group.name} batch {batch} {out}: error {ours:.2e} vs eager {theirs:.2e}")
+    assert not failures, "\n".join(failures)
