@@ -14,11 +14,11 @@ import pytest
 import torch
 from compile_check import GXX, NVCC, assert_compiles_for_hopper_without_spills, compile_binding
 from conftest import PROBLEMS
+from conv_group_checks import assert_conv_groups_match_the_graph_in_float64, conv_kernel_failures
 from torch import nn
 
 from fuseforge.capture import capture
 from fuseforge.codegen import generate
-from fuseforge.evaluate.cpu_check import _run_node, run_kernel_reference
 from fuseforge.families import named
 from fuseforge.families.conv import FAMILY, tiling
 from fuseforge.families.conv.group import EAGER_CLASS, conv_op_reason, igemm_candidate
@@ -183,22 +183,9 @@ def test_a_plan_without_tensor_core_conv_kernels_carries_no_igemm_code():
     assert "ff_conv_igemm" not in ext.cuda and ext.cuda_flags == ()
 
 
-def _shape_of(node):
-    return [s if isinstance(s, int) else 2 for s in node.meta["val"].shape]
-
-
 def test_the_tensor_core_forms_plan_passes_the_float64_check_of_its_kernels_against_the_graphs_ops():
     captured, plan, _ = _forms()
-    by_name = {n.name: n for n in captured.graph.nodes}
-    torch.manual_seed(1)
-    for group in [g for g in plan.groups if g.kind == "conv"]:
-        inputs = {i: torch.randn(tuple(_shape_of(by_name[i])), dtype=torch.float64) for i in group.inputs}
-        got = run_kernel_reference(group, by_name, inputs)
-        local = dict(inputs)
-        for name in group.nodes:
-            local[name] = _run_node(by_name[name], local)
-        for out in group.outputs:
-            torch.testing.assert_close(got[out], local[out], rtol=1e-10, atol=1e-10)
+    assert_conv_groups_match_the_graph_in_float64(captured, plan)
 
 
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc")
@@ -218,45 +205,10 @@ def test_the_generated_tensor_core_conv_binding_compiles(tmp_path):
 
 # ---------------------------------------------------------------------------------------- on a GPU
 
-def _rel(value, truth):
-    return ((value.double().cpu() - truth).abs().max() / truth.pow(2).mean().sqrt().clamp_min(1e-30)).item()
-
-
-def _run_cuda(node, values):
-    args = [values[a.name] if isinstance(a, torch.fx.Node) else a for a in node.args]
-    return node.target(*args, **node.kwargs)
-
-
 @pytest.mark.gpu
 def test_the_generated_tensor_core_conv_kernels_match_float64_on_odd_shapes_like_eagers_tf32():
-    from torch.utils.cpp_extension import load_inline
-
     captured, plan, ext = _forms()
-    kernels = load_inline(name=ext.name, cpp_sources=[ext.binding], cuda_sources=[ext.cuda],
-                          functions=list(ext.functions), extra_cflags=["-O3"],
-                          extra_cuda_cflags=["-O3", *ext.cuda_flags], no_implicit_headers=True)
-    by_name = {n.name: n for n in captured.graph.nodes}
-    stream = torch.cuda.current_stream().cuda_stream
     torch.backends.cudnn.allow_tf32 = True  # eager's TF32 convolution: the class the kernel is held to
-    failures = []
-    for batch in (1, 3):
-        torch.manual_seed(batch)
-        values = dict(zip(("x", "r", "v", "u"), [t.cuda() for t in _forms_inputs(batch)]))
-        for node in captured.graph.nodes:
-            if node.op == "placeholder" and node.name not in values:
-                values[node.name] = torch.randn(tuple(_shape_of(node)), device="cuda")
-            elif node.op == "call_function":
-                values[node.name] = _run_cuda(node, values)
-        for group in [g for g in plan.groups if g.kind == "conv"]:
-            inputs = {i: values[i] for i in group.inputs}
-            got = getattr(kernels, group.name)(*[inputs[i] for i in group.inputs], stream)
-            got = got if isinstance(got, (list, tuple)) else [got]
-            truth = run_kernel_reference(group, by_name, {i: v.double().cpu() for i, v in inputs.items()})
-            eager = dict(inputs)
-            for name in group.nodes:
-                eager[name] = _run_cuda(by_name[name], eager)
-            for out, value in zip(group.outputs, got):
-                ours, theirs = _rel(value, truth[out]), _rel(eager[out], truth[out])
-                if tuple(value.shape) != tuple(truth[out].shape) or not ours <= 2 * theirs + 1e-6:
-                    failures.append(f"{group.name} batch {batch} {out}: error {ours:.2e} vs eager {theirs:.2e}")
+    failures = conv_kernel_failures(captured, plan, ext,
+                                    lambda batch: dict(zip(("x", "r", "v", "u"), _forms_inputs(batch))))
     assert not failures, "\n".join(failures)

@@ -35,6 +35,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 PACKAGE_CONV = HERE.parents[2] / "fuseforge" / "families" / "conv"  # igemm.cuh: the kernel's one copy
+sys.path.insert(0, str(HERE.parents[2]))
+# the bench's tiles are the product's (families/conv/tiling.py)
+from fuseforge.families.conv.tiling import NCHW_BOX_WIDTH as BOX_WIDTH  # noqa: E402
+from fuseforge.families.conv.tiling import pixel_box  # noqa: E402
+
 KERNELBENCH = (HERE.parents[3] / "shared" / "problems" / "kernelbench").resolve()
 DEV = (HERE.parents[3] / "shared" / "problems" / "dev").resolve()
 MODELS = ("17_Conv2d_InstanceNorm_Divide", "32_Conv2d_Scaling_Min", "52_Conv2d_Activation_BatchNorm",
@@ -47,7 +52,6 @@ INSTANCES = ("cl_n128_s4_b1", "cl_n64_s4_b2", "nchw_n128_s4_b1", "nchw_n64_s6_b1
              "cl_n128_s4_b1_st", "cl_n64_s4_b2_st", "nchw_n128_s4_b1_st", "nchw_n64_s6_b1_st",  # _st: staged epilogue
              "halo_n128", "halo_n128_st", "halo_n64_st")  # halo: the input row read once per row of taps
 GEOM_FIELDS = "n c cp cq d h w k od oh ow kd kh kw pd ph pw dd dh dw bd bh bw bwb".split()
-BOX_WIDTH = {32: 40, 16: 24, 8: 12}  # NCHW A box width per tile width: >= bw + 3, = 8 (mod 16) where it fits
 
 BINDING = r"""
 #include <torch/extension.h>
@@ -96,23 +100,6 @@ def build(verbose: bool = False):
 
 def round_up(v: int, m: int) -> int:
     return (v + m - 1) // m * m
-
-
-def pixel_box(od: int, oh: int, ow: int) -> tuple[int, int, int]:
-    """The 128-pixel box (bd, bh, bw) that covers the output with the fewest pixels computed and thrown away
-    (ties: the widest rows, for longer stores)."""
-    best = None
-    for bw in (32, 16, 8):
-        for bh in (128 // bw, 64 // bw, 32 // bw, 16 // bw):
-            if bh < 1:
-                continue
-            bd = 128 // (bw * bh)
-            if bd > 1 and od == 1:
-                continue
-            covered = -(-ow // bw) * bw * -(-oh // bh) * bh * -(-od // bd) * bd
-            if best is None or covered < best[0]:
-                best = (covered, (bd, bh, bw))
-    return best[1]
 
 
 def geometry(x_shape, k, window, padding, dilation) -> dict:

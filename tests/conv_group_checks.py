@@ -1,0 +1,77 @@
+"""Checks the conv kernels' tests share: a plan's conv groups against the graph's own ops in float64 (CPU), and the
+generated conv kernels against float64 on a GPU, held to eager's own error on the same values."""
+
+import torch
+
+from fuseforge.evaluate.cpu_check import _run_node, run_kernel_reference
+
+
+def shape_of(node):
+    """The node's traced shape, a symbolic size taken as 2."""
+    return [s if isinstance(s, int) else 2 for s in node.meta["val"].shape]
+
+
+def assert_conv_groups_match_the_graph_in_float64(captured, plan):
+    """Each conv group's float64 reference (the plan's geometry) equals the graph's ops on random float64 inputs."""
+    by_name = {n.name: n for n in captured.graph.nodes}
+    torch.manual_seed(1)
+    for group in [g for g in plan.groups if g.kind == "conv"]:
+        inputs = {i: torch.randn(tuple(shape_of(by_name[i])), dtype=torch.float64) for i in group.inputs}
+        got = run_kernel_reference(group, by_name, inputs)
+        local = dict(inputs)
+        for name in group.nodes:
+            local[name] = _run_node(by_name[name], local)
+        for out in group.outputs:
+            torch.testing.assert_close(got[out], local[out], rtol=1e-10, atol=1e-10)
+
+
+def _rel(value, truth):
+    return ((value.double().cpu() - truth).abs().max() / truth.pow(2).mean().sqrt().clamp_min(1e-30)).item()
+
+
+def run_cuda(node, values):
+    """The node's op on the values computed so far, where they are (`_run_node` runs it on the CPU)."""
+    args = [values[a.name] if isinstance(a, torch.fx.Node) else a for a in node.args]
+    return node.target(*args, **node.kwargs)
+
+
+def _graph_values(captured, user_inputs: dict):
+    """Every value of the graph in float32 on the GPU: `user_inputs`, random parameters and buffers of their traced
+    shapes, then each op in order."""
+    values = {name: t.cuda() for name, t in user_inputs.items()}
+    for node in captured.graph.nodes:
+        if node.op == "placeholder" and node.name not in values:
+            values[node.name] = torch.randn(tuple(shape_of(node)), device="cuda")
+        elif node.op == "call_function":
+            values[node.name] = run_cuda(node, values)
+    return values
+
+
+def conv_kernel_failures(captured, plan, ext, inputs_of_batch, batches=(1, 3)) -> list[str]:
+    """Builds `ext` and runs each conv group's kernel at each batch (`inputs_of_batch(batch)`: the user inputs by
+    name); a failure is an output of another shape than float64's, or an error vs float64 above twice eager's on
+    the same values (plus 1e-6). Eager runs with the process's precision flags."""
+    from torch.utils.cpp_extension import load_inline
+
+    kernels = load_inline(name=ext.name, cpp_sources=[ext.binding], cuda_sources=[ext.cuda],
+                          functions=list(ext.functions), extra_cflags=["-O3"],
+                          extra_cuda_cflags=["-O3", *ext.cuda_flags], no_implicit_headers=True)
+    by_name = {n.name: n for n in captured.graph.nodes}
+    stream = torch.cuda.current_stream().cuda_stream
+    failures = []
+    for batch in batches:
+        torch.manual_seed(batch)
+        values = _graph_values(captured, inputs_of_batch(batch))
+        for group in [g for g in plan.groups if g.kind == "conv"]:
+            inputs = {i: values[i] for i in group.inputs}
+            got = getattr(kernels, group.name)(*[inputs[i] for i in group.inputs], stream)
+            got = got if isinstance(got, (list, tuple)) else [got]
+            truth = run_kernel_reference(group, by_name, {i: v.double().cpu() for i, v in inputs.items()})
+            eager = dict(inputs)
+            for name in group.nodes:
+                eager[name] = run_cuda(by_name[name], eager)
+            for out, value in zip(group.outputs, got):
+                ours, theirs = _rel(value, truth[out]), _rel(eager[out], truth[out])
+                if tuple(value.shape) != tuple(truth[out].shape) or not ours <= 2 * theirs + 1e-6:
+                    failures.append(f"{group.name} batch {batch} {out}: error {ours:.2e} vs eager {theirs:.2e}")
+    return failures
