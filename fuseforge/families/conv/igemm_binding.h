@@ -9,3 +9,12 @@ static torch::Tensor ff_conv_igemm_weight(const torch::Tensor& w, int64_t cq) {
     bits.add_(0x1000).bitwise_and_(static_cast<int64_t>(~0x1FFF));
     return re;
 }
+
+// The implicit-GEMM launcher's own codes (igemm.cuh's launch and prepare_input), else a CUDA error.
+static void ff_conv_igemm_check(const char* kernel, int code) {
+    TORCH_CHECK(code != 1001, kernel, ": the CUDA runtime has no cuTensorMapEncodeTiled entry point (TMA descriptors)");
+    TORCH_CHECK(code != 1002, kernel, ": the input's TMA descriptor could not be encoded");
+    TORCH_CHECK(code != 1003, kernel, ": the re-laid weight's TMA descriptor could not be encoded");
+    TORCH_CHECK(code != 1004, kernel, ": sizes the tensor-core conv kernel does not take (a grid past its limits)");
+    ff_check(kernel, code);
+}

@@ -147,7 +147,8 @@ def _binding(group: KernelGroup) -> str:
             main = ["c.x.data_ptr<float>()", "c.w.data_ptr<float>()"]
         args = [*main, *epilogue.pointer_arguments(group)]
         args += ["c.n", "c.d", "c.h", "c.w_", "c.od", "c.oh", "c.ow", "reinterpret_cast<void*>(stream)"]
-        w.line(f"ff_check(kernel, launch_{group.name}({', '.join(args)}));")
+        check = "ff_conv_igemm_check" if c.kernel == "igemm" else "ff_check"
+        w.line(f"{check}(kernel, launch_{group.name}({', '.join(args)}));")
         w.line(f"return {outs[0]};" if single else f"return {{{', '.join(outs)}}};")
     w.line("}")
     return w.text()
