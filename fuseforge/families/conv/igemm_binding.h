@@ -18,3 +18,8 @@ static void ff_conv_igemm_check(const char* kernel, int code) {
     TORCH_CHECK(code != 1004, kernel, ": sizes the tensor-core conv kernel does not take (a grid past its limits)");
     ff_check(kernel, code);
 }
+
+// The NCHW path's input as TMA reads it: its base 16-byte aligned (a view at an odd offset is copied).
+static torch::Tensor ff_conv_igemm_aligned(const torch::Tensor& x) {
+    return reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0 ? x : x.clone();
+}

@@ -142,7 +142,8 @@ def _binding(group: KernelGroup) -> str:
                 f"torch::empty({{c.n * c.d * c.h * c.w_ * {t.cp}}}, c.x.options())"
             w.line(f"const torch::Tensor x_cl = {scratch};  // "
                    + ("unused on the NCHW path" if t.nchw else "the input's channels-last copy"))
-            main = ["c.x.data_ptr<float>()", "w_re.data_ptr<float>()", "x_cl.data_ptr<float>()"]
+            x = "ff_conv_igemm_aligned(c.x).data_ptr<float>()" if t.nchw else "c.x.data_ptr<float>()"
+            main = [x, "w_re.data_ptr<float>()", "x_cl.data_ptr<float>()"]
         else:
             main = ["c.x.data_ptr<float>()", "c.w.data_ptr<float>()"]
         args = [*main, *epilogue.pointer_arguments(group)]
