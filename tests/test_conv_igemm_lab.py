@@ -207,3 +207,63 @@ def test_a_window_read_without_the_shift_in_the_swizzle_is_caught():
     row = 1 + shift
     wrong = row * 128 + ((0 ^ 1) << 4)
     assert smem.get(wrong + 4 * (lane % 4)) != a[row][lane % 4]
+
+
+def _tile_origin(t, g, bn):
+    """igemm.cuh's decomposition of block t: output-channel tile fastest, then w, h, d boxes, then the image."""
+    k_tiles = -(-g["k"] // bn)
+    w_tiles, h_tiles, d_tiles = (-(-g["ow"] // g["bw"]), -(-g["oh"] // g["bh"]), -(-g["od"] // g["bd"]))
+    k0 = (t % k_tiles) * bn
+    t //= k_tiles
+    ow0 = (t % w_tiles) * g["bw"]
+    t //= w_tiles
+    oh0 = (t % h_tiles) * g["bh"]
+    t //= h_tiles
+    od0 = (t % d_tiles) * g["bd"]
+    return k0, ow0, oh0, od0, t // d_tiles, k_tiles * w_tiles * h_tiles * d_tiles * g["n"]
+
+
+def _written(g, bn, staged):
+    """How often each output element is stored, over every tile, by the epilogue of igemm.cuh's kernel (the
+    fragment form: warp q of warpgroup cw, lane (g, t), rows 16q + g (+ 8), columns 8j + 2t + e; the staged form:
+    warp w takes channels w, w + 8, ..., lane l pixels l, l + 32, ...)."""
+    counts = {}
+    _, _, _, _, _, tiles = _tile_origin(0, g, bn)
+
+    def store(k, img, od, oh, ow):
+        if ow < g["ow"] and oh < g["oh"] and od < g["od"] and k < g["k"]:
+            at = (((img * g["k"] + k) * g["od"] + od) * g["oh"] + oh) * g["ow"] + ow
+            counts[at] = counts.get(at, 0) + 1
+
+    def pixel(r):
+        return r // (g["bw"] * g["bh"]), (r // g["bw"]) % g["bh"], r % g["bw"]
+
+    for t in range(tiles):
+        k0, ow0, oh0, od0, img, _ = _tile_origin(t, g, bn)
+        if staged:
+            for warp in range(8):
+                for kc in range(warp, bn, 8):
+                    for p in range(128):
+                        pd, ph, pw = pixel(p)
+                        store(k0 + kc, img, od0 + pd, oh0 + ph, ow0 + pw)
+            continue
+        for cw in range(2):
+            for q in range(4):
+                for lane in range(32):
+                    for half in range(2):
+                        pd, ph, pw = pixel(64 * cw + 16 * q + lane // 4 + 8 * half)
+                        for j in range(bn // 8):
+                            for e in range(2):
+                                store(k0 + 8 * j + 2 * (lane % 4) + e, img, od0 + pd, oh0 + ph, ow0 + pw)
+    return counts
+
+
+@pytest.mark.parametrize("staged", [False, True])
+@pytest.mark.parametrize("shape", [([2, 16, 11, 37], 70, [3, 3], [1, 1]), ([1, 33, 5, 9, 35], 29, [2, 3, 3], [1, 1, 1]),
+                                   ([1, 8, 3, 6, 10], 130, [1, 1, 1], [0, 0, 0])])
+def test_the_kernels_epilogue_stores_every_output_element_exactly_once(shape, staged):
+    x_shape, k, window, padding = shape
+    g = lab.geometry(x_shape, k, window, padding, [1] * len(window))
+    for bn in (64, 128):
+        counts = _written(g, bn, staged)
+        assert len(counts) == g["n"] * g["k"] * g["od"] * g["oh"] * g["ow"] and set(counts.values()) == {1}
