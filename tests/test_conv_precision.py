@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -90,3 +91,17 @@ def test_channels_last_stays_in_class_in_the_same_class_or_within_the_verifiers_
     assert stays_in_class(2e-7, 1e-6)  # both fp32-class
     assert not stays_in_class(2e-7, 3e-4)  # fp32 -> TF32: the verifier would fail it
     assert stays_in_class(1.8e-5, 3.2e-5)  # across the class line, within 2x eager's + the floor
+
+
+def test_timing_is_asked_for_and_cuda_only_so_the_plan_steps_rows_carry_no_times():
+    call = ConvCall((2, 8, 12, 12), (16, 8, 3, 3), True, (1, 1), (1, 1), (1, 1), False, (0, 0), 1)
+    assert "ms_nchw" not in measure(call, torch.device("cpu"), timed=True)  # no CUDA events on the CPU
+    assert "ms_nchw" not in measure(call, torch.device("cpu"))
+
+
+@pytest.mark.gpu
+def test_a_timed_measurement_gives_each_layouts_time_on_cuda():
+    call = ConvCall((8, 32, 64, 64), (64, 32, 3, 3), True, (1, 1), (1, 1), (1, 1), False, (0, 0), 1)
+    row = measure(call, torch.device("cuda"), timed=True)
+    assert 0 < row["ms_nchw"] < 100 and 0 < row["ms_channels_last"] < 100
+    assert "ms_nchw" not in measure(call, torch.device("cuda"))

@@ -90,8 +90,10 @@ def convolutions(model: torch.nn.Module, inputs: list) -> list[ConvCall]:
     return recorder.calls
 
 
-def measure(call: ConvCall, device: torch.device) -> dict:
-    """The error vs float64 of the call in NCHW and channels-last (module docstring)."""
+def measure(call: ConvCall, device: torch.device, timed: bool = False) -> dict:
+    """The error vs float64 of the call in NCHW and channels-last (module docstring); with `timed` (on CUDA),
+    also its time in each layout (`ms_nchw`, `ms_channels_last`: median of TIME_REPS CUDA-event timings, the L2
+    flushed before each), what the cost model's price of eager's convolutions is calibrated on."""
     gen = torch.Generator().manual_seed(SEED)
     x = torch.rand(call.input_shape, generator=gen)
     fan_in = math.prod(call.weight_shape[1:])
@@ -106,7 +108,7 @@ def measure(call: ConvCall, device: torch.device) -> dict:
                          None if b is None else b.double().to(device))
         rms = truth.square().mean().sqrt().item() or 1.0
         xd, wd, bd = x.to(device), w.to(device), None if b is None else b.to(device)
-        errors = {}
+        errors, times = {}, {}
         for layout in ("nchw", "channels_last"):
             if layout == "channels_last" and call.dims in (2, 3):
                 fmt = torch.channels_last if call.dims == 2 else torch.channels_last_3d
@@ -116,10 +118,35 @@ def measure(call: ConvCall, device: torch.device) -> dict:
             out = call.run(xd, wd, bd)
             errors[layout] = (out[:1].double() - truth).abs().max().item() / rms
             del out
+            if timed and device.type == "cuda":
+                times[layout] = _median_ms(lambda x=xd, w=wd: call.run(x, w, bd), device)
     nchw, cl = errors["nchw"], errors.get("channels_last")
-    return {"error_nchw": nchw, "error_channels_last": cl, "class": precision_class(nchw),
-            "class_channels_last": None if cl is None else precision_class(cl),
-            "channels_last_in_class": None if cl is None else stays_in_class(nchw, cl)}
+    row = {"error_nchw": nchw, "error_channels_last": cl, "class": precision_class(nchw),
+           "class_channels_last": None if cl is None else precision_class(cl),
+           "channels_last_in_class": None if cl is None else stays_in_class(nchw, cl)}
+    if times:
+        row.update(ms_nchw=times["nchw"], ms_channels_last=times.get("channels_last"))
+    return row
+
+
+TIME_REPS = 10
+
+
+def _median_ms(fn, device: torch.device) -> float:
+    """Median of TIME_REPS CUDA-event timings of fn() after 3 warm-up calls, 64 MB of L2 flushed before each."""
+    flush = torch.empty(64 << 20, dtype=torch.uint8, device=device)
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(TIME_REPS):
+        flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize(device)
+        times.append(start.elapsed_time(end))
+    return sorted(times)[len(times) // 2]
 
 
 def precision_class(error: float) -> str:
@@ -155,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=Path, help="JSON {name: ConvCall fields} to measure instead of models")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--time", action="store_true",
+                        help="also time each convolution in each layout (CUDA; median of 10, L2 flushed)")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     if args.calls:
@@ -177,13 +206,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{path.name}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
             continue
         for call in calls:
-            row = {"model": path.name, **asdict(call), **measure(call, device)}
+            row = {"model": path.name, **asdict(call), **measure(call, device, args.time)}
             rows.append(row)
             cl = row["error_channels_last"]
             print(f"{path.name}: conv{call.dims}d{' transposed' if call.transposed else ''} {call.input_shape} "
                   f"-> {row['class']} ({row['error_nchw']:.1e}); channels-last "
                   + ("n/a" if cl is None else f"{row['class_channels_last']} ({cl:.1e}), "
-                     f"{'in' if row['channels_last_in_class'] else 'OUT OF'} class"), flush=True)
+                     f"{'in' if row['channels_last_in_class'] else 'OUT OF'} class")
+                  + (f"; {row['ms_nchw']:.3f} ms NCHW" if "ms_nchw" in row else ""), flush=True)
     if args.out:
         args.out.write_text(json.dumps({"environment": env, "convolutions": rows}, indent=1) + "\n")
     return 0
