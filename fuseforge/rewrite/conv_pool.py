@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ..rates import BANDWIDTH, CONV_FLOPS, HOST_OP_S, SGEMM_FLOPS
+from ..rates import BANDWIDTH, HOST_OP_S, SGEMM_FLOPS, cudnn_conv_rate
 from .engine import Builder, Guard, guard, is_state, rule, value
 from .guards import hint, hint_numel, reduced_axes, sole_use, state
 from .pattern import Match, Op
@@ -52,7 +52,8 @@ def _costs(m: Match) -> tuple[float, float]:
     x, w, y = value(m["x"]).shape, value(m["w"]).shape, value(m["conv"]).shape
     n, c, h, wd = hint(x[0]), *x[1:]
     o, _, kh, kw = w
-    before = 2.0 * hint_numel(y) * c * kh * kw / CONV_FLOPS + 2 * 4 * hint_numel(y) / BANDWIDTH  # written, read
+    rate = cudnn_conv_rate(c, c * kh * kw, 2, m["b"] is not None)  # the cost model's price of eager's cuDNN call
+    before = 2.0 * hint_numel(y) * c * kh * kw / rate + 2 * 4 * hint_numel(y) / BANDWIDTH  # written, read
     after_flops = 2.0 * n * c * kw * h * (wd + kh) + 2.0 * n * o * c * kh * kw
     after = after_flops / SGEMM_FLOPS + 4 * n * c * h * wd / BANDWIDTH + ADDED_OPS * HOST_OP_S
     return before, after
