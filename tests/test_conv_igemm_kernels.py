@@ -212,3 +212,31 @@ def test_the_generated_tensor_core_conv_kernels_match_float64_on_odd_shapes_like
     failures = conv_kernel_failures(captured, plan, ext,
                                     lambda batch: dict(zip(("x", "r", "v", "u"), _forms_inputs(batch))))
     assert not failures, "\n".join(failures)
+
+
+# ---------------------------------------------------------------------------------------- the pipeline
+
+def test_optimize_with_a_measured_tf32_conv_emits_a_model_new_whose_tensor_core_kernel_passes_the_float64_check(
+        tmp_path, monkeypatch):
+    """The CPU stages end to end with eager's class given as the GPU would measure it: the plan keeps its
+    tensor-core conv kernel (no rung of the ladder left), the float64 check of the plan passes, the ModelNew
+    calls the kernel."""
+    from fuseforge import pipeline
+    from fuseforge.config import OptimizeConfig
+
+    real_partition = pipeline.partition
+
+    def partition_measured(graph, *args, **kwargs):
+        for node in graph.nodes:
+            if igemm_candidate(node):
+                node.meta[EAGER_CLASS] = "tf32"
+        return real_partition(graph, *args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "partition", partition_measured)
+    path = next(PROBLEMS.glob("*/52_Conv2d_Activation_BatchNorm.py"))
+    run = pipeline.optimize(OptimizeConfig(model_path=path, out_dir=tmp_path, gpu=False))
+    assert not run.ladder, run.ladder
+    (group,) = [g for g in run.plan.groups if g.kind == "conv"]
+    assert group.spec.conv.kernel == "igemm"
+    assert run.cpu_check.passed and run.cpu_check.max_rel_error <= 1e-9, run.cpu_check.detail
+    assert f"kernels.{group.name}(" in (tmp_path / "40_model_new.py").read_text()
