@@ -206,11 +206,11 @@ def test_the_generated_tensor_core_conv_binding_compiles(tmp_path):
 # ---------------------------------------------------------------------------------------- on a GPU
 
 @pytest.mark.gpu
-def test_the_generated_tensor_core_conv_kernels_match_float64_on_odd_shapes_like_eagers_tf32():
+def test_the_generated_tensor_core_conv_kernels_match_float64_of_their_tf32_operands_on_odd_shapes():
     captured, plan, ext = _forms()
-    torch.backends.cudnn.allow_tf32 = True  # eager's TF32 convolution: the class the kernel is held to
     failures = conv_kernel_failures(captured, plan, ext,
-                                    lambda batch: dict(zip(("x", "r", "v", "u"), _forms_inputs(batch))))
+                                    lambda batch: dict(zip(("x", "r", "v", "u"), _forms_inputs(batch))),
+                                    tf32_operands=True)
     assert not failures, "\n".join(failures)
 
 
