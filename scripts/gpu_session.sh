@@ -44,6 +44,15 @@ from fuseforge.suite.build import build_extension; build_extension(pathlib.Path(
     echo "families pytest exit $?"; grep -E "PASSED|FAILED|ERROR|passed|failed" "$OUT/families_pytest.log" | tail -20
     DB=out/suite/none.sqlite  # nothing to snapshot
     ;;
+  conv-tests)  # the conv family's GPU tests (direct and tensor-core kernels vs float64) and the timed conv probe
+    $PY -m pytest -v -p no:cacheprovider -rfE -m gpu tests/test_conv_kernels.py tests/test_conv_igemm_kernels.py \
+        tests/test_conv_precision.py > "$OUT/conv_pytest.log" 2>&1
+    echo "conv pytest exit $?"; grep -E "PASSED|FAILED|ERROR|passed|failed" "$OUT/conv_pytest.log" | tail -12
+    timeout "${2:-240}" $PY -m fuseforge.evaluate.conv_precision ../shared/problems/*/*.py --time \
+        --out "$OUT/conv_times.json" > "$OUT/conv_times.log" 2>&1
+    echo "conv probe exit $?"; tail -3 "$OUT/conv_times.log"
+    DB=out/suite/none.sqlite  # nothing to snapshot
+    ;;
   plain)  # optimize jobs without the kernel families, in their own database; resumes like `problems`
     DB=out/suite/plain.sqlite
     timeout -s TERM "$2" $PY -m fuseforge suite "${3:-../shared/problems}" --db "$DB" --no-families \
