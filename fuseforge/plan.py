@@ -109,12 +109,20 @@ class Family(Protocol):
         """The report's sentence on how the family's kernels work (the general description: docs/kernels.md)."""
         ...
 
+    def how_for(self, groups: list[KernelGroup]) -> list[str]:
+        """`how()` for the family's groups of one plan (a family whose kernels differ says only the used ones')."""
+        ...
+
     def call_shape(self, group: KernelGroup) -> str:
         """The report's summary of one call: the shapes it works on and its operands' classes."""
         ...
 
     def expected(self) -> list[str]:
         """Clauses the report adds to the reason for the expected speedup where the plan uses the family."""
+        ...
+
+    def expected_for(self, groups: list[KernelGroup]) -> list[str]:
+        """`expected()` for the family's groups of one plan."""
         ...
 
     def seconds(self, group: KernelGroup, by_name: dict[str, fx.Node]) -> float | None:

@@ -189,7 +189,7 @@ def _speedup_reasons(run: Run) -> list[str]:
     removed = sum(f.flops_removed for f in run.rewrites.firings)
     if removed >= 5e6:
         reasons.append(f"the rewrites remove {removed / 1e9:.2f} GFLOP")
-    reasons += [line for f in _used(run) for line in f.expected()]
+    reasons += [line for f in _used(run) for line in f.expected_for([g for g in run.plan.groups if g.family is f])]
     if c.plan_torch_s:
         reasons.append(f"the ops left to PyTorch take {c.plan_torch_s * 1e3:.3f} ms of the plan's "
                        f"{c.plan_s * 1e3:.3f} ms, so no plan that keeps them runs more than "

@@ -23,7 +23,7 @@ def kernels_how(run: Run) -> list[str]:
     if not run.plan.groups:
         return lines + ["No kernels were generated: `ModelNew.forward` makes the torch calls listed above.", ""]
     used = sorted({g.family for g in run.plan.groups if g.family is not None}, key=lambda f: f.order)
-    lines += [f"- {line}" for f in used for line in f.how()]
+    lines += [f"- {line}" for f in used for line in f.how_for([g for g in run.plan.groups if g.family is f])]
     lines += [f"- {POINTWISE_HOW}"] if any(g.family is None for g in run.plan.groups) else []
     torch_calls = "; the ops left unchanged stay torch calls between them" if _torch_calls(run) else ""
     lines += ["", "`ModelNew(Model)` keeps `Model`'s parameters and builds `30_kernels/` once with `load_inline`; its "

@@ -240,3 +240,14 @@ def test_optimize_with_a_measured_tf32_conv_emits_a_model_new_whose_tensor_core_
     assert group.spec.conv.kernel == "igemm"
     assert run.cpu_check.passed and run.cpu_check.max_rel_error <= 1e-9, run.cpu_check.detail
     assert f"kernels.{group.name}(" in (tmp_path / "40_model_new.py").read_text()
+
+
+def test_the_report_explains_only_the_conv_kernels_the_plan_uses():
+    _, plan, _ = _forms()
+    tensor_core = [g for g in plan.groups if g.kind == "conv"]
+    direct_plan = _plan(_model("87_Conv2d_Subtract_Subtract_Mish"), "conv")
+    direct = [g for g in direct_plan.groups if g.kind == "conv"]
+    for groups, used, unused in ((tensor_core, "implicit", "direct"), (direct, "direct", "implicit")):
+        how, expected = " ".join(FAMILY.how_for(groups)), " ".join(FAMILY.expected_for(groups))
+        assert f"Conv kernels, {used}" in how and f"Conv kernels, {unused}" not in how
+        assert expected.startswith(used) and unused not in expected

@@ -44,8 +44,16 @@ class FamilyBase:
     def how(self) -> list[str]:
         return []
 
+    def how_for(self, groups: list[KernelGroup]) -> list[str]:
+        """`how()` for the family's `groups` of one plan (a family whose kernels differ says only the used ones')."""
+        return self.how()
+
     def expected(self) -> list[str]:
         return []
+
+    def expected_for(self, groups: list[KernelGroup]) -> list[str]:
+        """`expected()` for the family's `groups` of one plan."""
+        return self.expected()
 
     def seconds(self, group: KernelGroup, by_name) -> float | None:
         return None

@@ -37,6 +37,30 @@ IGEMM_BINDING = cuda_source(__package__, "igemm_binding.h")  # the implicit-GEMM
 IGEMM_CUDA_FLAGS = ("-gencode=arch=compute_90a,code=sm_90a",)  # wgmma needs sm_90a: H100/H200
 
 
+_HOW = {
+    "direct": ("Conv kernels, direct: each thread sums 8 output channels x up to 8 rows of one column in fp32 "
+               "registers, from the weights and a double-buffered input tile in shared memory "
+               "(`families/conv/direct.cuh`)."),
+    "igemm": ("Conv kernels, implicit GEMM: a block computes 128 output pixels x 64 or 128 output channels; per tap "
+              "and 32 input channels the copy engine brings the shifted input box and the weight tile into shared "
+              "memory and two warpgroups multiply them on the tensor cores in TF32 (wgmma); the weight is re-laid "
+              "and rounded to TF32 at each call (`families/conv/igemm.cuh`)."),
+}
+_HOW_EPILOGUE = "A conv kernel's generated epilogue functor applies the fused ops before the one store."
+_EXPECTED = {
+    "direct": (f"direct conv kernels run at {CONV_DIRECT_FLOPS[2] / 1e12:.0f} TFLOP/s in 2-D and "
+               f"{CONV_DIRECT_FLOPS[3] / 1e12:.0f} in 3-D (exact fp32, measured on an H100) where cuDNN ran such "
+               f"convolutions at {CUDNN_SHORT_DOT_FLOPS[2] / 1e12:.0f} and {CUDNN_SHORT_DOT_FLOPS[3] / 1e12:.0f}"),
+    "igemm": ("implicit-GEMM conv kernels take the time of their tiles' reads from L2 at "
+              f"{IGEMM_L2_BYTES_PER_S / 1e12:.1f} TB/s (each tile reads its input box and weight tile per tap; "
+              "measured on an H100)"),
+}
+
+
+def _kinds(groups: list[KernelGroup]) -> set[str]:
+    return {g.spec.conv.kernel for g in groups}
+
+
 class Conv(FamilyBase):
     name = "conv"
     summary = ("2-D/3-D convolutions with the pointwise chain after them, as one convolution kernel with a fused "
@@ -145,14 +169,11 @@ class Conv(FamilyBase):
                                f"than cuDNN at this size{epilogue}")
 
     def how(self) -> list[str]:
-        return ["Conv kernels, direct: each thread sums 8 output channels x up to 8 rows of one column in fp32 "
-                "registers, from the weights and a double-buffered input tile in shared memory "
-                "(`families/conv/direct.cuh`).",
-                "Conv kernels, implicit GEMM: a block computes 128 output pixels x 64 or 128 output channels; per tap "
-                "and 32 input channels the copy engine brings the shifted input box and the weight tile into shared "
-                "memory and two warpgroups multiply them on the tensor cores in TF32 (wgmma); the weight is re-laid "
-                "and rounded to TF32 at each call (`families/conv/igemm.cuh`).",
-                "Either way a generated epilogue functor applies the fused ops before the one store."]
+        return [_HOW["direct"], _HOW["igemm"], _HOW_EPILOGUE]
+
+    def how_for(self, groups: list[KernelGroup]) -> list[str]:
+        kinds = _kinds(groups)
+        return [_HOW[k] for k in ("direct", "igemm") if k in kinds] + [_HOW_EPILOGUE]
 
     def call_shape(self, group: KernelGroup) -> str:
         c = group.spec.conv
@@ -161,12 +182,11 @@ class Conv(FamilyBase):
                    if group.spec.operands else ""))
 
     def expected(self) -> list[str]:
-        return [f"direct conv kernels run at {CONV_DIRECT_FLOPS[2] / 1e12:.0f} TFLOP/s in 2-D and "
-                f"{CONV_DIRECT_FLOPS[3] / 1e12:.0f} in 3-D (exact fp32, measured on an H100) where cuDNN ran such "
-                f"convolutions at {CUDNN_SHORT_DOT_FLOPS[2] / 1e12:.0f} and {CUDNN_SHORT_DOT_FLOPS[3] / 1e12:.0f}",
-                "implicit-GEMM conv kernels take the time of their tiles' reads from L2 at "
-                f"{IGEMM_L2_BYTES_PER_S / 1e12:.1f} TB/s (each tile reads its input box and weight tile per tap; "
-                "measured on an H100)"]
+        return [_EXPECTED["direct"], _EXPECTED["igemm"]]
+
+    def expected_for(self, groups: list[KernelGroup]) -> list[str]:
+        kinds = _kinds(groups)
+        return [_EXPECTED[k] for k in ("direct", "igemm") if k in kinds]
 
     def seconds(self, group: KernelGroup, by_name) -> float | None:
         """The kernel's measured rate with its tiles' tails, or its traffic where that takes longer."""
