@@ -65,16 +65,21 @@ def measured(names: frozenset[str], graph: fx.Graph, out_dir: Path, device: str 
     return rows
 
 
+def measured_or_error(names: frozenset[str], graph: fx.Graph, out_dir: Path) -> dict[str, dict]:
+    """`measured`, or {"error": why} (one line: the child's last line of stderr) where the measurement failed."""
+    try:
+        return measured(names, graph, out_dir)
+    except (subprocess.SubprocessError, OSError, ValueError, KeyError) as exc:
+        lines = (getattr(exc, "stderr", None) or str(exc)).strip().splitlines()
+        return {"error": lines[-1] if lines else type(exc).__name__}
+
+
 def keep_in_class(channels_last: frozenset[str], graph: fx.Graph, out_dir: Path) -> tuple[frozenset[str], dict]:
     """The layout step's channels-last convolutions that stay in class, and the measurements (or, where
     the measurement itself failed, none kept and {"error": why}: eager's layout is always in class; the
     pipeline puts the reason in the report)."""
-    try:
-        precision = measured(channels_last, graph, out_dir)
-    except (subprocess.SubprocessError, OSError, ValueError, KeyError) as exc:
-        lines = (getattr(exc, "stderr", None) or str(exc)).strip().splitlines()
-        return frozenset(), {"error": lines[-1] if lines else type(exc).__name__}
-    return in_class(channels_last, precision), precision
+    precision = measured_or_error(channels_last, graph, out_dir)
+    return (frozenset(), precision) if "error" in precision else (in_class(channels_last, precision), precision)
 
 
 def in_class(channels_last: frozenset[str], precision: dict[str, dict]) -> frozenset[str]:

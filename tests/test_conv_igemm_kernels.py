@@ -251,3 +251,16 @@ def test_the_report_explains_only_the_conv_kernels_the_plan_uses():
         how, expected = " ".join(FAMILY.how_for(groups)), " ".join(FAMILY.expected_for(groups))
         assert f"Conv kernels, {used}" in how and f"Conv kernels, {unused}" not in how
         assert expected.startswith(used) and unused not in expected
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_every_candidate_convolution_is_measured_and_marked_with_eagers_class(tmp_path):
+    """The real measurement (a child process on the GPU): a broken probe would leave every convolution cuDNN's
+    with only a note in the report, which the plan tests above (given the class) cannot see."""
+    torch.manual_seed(0)
+    captured = _captured(TensorCoreForms(), *_forms_inputs())
+    rewrite(captured.graph, captured)
+    candidates = [n for n in _convs(captured) if igemm_candidate(n)]
+    assert len(candidates) == 3
+    assert FAMILY.measure_on_gpu(captured.graph, tmp_path) == []
+    assert all(n.meta.get(EAGER_CLASS) in ("tf32", "fp32") for n in candidates)

@@ -49,6 +49,16 @@ def cpp_name(graph_name: str) -> str:
     return f"v_{graph_name}" if graph_name in CPP_RESERVED else graph_name
 
 
+def binding_head(name: str, inputs: list[str], outputs: list[str]) -> str:
+    """The first line of a kernel's binding: it takes the inputs as tensors and the stream, returns the outputs."""
+    ret = "torch::Tensor" if len(outputs) == 1 else "std::vector<torch::Tensor>"
+    return f"{ret} {name}({', '.join([f'torch::Tensor {i}' for i in inputs] + ['int64_t stream'])}) {{"
+
+
+def binding_return(outputs: list[str]) -> str:
+    return f"return {outputs[0]};" if len(outputs) == 1 else f"return {{{', '.join(outputs)}}};"
+
+
 @dataclass(frozen=True)
 class KernelSource:
     name: str
@@ -246,11 +256,8 @@ def _launcher(group: KernelGroup) -> str:
 
 def _binding(group: KernelGroup) -> str:
     ins, outs = _names(group)
-    single = len(outs) == 1
-    ret = "torch::Tensor" if single else "std::vector<torch::Tensor>"
-    params = [f"torch::Tensor {i}" for i in ins] + ["int64_t stream"]
     w = Writer()
-    w.line(f"{ret} {group.name}({', '.join(params)}) {{")
+    w.line(binding_head(group.name, ins, outs))
     with w.indent():
         w.line(f'FFCall call = ff_prepare("{group.name}", {{{", ".join(ins)}}});')
         for o in outs:
@@ -260,7 +267,7 @@ def _binding(group: KernelGroup) -> str:
         args = ", ".join(["call.shape", *operands, *ptrs, "call.numel", "call.vectorizable", "call.tiled",
                           "reinterpret_cast<void*>(stream)"])
         w.line(f'ff_check("{group.name}", launch_{group.name}({args}));')
-        w.line(f"return {outs[0]};" if single else f"return {{{', '.join(outs)}}};")
+        w.line(binding_return(outs))
     w.line("}")
     return w.text()
 

@@ -3,6 +3,8 @@ needs), and the operand class of an input read per channel."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..plan import KernelGroup, Runtime
 
 
@@ -60,6 +62,19 @@ class FamilyBase:
 
     def reads_channels_last(self, group: KernelGroup, value: str, by_name) -> bool:
         return False
+
+
+class EpilogueOperands:
+    """What a frozen spec dataclass with `operands` ((epilogue input, class) pairs) answers about them (the GEMM
+    and conv families' specs)."""
+
+    def operand_class(self, name: str) -> str | None:
+        return dict(self.operands).get(name)
+
+    def with_operand_order(self, inputs: tuple[str, ...]):
+        """The epilogue's operands in the order of the inputs (the main loop's operands have no class)."""
+        return dataclasses.replace(self, operands=tuple((i, self.operand_class(i)) for i in inputs
+                                                        if self.operand_class(i)))
 
 
 def operand_class(shape: tuple, full: tuple) -> str | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from torch import fx
 
 from ... import pointwise
-from ...codegen.pointwise_kernel import KernelSource, cpp_name
+from ...codegen.pointwise_kernel import KernelSource, binding_head, binding_return, cpp_name
 from ...codegen.writer import Writer
 from ...cpp_literals import cpp_float
 from ...plan import KernelGroup
@@ -179,11 +179,9 @@ def _launcher(lay: _Layout) -> str:
 def _binding(lay: _Layout) -> str:
     g = lay.group
     ins, outs = [cpp_name(i) for i in g.inputs], [cpp_name(o) for o in g.outputs]
-    single = len(outs) == 1
     first = cpp_name(lay.full[0])
     w = Writer()
-    w.line(f"{'torch::Tensor' if single else 'std::vector<torch::Tensor>'} {g.name}("
-           f"{', '.join([f'torch::Tensor {i}' for i in ins] + ['int64_t stream'])}) {{")
+    w.line(binding_head(g.name, ins, outs))
     with w.indent():
         w.line(f'const char* kernel = "{g.name}";')
         one_full = "true" if len(lay.full) == 1 else "false"
@@ -200,7 +198,7 @@ def _binding(lay: _Layout) -> str:
         args += [f"{cpp_name(o)}.data_ptr<float>()" for o in lay.full_outputs + lay.channel_outputs]
         args += ["call.dims", "ff_partial.data_ptr<float>()", "reinterpret_cast<void*>(stream)"]
         w.line(f"ff_check(kernel, launch_{g.name}({', '.join(args)}));")
-        w.line(f"return {outs[0]};" if single else f"return {{{', '.join(outs)}}};")
+        w.line(binding_return(outs))
     w.line("}")
     return w.text()
 

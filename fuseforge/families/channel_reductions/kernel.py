@@ -19,7 +19,7 @@ from __future__ import annotations
 from torch import fx
 
 from ... import pointwise
-from ...codegen.pointwise_kernel import KernelSource, cpp_name
+from ...codegen.pointwise_kernel import KernelSource, binding_head, binding_return, cpp_name
 from ...codegen.writer import Writer
 from ...plan import KernelGroup
 from . import pools, table
@@ -207,13 +207,11 @@ def _pool_call(lay: _Layout, first: str, keepdim: str, extremum: str, w: Writer)
 def _binding(lay: _Layout) -> str:
     g = lay.group
     ins, outs = [cpp_name(i) for i in g.inputs], [cpp_name(o) for o in g.outputs]
-    single = len(outs) == 1
     first = cpp_name(lay.pool.data if lay.pool else lay.full[0])
     keepdim = "true" if lay.red and lay.red.keepdim else "false"
     extremum = "true" if lay.red and lay.red.op in ("amin", "amax") else "false"
     w = Writer()
-    w.line(f"{'torch::Tensor' if single else 'std::vector<torch::Tensor>'} {g.name}("
-           f"{', '.join([f'torch::Tensor {i}' for i in ins] + ['int64_t stream'])}) {{")
+    w.line(binding_head(g.name, ins, outs))
     with w.indent():
         w.line(f'const char* kernel = "{g.name}";')
         if lay.pool:
@@ -233,7 +231,7 @@ def _binding(lay: _Layout) -> str:
         args = [f"{i}_c.data_ptr<float>()" for i in ins] + [f"{o}.data_ptr<float>()" for o in outs]
         args += ["call.dims", "reinterpret_cast<void*>(stream)"]
         w.line(f"ff_check(kernel, launch_{g.name}({', '.join(args)}));")
-        w.line(f"return {outs[0]};" if single else f"return {{{', '.join(outs)}}};")
+        w.line(binding_return(outs))
     w.line("}")
     return w.text()
 

@@ -74,17 +74,15 @@ class Conv(FamilyBase):
     def measure_on_gpu(self, graph, out_dir) -> list[str]:
         """Eager's precision class on each convolution the implicit-GEMM kernel could take: it runs TF32, so it
         takes only those that eager's cuDNN runs TF32 too (`layout_precision.measured`, a child process)."""
-        from ...layout_precision import measured  # the GPU side: imported where there is a GPU
+        from ...layout_precision import measured_or_error  # the GPU side: imported where there is a GPU
 
         names = frozenset(n.name for n in graph.nodes if igemm_candidate(n))
         if not names:
             return []
-        try:
-            rows = measured(names, graph, out_dir)
-        except Exception as exc:  # noqa: BLE001 - a failed measurement leaves cuDNN's convolutions as they are
-            lines = (getattr(exc, "stderr", None) or str(exc)).strip().splitlines()
+        rows = measured_or_error(names, graph, out_dir)
+        if "error" in rows:  # a failed measurement leaves cuDNN's convolutions as they are, and says so
             return [f"eager's precision on {counted(len(names), 'convolution')} could not be measured "
-                    f"({lines[-1] if lines else type(exc).__name__}): they stay cuDNN calls"]
+                    f"({rows['error']}): they stay cuDNN calls"]
         mark_eager_classes(graph, {name: row["class"] for name, row in rows.items() if "class" in row})
         return []
 

@@ -44,7 +44,7 @@ from ...partition_family import (
 )
 from ...plan import Claim
 from ...traced import size_hint, tensor_meta, traced_shape
-from ..base import broadcasts_to, operand_class
+from ..base import EpilogueOperands, broadcasts_to, operand_class
 from . import tiling
 
 CONV_OPS = {"aten.conv2d.default": "conv2d", "aten.conv3d.default": "conv3d",
@@ -91,21 +91,13 @@ class ConvAnchor:
 
 
 @dataclass(frozen=True)
-class ConvSpec:
-    """How the direct conv kernel sees its group: the anchor and its epilogue operands' classes."""
+class ConvSpec(EpilogueOperands):
+    """How a conv kernel sees its group: the anchor and its epilogue operands' classes."""
 
     anchor: str
     conv: ConvAnchor
     operands: tuple[tuple[str, str], ...]  # (epilogue input, class): full, channel or scalar
     full_shape: tuple  # the convolution's output shape F (symbolic sizes as names)
-
-    def operand_class(self, name: str) -> str | None:
-        return dict(self.operands).get(name)
-
-    def with_operand_order(self, inputs: tuple[str, ...]) -> ConvSpec:
-        """The epilogue's operands in the order of the inputs (the input and weight are read by the main loop)."""
-        return ConvSpec(self.anchor, self.conv, tuple((i, self.operand_class(i)) for i in inputs
-                                                      if self.operand_class(i)), self.full_shape)
 
 
 def is_conv_op(node: fx.Node) -> bool:

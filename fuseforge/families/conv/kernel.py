@@ -21,7 +21,7 @@ from torch import fx
 
 from ... import pointwise
 from ...codegen import epilogue
-from ...codegen.pointwise_kernel import KernelSource, cpp_name
+from ...codegen.pointwise_kernel import KernelSource, binding_head, binding_return, cpp_name
 from ...codegen.writer import Writer
 from ...plan import KernelGroup
 
@@ -86,7 +86,7 @@ def _igemm_launcher(group: KernelGroup) -> str:
                f"{bd}, {bh}, {bw}, {t.box_width}}};")
         w.line("const cudaStream_t s = static_cast<cudaStream_t>(stream);")
         if t.nchw:
-            w.line("(void)ff_x_cl;  // the NCHW path reads ff_x itself")
+            w.line("(void)ff_x_cl;  // null: the NCHW path reads ff_x itself")
             src = "ff_x"
         else:
             w.line(f"const int ff_copied = ff_conv_igemm::prepare_input(ff_x, ff_x_cl, (int)ff_n, {c.c}, {t.cp}, "
@@ -123,11 +123,9 @@ def _launcher(group: KernelGroup) -> str:
 def _binding(group: KernelGroup) -> str:
     c = group.spec.conv
     ins, outs = [cpp_name(i) for i in group.inputs], [cpp_name(o) for o in group.outputs]
-    single = len(outs) == 1
     geometry = [c.c, c.k, *c.window, *c.stride, *c.padding, *c.dilation]
     w = Writer()
-    w.line(f"{'torch::Tensor' if single else 'std::vector<torch::Tensor>'} {group.name}("
-           f"{', '.join([f'torch::Tensor {i}' for i in ins] + ['int64_t stream'])}) {{")
+    w.line(binding_head(group.name, ins, outs))
     with w.indent():
         w.line(f'const char* kernel = "{group.name}";')
         w.line(f"const FFConv c = ff_conv_prepare(kernel, {cpp_name(c.x)}, {cpp_name(c.w)}, {c.dims}, "
@@ -138,19 +136,19 @@ def _binding(group: KernelGroup) -> str:
         if c.kernel == "igemm":
             t = c.tiling
             w.line(f"const torch::Tensor w_re = ff_conv_igemm_weight(c.w, {t.cq});  // [K][taps][{t.cq}], TF32-rounded")
-            scratch = "torch::empty({1}, c.x.options())" if t.nchw else \
-                f"torch::empty({{c.n * c.d * c.h * c.w_ * {t.cp}}}, c.x.options())"
-            w.line(f"const torch::Tensor x_cl = {scratch};  // "
-                   + ("unused on the NCHW path" if t.nchw else "the input's channels-last copy"))
-            x = "ff_conv_igemm_aligned(c.x).data_ptr<float>()" if t.nchw else "c.x.data_ptr<float>()"
-            main = [x, "w_re.data_ptr<float>()", "x_cl.data_ptr<float>()"]
+            if t.nchw:  # the kernel reads the input itself: no channels-last copy
+                main = ["ff_conv_igemm_aligned(c.x).data_ptr<float>()", "w_re.data_ptr<float>()", "nullptr"]
+            else:
+                w.line(f"const torch::Tensor x_cl = torch::empty({{c.n * c.d * c.h * c.w_ * {t.cp}}}, "
+                       "c.x.options());  // the input's channels-last copy")
+                main = ["c.x.data_ptr<float>()", "w_re.data_ptr<float>()", "x_cl.data_ptr<float>()"]
         else:
             main = ["c.x.data_ptr<float>()", "c.w.data_ptr<float>()"]
         args = [*main, *epilogue.pointer_arguments(group)]
         args += ["c.n", "c.d", "c.h", "c.w_", "c.od", "c.oh", "c.ow", "reinterpret_cast<void*>(stream)"]
         check = "ff_conv_igemm_check" if c.kernel == "igemm" else "ff_check"
         w.line(f"{check}(kernel, launch_{group.name}({', '.join(args)}));")
-        w.line(f"return {outs[0]};" if single else f"return {{{', '.join(outs)}}};")
+        w.line(binding_return(outs))
     w.line("}")
     return w.text()
 

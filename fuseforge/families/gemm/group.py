@@ -38,7 +38,7 @@ from ...partition_family import (
 )
 from ...plan import Claim
 from ...traced import size_hint, tensor_meta, traced_shape
-from ..base import broadcasts_to
+from ..base import EpilogueOperands, broadcasts_to
 
 OPERAND_CLASSES = ("full", "row", "col", "scalar")
 MIN_TILE_SIDE = 16  # a static M or N below this stays a torch call (GEMV-like shapes)
@@ -65,21 +65,13 @@ class GemmAnchor:
 
 
 @dataclass(frozen=True)
-class GemmSpec:
+class GemmSpec(EpilogueOperands):
     """How a GEMM kernel sees its group: the anchor, its epilogue operands' classes."""
 
     anchor: str
     gemm: GemmAnchor
     operands: tuple[tuple[str, str], ...]  # (epilogue input, class): full, row, col or scalar
     full_shape: tuple  # the GEMM's output shape F (symbolic sizes as names)
-
-    def operand_class(self, name: str) -> str | None:
-        return dict(self.operands).get(name)
-
-    def with_operand_order(self, inputs: tuple[str, ...]) -> GemmSpec:
-        """The epilogue's operands in the order of the inputs (A and B are read by the main loop)."""
-        return GemmSpec(self.anchor, self.gemm, tuple((i, self.operand_class(i)) for i in inputs
-                                                      if self.operand_class(i)), self.full_shape)
 
 
 def is_gemm_op(node: fx.Node) -> bool:

@@ -18,7 +18,7 @@ from torch import fx
 
 from ... import pointwise
 from ...codegen import epilogue
-from ...codegen.pointwise_kernel import KernelSource, cpp_name
+from ...codegen.pointwise_kernel import KernelSource, binding_head, binding_return, cpp_name
 from ...codegen.writer import Writer
 from ...cpp_literals import cpp_float
 from ...plan import KernelGroup
@@ -90,10 +90,8 @@ def _launcher(group: KernelGroup) -> str:
 def _binding(group: KernelGroup) -> str:
     g = group.spec.gemm
     ins, outs = [cpp_name(i) for i in group.inputs], [cpp_name(o) for o in group.outputs]
-    single = len(outs) == 1
     w = Writer()
-    w.line(f"{'torch::Tensor' if single else 'std::vector<torch::Tensor>'} {group.name}("
-           f"{', '.join([f'torch::Tensor {i}' for i in ins] + ['int64_t stream'])}) {{")
+    w.line(binding_head(group.name, ins, outs))
     with w.indent():
         w.line(f'const char* kernel = "{group.name}";')
         w.line(f"const FFGemm g = ff_gemm_prepare(kernel, {cpp_name(g.a)}, {cpp_name(g.b)}, "
@@ -106,7 +104,7 @@ def _binding(group: KernelGroup) -> str:
         args += ["g.batch", "g.m", "g.n", "g.k", "g.lda", "g.ldb", "g.stride_a", "g.stride_b",
                  "reinterpret_cast<void*>(stream)"]
         w.line(f"ff_check(kernel, launch_{group.name}({', '.join(args)}));")
-        w.line(f"return {outs[0]};" if single else f"return {{{', '.join(outs)}}};")
+        w.line(binding_return(outs))
     w.line("}")
     return w.text()
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from torch import fx
 
 from ... import pointwise
-from ...codegen.pointwise_kernel import KernelSource, cpp_name
+from ...codegen.pointwise_kernel import KernelSource, binding_head, binding_return, cpp_name
 from ...codegen.writer import Writer
 from ...plan import KernelGroup
 from . import table
@@ -193,11 +193,9 @@ def _launcher(lay: _Layout) -> str:
 def _binding(lay: _Layout) -> str:
     g = lay.group
     ins, outs = [cpp_name(i) for i in g.inputs], [cpp_name(o) for o in g.outputs]
-    single = len(outs) == 1
     first = cpp_name(lay.full[0])
     w = Writer()
-    w.line(f"{'torch::Tensor' if single else 'std::vector<torch::Tensor>'} {g.name}("
-           f"{', '.join([f'torch::Tensor {i}' for i in ins] + ['int64_t stream'])}) {{")
+    w.line(binding_head(g.name, ins, outs))
     with w.indent():
         w.line(f'const char* kernel = "{g.name}";')
         w.line(f"const FFRows rows = ff_rows_of(kernel, {first}, {lay.red.axes}, "
@@ -215,7 +213,7 @@ def _binding(lay: _Layout) -> str:
         args += [f"{cpp_name(o)}.data_ptr<float>()" for o in lay.full_outputs + lay.row_outputs]
         args += ["rows.rows", "rows.cols", "rows.positions", "reinterpret_cast<void*>(stream)"]
         w.line(f"ff_check(kernel, launch_{g.name}({', '.join(args)}));")
-        w.line(f"return {outs[0]};" if single else f"return {{{', '.join(outs)}}};")
+        w.line(binding_return(outs))
     w.line("}")
     return w.text()
 
