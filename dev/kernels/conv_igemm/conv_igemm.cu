@@ -146,56 +146,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   }
 
-  const long long plane = static_cast<long long>(g.od) * g.oh * g.ow;
-  const long long row_at = (static_cast<long long>(od) * g.oh + oh) * g.ow;
-  if constexpr (kStaged) {
-    constexpr int kRowStride = kBM + 4;
-    float* stage = reinterpret_cast<float*>(smem_raw + (ring - raw));
-    asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
-    const int gq = lane >> 2, tq = lane & 3;
-#pragma unroll
-    for (int h2 = 0; h2 < 2; ++h2) {
-      const int r = 64 * cw + 16 * q + gq + 8 * h2;
-#pragma unroll
-      for (int j = 0; j < kBN / 8; ++j) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) stage[(8 * j + 2 * tq + e) * kRowStride + r] = acc[4 * j + 2 * h2 + e];
-      }
-    }
-    asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
-    const int warp = tid >> 5;
-    for (int kc = warp; kc < kBN; kc += kConsumers / 32) {
-      const int k = k0 + kc;
-      if (k >= g.k) break;
-      const long long chan = (static_cast<long long>(img) * g.k + k) * plane + row_at;
-#pragma unroll
-      for (int p = lane; p < kBM; p += 32) {
-        const int ow = ow0 + p;
-        if (ow < g.ow) {
-          const long long at = chan + ow;
-          y[at] = epi(stage[kc * kRowStride + p], k, at);
-        }
-      }
-    }
-  } else {
-    const int gq = lane >> 2, tq = lane & 3;
-#pragma unroll
-    for (int h2 = 0; h2 < 2; ++h2) {
-      const int ow = ow0 + 64 * cw + 16 * q + gq + 8 * h2;
-      if (ow >= g.ow) continue;
-#pragma unroll
-      for (int j = 0; j < kBN / 8; ++j) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int k = k0 + 8 * j + 2 * tq + e;
-          if (k < g.k) {
-            const long long at = (static_cast<long long>(img) * g.k + k) * plane + row_at + ow;
-            y[at] = epi(acc[4 * j + 2 * h2 + e], k, at);
-          }
-        }
-      }
-    }
-  }
+  Geometry row = g;  // the tile as the shared epilogue sees it: a box of one output row of 128 pixels
+  row.bd = 1;
+  row.bh = 1;
+  row.bw = kBM;
+  store_tile<kBN, kStaged>(y, row, acc, k0, ow0, oh, od, img, reinterpret_cast<float*>(smem_raw + (ring - raw)),
+                           tid, epi);
 }
 
 // The halo kernel (channels-last input; tiles of 128 pixels of one output row). 1004: a window too wide for one

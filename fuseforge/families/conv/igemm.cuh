@@ -216,6 +216,68 @@ struct Mma<128> {
   }
 };
 
+// The epilogue of one tile (both kernels): the consumer thread `tid` (of kConsumers) holds the m64nBN accumulator
+// fragment of rows 64 w + 16 q + g (+ 8) of the tile, columns 8j + 2t + e; the tile's pixel r is (r / (bw bh),
+// (r / bw) % bh, r % bw) of the box at (od0, oh0, ow0) of image img, its channels k0 .. k0 + kBN - 1. Bounds-checked.
+// kStaged: through shared memory (`stage`, over the ring, free once both warpgroups are past their last wgmma):
+// the accumulators go to a [kBN][kBM + 4] tile, then each warp stores whole rows of one channel, 32 consecutive
+// pixels a store (128 bytes where bw = 32). A fragment write of lane (g, t) goes to word (8j + 2t + e) * 132 + 16q +
+// g: 2t * 132 = 8t (mod 32), so a warp's 32 writes land in 32 banks. Otherwise straight from the fragment.
+template <int kBN, bool kStaged, class Epilogue>
+__device__ __forceinline__ void store_tile(float* __restrict__ y, const Geometry& g, const float (&acc)[kBN / 2], int k0,
+                                           int ow0, int oh0, int od0, int img, float* stage, int tid, Epilogue& epi) {
+  const int cw = tid >> 7, q = (tid & 127) >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
+  const long long plane = static_cast<long long>(g.od) * g.oh * g.ow;
+  if constexpr (kStaged) {
+    constexpr int kRowStride = kBM + 4;
+    asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = 64 * cw + 16 * q + gq + 8 * half;
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) stage[(8 * j + 2 * tq + e) * kRowStride + r] = acc[4 * j + 2 * half + e];
+      }
+    }
+    asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
+    for (int kc = tid >> 5; kc < kBN; kc += kConsumers / 32) {
+      const int k = k0 + kc;
+      if (k >= g.k) break;
+      const long long chan = (static_cast<long long>(img) * g.k + k) * plane;
+#pragma unroll
+      for (int p = lane; p < kBM; p += 32) {
+        const int pw = p % g.bw, ph = (p / g.bw) % g.bh, pd = p / (g.bw * g.bh);
+        const int ow = ow0 + pw, oh = oh0 + ph, od = od0 + pd;
+        if (ow < g.ow && oh < g.oh && od < g.od) {
+          const long long at = chan + (static_cast<long long>(od) * g.oh + oh) * g.ow + ow;
+          y[at] = epi(stage[kc * kRowStride + p], k, at);
+        }
+      }
+    }
+  } else {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = 64 * cw + 16 * q + gq + 8 * half;
+      const int pw = r % g.bw, ph = (r / g.bw) % g.bh, pd = r / (g.bw * g.bh);
+      const int ow = ow0 + pw, oh = oh0 + ph, od = od0 + pd;
+      if (ow >= g.ow || oh >= g.oh || od >= g.od) continue;
+      const long long pix = (static_cast<long long>(od) * g.oh + oh) * g.ow + ow;
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int k = k0 + 8 * j + 2 * tq + e;
+          if (k < g.k) {
+            const long long at = (static_cast<long long>(img) * g.k + k) * plane + pix;
+            y[at] = epi(acc[4 * j + 2 * half + e], k, at);
+          }
+        }
+      }
+    }
+  }
+}
+
 // ------------------------------------------------------------------------------------------- the kernel
 // kNchw false: x is the channels-last copy (prepare_input); A boxes land K-major in the 128-byte swizzle and
 // the wgmmas read both operands from shared memory.
@@ -394,65 +456,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   }
   wgmma_wait<0>();
 
-  const long long plane = static_cast<long long>(g.od) * g.oh * g.ow;
-  if constexpr (kStaged) {
-    // Epilogue through shared memory: the accumulators go to a [kBN][kBM + 4] staging tile over the ring
-    // (free once both warpgroups are past their last wgmma: every slot has been consumed), then each warp
-    // stores whole rows of one channel, 32 consecutive pixels a store (128 bytes where bw = 32). A fragment
-    // write of lane (g, t) goes to word (8j + 2t + e) * 132 + 16q + g: 2t * 132 = 8t (mod 32), so a warp's 32
-    // writes land in 32 banks.
-    constexpr int kRowStride = kBM + 4;
-    float* stage = reinterpret_cast<float*>(smem_raw + (ring - raw));
-    asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int r = 64 * cw + 16 * q + gq + 8 * half;
-#pragma unroll
-      for (int j = 0; j < kBN / 8; ++j) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) stage[(8 * j + 2 * tq + e) * kRowStride + r] = acc[4 * j + 2 * half + e];
-      }
-    }
-    asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
-    const int warp = tid >> 5;
-    for (int kc = warp; kc < kBN; kc += kConsumers / 32) {
-      const int k = k0 + kc;
-      if (k >= g.k) break;
-      const long long chan = (static_cast<long long>(img) * g.k + k) * plane;
-#pragma unroll
-      for (int p = lane; p < kBM; p += 32) {
-        const int pw = p % g.bw, ph = (p / g.bw) % g.bh, pd = p / (g.bw * g.bh);
-        const int ow = ow0 + pw, oh = oh0 + ph, od = od0 + pd;
-        if (ow < g.ow && oh < g.oh && od < g.od) {
-          const long long at = chan + (static_cast<long long>(od) * g.oh + oh) * g.ow + ow;
-          y[at] = epi(stage[kc * kRowStride + p], k, at);
-        }
-      }
-    }
-  } else {
-    // Epilogue straight from the accumulator fragment.
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int r = 64 * cw + 16 * q + gq + 8 * half;
-      const int pw = r % g.bw;
-      const int ph = (r / g.bw) % g.bh;
-      const int pd = r / (g.bw * g.bh);
-      const int ow = ow0 + pw, oh = oh0 + ph, od = od0 + pd;
-      if (ow >= g.ow || oh >= g.oh || od >= g.od) continue;
-      const long long pix = (static_cast<long long>(od) * g.oh + oh) * g.ow + ow;
-#pragma unroll
-      for (int j = 0; j < kBN / 8; ++j) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int k = k0 + 8 * j + 2 * tq + e;
-          if (k < g.k) {
-            const long long at = (static_cast<long long>(img) * g.k + k) * plane + pix;
-            y[at] = epi(acc[4 * j + 2 * half + e], k, at);
-          }
-        }
-      }
-    }
-  }
+  store_tile<kBN, kStaged>(y, g, acc, k0, ow0, oh0, od0, img, reinterpret_cast<float*>(smem_raw + (ring - raw)),
+                           tid, epi);
 }
 
 // ------------------------------------------------------------------------------------------- input
