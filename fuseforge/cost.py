@@ -18,7 +18,7 @@ from torch import fx
 
 from .capture import Captured
 from .plan import KernelStep, Plan
-from .rates import BANDWIDTH, CONV_FLOPS, LAUNCH_S, SGEMM_FLOPS, cudnn_conv_rate
+from .rates import BANDWIDTH, LAUNCH_S, SGEMM_FLOPS, cudnn_conv_seconds
 from .traced import size_hint
 
 READS_ONLY_METADATA = {"aten.new_ones.default", "aten.new_zeros.default", "aten.new_empty.default",
@@ -64,18 +64,50 @@ def flops(node: fx.Node) -> tuple[float, float]:
         k = size_hint(a.meta["val"].shape[-1])
         return 2.0 * numel(node) * k, SGEMM_FLOPS
     if key.startswith("aten.conv") and len(ins) >= 2:
-        w = ins[1].meta["val"]
-        window = math.prod(size_hint(s) for s in w.shape[2:])
-        if "transpose" in key:  # each input element meets its group's C_out/groups weights of the whole window
-            macs = numel(ins[0]) * size_hint(w.shape[1]) * window
-        else:  # each output element sums C_in/groups inputs over the window
-            macs = numel(node) * size_hint(w.shape[1]) * window
-        rate = CONV_FLOPS
-        if "transpose" not in key:  # cuDNN's measured rates: short dot products, else its time per output element
-            rate = cudnn_conv_rate(size_hint(w.shape[1]), size_hint(w.shape[1]) * window, w.dim() - 2,
-                                   _conv_with_bias(node))
-        return 2.0 * macs + _conv_with_bias(node) * numel(node), rate  # bias: one add per output
+        fl = conv_flops(node)
+        return fl, fl / conv_seconds(node)
     return float(numel(node)), SGEMM_FLOPS
+
+
+def conv_flops(node: fx.Node) -> float:
+    """A convolution's FLOPs: two per product, one per output for the bias."""
+    ins = [a for a in node.all_input_nodes if isinstance(a.meta.get("val"), torch.Tensor)]
+    w = ins[1].meta["val"]
+    window = math.prod(size_hint(s) for s in w.shape[2:])
+    if _transposed(node):  # each input element meets its group's C_out/groups weights of the whole window
+        macs = numel(ins[0]) * size_hint(w.shape[1]) * window
+    else:  # each output element sums C_in/groups inputs over the window
+        macs = numel(node) * size_hint(w.shape[1]) * window
+    return 2.0 * macs + _conv_with_bias(node) * numel(node)
+
+
+def conv_seconds(node: fx.Node, channels_last: bool = False) -> float:
+    """cuDNN's time on a convolution node, NCHW (eager's) or channels-last (a plan's layout step), measured rates
+    (`rates.cudnn_conv_seconds`)."""
+    ins = [a for a in node.all_input_nodes if isinstance(a.meta.get("val"), torch.Tensor)]
+    x, w = ins[0].meta["val"], ins[1].meta["val"]
+    transposed = _transposed(node)
+    channels = size_hint(x.shape[1]) if transposed else size_hint(w.shape[1])  # input channels (per group)
+    terms = channels * math.prod(size_hint(s) for s in w.shape[2:])
+    stride = node.args[3] if len(node.args) > 3 else 1
+    strided = any(s != 1 for s in (stride if isinstance(stride, (list, tuple)) else [stride]))
+    return cudnn_conv_seconds(numel(node), conv_flops(node), channels, terms, w.dim() - 2,
+                              channels_last=channels_last, transposed=transposed, strided=strided,
+                              bias=_conv_with_bias(node))
+
+
+def channels_last_conv_seconds(node: fx.Node) -> float:
+    """A plan's channels-last convolution: the input and weight converted (a read and a write each, one launch
+    each), then cuDNN's channels-last call."""
+    ins = [a for a in node.all_input_nodes if isinstance(a.meta.get("val"), torch.Tensor)]
+    converted = nbytes(ins[0]) + nbytes(ins[1])
+    return conv_seconds(node, channels_last=True) + 2 * converted / BANDWIDTH + 2 * LAUNCH_S
+
+
+def _transposed(node: fx.Node) -> bool:
+    """aten.conv_transpose*, or aten.convolution with its `transposed` flag (its seventh argument)."""
+    key = str(node.target)
+    return "transpose" in key or (key == "aten.convolution.default" and len(node.args) > 6 and bool(node.args[6]))
 
 
 def _conv_with_bias(node: fx.Node) -> bool:
@@ -205,6 +237,8 @@ def estimate(eager: EagerCost, captured: Captured, plan: Plan) -> CostEstimate:
             units.append(([a.name for a in n.all_input_nodes], [n.name]))
             if not _is_free(n):
                 t, _, m = _op_cost(n)
+                if n.name in plan.channels_last:  # cuDNN's channels-last kernels, after the operands' conversion
+                    t = channels_last_conv_seconds(n) + LAUNCH_S
                 plan_s, plan_moved, plan_launches, torch_s = plan_s + t, plan_moved + m, plan_launches + 1, torch_s + t
     keep = [([o for o in captured.user_outputs if o], [])]
     peak, held = _peak(units + keep, _sizes(by_name))

@@ -65,10 +65,12 @@ CONV_DIRECT_FLOPS = {2: 23.0e12, 3: 15.0e12}
 CUDNN_SHORT_DOT_FLOPS = {2: 24.0e12, 3: 10.0e12}
 SHORT_DOT_CHANNELS, SHORT_DOT_TERMS = 8, 192  # the range those measurements cover
 # The TF32 implicit-GEMM conv kernel of families/conv (igemm.cuh) reads, per output tile, an input box and a weight
-# tile from L2 for every tap and 32-channel block; its time on 11 TF32-class convolutions of the problem models
-# (16-64 input channels, 2-D and 3-D, H100, bench/results/2026-11-27b_h100/conv_igemm/run4.json) was that traffic
-# at 5.5e12 bytes/s within 0.79-1.34x (2-D within 0.79-0.94x, the channels-last 3-D ones 1.16-1.34x slower).
-IGEMM_L2_BYTES_PER_S = 5.5e12
+# tile from L2 for every tap and 32-channel block; its time is that traffic at a rate fitted to the H100 (the
+# instance the plan picks, bench/results/2026-11-27c_h100/conv_igemm5.json and profile_kernels.json): in 2-D
+# 5.1e12 bytes/s (17, 32, 52, conv2d_batchnorm_relu, conv2d_channelmin_tanh within 0.95-1.1x), in 3-D 7.3e12 (43).
+# It is a fit, not the bound: cuDNN's channels-last kernel with the same 128x128x32 tile ran 17's convolution in
+# 0.875 ms where this one took 2.10 (profile_kernels.json), so L2 traffic alone does not limit it.
+IGEMM_L2_BYTES_PER_S = {2: 5.1e12, 3: 7.3e12}
 
 
 def is_short_dot(channels: int, terms: int) -> bool:
@@ -81,14 +83,18 @@ def is_short_dot(channels: int, terms: int) -> bool:
 # conv_igemm/run4.json, ms.cudnn_conv), take about the same time per output element whatever their input channels:
 # 10.8-11.2 ps in 2-D at 16, 32 and 64 channels with a 3x3 window (14.0 at 64 -> 64 channels), 13.3-16.9 ps in 3-D
 # at 8, 32 and 64 channels with a 3x3x3 window. Their rate is the FLOPs of an output element over that time (26
-# TFLOP/s at 16 channels x 3x3), up to a ceiling: the 64-channel 2-D ones ran 83-105 TFLOP/s (CONV_FLOPS), the
-# 64-channel 3-D ones 234 (3x3x3) and 211 (5x5x5). The synthetic sweep agrees in 2-D at 64 output channels
+# TFLOP/s at 16 channels x 3x3), the convolution itself (less the bias pass) up to a ceiling, CUDNN_TF32_FLOPS:
+# with the bias, the 64-channel 2-D ones ran 83-105 TFLOP/s, the 64-channel 3-D ones 234 (3x3x3) and 211 (5x5x5). The synthetic sweep agrees in 2-D at 64 output channels
 # (bench/results/2026-11-27_h100/conv_sweep.json: 10.4-11.1 ps at 12-32 input channels x 3x3, 12.0-15.7 ps past the
 # short-dot range with 5x5 and 7x7 windows); with 16 output channels cuDNN was slower (16-24 ps), with 128 output and
 # 16 input channels faster (6.8 ps).
 CUDNN_OUTPUT_S = {2: 11e-12, 3: 15e-12}  # seconds per output element, the bias pass included
-CUDNN_TF32_FLOPS = {2: CONV_FLOPS, 3: 220e12}
-BIAS_PASS_S = 2 * 4 / BANDWIDTH  # per output element, PyTorch's bias pass (a read and a write): none without a bias
+# without the bias pass, the 64-channel 3x3 ones ran 146 TFLOP/s (bench/results/2026-11-27c_h100/conv_times.json); in
+# 3-D the ceiling is between the 64-channel 3x3x3 (300) and 5x5x5 (211) convolutions' rates
+CUDNN_TF32_FLOPS = {2: 146e12, 3: 260e12}
+# per output element, PyTorch's bias pass (a read and a write; 3.3-3.5 ps with vs without the bias in both layouts,
+# bench/results/2026-11-27c_h100/conv_times.json): none without a bias
+BIAS_PASS_S = 3.4e-12
 # In 3-D the short-dot rate grows with the input channels: CUDNN_SHORT_DOT_FLOPS[3] is that of the 3-channel shapes
 # it was measured on; with 4 channels (a 3x3x3 window, TF32-class, run4.json) cuDNN ran 13.7 TFLOP/s with the bias,
 # about 4/3 of it, and with 8 channels x 3x3x3 (216 products, just past the range) 24.6-32.6 (conv_sweep.json, run4.json).
@@ -96,15 +102,54 @@ SHORT_DOT_MEASURED_CHANNELS = 3
 
 
 def cudnn_conv_rate(channels: int, terms: int, dims: int, bias: bool = True) -> float:
-    """cuDNN's rate on a (not transposed) convolution with `channels` input channels per group and `terms`
+    """cuDNN's rate on a (not transposed) NCHW convolution with `channels` input channels per group and `terms`
     products per output, `dims` spatial axes, with or without a bias (that the cost model counts as one FLOP per
-    output): short dot products at their measured rate, longer ones at CUDNN_OUTPUT_S per output element (less the
-    bias pass where there is no bias), at most CUDNN_TF32_FLOPS."""
+    output): short dot products at their measured rate, longer ones at CUDNN_OUTPUT_S per output element less the
+    bias pass, or CUDNN_TF32_FLOPS where that is longer, plus the bias pass where there is a bias."""
     if dims not in CUDNN_SHORT_DOT_FLOPS:
         return CONV_FLOPS
     if is_short_dot(channels, terms):
         if dims == 3:
             return CUDNN_SHORT_DOT_FLOPS[3] * max(1.0, channels / SHORT_DOT_MEASURED_CHANNELS)
         return CUDNN_SHORT_DOT_FLOPS[dims]
-    per_output = CUDNN_OUTPUT_S[dims] - (0.0 if bias else BIAS_PASS_S)
-    return min(CUDNN_TF32_FLOPS[dims], (2.0 * terms + (1 if bias else 0)) / per_output)
+    floor = CUDNN_OUTPUT_S[dims] - BIAS_PASS_S  # the convolution itself, a time per output
+    per_output = max(floor, 2.0 * terms / CUDNN_TF32_FLOPS[dims]) + (BIAS_PASS_S if bias else 0.0)
+    return (2.0 * terms + (1 if bias else 0)) / per_output
+
+
+# cuDNN's channels-last convolutions and its transposed ones, TF32-class (PyTorch's default flags), measured on an
+# H100 at every convolution of the problem models without a bias (bench/results/2026-11-27c_h100/conv_times.json,
+# ms_channels_last_no_bias and ms_nchw_no_bias): each takes about max(outputs x a floor, FLOPs / a rate) in its
+# layout, (floor seconds per output element, FLOP/s):
+# - channels-last convolutions, 2-D: 3.3-4.1 ps per output at 16-64 input channels (3x3), the 64-channel ones
+#   282-326 TFLOP/s; 3-D: 6.7-8.4 ps (206 TFLOP/s at 32 x 3x3x3). About half of NCHW's time (7.2-7.9 ps).
+# - transposed ones with stride 1 (the window slides over every input), NCHW 104-133 TFLOP/s in 2-D and 82-113 in
+#   3-D, channels-last 211-288 and 103-118; with a larger stride, the floor: 5.6-7.1 ps NCHW, 2.5-3.1 channels-last.
+#   A strided transposed convolution is s^d convolutions of the output's parities, each at most the convolution
+#   rate of its layout.
+# Not covered (the price is then 2-3x low): transposed convolutions with at most 8 input channels (13 ps NCHW in
+# 3-D, 9.4-9.6 channels-last) or 16 output channels (2-D: 16.5 ps NCHW, 10.9 channels-last).
+CUDNN_CHANNELS_LAST = {2: (3.4e-12, 300e12), 3: (6.7e-12, 210e12)}
+CUDNN_TRANSPOSED = {("nchw", 2): (6.3e-12, 110e12), ("nchw", 3): (6.0e-12, 95e12),
+                    ("channels_last", 2): (3.0e-12, 250e12), ("channels_last", 3): (2.7e-12, 110e12)}
+
+
+def cudnn_conv_seconds(outputs: int, flops: float, channels: int, terms: int, dims: int, *,
+                       channels_last: bool = False, transposed: bool = False, strided: bool = False,
+                       bias: bool = False) -> float:
+    """cuDNN's time on a convolution of `outputs` output elements and `flops` (two per product), `channels` input
+    channels per group and `terms` products per output, in NCHW or channels-last, transposed or not (`strided`:
+    stride > 1 on some axis), with PyTorch's bias pass where there is a `bias`. 1-D and other convolutions: at
+    CONV_FLOPS."""
+    if dims not in (2, 3):
+        return flops / CONV_FLOPS
+    layout = "channels_last" if channels_last else "nchw"
+    if transposed:
+        floor, rate = CUDNN_TRANSPOSED[layout, dims]
+        if strided:
+            rate = CUDNN_CHANNELS_LAST[dims][1] if channels_last else CUDNN_TF32_FLOPS[dims]
+    elif channels_last:
+        floor, rate = CUDNN_CHANNELS_LAST[dims]
+    else:
+        return flops / cudnn_conv_rate(channels, terms, dims, bias)
+    return max(outputs * floor, flops / rate) + (outputs * BIAS_PASS_S if bias else 0.0)

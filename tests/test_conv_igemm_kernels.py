@@ -54,15 +54,35 @@ def _captured(module, *inputs):
 
 # ---------------------------------------------------------------------------------------- problem models
 
-def test_a_64_channel_conv_that_eager_runs_tf32_is_a_tensor_core_conv_kernel():
+def test_a_64_channel_conv_that_eager_runs_tf32_is_a_tensor_core_conv_kernel_where_priced_faster():
     captured = _model("52_Conv2d_Activation_BatchNorm")
     rewrite(captured.graph, captured)
     _mark(captured, "tf32")
-    plan = partition(captured.graph, named("conv"))
+    with mock.patch("fuseforge.families.conv.group._slower_than_cudnn", return_value=None):
+        plan = partition(captured.graph, named("conv"))
     (group,) = [g for g in plan.groups if g.kind == "conv"]
     c = group.spec.conv
     assert c.kernel == "igemm" and (c.c, c.k, c.window) == (64, 128, (1, 3, 3))
     assert (c.tiling.nchw, c.tiling.bn, c.tiling.box) == (True, 128, (1, 4, 32))
+
+
+def test_measured_tf32_the_tensor_core_kernel_is_priced_against_cudnn_channels_last_and_loses_to_it_on_52():
+    """On the H100 cuDNN's channels-last kernel ran 52's convolution in half the tensor-core kernel's time: with
+    the input's conversion and the pass the epilogue saves, the tensor-core kernel is priced slower, and the
+    reason names the layout it lost to (against cuDNN's NCHW price alone it would have won)."""
+    from fuseforge import cost, rates
+    from fuseforge.families.conv.group import _slower_than_cudnn, direct_seconds, recognise
+
+    captured = _model("52_Conv2d_Activation_BatchNorm")
+    rewrite(captured.graph, captured)
+    _mark(captured, "tf32")
+    assert not any(g.kind == "conv" for g in partition(captured.graph, named("conv")).groups)
+    (conv,) = _convs(captured)
+    anchor = recognise(conv)
+    reason = _slower_than_cudnn(conv, anchor, epilogue=True)
+    assert reason.startswith("the tensor-core kernel is expected to take") and "cuDNN channels-last" in reason
+    saved = 2 * cost.nbytes(conv) / rates.BANDWIDTH
+    assert cost.channels_last_conv_seconds(conv) + saved < direct_seconds(conv, anchor) < cost.conv_seconds(conv) + saved
 
 
 def test_the_same_conv_unmeasured_or_measured_fp32_stays_cudnn_and_the_reason_says_which():
@@ -218,9 +238,9 @@ def test_the_generated_tensor_core_conv_kernels_match_float64_of_their_tf32_oper
 
 def test_optimize_with_a_measured_tf32_conv_emits_a_model_new_whose_tensor_core_kernel_passes_the_float64_check(
         tmp_path, monkeypatch):
-    """The CPU stages end to end with eager's class given as the GPU would measure it: the plan keeps its
-    tensor-core conv kernel (no rung of the ladder left), the float64 check of the plan passes, the ModelNew
-    calls the kernel."""
+    """The CPU stages end to end with eager's class given as the GPU would measure it and the cost choice set aside
+    (the H100's prices favour cuDNN channels-last here): the plan keeps its tensor-core conv kernel (no rung of the
+    ladder left), the float64 check of the plan passes, the ModelNew calls the kernel."""
     from fuseforge import pipeline
     from fuseforge.config import OptimizeConfig
 
@@ -233,6 +253,7 @@ def test_optimize_with_a_measured_tf32_conv_emits_a_model_new_whose_tensor_core_
         return real_partition(graph, *args, **kwargs)
 
     monkeypatch.setattr(pipeline, "partition", partition_measured)
+    monkeypatch.setattr("fuseforge.families.conv.group._slower_than_cudnn", lambda *args, **kwargs: None)
     path = next(PROBLEMS.glob("*/52_Conv2d_Activation_BatchNorm.py"))
     run = pipeline.optimize(OptimizeConfig(model_path=path, out_dir=tmp_path, gpu=False))
     assert not run.ladder, run.ladder

@@ -104,4 +104,6 @@ def test_a_timed_measurement_gives_each_layouts_time_on_cuda():
     call = ConvCall((8, 32, 64, 64), (64, 32, 3, 3), True, (1, 1), (1, 1), (1, 1), False, (0, 0), 1)
     row = measure(call, torch.device("cuda"), timed=True)
     assert 0 < row["ms_nchw"] < 100 and 0 < row["ms_channels_last"] < 100
+    assert 0 < row["ms_nchw_no_bias"] < 100 and 0 < row["ms_channels_last_no_bias"] < 100
+    assert 0 < row["ms_to_channels_last"] < 100
     assert "ms_nchw" not in measure(call, torch.device("cuda"))

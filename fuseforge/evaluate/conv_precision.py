@@ -93,7 +93,9 @@ def convolutions(model: torch.nn.Module, inputs: list) -> list[ConvCall]:
 def measure(call: ConvCall, device: torch.device, timed: bool = False) -> dict:
     """The error vs float64 of the call in NCHW and channels-last (module docstring); with `timed` (on CUDA),
     also its time in each layout (`ms_nchw`, `ms_channels_last`: median of TIME_REPS CUDA-event timings, the L2
-    flushed before each), what the cost model's price of eager's convolutions is calibrated on."""
+    flushed before each), the same without the bias (`ms_*_no_bias`: a plan's convolution, its bias rewritten
+    into the kernel after it) and the conversion of the NCHW input to channels-last (`ms_to_channels_last`),
+    what the cost model's price of cuDNN's convolutions is calibrated on."""
     gen = torch.Generator().manual_seed(SEED)
     x = torch.rand(call.input_shape, generator=gen)
     fan_in = math.prod(call.weight_shape[1:])
@@ -120,12 +122,19 @@ def measure(call: ConvCall, device: torch.device, timed: bool = False) -> dict:
             del out
             if timed and device.type == "cuda":
                 times[layout] = _median_ms(lambda x=xd, w=wd: call.run(x, w, bd), device)
+                # a plan's convolution has its bias rewritten into the kernel after it (no bias pass)
+                times[f"{layout}_no_bias"] = _median_ms(lambda x=xd, w=wd: call.run(x, w, None), device)
+                if layout == "channels_last":  # the plan's conversion of an NCHW input
+                    nchw_x = x.to(device)
+                    times["to_channels_last"] = _median_ms(lambda: nchw_x.contiguous(memory_format=fmt), device)
     nchw, cl = errors["nchw"], errors.get("channels_last")
     row = {"error_nchw": nchw, "error_channels_last": cl, "class": precision_class(nchw),
            "class_channels_last": None if cl is None else precision_class(cl),
            "channels_last_in_class": None if cl is None else stays_in_class(nchw, cl)}
     if times:
-        row.update(ms_nchw=times["nchw"], ms_channels_last=times.get("channels_last"))
+        row.update(ms_nchw=times["nchw"], ms_channels_last=times.get("channels_last"),
+                   ms_nchw_no_bias=times["nchw_no_bias"], ms_channels_last_no_bias=times.get("channels_last_no_bias"),
+                   ms_to_channels_last=times.get("to_channels_last"))
     return row
 
 

@@ -215,7 +215,7 @@ def direct_seconds(node: fx.Node, conv: ConvAnchor) -> float:
 
 def igemm_seconds(node: fx.Node, conv: ConvAnchor) -> float:
     """The implicit-GEMM kernel's time: every tile reads, per tap and 32-channel block, its input box and its
-    weight tile from L2 (`rates.IGEMM_L2_BYTES_PER_S`, the rate that reproduced the lab's times); the
+    weight tile from L2 (`rates.IGEMM_L2_BYTES_PER_S`, the rate fitted to its measured times); the
     channels-last path first copies the input (a read and a write)."""
     t = conv.tiling
     out = traced_shape(node)
@@ -227,7 +227,7 @@ def igemm_seconds(node: fx.Node, conv: ConvAnchor) -> float:
     k_tiles = conv.window[0] * conv.window[1] * conv.window[2] * t.cq // tiling.IGEMM_BK
     a_box = (t.box_width * tiling.IGEMM_BK * bh * bd if t.nchw else tiling.IGEMM_BM * tiling.IGEMM_BK) * 4
     b_tile = t.bn * tiling.IGEMM_BK * 4
-    seconds = tiles * k_tiles * (a_box + b_tile) / rates.IGEMM_L2_BYTES_PER_S
+    seconds = tiles * k_tiles * (a_box + b_tile) / rates.IGEMM_L2_BYTES_PER_S[conv.dims]
     if not t.nchw:
         x_bytes = 4 * batch * t.cp * math.prod(size_hint(s) for s in tensor_meta(node.all_input_nodes[0]).shape[2:])
         seconds += 2 * x_bytes / rates.BANDWIDTH + rates.LAUNCH_S
@@ -235,13 +235,17 @@ def igemm_seconds(node: fx.Node, conv: ConvAnchor) -> float:
 
 
 def _slower_than_cudnn(node: fx.Node, conv: ConvAnchor, epilogue: bool) -> str | None:
-    """Why the group is not expected faster than cuDNN's convolution (as the cost model prices eager's) plus,
-    where the group has an epilogue, the pass over the convolution's output that the epilogue saves (the kernel
-    after cuDNN would read it back)."""
+    """Why the group is not expected faster than cuDNN's convolution (as the cost model prices it: NCHW, or for a
+    TF32-class one channels-last with its operands' conversion where that is faster) plus, where the group has an
+    epilogue, the pass over the convolution's output that the epilogue saves (the kernel after cuDNN would read it
+    back)."""
     ours = direct_seconds(node, conv)
-    flops, rate = cost.flops(node)
     saved = 2 * cost.nbytes(node) / rates.BANDWIDTH if epilogue else 0.0
-    theirs = flops / rate + saved
+    cudnn, layout = cost.conv_seconds(node), ""
+    if conv.kernel == "igemm":  # TF32-class: the layout step may run cuDNN channels-last instead, in class
+        channels_last = cost.channels_last_conv_seconds(node)
+        cudnn, layout = min(cudnn, channels_last), " channels-last" if channels_last < cudnn else ""
+    theirs = cudnn + saved
     if ours < theirs:
         return None
     out = traced_shape(node)
@@ -253,7 +257,7 @@ def _slower_than_cudnn(node: fx.Node, conv: ConvAnchor, epilogue: bool) -> str |
         useful = tiling.useful_fraction(conv.tiling, conv.k, out[-2], out[-1])
         kernel = "the direct kernel"
     return (f"{kernel} is expected to take {ours * 1e3:.3f} ms, {useful:.0%} of its tiles' work real output, "
-            f"against {theirs * 1e3:.3f} ms for cuDNN{' and the pass its epilogue saves' if epilogue else ''}: "
+            f"against {theirs * 1e3:.3f} ms for cuDNN{layout}{' and the pass its epilogue saves' if epilogue else ''}: "
             "cuDNN stays")
 
 
