@@ -106,6 +106,44 @@ def test_two_batch_norms_in_a_row_are_two_channel_groups_and_the_reason_says_one
     assert len(reasons) == 1 and reasons[0].endswith("a channel kernel holds one norm")
 
 
+class ConvInstanceNormDivide(nn.Module):
+    def __init__(self, affine=False, track_running_stats=False):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.norm = nn.InstanceNorm2d(8, affine=affine, track_running_stats=track_running_stats)
+
+    def forward(self, x):
+        return self.norm(self.conv(x)) / 2.0
+
+
+def test_an_instance_norm_with_its_inputs_statistics_is_a_channel_group_of_one_channel_a_group():
+    captured, plan = _plan(ConvInstanceNormDivide(affine=True), torch.randn(2, 3, 10, 10))
+    (group,) = plan.groups
+    assert group.kind == "channel_norms" and _ops(captured, group) == ["instance_norm", "div"]
+    norm = group.spec.norm
+    assert (norm.op, norm.groups, norm.weight is not None, norm.bias is not None) == ("instance_norm", 8, True, True)
+    assert "instance_norm (statistics per sample and channel)" in format_plan(plan)
+
+
+def test_an_instance_norm_that_tracks_running_statistics_stays_a_torch_call_and_the_reason_says_so():
+    captured, plan = _plan(ConvInstanceNormDivide(track_running_stats=True), torch.randn(2, 3, 10, 10))
+    assert not any(g.kind == "channel_norms" for g in plan.groups)
+    assert "running statistics" in format_plan(plan)
+
+
+@pytest.mark.parametrize("shape, affine", [((2, 8, 5, 7), True), ((3, 4, 9), False), ((1, 2, 3, 4, 5), True)])
+def test_the_instance_norm_as_a_group_norm_reference_equals_torch_in_float64(shape, affine):
+    torch.manual_seed(0)
+    v = torch.randn(shape, dtype=torch.float64) * 3 + 1
+    c = shape[1]
+    w, b = (torch.randn(c, dtype=torch.float64), torch.randn(c, dtype=torch.float64)) if affine else (None, None)
+    norm = channel_table.ChannelNorm("instance_norm", "v", "w" if affine else None, "b" if affine else None,
+                                     None, None, 0.0, 1e-5, c)
+    params = {"w": w, "b": b} if affine else {}
+    got = channel_table.reference(norm, v, params)
+    assert torch.allclose(got, nn.functional.instance_norm(v, weight=w, bias=b, eps=1e-5), rtol=1e-12, atol=1e-12)
+
+
 def test_a_batch_norm_without_running_statistics_over_n_c_l_is_a_channel_group_with_one_output():
     class NoStats(nn.Module):
         def __init__(self):
@@ -243,7 +281,8 @@ def test_the_channel_reference_refuses_an_input_that_does_not_fit_its_class():
 class EveryForm(nn.Module):
     """A channel group of every form: planes with a per-channel prologue and a full epilogue input, columns
     ([N, C]), no affine parameters with two full inputs and two full outputs, no running statistics over
-    [N, C, L], a 3-d batch norm; group norms over [N, C, H, W] and [N, C]."""
+    [N, C, L], a 3-d batch norm; group norms over [N, C, H, W] and [N, C]; instance norms (a group norm of one
+    channel a group) over [N, C, H, W] with an affine map and over [N, C, L] without."""
 
     def __init__(self, c=5):
         super().__init__()
@@ -252,6 +291,7 @@ class EveryForm(nn.Module):
         self.bn3d = nn.BatchNorm3d(c, eps=1e-3)
         self.bias = nn.Parameter(torch.randn(c, 1, 1))
         self.gn, self.gn_flat = nn.GroupNorm(c, 3 * c), nn.GroupNorm(1, 3 * c, affine=False)
+        self.inorm, self.inorm1d = nn.InstanceNorm2d(c, affine=True), nn.InstanceNorm1d(c, eps=1e-3)
 
     def forward(self, x, y, v, u, t, s, r):
         a = torch.relu(self.bn2d(x * 0.5 + self.bias) + y)
@@ -261,7 +301,9 @@ class EveryForm(nn.Module):
         d = nn.functional.gelu(self.bn3d(t))
         e = nn.functional.silu(self.gn(s * 2.0)) + s
         f = torch.relu(self.gn_flat(r))
-        return a, b, z, z * torch.sigmoid(z), c, d, e, f
+        g = self.inorm(x + 1.0) / 2.0
+        h = self.inorm1d(u) - u
+        return a, b, z, z * torch.sigmoid(z), c, d, e, f, g, h
 
 
 def _every_form():
@@ -275,12 +317,13 @@ def _every_form():
 def test_every_form_of_the_test_model_is_a_channel_group():
     _, plan, ext = _every_form()
     groups = [g for g in plan.groups if g.kind == "channel_norms"]
-    assert len(groups) == 7
-    assert sorted(len(g.shape) for g in groups) == [2, 2, 3, 4, 4, 4, 5]
-    assert sorted(g.spec.norm.groups for g in groups) == [0, 0, 0, 0, 0, 1, 5]
+    assert len(groups) == 9
+    assert sorted(len(g.shape) for g in groups) == [2, 2, 3, 3, 4, 4, 4, 4, 5]
+    assert sorted(g.spec.norm.groups for g in groups) == [0, 0, 0, 0, 0, 1, 5, 5, 5]
+    assert sorted(g.spec.norm.op for g in groups if g.spec.norm.op == "instance_norm") == ["instance_norm"] * 2
     assert max(sum(c == "full" for _, c in g.spec.operands) for g in groups) == 2
     assert any(len([o for o in g.outputs if o not in g.spec.channel_nodes]) == 2 for g in groups)
-    assert ext.cuda.count("(channel kernels:") == 7
+    assert ext.cuda.count("(channel kernels:") == 9
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")

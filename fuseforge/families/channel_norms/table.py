@@ -1,4 +1,5 @@
-"""The channel-norm table: train-mode batch norm and group norm, the normalisations a channel kernel computes.
+"""The channel-norm table: train-mode batch norm, group norm and instance norm (with its input's statistics: a group
+norm of one channel a group), the normalisations a channel kernel computes.
 
 A channel norm takes statistics of its input [N, C, *spatial] (or [N, C]) per *unit* and normalises each
 element with its unit's statistics, then applies a per-channel affine map: batch norm's unit is a channel
@@ -33,6 +34,7 @@ _OPS = {
     "aten._native_batch_norm_legit_functional.default": True,
     "aten._native_batch_norm_legit.no_stats": False,
     "aten.group_norm.default": False,
+    "aten.instance_norm.default": False,  # with its input's statistics only: a group norm of one channel a group
 }
 
 # result tuple index -> (what it is, one value per element or per channel)
@@ -44,7 +46,7 @@ RESULTS = {0: ("normalised", "element"), 1: ("batch mean", "channel"), 2: ("inve
 class ChannelNorm:
     """What one recognised node computes over every axis of `data` but axis 1."""
 
-    op: str  # batch_norm, group_norm
+    op: str  # batch_norm, group_norm, instance_norm (a group norm of one channel a group)
     data: str  # the normalised tensor: [N, C, *spatial]
     weight: str | None
     bias: str | None
@@ -56,6 +58,8 @@ class ChannelNorm:
 
     @property
     def describe(self) -> str:
+        if self.op == "instance_norm":
+            return "instance_norm (statistics per sample and channel)"
         return f"group_norm ({self.groups} groups)" if self.groups else f"train-mode {self.op}"
 
     @property
@@ -86,6 +90,8 @@ def recognise(node: fx.Node) -> ChannelNorm:
         raise NotSpellable(f"{node.name} normalises a tensor of rank {meta.dim()}; channel kernels need [N, C, ...]")
     if op_key(node) == "aten.group_norm.default":
         return _group_norm(node, args, meta)
+    if op_key(node) == "aten.instance_norm.default":
+        return _instance_norm(node, args, meta)
     if not args["training"]:
         raise NotSpellable(f"{node.name} is in eval mode (running statistics): a per-channel affine map, "
                            "not a reduction")
@@ -107,14 +113,32 @@ def _group_norm(node: fx.Node, args: dict, meta: torch.Tensor) -> ChannelNorm:
     groups, channels = args["num_groups"], meta.shape[1]
     if not isinstance(groups, int) or not isinstance(channels, int) or groups <= 0 or channels % groups:
         raise NotSpellable(f"{node.name}: {channels} channels in {groups} groups")
+    return _per_unit_norm("group_norm", node, args, groups)
+
+
+def _instance_norm(node: fx.Node, args: dict, meta: torch.Tensor) -> ChannelNorm:
+    """instance_norm(x, w, b, eps) normalising with x's own statistics = group_norm(x, C, w, b, eps): the
+    statistics of one sample's channel, the biased variance, then the per-channel affine map."""
+    channels = meta.shape[1]
+    if args.get("use_input_stats") is not True:
+        raise NotSpellable(f"{node.name} normalises with running statistics (an eval-mode instance norm)")
+    if args.get("running_mean") is not None or args.get("running_var") is not None:
+        raise NotSpellable(f"{node.name} updates running statistics (track_running_stats): not a group norm")
+    if not isinstance(channels, int) or meta.dim() < 3:
+        raise NotSpellable(f"{node.name}: an instance norm of {meta.dim()} axes with {channels} channels")
+    return _per_unit_norm("instance_norm", node, args, channels)
+
+
+def _per_unit_norm(op: str, node: fx.Node, args: dict, groups: int) -> ChannelNorm:
+    if not isinstance(args["eps"], (int, float)):
+        raise NotSpellable(f"{node.name} has an eps that is not a constant")
     params = [args.get(k) for k in ("weight", "bias")]
     for p in params:
         pm = _meta(p)
         if p is not None and (pm is None or pm.dtype != torch.float32 or pm.dim() != 1):
             raise NotSpellable(f"{node.name}: parameter {getattr(p, 'name', p)} is not a float32 vector")
     names = [p.name if isinstance(p, fx.Node) else None for p in params]
-    return ChannelNorm("group_norm", args["input"].name, names[0], names[1], None, None, 0.0, float(args["eps"]),
-                       groups)
+    return ChannelNorm(op, args["input"].name, names[0], names[1], None, None, 0.0, float(args["eps"]), groups)
 
 
 def result_kind(index: int) -> str:
