@@ -122,3 +122,19 @@ def test_ops_on_integer_tensors_stay_torch_calls():
     plan = partition(_captured(IntegerOps(), torch.randn(4, 8)).graph)
     assert plan.groups == []
 
+
+
+class Aliases(nn.Module):
+    def forward(self, x, y):
+        z = torch.multiply(torch.subtract(x, y), 2.0)
+        out = torch.clip(torch.divide(z, torch.absolute(y) + 1.0), -1.0, 1.0)
+        return torch.where(torch.greater(x, y), out, torch.negative(out))
+
+
+def test_aten_aliases_fuse_like_the_ops_they_name():
+    captured = _captured(Aliases(), torch.randn(4, 8), torch.randn(4, 8))
+    targets = {str(n.target).split(".")[1] for n in captured.graph.nodes if n.op == "call_function"}
+    assert {"multiply", "subtract", "clip", "divide", "absolute", "greater", "negative"} <= targets  # as captured
+    plan = partition(captured.graph)
+    (group,) = plan.groups
+    assert group.kind == "pointwise" and len(group.nodes) == len(targets)
