@@ -19,7 +19,7 @@ from test_rewrite_support import (
 from torch import nn
 
 from fuseforge.rewrite import conv_pool
-from fuseforge.rewrite.conv_pool import global_average_pool_of_conv
+from fuseforge.rewrite.conv_pool import global_average_pool_of_conv, spatial_mean_of_conv_transpose
 
 X = torch.randn(3, 4, 6, 7)  # non-square, so rows and columns need their own window matrices
 
@@ -144,3 +144,63 @@ def _rewritten(i: int):
 def test_window_sums_give_the_pooled_convolution_exactly_in_float64_at_every_border(i, seed, batch, scale):
     model, c = _rewritten(i)
     assert_float64_equal(model, c, [X], seed, batch, scale)
+
+
+# ---------------------------------------------------------------------------------------- transposed
+
+class MeanOfConvTranspose(nn.Module):
+    def __init__(self, k=3, stride=1, padding=0, output_padding=0, keepdim=True, groups=1, dilation=1):
+        super().__init__()
+        self.conv = nn.ConvTranspose2d(4, 6, k, stride=stride, padding=padding, output_padding=output_padding,
+                                       groups=groups, dilation=dilation)
+        self.keepdim = keepdim
+
+    def forward(self, x):
+        return self.conv(x).mean((2, 3), keepdim=self.keepdim)
+
+
+# (window, stride, padding, output padding, keepdim): borders cropped by the padding on both sides, strides
+# that leave gaps between taps, an output padding past the last tap, non-square windows
+TRANSPOSED = [(3, 1, 0, 0, True), (3, 2, 1, 1, True), (4, 2, 1, 0, False), ((3, 5), (2, 1), (2, 1), (1, 0), True),
+              (5, 3, 4, 2, False), (1, 1, 0, 0, True)]
+
+
+@functools.cache
+def _rewritten_transposed(i: int):
+    k, stride, padding, output_padding, keepdim = TRANSPOSED[i]
+    model = MeanOfConvTranspose(k, stride, padding, output_padding, keepdim)
+    with identity_only():
+        c, log = rewritten(model, X)
+    assert fired(log) == ["spatial_mean_of_conv_transpose"], fired(log)
+    assert not any("conv" in str(n.target) for n in c.graph.nodes if n.op == "call_function")
+    return model, c
+
+
+@settings(max_examples=20, deadline=None)
+@given(i=st.integers(0, len(TRANSPOSED) - 1), seed=st.integers(0, 2**31 - 1), batch=st.integers(1, 4),
+       scale=st.sampled_from([1e-3, 1.0, 1e3]))
+def test_landing_sums_give_the_spatial_mean_of_a_transposed_convolution_exactly_in_float64(i, seed, batch, scale):
+    model, c = _rewritten_transposed(i)
+    assert_float64_equal(model, c, [X], seed, batch, scale)
+
+
+@pytest.mark.parametrize("kwargs", [{"groups": 2}, {"dilation": 2}], ids=["groups-2", "dilation-2"])
+def test_a_grouped_or_dilated_transposed_convolution_keeps_its_mean(kwargs):
+    with identity_only():
+        assert_does_not_fire(MeanOfConvTranspose(**kwargs), X, rule=spatial_mean_of_conv_transpose, at="mean",
+                             because="the transposed convolution is 2-D on a batch, with dilation 1 and one group",
+                             others=MEAN_AND_BIAS)
+
+
+def test_a_small_transposed_convolution_keeps_its_mean_because_the_ops_the_identity_adds_cost_more_host_time():
+    assert_does_not_fire(MeanOfConvTranspose(), X, rule=spatial_mean_of_conv_transpose, at="mean",
+                         because="the window sums, the small product and the host time of their ops cost less than "
+                                 "the convolution and its pool", others=MEAN_AND_BIAS)
+
+
+def test_the_transposed_identity_pays_at_a_problem_models_size():
+    x = torch.empty(16, 64, 128, 128, device="meta")
+    model = MeanOfConvTranspose(stride=2, padding=1, output_padding=1)
+    model.conv = nn.ConvTranspose2d(64, 128, 3, stride=2, padding=1, output_padding=1).to("meta")
+    c, log = rewritten(model.to("meta"), x)
+    assert fired(log) == ["spatial_mean_of_conv_transpose"]

@@ -8,7 +8,7 @@ The order of `RULES` is the order of application within a round; rounds repeat u
    else reads, common subexpressions (cleanups first: they expose the patterns below);
 2. scalar folding: scalars move out of reductions, onto the smaller tensor;
 3. linear maps: reductions fold into the weight of the linear map before them, a global average
-   pool of a convolution becomes a small linear map; then global pools: any other adaptive pool to size 1
+   pool of a convolution or a spatial mean of a transposed one becomes a small linear map; then global pools: any other adaptive pool to size 1
    becomes the mean or amax over its spatial axes (a reduction, which the rules of the next round and
    the row kernels take); and two linear maps compose where cheaper (after the reductions, so that a
    reduced map composes at its reduced size);
@@ -24,7 +24,7 @@ from __future__ import annotations
 from torch import fx
 
 from .channel_shifts import conv_bias_as_channel_add, max_pool_of_channel_shift, mean_of_channel_shift
-from .conv_pool import global_average_pool_of_conv, spatial_mean_of_conv
+from .conv_pool import global_average_pool_of_conv, spatial_mean_of_conv, spatial_mean_of_conv_transpose
 from .engine import ALL, Firing, RewriteContext, RewriteLog, Rule, declined_by, run_rules
 from .global_pools import global_average_pool_is_a_mean, global_max_pool_is_an_amax
 from .identities import (
@@ -47,6 +47,7 @@ RULES: list[Rule] = [
     reduce_the_weight_not_the_output,
     global_average_pool_of_conv,
     spatial_mean_of_conv,
+    spatial_mean_of_conv_transpose,
     global_average_pool_is_a_mean,
     global_max_pool_is_an_amax,
     compose_linear_maps,
