@@ -13,6 +13,7 @@ from torch import nn
 from fuseforge.rewrite.identities import (
     clamp_within_range,
     common_subexpression,
+    detach_of_a_value,
     reduction_over_size_one_axes,
     views_that_cancel,
 )
@@ -44,7 +45,8 @@ def centred_over_size_one(x):
     (lambda x: torch.tanh(torch.flatten(x.unsqueeze(-1), 2).squeeze(1).unsqueeze(1)), lambda x: torch.tanh(x),
      ["views_that_cancel"] * 2),
     (lambda x: torch.tanh(x) * torch.tanh(x), lambda x: torch.tanh(x) * torch.tanh(x).clone().detach(), None),
-], ids=["size-one-axes", "relu-relu", "clamp-tanh", "hardtanh-sigmoid", "views", "cse"])
+    (lambda x: x.clone().detach() * 2 + x, lambda x: x.clone() * 2 + x, ["detach_of_a_value"]),
+], ids=["size-one-axes", "relu-relu", "clamp-tanh", "hardtanh-sigmoid", "views", "cse", "detach"])
 def test_work_that_cannot_change_the_value_is_removed(before, expected, rules):
     if rules is None:  # CSE: written by hand, as export keeps both tanh calls of the Expected side too
         c, log = rewritten(Expected(before), X)
@@ -73,8 +75,10 @@ def _two_dropouts(x):
     (_two_dropouts, common_subexpression, "native_dropout_1", "the op is deterministic (not random)"),
     (lambda x: torch.tanh(x) + torch.tanh(x + 1), common_subexpression, "tanh_1",
      "an earlier op computes the same function of the same arguments"),
+    (lambda x: (torch.tanh(x).detach(), x + 1), detach_of_a_value, "detach",
+     "the detached value is no output of the forward"),
 ], ids=["size-four-axis", "bool-sum-to-int", "relu-of-tanh", "clamp-narrower", "reshape", "transposes",
-        "random", "different-argument"])
+        "random", "different-argument", "detached-output"])
 def test_an_identity_does_not_fire_where_it_would_change_the_value(fn, rule, at, because):
     assert_does_not_fire(Expected(fn), X, rule=rule, at=at, because=because)
 
@@ -82,13 +86,14 @@ def test_an_identity_does_not_fire_where_it_would_change_the_value(fn, rule, at,
 @functools.cache
 def _rewritten(i: int):
     fns = [centred_over_size_one, lambda x: torch.relu(torch.relu(x)) + torch.clamp(torch.tanh(x), -1.0, 1.0),
-           lambda x: torch.tanh(x) * torch.tanh(x) + torch.flatten(x.unsqueeze(-1), 2)]
+           lambda x: torch.tanh(x) * torch.tanh(x) + torch.flatten(x.unsqueeze(-1), 2),
+           lambda x: torch.sigmoid(x).clone().detach() * x + torch.sigmoid(x)]
     model = Expected(fns[i])
     return model, rewritten(model, X)[0]
 
 
 @settings(max_examples=10, deadline=None)
-@given(i=st.integers(0, 2), seed=st.integers(0, 2**31 - 1), batch=st.integers(1, 5),
+@given(i=st.integers(0, 3), seed=st.integers(0, 2**31 - 1), batch=st.integers(1, 5),
        scale=st.sampled_from([1e-3, 1.0, 1e3]))
 def test_removed_identities_give_the_model_s_values_in_float64_on_random_data(i, seed, batch, scale):
     model, c = _rewritten(i)

@@ -5,7 +5,7 @@ identity; its scope says whether it holds for all inputs and parameters or only 
 The order of `RULES` is the order of application within a round; rounds repeat until none fires:
 
 1. identities: size-1 reductions, range-keeping activations, views that cancel, copies of values nothing
-   else reads, common subexpressions (cleanups first: they expose the patterns below);
+   else reads, detaches, common subexpressions (cleanups first: they expose the patterns below);
 2. scalar folding: scalars move out of reductions, onto the smaller tensor;
 3. linear maps: reductions fold into the weight of the linear map before them, a global average
    pool of a convolution or a spatial mean of a transposed one becomes a small linear map; then global pools: any other adaptive pool to size 1
@@ -31,6 +31,7 @@ from .identities import (
     clamp_within_range,
     common_subexpression,
     copy_of_a_fresh_value,
+    detach_of_a_value,
     reduction_over_size_one_axes,
     views_that_cancel,
 )
@@ -42,6 +43,7 @@ RULES: list[Rule] = [
     clamp_within_range,
     views_that_cancel,
     copy_of_a_fresh_value,
+    detach_of_a_value,
     common_subexpression,
     scalar_out_of_reduction,
     reduce_the_weight_not_the_output,

@@ -144,6 +144,20 @@ def copy_of_a_fresh_value(m: Match, build: Builder):
     return m["x"]
 
 
+@guard("the detached value is no output of the forward")
+def not_an_output(m: Match) -> bool:
+    return not any(user.op == "output" for user in m.root.users)
+
+
+@rule(FAMILY, Op("aten.detach.default", self="x"), not_an_output)
+def detach_of_a_value(m: Match, build: Builder):
+    """detach(x) = x: the same values; only autograd tells them apart, and the emitted forward runs without it
+
+    (x.clone().detach() in a forward: the copy stays, the detach no longer splits the kernels around it.)
+    """
+    return m["x"]
+
+
 def _frozen(v):
     if isinstance(v, (list, tuple)):
         return tuple(_frozen(x) for x in v)
