@@ -18,7 +18,7 @@ from torch import fx
 
 from .capture import Captured
 from .plan import KernelStep, Plan
-from .rates import BANDWIDTH, LAUNCH_S, SGEMM_FLOPS, cudnn_conv_seconds
+from .rates import BANDWIDTH, HOST_OP_S, LAUNCH_S, SGEMM_FLOPS, cudnn_conv_seconds
 from .traced import size_hint
 
 READS_ONLY_METADATA = {"aten.new_ones.default", "aten.new_zeros.default", "aten.new_empty.default",
@@ -140,6 +140,8 @@ class CostEstimate:
     plan_torch_s: float = 0.0  # the part of plan_s spent in the ops the plan leaves as torch calls
     eager_peak_values: tuple[str, ...] = ()  # the values live at eager's peak
     plan_peak_values: tuple[str, ...] = ()  # the values live at the plan's peak
+    plan_host_s: float = 0.0  # the host time of the plan's calls (HOST_OP_S each): a floor under plan_s
+    plan_calls: int = 0
 
     @property
     def speedup(self) -> float:
@@ -242,5 +244,9 @@ def estimate(eager: EagerCost, captured: Captured, plan: Plan) -> CostEstimate:
                 plan_s, plan_moved, plan_launches, torch_s = plan_s + t, plan_moved + m, plan_launches + 1, torch_s + t
     keep = [([o for o in captured.user_outputs if o], [])]
     peak, held = _peak(units + keep, _sizes(by_name))
-    return CostEstimate(eager.seconds, plan_s, eager.bytes_moved, plan_moved, eager.launches, plan_launches,
-                        eager.peak_activation_bytes, peak, eager.flops, torch_s, eager.peak_values, held)
+    # Each call of the emitted forward (a kernel's binding, a torch op, a view) takes host time to issue; where the
+    # GPU work is shorter, the forward takes that long
+    host = len(plan.steps) * HOST_OP_S
+    return CostEstimate(eager.seconds, max(plan_s, host), eager.bytes_moved, plan_moved, eager.launches,
+                        plan_launches, eager.peak_activation_bytes, peak, eager.flops, torch_s, eager.peak_values, held,
+                        host, len(plan.steps))
