@@ -72,9 +72,15 @@ from fuseforge.suite.build import build_extension; build_extension(pathlib.Path(
         # again; resumes from out/fuzz (a warm machine) or from the record named by FUZZ_RESUME (a fresh one)
     mkdir -p out/fuzz
     [ -f out/fuzz/fuzz.json ] || [ -z "${FUZZ_RESUME:-}" ] || cp "$FUZZ_RESUME" out/fuzz/fuzz.json
-    timeout -s TERM "$2" $PY -m fuseforge fuzz --seed "${3:-20000}" --count "${4:-300}" --jobs "${5:-10}" \
+    # the record is copied out every 20 s: a command killed at the device's limit (in-flight jobs can take longer
+    # than that margin to stop) still brings back every outcome recorded so far
+    (while sleep 20; do [ -f out/fuzz/fuzz.json ] && cp out/fuzz/fuzz.json "$OUT/fuzz.json.part" \
+        && mv "$OUT/fuzz.json.part" "$OUT/fuzz.json"; done) &
+    COPIER=$!
+    timeout -s TERM -k 10 "$2" $PY -m fuseforge fuzz --seed "${3:-20000}" --count "${4:-300}" --jobs "${5:-10}" \
         --out out/fuzz --timeout 600 --check --no-compile > "$OUT/fuzz.log" 2>&1
     echo "fuzz exit $? (124: stopped at $2 s; the same command goes on)"; grep -v "^\[" "$OUT/fuzz.log" | tail -25
+    kill "$COPIER" 2>/dev/null
     cp out/fuzz/fuzz.json "$OUT/fuzz.json"
     (cd out && find fuzz/logs fuzz/models fuzz/runs -maxdepth 2 -type f \( -name '*.log' -o -name '*.py' \
         -o -name report.md -o -name check.json -o -name 50_verify.json \) | tar czf "$OUT/fuzz_runs.tgz" -T -)
