@@ -126,7 +126,8 @@ def measure(call: ConvCall, device: torch.device, timed: bool = False) -> dict:
                 times[f"{layout}_no_bias"] = _median_ms(lambda x=xd, w=wd: call.run(x, w, None), device)
                 if layout == "channels_last":  # the plan's conversion of an NCHW input
                     nchw_x = x.to(device)
-                    times["to_channels_last"] = _median_ms(lambda: nchw_x.contiguous(memory_format=fmt), device)
+                    times["to_channels_last"] = _median_ms(
+                        lambda x=nchw_x, fmt=fmt: x.contiguous(memory_format=fmt), device)
     nchw, cl = errors["nchw"], errors.get("channels_last")
     row = {"error_nchw": nchw, "error_channels_last": cl, "class": precision_class(nchw),
            "class_channels_last": None if cl is None else precision_class(cl),
