@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import operator
+from collections import Counter
 from dataclasses import dataclass
 
 import torch
@@ -203,6 +204,26 @@ def _held_bytes(node: fx.Node) -> int:
 
 def _sizes(by_name: dict[str, fx.Node]) -> dict[str, int]:
     return {n: 0 if _is_free(by_name[n]) else _held_bytes(by_name[n]) for n in by_name}
+
+
+def compute_ops(graph: fx.Graph) -> Counter:
+    """The ops of a graph that compute (not views, tuple accesses or inputs), counted by ATen overload."""
+    return Counter(str(n.target) for n in graph.nodes if n.op == "call_function" and not _is_free(n))
+
+
+def token_kernels(model_ops: Counter, plan: Plan, graph: fx.Graph) -> str | None:
+    """Why the plan's kernels do none of the model's work (None where they do some): every op of the model as
+    captured still runs as a torch call of the plan, so its kernels compute only ops the rewrites split off (a
+    convolution's bias add): a build, and nothing of the model's own computation."""
+    if not plan.groups or not model_ops:
+        return None
+    by_name = {n.name: n for n in graph.nodes}
+    torch_ops = Counter(str(by_name[s.node].target) for s in plan.steps if not isinstance(s, KernelStep))
+    if any(torch_ops[op] < count for op, count in model_ops.items()):
+        return None
+    kernels = ", ".join(g.name for g in plan.groups)
+    return (f"every op of the model stays a torch call ({', '.join(sorted(model_ops))}); the kernels ({kernels}) "
+            "compute only what the rewrites split off: torch calls instead")
 
 
 def eager_cost(captured: Captured) -> EagerCost:

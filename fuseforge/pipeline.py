@@ -21,7 +21,7 @@ import torch
 from .capture import capture, format_captured
 from .codegen import KernelCodegenError, generate
 from .config import OptimizeConfig
-from .cost import eager_cost, estimate
+from .cost import compute_ops, eager_cost, estimate, token_kernels
 from .emit import EmitContext, emit, emit_model_forward
 from .evaluate.cpu_check import (
     CpuCheck,
@@ -59,6 +59,7 @@ def stage_load(run: Run) -> None:
 def stage_capture(run: Run) -> None:
     run.captured = capture(run.loaded)
     run.eager_cost = eager_cost(run.captured)
+    run.model_ops = compute_ops(run.captured.graph)  # before the rewrites change the graph
     run.artefact("00_captured.txt").write_text(format_captured(run.captured))
 
 
@@ -85,6 +86,9 @@ def stage_partition(run: Run) -> None:
                                  f"({run.conv_precision['error']}): they run in eager's layout")
     run.artefact("20_partition.txt").write_text(format_plan(run.plan))
     run.cost = estimate(run.eager_cost, run.captured, run.plan)
+    token = token_kernels(run.model_ops, run.plan, run.captured.graph)
+    if token:  # a plan whose kernels do none of the model's work is no answer to "replace its operators"
+        raise ValueError(token)
 
 
 def stage_codegen(run: Run) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +25,7 @@ class Run:
     plan: Plan | None = None
     extension: Extension | None = None
     eager_cost: EagerCost | None = None  # taken before the rewrite
+    model_ops: Counter = field(default_factory=Counter)  # the captured graph's compute ops, before the rewrite
     cost: CostEstimate | None = None
     cpu_check: CpuCheck | None = None
     verify: dict | None = None  # 50_verify.json

@@ -230,3 +230,47 @@ def test_after_a_plan_slower_than_eager_the_ladder_skips_torch_calls_of_eagers_o
     rewritten = pointwise_only.without("pointwise_kernels")
     assert describe(next_rung(rewritten, _failure(rewrites_fired=True, verified=True))) == "the model's own forward"
     assert describe(next_rung(rewritten, _failure(rewrites_fired=True))) == "torch calls of the captured graph"
+
+
+CONV_SOFTMAX = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.ConvTranspose2d(2, 6, 3)
+
+    def forward(self, x):
+        return torch.log_softmax(self.conv(x).flatten(1), dim=1).sum(1, keepdim=True)
+
+
+def get_inputs():
+    return [torch.rand(2, 2, 5, 4)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_plan_whose_kernels_compute_only_what_the_rewrites_split_off_gives_way_to_torch_calls(tmp_path):
+    """Without the row kernels, the one kernel left adds the convolution's bias (split off by a rewrite) while every
+    op of the model stays a torch call: no answer to "replace its operators"; the rung below, torch calls of the
+    rewritten graph, is kept and the report says why."""
+    path = tmp_path / "conv_softmax.py"
+    path.write_text(CONV_SOFTMAX)
+    config = OptimizeConfig(model_path=path, out_dir=tmp_path / "out", gpu=False, families=frozenset(), layout=False)
+    run = optimize(config)
+    assert not run.plan.groups and run.config.rewrites and not run.config.pointwise_kernels
+    (note,) = [n for n in run.ladder if "failed at partition" in n]
+    assert "every op of the model stays a torch call" in note and "fused_add" in note
+    assert "load_inline(" not in (tmp_path / "out" / "40_model_new.py").read_text()
+
+
+def test_a_plan_whose_kernel_computes_an_op_of_the_model_is_kept(tmp_path):
+    path = tmp_path / "conv_softmax_relu.py"
+    path.write_text(CONV_SOFTMAX.replace("return torch.log_softmax(self.conv(x)", "return torch.log_softmax(torch.relu(self.conv(x))"))
+    run = optimize(OptimizeConfig(model_path=path, out_dir=tmp_path / "out", gpu=False, families=frozenset(),
+                                  layout=False))
+    assert [g.kind for g in run.plan.groups] == ["pointwise"] and not run.ladder
