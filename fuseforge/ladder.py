@@ -12,7 +12,8 @@ From the plan expected fastest down to the simplest, each rung a strict simplifi
     7. the model's own forward (when even capture failed)
 
 A rung is skipped when it would not change the failed plan (no layout change to remove, no rewrite that
-fired). Every rung is checked like the first: CPU float64 check, build, GPU verification. A plan that
+fired). Every rung is checked like the first: CPU float64 check, build, GPU verification. A plan whose kernels
+do none of the model's work (`cost.token_kernels`) fails at partition and moves down like any other failure. A plan that
 verified but ran slower than eager also moves down, and the fastest verified rung is kept; after such a
 plan, the rungs of torch calls that run eager's own ops (the graph as captured, or as rewritten where no
 rewrite fired) are skipped: they cannot be faster than the model's own forward.
