@@ -50,7 +50,8 @@ MODELS = ("17_Conv2d_InstanceNorm_Divide", "32_Conv2d_Scaling_Min", "52_Conv2d_A
           "conv3d_maxpool_sigmoid_sum")
 INSTANCES = ("cl_n128_s4_b1", "cl_n64_s4_b2", "nchw_n128_s4_b1", "nchw_n64_s6_b1",
              "cl_n128_s4_b1_st", "cl_n64_s4_b2_st", "nchw_n128_s4_b1_st", "nchw_n64_s6_b1_st",  # _st: staged epilogue
-             "halo_n128", "halo_n128_st", "halo_n64_st")  # halo: the input row read once per row of taps
+             "halo_n128", "halo_n128_st", "halo_n64_st",  # halo: the input row read once per row of taps
+             "cl_n128_s3_b2")  # two blocks an SM: one's epilogue overlaps the other's main loop
 GEOM_FIELDS = "n c cp cq d h w k od oh ow kd kh kw pd ph pw dd dh dw bd bh bw bwb".split()
 
 BINDING = r"""

@@ -230,6 +230,12 @@ CONV_IGEMM_INSTANCE(cl_n128_s4_b1_st, false, 128, 4, 1, true)
 CONV_IGEMM_INSTANCE(cl_n64_s4_b2_st, false, 64, 4, 2, true)
 CONV_IGEMM_INSTANCE(nchw_n128_s4_b1_st, true, 128, 4, 1, true)
 CONV_IGEMM_INSTANCE(nchw_n64_s6_b1_st, true, 64, 6, 1, true)
+// two blocks an SM with 128 channels (3 stages): one block's epilogue and prologue overlap the other's main loop,
+// where Nsight Compute found the one-block instances latency-bound (bench/results/2026-11-27c_h100/ncu17.csv).
+// The NCHW path cannot: its A fragments in registers take it past the 112 registers two blocks of 288 threads
+// leave each thread (ptxas spills 56 bytes and serialises the wgmmas); that needs setmaxnreg (the producer warp
+// giving its registers to the consumers).
+CONV_IGEMM_INSTANCE(cl_n128_s3_b2, false, 128, 3, 2, false)
 
 
 #define CONV_IGEMM_HALO(NAME, BN, STAGED)                                                                      \
