@@ -365,3 +365,21 @@ def test_every_tensor_factory_of_more_than_one_value_is_made_on_the_inputs_devic
                     seen += 1
                     assert "device=x.device" in call, call
     assert seen > 20
+
+
+def test_aten_aliases_change_a_models_spelling_only(monkeypatch):
+    """Half the torch.mul/sub/div/clamp/abs spellings come out as their aliases (torch.multiply, ...), drawn from a
+    side stream: with the aliases mapped back, every model is the one the generator writes without them."""
+    from fuseforge.fuzz import op as fuzz_op
+    from fuseforge.fuzz.generator import generate
+
+    seeds, aliases = range(20000, 20120), dict(fuzz_op.ALIASES)
+    with_aliases = [generate(seed).source for seed in seeds]
+    monkeypatch.setattr(fuzz_op, "ALIASES", {})
+    without = [generate(seed).source for seed in seeds]
+    used = {alias for alias in aliases.values() if any(alias in src for src in with_aliases)}
+    assert len(used) >= 3, used
+    for src, plain in zip(with_aliases, without):
+        for name, alias in aliases.items():
+            src = src.replace(alias, name)
+        assert src == plain

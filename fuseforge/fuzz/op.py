@@ -3,6 +3,7 @@ how it writes itself into the model file (forward lines, modules, constants, the
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -39,10 +40,23 @@ def op(name: str, category: str, applies: Callable[[Builder], bool] = always, we
     return register
 
 
+# ATen's aliases of the functions spelled above (torch.multiply is torch.mul, ...): a picked spelling is written
+# with its alias half the time, the coin drawn from a side stream seeded by the builder's state, so that every
+# other draw of a seed stays the same
+ALIASES = {"torch.mul(": "torch.multiply(", "torch.sub(": "torch.subtract(", "torch.div(": "torch.divide(",
+           "torch.clamp(": "torch.clip(", "torch.abs(": "torch.absolute("}
+
+
 def pick(b: Builder, *options: str | Callable[[], str]) -> str:
     """One of the spellings; a callable one is called only when picked (it may add a module)."""
     choice = b.rng.choice(options)
-    return choice() if callable(choice) else choice
+    if callable(choice):
+        return choice()
+    for name, alias in ALIASES.items():
+        if choice.startswith(name):
+            side = random.Random(sum((i + 1) * word for i, word in enumerate(b.rng.getstate()[1][:8])))
+            return alias + choice[len(name):] if side.random() < 0.5 else choice
+    return choice
 
 
 def rank_at_least(n: int) -> Callable[[Builder], bool]:
