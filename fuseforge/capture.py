@@ -127,6 +127,42 @@ def drop_metadata_asserts(graph: fx.Graph) -> int:
     return len(asserts)
 
 
+# ATen's aliases of ops (torch.multiply is torch.mul, torch.clip is torch.clamp, ...): the same schema and the same
+# values as the op each names, which every table, rewrite rule and kernel family knows by that name
+ALIASES = {
+    "multiply.Tensor": "mul.Tensor", "multiply.Scalar": "mul.Scalar",
+    "divide.Tensor": "div.Tensor", "divide.Scalar": "div.Scalar",
+    "true_divide.Tensor": "div.Tensor", "true_divide.Scalar": "div.Scalar",
+    "subtract.Tensor": "sub.Tensor", "subtract.Scalar": "sub.Scalar",
+    "clip.default": "clamp.default", "absolute.default": "abs.default", "negative.default": "neg.default",
+    "fix.default": "trunc.default",
+    "greater.Tensor": "gt.Tensor", "greater.Scalar": "gt.Scalar",
+    "greater_equal.Tensor": "ge.Tensor", "greater_equal.Scalar": "ge.Scalar",
+    "less.Tensor": "lt.Tensor", "less.Scalar": "lt.Scalar",
+    "less_equal.Tensor": "le.Tensor", "less_equal.Scalar": "le.Scalar",
+    "not_equal.Tensor": "ne.Tensor", "not_equal.Scalar": "ne.Scalar",
+    "special_expit.default": "sigmoid.default", "special_erf.default": "erf.default",
+    "special_exp2.default": "exp2.default", "special_expm1.default": "expm1.default",
+    "special_log1p.default": "log1p.default",
+}
+
+
+def _aten(name: str):
+    op, overload = name.split(".")
+    return getattr(getattr(torch.ops.aten, op), overload)
+
+
+def name_aliases_by_their_op(graph: fx.Graph) -> int:
+    """Call each alias by the op it names (same arguments, same values); returns how many were renamed."""
+    renamed = 0
+    for node in graph.nodes:
+        key = str(node.target).removeprefix("aten.")
+        if node.op == "call_function" and key in ALIASES:
+            node.target = _aten(ALIASES[key])
+            renamed += 1
+    return renamed
+
+
 def _ops(program: ExportedProgram) -> list[str]:
     return [str(n.target) for n in program.graph.nodes if n.op == "call_function"]
 
@@ -163,6 +199,7 @@ def capture(loaded: LoadedModel) -> Captured:
 
     notes += literal_constants(program)
     drop_metadata_asserts(program.graph)
+    name_aliases_by_their_op(program.graph)
     state, params, user_inputs, outputs, mutations = _signature_maps(program)
     numbers = {spec.arg.name: spec.arg.value for spec in program.graph_signature.input_specs
                if spec.kind == InputKind.USER_INPUT and isinstance(spec.arg, ConstantArgument)}

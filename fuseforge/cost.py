@@ -211,21 +211,6 @@ def compute_ops(graph: fx.Graph) -> Counter:
     return Counter(str(n.target) for n in graph.nodes if n.op == "call_function" and not _is_free(n))
 
 
-def token_kernels(model_ops: Counter, plan: Plan, graph: fx.Graph) -> str | None:
-    """Why the plan's kernels do none of the model's work (None where they do some): every op of the model as
-    captured still runs as a torch call of the plan, so its kernels compute only ops the rewrites split off (a
-    convolution's bias add): a build, and nothing of the model's own computation."""
-    if not plan.groups or not model_ops:
-        return None
-    by_name = {n.name: n for n in graph.nodes}
-    torch_ops = Counter(str(by_name[s.node].target) for s in plan.steps if not isinstance(s, KernelStep))
-    if any(torch_ops[op] < count for op, count in model_ops.items()):
-        return None
-    kernels = ", ".join(g.name for g in plan.groups)
-    return (f"every op of the model stays a torch call ({', '.join(sorted(model_ops))}); the kernels ({kernels}) "
-            "compute only what the rewrites split off: torch calls instead")
-
-
 def eager_cost(captured: Captured) -> EagerCost:
     """Cost eager's op sequence; call it on the graph as captured, before the rewrite stage changes it."""
     by_name = {n.name: n for n in captured.graph.nodes}

@@ -13,7 +13,7 @@ From the plan expected fastest down to the simplest, each rung a strict simplifi
 
 A rung is skipped when it would not change the failed plan (no layout change to remove, no rewrite that
 fired). Every rung is checked like the first: CPU float64 check, build, GPU verification. A plan whose kernels
-do none of the model's work (`cost.token_kernels`) fails at partition and moves down like any other failure. A plan that
+do none of the model's work (`token_kernels`) fails at partition and moves down like any other failure. A plan that
 verified but ran slower than eager also moves down, and the fastest verified rung is kept; after such a
 plan, the rungs of torch calls that run eager's own ops (the graph as captured, or as rewritten where no
 rewrite fired) are skipped: they cannot be faster than the model's own forward.
@@ -21,10 +21,14 @@ rewrite fired) are skipped: they cannot be faster than the model's own forward.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
+
+from torch import fx
 
 from .config import OptimizeConfig
 from .families import NAMES, switched_on
+from .plan import KernelStep, Plan
 
 
 @dataclass(frozen=True)
@@ -80,3 +84,18 @@ def next_rung(config: OptimizeConfig, failure: Failure) -> OptimizeConfig | None
     if config.rewrites and failure.rewrites_fired and not failure.verified:
         return plain.without("layout", "pointwise_kernels", "rewrites")
     return own_forward
+
+
+def token_kernels(model_ops: Counter, plan: Plan, graph: fx.Graph) -> str | None:
+    """Why the plan's kernels do none of the model's work (None where they do some): every op of the model as
+    captured still runs as a torch call of the plan, so its kernels compute only ops the rewrites split off (a
+    convolution's bias add): a build, and nothing of the model's own computation."""
+    if not plan.groups or not model_ops:
+        return None
+    by_name = {n.name: n for n in graph.nodes}
+    torch_ops = Counter(str(by_name[s.node].target) for s in plan.steps if not isinstance(s, KernelStep))
+    if any(torch_ops[op] < count for op, count in model_ops.items()):
+        return None
+    kernels = ", ".join(g.name for g in plan.groups)
+    return (f"every op of the model stays a torch call ({', '.join(sorted(model_ops))}); the kernels ({kernels}) "
+            "compute only what the rewrites split off: torch calls instead")

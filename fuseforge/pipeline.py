@@ -21,7 +21,7 @@ import torch
 from .capture import capture, format_captured
 from .codegen import KernelCodegenError, generate
 from .config import OptimizeConfig
-from .cost import compute_ops, eager_cost, estimate, token_kernels
+from .cost import compute_ops, eager_cost, estimate
 from .emit import EmitContext, emit, emit_model_forward
 from .evaluate.cpu_check import (
     CpuCheck,
@@ -32,7 +32,7 @@ from .evaluate.cpu_check import (
     float64_reference,
 )
 from .families import switched_on
-from .ladder import Failure, describe, next_rung
+from .ladder import Failure, describe, next_rung, token_kernels
 from .layout import channels_last_convs
 from .layout_precision import keep_in_class
 from .load import load_model_file

@@ -176,25 +176,6 @@ TABLE: dict[str, Spelling] = {
     "aten.ne.Tensor": _compare("!="), "aten.ne.Scalar": _compare("!="),
 }
 
-# ATen's aliases of those ops (torch.multiply, torch.divide, torch.subtract, torch.clip, torch.greater, ...): the
-# same schema and the same values as the op each names, so spelled the same
-ALIASES = {
-    "aten.multiply.Tensor": "aten.mul.Tensor", "aten.multiply.Scalar": "aten.mul.Scalar",
-    "aten.divide.Tensor": "aten.div.Tensor", "aten.divide.Scalar": "aten.div.Scalar",
-    "aten.true_divide.Tensor": "aten.div.Tensor", "aten.true_divide.Scalar": "aten.div.Scalar",
-    "aten.subtract.Tensor": "aten.sub.Tensor", "aten.subtract.Scalar": "aten.sub.Scalar",
-    "aten.clip.default": "aten.clamp.default", "aten.absolute.default": "aten.abs.default",
-    "aten.negative.default": "aten.neg.default", "aten.fix.default": "aten.trunc.default",
-    "aten.greater.Tensor": "aten.gt.Tensor", "aten.greater.Scalar": "aten.gt.Scalar",
-    "aten.greater_equal.Tensor": "aten.ge.Tensor", "aten.greater_equal.Scalar": "aten.ge.Scalar",
-    "aten.less.Tensor": "aten.lt.Tensor", "aten.less.Scalar": "aten.lt.Scalar",
-    "aten.less_equal.Tensor": "aten.le.Tensor", "aten.less_equal.Scalar": "aten.le.Scalar",
-    "aten.not_equal.Tensor": "aten.ne.Tensor", "aten.not_equal.Scalar": "aten.ne.Scalar",
-    "aten.special_expit.default": "aten.sigmoid.default", "aten.special_erf.default": "aten.erf.default",
-    "aten.special_exp2.default": "aten.exp2.default", "aten.special_expm1.default": "aten.expm1.default",
-    "aten.special_log1p.default": "aten.log1p.default",
-}
-TABLE.update({alias: TABLE[op] for alias, op in ALIASES.items()})
 
 assert math.isclose(_SELU_SCALE * _SELU_ALPHA, 1.7580993408473766)
 

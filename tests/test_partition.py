@@ -2,10 +2,11 @@
 
 import types
 
+import pytest
 import torch
 from torch import nn
 
-from fuseforge.capture import capture
+from fuseforge.capture import ALIASES, capture
 from fuseforge.load import LoadedModel
 from fuseforge.partition import partition
 from fuseforge.plan import KernelStep, TorchStep
@@ -131,10 +132,21 @@ class Aliases(nn.Module):
         return torch.where(torch.greater(x, y), out, torch.negative(out))
 
 
-def test_aten_aliases_fuse_like_the_ops_they_name():
+def test_aten_aliases_are_captured_as_the_ops_they_name_and_fuse_like_them():
     captured = _captured(Aliases(), torch.randn(4, 8), torch.randn(4, 8))
-    targets = {str(n.target).split(".")[1] for n in captured.graph.nodes if n.op == "call_function"}
-    assert {"multiply", "subtract", "clip", "divide", "absolute", "greater", "negative"} <= targets  # as captured
+    targets = {str(n.target) for n in captured.graph.nodes if n.op == "call_function"}
+    assert {"aten.mul.Tensor", "aten.sub.Tensor", "aten.clamp.default", "aten.div.Tensor", "aten.abs.default",
+            "aten.gt.Tensor", "aten.neg.default"} <= targets
+    assert not any(t.removeprefix("aten.") in ALIASES for t in targets)
     plan = partition(captured.graph)
     (group,) = plan.groups
     assert group.kind == "pointwise" and len(group.nodes) == len(targets)
+
+
+@pytest.mark.parametrize("alias", sorted(ALIASES))
+def test_each_alias_has_the_schema_of_the_op_it_names(alias):
+    def schema(name):
+        op, overload = name.split(".")
+        return [(a.name, str(a.type)) for a in getattr(getattr(torch.ops.aten, op), overload)._schema.arguments]
+
+    assert schema(alias) == schema(ALIASES[alias])

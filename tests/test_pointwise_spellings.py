@@ -233,9 +233,6 @@ def _cases() -> list[Case]:
         with_scalar("aten.ne.Scalar", "nan", NAN, CMP_A),
         with_scalar("aten.ge.Scalar", "nan", NAN, CMP_A),
     ]
-    # each alias (torch.multiply, torch.clip, ...) with every case of the op it names, torch running the alias
-    cases += [Case(alias, c.label, c.args, c.kwargs, c.inputs) for alias, op in pointwise.ALIASES.items()
-              for c in cases if c.key == op]
     return cases
 
 

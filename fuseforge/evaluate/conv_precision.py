@@ -123,7 +123,8 @@ def measure(call: ConvCall, device: torch.device, timed: bool = False) -> dict:
             if timed and device.type == "cuda":
                 times[layout] = _median_ms(lambda x=xd, w=wd: call.run(x, w, bd), device)
                 # a plan's convolution has its bias rewritten into the kernel after it (no bias pass)
-                times[f"{layout}_no_bias"] = _median_ms(lambda x=xd, w=wd: call.run(x, w, None), device)
+                times[f"{layout}_no_bias"] = (_median_ms(lambda x=xd, w=wd: call.run(x, w, None), device)
+                                              if bd is not None else times[layout])
                 if layout == "channels_last":  # the plan's conversion of an NCHW input
                     nchw_x = x.to(device)
                     times["to_channels_last"] = _median_ms(

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import torch
 
-from ..rates import BANDWIDTH, HOST_OP_S, SGEMM_FLOPS, cudnn_conv_rate, cudnn_conv_seconds
+from ..cost import conv_seconds
+from ..rates import BANDWIDTH, HOST_OP_S, SGEMM_FLOPS
 from .engine import Builder, Guard, guard, is_state, rule, value
 from .guards import hint, hint_numel, reduced_axes, sole_use, state
 from .pattern import Match, Op
@@ -63,13 +64,7 @@ def _costs(m: Match) -> tuple[float, float]:
     kh, kw = w[2:]
     transposed = _transposed(m)
     o = w[1] if transposed else w[0]
-    if transposed:  # the cost model's price of eager's cuDNN call
-        flops = 2.0 * n * c * h * wd * o * kh * kw
-        conv = cudnn_conv_seconds(hint_numel(y), flops, c, c * kh * kw, 2, transposed=True,
-                                  strided=_pair(m["stride"]) != (1, 1), bias=m["b"] is not None)
-    else:
-        conv = 2.0 * hint_numel(y) * c * kh * kw / cudnn_conv_rate(c, c * kh * kw, 2, m["b"] is not None)
-    before = conv + 2 * 4 * hint_numel(y) / BANDWIDTH  # written, read
+    before = conv_seconds(m["conv"]) + 2 * 4 * hint_numel(y) / BANDWIDTH  # eager's cuDNN call; written, read
     after_flops = 2.0 * n * c * kw * h * (wd + kh) + 2.0 * n * o * c * kh * kw
     added = ADDED_OPS + (LANDING_OPS if transposed else 0)
     after = after_flops / SGEMM_FLOPS + 4 * n * c * h * wd / BANDWIDTH + added * HOST_OP_S
