@@ -187,16 +187,35 @@ def test_a_max_pool_whose_indices_are_unused_joins_and_one_whose_indices_are_use
     assert "the indices of max_pool2d_with_indices are used" in why.reason
 
 
-def test_a_pointwise_op_before_a_pool_stays_apart_because_the_pool_reads_its_input_through_windows():
+def test_a_pointwise_op_before_a_pool_joins_it_unless_the_windows_overlap_more_than_four_fold():
     class Before(nn.Module):
-        def forward(self, x):
-            return torch.tanh(nn.functional.avg_pool2d(torch.relu(x), 2))
+        def __init__(self, kernel, stride):
+            super().__init__()
+            self.kernel, self.stride = kernel, stride
 
-    _, plan = _plan(Before(), torch.randn(2, 3, 6, 6))
+        def forward(self, x):
+            return torch.tanh(nn.functional.avg_pool2d(torch.relu(x), self.kernel, self.stride))
+
+    _, plan = _plan(Before(2, 2), torch.randn(2, 3, 6, 6))
     (pool,) = [g for g in plan.groups if g.kind == "channel_reductions"]
-    assert not any(n.startswith("relu") for n in pool.nodes)
-    (why,) = [w for w in plan.not_fused if w.producer.startswith("relu")]
-    assert "reads relu through its window" in why.reason
+    assert [n for n in pool.nodes if n.startswith("relu")] == list(pool.spec.window_nodes)
+    assert dict(pool.spec.operands) == {"x": "pooled"}
+    _, apart = _plan(Before(3, 1), torch.randn(2, 3, 6, 6))  # 3x3 windows at stride 1: each value in 9 windows
+    (pool,) = [g for g in apart.groups if g.kind == "channel_reductions"]
+    assert not any(n.startswith("relu") for n in pool.nodes) and pool.spec.window_nodes == ()
+    (why,) = [w for w in apart.not_fused if w.producer.startswith("relu")]
+    assert "windows that overlap 9-fold" in why.reason
+
+
+def test_a_value_before_a_pool_that_is_also_read_elsewhere_stays_apart_from_the_pool():
+    class Shared(nn.Module):
+        def forward(self, x):
+            y = torch.relu(x)
+            return torch.tanh(nn.functional.max_pool2d(y, 2)), y * 2.0
+
+    _, plan = _plan(Shared(), torch.randn(2, 3, 6, 6))
+    (pool,) = [g for g in plan.groups if g.kind == "channel_reductions"]
+    assert pool.spec.window_nodes == () and not any(n.startswith("relu") for n in pool.nodes)
 
 
 def test_a_pool_without_a_pointwise_op_after_it_stays_pytorchs_kernel():
@@ -366,7 +385,10 @@ class EveryPool(nn.Module):
     padding, ceil_mode and count_include_pad=False before a channel amax, a max pool with padding and dilation
     before a mean with a per-channel prologue, a 1-D max pool with padding, dilation and ceil_mode before a
     channel sum; pool kernels: a max pool with ceil_mode and a full input of the pooled shape, an average pool
-    with divisor_override and two outputs, a 1-D average pool with count_include_pad=False."""
+    with divisor_override and two outputs, a 1-D average pool with count_include_pad=False. Window prologues
+    (pointwise ops before the pool, computed per window element): a max pool kernel of a chain with a
+    per-channel operand and a scalar, an overlapping average pool with padding and ceil_mode before a channel
+    sum, a 3-D average pool kernel of a sigmoid with nothing after it."""
 
     def __init__(self, c=3):
         super().__init__()
@@ -380,7 +402,10 @@ class EveryPool(nn.Module):
         f = nn.functional.avg_pool3d(w, 2, 1, 1, divisor_override=3)
         g = torch.tanh(nn.functional.max_pool1d(u, 3, 2, 1, dilation=2, ceil_mode=True)).sum(dim=1)
         h = torch.relu(nn.functional.avg_pool1d(u, 3, 2, 1, ceil_mode=True, count_include_pad=False))
-        return a, b, c, e, torch.tanh(f), f, g, h
+        p = torch.relu(nn.functional.max_pool2d(torch.tanh(v * self.scale - 0.5), 2))
+        q = nn.functional.avg_pool2d(torch.relu(y * 1.5 + 1.0), 3, 2, 1, ceil_mode=True).sum(dim=1)
+        r = nn.functional.avg_pool3d(torch.sigmoid(w), 2)
+        return a, b, c, e, torch.tanh(f), f, g, h, p, q, r
 
 
 def _every_reduction():
@@ -411,20 +436,25 @@ def test_every_form_of_the_test_model_is_a_channel_reduction_kernel():
 
 def test_every_form_of_the_pool_test_model_is_a_pool_or_channel_reduction_kernel():
     captured, plan, ext = _every_pool()
-    assert sorted(_kind(g) for g in plan.groups) == ["channel-reduction"] * 4 + ["pool"] * 3
+    assert sorted(_kind(g) for g in plan.groups) == ["channel-reduction"] * 5 + ["pool"] * 5
     assert all(g.spec.pool for g in plan.groups)
     assert sorted((g.spec.pool.op, g.spec.pool.dims) for g in plan.groups) == \
-        [("avg", 1), ("avg", 2), ("avg", 3), ("max", 1), ("max", 2), ("max", 2), ("max", 3)]
+        [("avg", 1), ("avg", 2), ("avg", 2), ("avg", 3), ("avg", 3), ("max", 1), ("max", 2), ("max", 2), ("max", 2),
+         ("max", 3)]
     assert {c for g in plan.groups for _, c in g.spec.operands} == {"pooled", "full", "channel"}
-    assert sorted(len(g.outputs) for g in plan.groups) == [1, 1, 1, 1, 1, 1, 2]
-    assert ext.cuda.count("(pool kernel)") == 3 and ext.cuda.count("(channel-reduction kernel)") == 4
+    assert sorted(len(g.outputs) for g in plan.groups) == [1] * 9 + [2]
+    assert ext.cuda.count("(pool kernel)") == 5 and ext.cuda.count("(channel-reduction kernel)") == 5
+    # the window prologues: each chain before its pool is computed per window element, never written
+    assert sorted(len(g.spec.window_nodes) for g in plan.groups) == [0] * 7 + [1, 3, 3]
+    assert ext.cuda.count("const float ff_raw = ") == 3
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 @pytest.mark.parametrize("std", ["c++17", "c++20"])
 # kernels: reductions, 5 groups of 4 or 1 positions per thread, and the 4 with one full input a channels-last
-# kernel too (14); pools, 7 groups reading a contiguous or a channels-last pool input (14)
-@pytest.mark.parametrize("build, kernels", [(_every_reduction, 14), (_every_pool, 14)], ids=["reductions", "pools"])
+# kernel too (14); pools, 5 channel reductions reading a contiguous or a channels-last pool input (10) and 5 pool
+# kernels reading a contiguous one or a channels-last one, by element or by tile (15)
+@pytest.mark.parametrize("build, kernels", [(_every_reduction, 14), (_every_pool, 25)], ids=["reductions", "pools"])
 def test_the_channel_reduction_kernels_compile_for_hopper_without_warnings_or_spills(std, build, kernels, tmp_path):
     _, _, ext = build()
     report = assert_compiles_for_hopper_without_spills(ext.cuda, tmp_path, std, max_registers=64)
@@ -549,7 +579,7 @@ int host_cred_launch(const Op& op, FFCredDims d, void*) {
                 float in[FFCredFull<Op>::kSize] = {};
                 for (int f = 0; f < Op::kFull; ++f) in[f] = op.full[f][(n * d.channels + c) * d.positions + s];
                 float pooled = 0.0f;
-                if constexpr (Op::kPool) pooled = op.pool(op.pooled + (n * d.channels + c) * d.in_positions, d, window);
+                if constexpr (Op::kPool) pooled = op.pool(op.pooled + (n * d.channels + c) * d.in_positions, d, window, c);
                 acc = Op::combine(acc, op.reduced(in, c, pooled));
             }
             float o[Op::kOut];
@@ -566,7 +596,7 @@ int host_pool_launch(const Op& op, FFCredDims d, void*) {
         const int64_t plane = i / d.positions, s = i % d.positions;
         float in[FFCredFull<Op>::kSize] = {};
         for (int f = 0; f < Op::kFull; ++f) in[f] = op.full[f][i];
-        const float pooled = op.pool(op.pooled + plane * d.in_positions, d, op.window(d, s));
+        const float pooled = op.pool(op.pooled + plane * d.in_positions, d, op.window(d, s), (int)(plane % d.channels));
         float o[Op::kOut];
         op.pooled_element(in, (int)(plane % d.channels), pooled, o);
         for (int m = 0; m < Op::kOut; ++m) op.out[m][i] = o[m];

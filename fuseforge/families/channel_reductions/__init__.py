@@ -51,8 +51,8 @@ class ChannelReductions(FamilyBase):
         if not full or full[0].dim() < 3:
             raise ValueError(f"{group.name}: no full-shape input of rank >= 3")
         sizes = list(full[0].shape)
-        if spec.pool:  # the pooled shape, from the pool's input
-            pooled = inputs[spec.pool.data]
+        if spec.pool:  # the pooled shape, from the pool's input (the window prologue's input where it has one)
+            pooled = inputs[next(i for i, c in spec.operands if c == "pooled")]
             sizes = [*pooled.shape[:2], *[pools.out_size(spec.pool, a, n) for a, n in enumerate(pooled.shape[2:])]]
         out = sizes if not spec.reduction else [sizes[0], 1, *sizes[2:]] if spec.reduction.keepdim else \
             [sizes[0], *sizes[2:]]
@@ -113,7 +113,8 @@ class ChannelReductions(FamilyBase):
 
     def how(self) -> list[str]:
         return ["Channel-reduction and pool kernels: one thread per output position combines its channels or its "
-                "pool window in registers, in a fixed order; the pooled or reduced intermediate is never written."]
+                "pool window in registers, in a fixed order (pointwise ops before a pool run on each window element as "
+                "it is read); the pooled or reduced intermediate is never written."]
 
     def call_shape(self, group: KernelGroup) -> str:
         spec = group.spec

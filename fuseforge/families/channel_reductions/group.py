@@ -15,10 +15,15 @@ groups feeding those) while the whole stays one channel-reduction kernel:
 - at least one input is full (it gives the kernel N, C and the spatial size); outputs are float32 of shape R.
 
 A max or average pool (`pools.recognise`) may join as the first op of the prologue: the group then
-reads the pool's input (class *pooled*, the pool's own input only, never a member) and F is the pooled
-shape; each pooled value is computed from its window in registers. A pool that no reduction takes in
-becomes a *pool kernel* with the pointwise ops after it (one value per pooled element; at least one
-pointwise op must join, else the pool stays PyTorch's kernel).
+reads the pool's input (class *pooled*) and F is the pooled shape; each pooled value is computed from its
+window in registers. Pointwise ops before the pool may join as its *window prologue*: members of the pool's
+input shape P, read only by each other and the pool, computed per window element from one tensor of shape
+P (then that tensor is the pooled input), per-channel operands and scalars; by the identity
+pool(f(x)) = pool of f applied to each window element, so the pool's input is never written. Where windows
+overlap more than `MAX_WINDOW_REUSE`-fold (a 3x3 window at stride 1 reads each value 9 times) the prologue
+would be recomputed that often, and it stays apart. A pool that no reduction takes in becomes a *pool
+kernel* with the pointwise ops before and after it (one value per pooled element; at least one pointwise op
+must join, else the pool stays PyTorch's kernel).
 
 One reduction (and at most one pool) per group; one launch: each thread reduces the C values of its
 (sample, position), strided by the spatial size, so consecutive threads read consecutive positions.
@@ -27,6 +32,7 @@ Whenever a neighbour stays apart, the reason is recorded (WhyNotFused).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -43,6 +49,7 @@ from .pools import Pool
 from .table import ChannelReduction
 
 OPERAND_CLASSES = ("full", "channel", "scalar", "reduced", "pooled")
+MAX_WINDOW_REUSE = 4  # a window prologue joins where each input value is in at most this many windows (mean)
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,7 @@ class ChannelReduceSpec:
     out_shape: tuple  # R: the result's shape (a pool kernel: F)
     pool: Pool | None = None
     pool_node: str | None = None
+    window_nodes: tuple[str, ...] = ()  # the window prologue: members computed per element of the pool's window
 
     def operand_class(self, name: str) -> str:
         return dict(self.operands)[name]
@@ -66,13 +74,17 @@ class ChannelReduceSpec:
         """What the kernel computes, in words: `sum over the channels`, `max_pool3d (...), then sum over the channels`."""
         pooled = f"{self.pool.op}_pool{self.pool.dims}d" if self.pool else ""
         if self.reduction is None:
-            return f"{pooled} with the pointwise ops after it"
+            return f"{pooled} with the pointwise ops {'around' if self.window_nodes else 'after'} it"
+        if self.window_nodes:
+            pooled += " of pointwise ops"
         return f"{pooled + ', then ' if pooled else ''}{self.reduction.describe}"
 
     def describe_lines(self, outputs: tuple[str, ...]) -> list[str]:
         """The plan artefact's lines for this kernel."""
         red, pool = self.reduction, self.pool
         pooled = f"{pool.describe} of {pool.data} -> {list(self.full_shape)}" if pool else ""
+        if self.window_nodes:
+            pooled += f" ({', '.join(self.window_nodes)} computed per window element)"
         reads = f"    reads {', '.join(f'{i} ({c})' for i, c in self.operands)}; writes {', '.join(outputs)}"
         if red is None:
             return [f"    pool kernel: {pooled}, then the pointwise ops per pooled element", reads]
@@ -82,8 +94,7 @@ class ChannelReduceSpec:
                 f"of {list(self.full_shape)} -> {list(self.out_shape)}{after}", reads]
 
     def with_operand_order(self, inputs: tuple[str, ...]) -> ChannelReduceSpec:
-        return ChannelReduceSpec(self.anchor, self.reduction, tuple((i, self.operand_class(i)) for i in inputs),
-                                 self.reduced_nodes, self.full_shape, self.out_shape, self.pool, self.pool_node)
+        return dataclasses.replace(self, operands=tuple((i, self.operand_class(i)) for i in inputs))
 
 
 def _out_shape(red: ChannelReduction | None, full: tuple) -> tuple:
@@ -101,14 +112,21 @@ def _pool_of(members: set[str], by_name, pools: dict[str, Pool]) -> tuple[str, P
         return None
     pool = pools[found[0]]
     if pool.data in members:
-        return f"{found[0]} reads {pool.data} through its window: the pool's input stays outside the kernel"
+        reuse = 1.0
+        for k, s in zip(pool.kernel, pool.stride):
+            reuse *= k / s
+        if reuse > MAX_WINDOW_REUSE:
+            return (f"{found[0]} reads {pool.data} through windows that overlap {reuse:g}-fold: the ops before "
+                    "the pool would run that many times per value, so the pool's input stays outside the kernel")
     return found[0], pool
 
 
 def _kinds(order: list[str], anchor: str, red, pool, full, out, by_name, below) -> dict | str:
-    """Each member's kind: `anchor`, `tuple` (a (values, indices) result), `element` (shape F: the pool and
-    the prologue) or `reduced` (the result and the epilogue, shape R)."""
+    """Each member's kind: `anchor`, `tuple` (a (values, indices) result), `window` (the pool's input shape,
+    before the pool: computed per window element), `element` (shape F: the pool and the prologue) or `reduced`
+    (the result and the epilogue, shape R)."""
     kinds = {}
+    window_shape = traced_shape(by_name[pool[1].data]) if pool else None
     for name in order:
         if red and name == anchor:
             kinds[name] = "anchor"
@@ -121,7 +139,11 @@ def _kinds(order: list[str], anchor: str, red, pool, full, out, by_name, below) 
             return f"{name} has dtype {getattr(meta, 'dtype', None)}; channel kernels compute float32"
         after = red is not None and name in below[anchor]
         if pool and pool[0] in below[name]:
-            return f"{name} comes before the pool {pool[0]}: the pool reads its input from memory"
+            if traced_shape(by_name[name]) != window_shape:
+                return (f"{name} comes before the pool {pool[0]} with shape {list(traced_shape(by_name[name]))}, "
+                        f"not the pool's input shape {list(window_shape)}")
+            kinds[name] = "window"
+            continue
         if pool and red and (name == pool[0] or name == pool[1].values) and after:
             return f"the pool {pool[0]} comes after the reduction"
         want = out if after else full
@@ -133,11 +155,14 @@ def _kinds(order: list[str], anchor: str, red, pool, full, out, by_name, below) 
     return kinds
 
 
-def _input_class(name: str, arg: fx.Node, after: bool, pool, full, out) -> str | None:
+def _input_class(name: str, arg: fx.Node, kind: str, pool, full, out, window) -> str | None:
     shape = traced_shape(arg)
     if pool and name == pool[0]:
         return "pooled"
-    if after:
+    if kind == "window":  # the pool's input shape: read through the windows, like the pool's own input
+        cls = operand_class(shape, window)
+        return "pooled" if cls == "full" else cls
+    if kind == "reduced":
         return "reduced" if shape == out else "scalar" if all(d == 1 for d in shape) else None
     return operand_class(shape, full)
 
@@ -145,24 +170,32 @@ def _input_class(name: str, arg: fx.Node, after: bool, pool, full, out) -> str |
 def _check_operands(order, kinds, pool, full, out, by_name) -> dict[str, str] | str:
     """The class of every external input; or why one cannot be read by the kernel."""
     classes: dict[str, str] = {}
+    window = traced_shape(by_name[pool[1].data]) if pool else None
     for name in order:
-        after = kinds[name] == "reduced"
+        kind = kinds[name]
         for arg in by_name[name].all_input_nodes:
             if arg.name in kinds:
-                if after and kinds[arg.name] == "element":
+                if kind == "reduced" and kinds[arg.name] in ("element", "window"):
                     return f"{name} reads the prologue value {arg.name} after the reduction"
+                if kinds[arg.name] == "window" and kind != "window" and name != pool[0]:
+                    return f"{name} reads {arg.name}, a value of the pool's window prologue, outside the pool"
                 continue
             meta = tensor_meta(arg)
             if meta is None or meta.dtype != torch.float32:
                 return f"input {arg.name} of {name} has dtype {getattr(meta, 'dtype', None)}; channel kernels read float32"
-            cls = _input_class(name, arg, after, pool, full, out)
+            cls = _input_class(name, arg, kind, pool, full, out, window)
             if cls is None:
-                target = f"the result's shape {list(out)}" if after else f"the shape {list(full)}"
+                target = f"the result's shape {list(out)}" if kind == "reduced" else \
+                    f"the pool's input shape {list(window)}" if kind == "window" else f"the shape {list(full)}"
                 return (f"input {arg.name} of shape {list(traced_shape(arg))} does not broadcast as the kernel reads it "
                         f"against {target}")
             if classes.get(arg.name, cls) != cls:
                 return f"{arg.name} would be read both as {classes[arg.name]} and as {cls}"
             classes[arg.name] = cls
+    pooled = [n for n, c in classes.items() if c == "pooled"]
+    if len(pooled) > 1:
+        return (f"the pool's window would read {len(pooled)} tensors ({', '.join(pooled)}); a kernel reads one "
+                "through its windows")
     if not {"full", "pooled"} & set(classes.values()):
         return "no input of the kernel has the reduced tensor's shape (it gives the kernel N, C and the spatial size)"
     return classes
@@ -191,6 +224,9 @@ def reduce_spec(members: set[str], anchor: fx.Node, red: ChannelReduction | None
         if kinds[name] == "tuple" or (kinds[name] == "anchor" and red.values):
             continue  # a (values, indices) tuple: read by its values access only
         if any(u.name not in members for u in by_name[name].users):
+            if kinds[name] == "window":
+                return (f"{name} (before the pool) is read outside the kernel: the kernel computes it per window "
+                        "element and never writes it")
             if red and kinds[name] == "element":
                 return (f"{name} (of the reduced tensor's shape) is read outside the kernel: a channel reduction "
                         "writes one value per (sample, position)")
@@ -198,8 +234,9 @@ def reduce_spec(members: set[str], anchor: fx.Node, red: ChannelReduction | None
                 return f"a kernel output ({name}) would not be float32"
     value = red.values if red and red.values else anchor.name
     reduced = tuple(n for n in order if kinds[n] == "reduced" or (red and n == value))
+    window = tuple(n for n in order if kinds[n] == "window")
     return ChannelReduceSpec(anchor.name, red, tuple(classes.items()), reduced, full, out,
-                             pool[1] if pool else None, pool[0] if pool else None)
+                             pool[1] if pool else None, pool[0] if pool else None, window)
 
 
 class _Grower(GroupGrower):

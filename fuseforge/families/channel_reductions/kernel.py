@@ -9,8 +9,9 @@ for the reduction, by the channel-reduction table (`table.py`):
 - `element`: the reduced value from the combined accumulator, then the epilogue: the outputs of one
   (sample, position);
 - with a pool (`pools.py`): `window` (the window of a pooled position) and `pool` (the pooled value of one
-  channel's plane), whose value `ff_pool` the prologue starts from; a pool kernel (no reduction) has
-  `pooled_element` (the outputs of one pooled element) instead of init, combine and element.
+  channel's plane), whose value `ff_pool` the prologue starts from; the pool's window prologue (pointwise ops
+  before the pool) is computed inside `pool` from each window element `ff_raw`; a pool kernel (no reduction)
+  has `pooled_element` (the outputs of one pooled element) instead of init, combine and element.
 Per-channel, per-position and scalar inputs are read through the read-only cache (`ff_cred_ldg`).
 """
 
@@ -42,6 +43,7 @@ class _Layout:
         self.value = (self.red.values or spec.anchor) if self.red else None  # the graph value of the reduced result
         self.pool = spec.pool
         self.pool_value = (self.pool.values or spec.pool_node) if self.pool else None  # the pooled value
+        self.pooled = next((i for i in group.inputs if self.classes[i] == "pooled"), None)  # read through windows
         self.members = set(group.nodes)
 
     def needed(self, targets: list[str], stop: set[str]) -> list[str]:
@@ -65,6 +67,8 @@ def _load(lay: _Layout, name: str, w: Writer) -> None:
         w.line(f"const float {c} = ff_cred_ldg({c}_channel + ff_c);")
     elif cls == "reduced":
         w.line(f"const float {c} = ff_cred_ldg({c}_reduced + ff_at);")
+    elif cls == "pooled":
+        w.line(f"const float {c} = ff_raw;  // one element of the window")
     else:
         w.line(f"const float {c} = ff_cred_ldg({c}_scalar);")
 
@@ -84,19 +88,37 @@ def _body(lay: _Layout, names: list[str], w: Writer) -> None:
             w.line(f"const {pointwise.result_type(node)} {cpp_name(name)} = {expr};")
 
 
+def _window_prologue(lay: _Layout) -> tuple[list[str], list[str]]:
+    """C++ of the pool's window prologue: the per-channel and scalar loads (once per window), and the ops that
+    compute the pooled value `ff_x` from one window element `ff_raw`; ([], []) without a window prologue."""
+    if not lay.spec.window_nodes:
+        return [], []
+    names = lay.needed([lay.pool.data], stop=set())
+    loads, ops = Writer(), Writer()
+    _body(lay, [n for n in names if lay.classes.get(n) in ("channel", "scalar")], loads)
+    _body(lay, [n for n in names if lay.classes.get(n) not in ("channel", "scalar")], ops)
+    ops.line(f"const float ff_x = {cpp_name(lay.pool.data)};")
+    return loads.text().splitlines(), ops.text().splitlines()
+
+
 def _pool_functions(lay: _Layout, w: Writer) -> None:
     pool = lay.pool
-    w.line(f"// {pool.describe} of {pool.data}")
+    w.line(f"// {pool.describe} of {pool.data}" + (f", computed per window element from {lay.pooled}"
+                                                    if lay.spec.window_nodes else ""))
     w.line("FF_HD FFPoolWindow window(const FFCredDims& d, int64_t ff_s) const {")
     with w.indent():
         w.lines("\n".join(pools.spell_window(pool)))
         w.line("return ff_w;")
     w.line("}")
-    w.line("// kNHWC: the pool's input is channels-last (a position's C values are contiguous)")
+    w.line("// kNHWC: the pool's input is channels-last (a position's C values are contiguous); ff_c: the channel")
     w.line("template <bool kNHWC = false>")
-    w.line("FF_HD float pool(const float* ff_plane, const FFCredDims& d, const FFPoolWindow& ff_w) const {")
+    w.line("FF_HD float pool(const float* ff_plane, const FFCredDims& d, const FFPoolWindow& ff_w, int ff_c) const {")
     with w.indent():
-        w.lines("\n".join(pools.spell_pool(pool)))
+        loads, ops = _window_prologue(lay)
+        window = lay.needed([pool.data], stop=set()) if lay.spec.window_nodes else []
+        if not any(lay.classes.get(n) == "channel" for n in window):
+            w.line("(void)ff_c;")
+        w.lines("\n".join(loads + pools.spell_pool(pool, ops)))
         w.line("return ff_v;")
     w.line("}")
 
@@ -207,7 +229,7 @@ def _pool_call(lay: _Layout, first: str, keepdim: str, extremum: str, w: Writer)
 def _binding(lay: _Layout) -> str:
     g = lay.group
     ins, outs = [cpp_name(i) for i in g.inputs], [cpp_name(o) for o in g.outputs]
-    first = cpp_name(lay.pool.data if lay.pool else lay.full[0])
+    first = cpp_name(lay.pooled if lay.pool else lay.full[0])
     keepdim = "true" if lay.red and lay.red.keepdim else "false"
     extremum = "true" if lay.red and lay.red.op in ("amin", "amax") else "false"
     w = Writer()
@@ -221,7 +243,7 @@ def _binding(lay: _Layout) -> str:
                    f"/*needs_channels=*/{extremum});")
         # full inputs may be channels-last in a reduction (a pool kernel reads them in contiguous order)
         full = [cpp_name(i) for i in lay.full] if lay.red else []
-        pooled = f"&{cpp_name(lay.pool.data)}" if lay.pool else "nullptr"
+        pooled = f"&{cpp_name(lay.pooled)}" if lay.pool else "nullptr"
         w.line(f"ff_cred_set_layout(call, {{{', '.join(full)}}}, {pooled});")
         for name, i in zip(g.inputs, ins):
             w.line(f'const torch::Tensor {i}_c = ff_cred_operand(kernel, "{name}", {i}, call, {first}, '

@@ -204,9 +204,11 @@ def spell_window(pool: Pool) -> list[str]:
     return lines
 
 
-def spell_pool(pool: Pool) -> list[str]:
+def spell_pool(pool: Pool, prologue: list[str] = ()) -> list[str]:
     """C++ lines: the pooled value `ff_v` of the window `ff_w` over the plane `ff_plane` (sizes in `d`). Without
-    padding and ceil_mode every window lies inside the input (PyTorch's output size), so no bounds checks."""
+    padding and ceil_mode every window lies inside the input (PyTorch's output size), so no bounds checks.
+    `prologue`: lines computing the value pooled, `ff_x`, from the element read, `ff_raw` (the pointwise ops
+    before the pool); padding is skipped before them, as PyTorch pads the prologue's result."""
     inside = not any(pool.padding) and not pool.ceil_mode
     lines = [f"const int ff_n{a} = (int)d.in_size[{a}];" for a in range(int(inside), pool.dims)]
     lines.append("float ff_v = -INFINITY;" if pool.op == "max" else "float ff_v = 0.0f;")
@@ -223,7 +225,12 @@ def spell_pool(pool: Pool) -> list[str]:
     at = "ff_i0"
     for a in range(1, pool.dims):
         at = f"({at} * ff_n{a} + ff_i{a})"
-    lines.append(f"{indent}const float ff_x = ff_cred_ldg(ff_plane + (kNHWC ? (int64_t)({at}) * d.channels : {at}));")
+    load = f"ff_cred_ldg(ff_plane + (kNHWC ? (int64_t)({at}) * d.channels : {at}))"
+    if prologue:
+        lines.append(f"{indent}const float ff_raw = {load};")
+        lines += [indent + line for line in prologue]
+    else:
+        lines.append(f"{indent}const float ff_x = {load};")
     lines.append(f"{indent}" + ("if (ff_x > ff_v || ff_x != ff_x) ff_v = ff_x;  // NaN propagates, as PyTorch"
                                 if pool.op == "max" else "ff_v += ff_x;"))
     for _ in range(pool.dims):

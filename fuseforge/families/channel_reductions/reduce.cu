@@ -64,7 +64,8 @@ __global__ void __launch_bounds__(kFFCredThreads) ff_cred_kernel(Op op, FFCredDi
         for (int k = 0; k < kBatch; ++k) {
             ff_cred_load<Op, V>(op, first + (int64_t)(c + k) * step, in[k]);
             if constexpr (Op::kPool)
-                pooled[k] = op.template pool<kPoolNHWC>(ff_pool_plane<kPoolNHWC>(op.pooled, d, n, c + k), d, window);
+                pooled[k] = op.template pool<kPoolNHWC>(ff_pool_plane<kPoolNHWC>(op.pooled, d, n, c + k), d, window,
+                                                        c + k);
         }
 #pragma unroll
         for (int k = 0; k < kBatch; ++k) {
@@ -77,7 +78,7 @@ __global__ void __launch_bounds__(kFFCredThreads) ff_cred_kernel(Op op, FFCredDi
         float value = 0.0f;
         ff_cred_load<Op, V>(op, first + (int64_t)c * step, in);
         if constexpr (Op::kPool)
-            value = op.template pool<kPoolNHWC>(ff_pool_plane<kPoolNHWC>(op.pooled, d, n, c), d, window);
+            value = op.template pool<kPoolNHWC>(ff_pool_plane<kPoolNHWC>(op.pooled, d, n, c), d, window, c);
 #pragma unroll
         for (int v = 0; v < V; ++v) acc[v] = Op::combine(acc[v], op.reduced(in[v], c, value));
     }
@@ -143,7 +144,8 @@ __global__ void __launch_bounds__(kFFCredThreads) ff_pool_kernel(Op op, FFCredDi
         const int64_t s = i - plane * d.positions;
         const int64_t n = plane / d.channels, c = plane - n * d.channels;
         const FFPoolWindow window = op.window(d, s);
-        const float pooled = op.template pool<kPoolNHWC>(ff_pool_plane<kPoolNHWC>(op.pooled, d, n, c), d, window);
+        const float pooled = op.template pool<kPoolNHWC>(ff_pool_plane<kPoolNHWC>(op.pooled, d, n, c), d, window,
+                                                          (int)c);
         float in[FFCredFull<Op>::kSize];
 #pragma unroll
         for (int f = 0; f < Op::kFull; ++f) in[f] = __ldg(op.full[f] + i);
@@ -154,16 +156,57 @@ __global__ void __launch_bounds__(kFFCredThreads) ff_pool_kernel(Op op, FFCredDi
     }
 }
 
+// A pool kernel over a channels-last pool input: a block takes 32 channels x 32 pooled positions of one
+// sample. Lane = channel, so each window read of a warp is 32 consecutive floats of one position (coalesced);
+// the outputs (NCHW) go through a shared-memory tile and leave with lane = position (coalesced stores).
+struct FFPoolTile { static constexpr int kSize = 32; };  // channels and positions of a block's tile
+template <class Op>
+__global__ void __launch_bounds__(kFFCredThreads) ff_pool_nhwc_kernel(Op op, FFCredDims d) {
+    __shared__ float tile[Op::kOut][FFPoolTile::kSize][FFPoolTile::kSize + 1];  // [output][channel][position]; +1: no conflicts
+    const int64_t tiles_s = (d.positions + FFPoolTile::kSize - 1) / FFPoolTile::kSize;
+    const int64_t tiles_c = (d.channels + FFPoolTile::kSize - 1) / FFPoolTile::kSize;
+    const int64_t s0 = (int64_t)(blockIdx.x % tiles_s) * FFPoolTile::kSize;
+    const int64_t c0 = (int64_t)(blockIdx.x / tiles_s % tiles_c) * FFPoolTile::kSize;
+    const int64_t n = blockIdx.x / tiles_s / tiles_c;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    constexpr int kWarps = kFFCredThreads / 32;
+    const int64_t c = c0 + lane;
+    for (int j = warp; j < FFPoolTile::kSize; j += kWarps) {
+        const int64_t s = s0 + j;
+        if (s >= d.positions || c >= d.channels) continue;
+        const FFPoolWindow window = op.window(d, s);
+        const float pooled = op.template pool<true>(ff_pool_plane<true>(op.pooled, d, n, c), d, window, (int)c);
+        const int64_t i = (n * d.channels + c) * d.positions + s;
+        float in[FFCredFull<Op>::kSize];
+#pragma unroll
+        for (int f = 0; f < Op::kFull; ++f) in[f] = __ldg(op.full[f] + i);
+        float o[Op::kOut];
+        op.pooled_element(in, (int)c, pooled, o);
+#pragma unroll
+        for (int m = 0; m < Op::kOut; ++m) tile[m][lane][j] = o[m];
+    }
+    __syncthreads();
+    for (int r = warp; r < FFPoolTile::kSize; r += kWarps) {
+        const int64_t cc = c0 + r, s = s0 + lane;
+        if (cc >= d.channels || s >= d.positions) continue;
+#pragma unroll
+        for (int m = 0; m < Op::kOut; ++m) op.out[m][(n * d.channels + cc) * d.positions + s] = tile[m][r][lane];
+    }
+}
+
 template <class Op>
 int ff_pool_launch(const Op& op, const FFCredDims& d, void* stream) {
     const int64_t total = d.batch * d.channels * d.positions;
     if (total == 0) return 0;
     cudaStream_t s = static_cast<cudaStream_t>(stream);
-    const unsigned blocks = ff_blocks(total, kFFCredThreads);
-    if (d.pool_nhwc) {
-        ff_pool_kernel<Op, true><<<blocks, kFFCredThreads, 0, s>>>(op, d);
+    const int64_t nhwc_blocks = d.batch * ((d.channels + FFPoolTile::kSize - 1) / FFPoolTile::kSize) *
+                                ((d.positions + FFPoolTile::kSize - 1) / FFPoolTile::kSize);
+    if (d.pool_nhwc && nhwc_blocks < (int64_t(1) << 31)) {
+        ff_pool_nhwc_kernel<Op><<<(unsigned)nhwc_blocks, kFFCredThreads, 0, s>>>(op, d);
+    } else if (d.pool_nhwc) {
+        ff_pool_kernel<Op, true><<<ff_blocks(total, kFFCredThreads), kFFCredThreads, 0, s>>>(op, d);
     } else {
-        ff_pool_kernel<Op, false><<<blocks, kFFCredThreads, 0, s>>>(op, d);
+        ff_pool_kernel<Op, false><<<ff_blocks(total, kFFCredThreads), kFFCredThreads, 0, s>>>(op, d);
     }
     return (int)cudaGetLastError();
 }
