@@ -150,9 +150,11 @@ def test_the_channel_row_binding_compiles_against_torch_headers(tmp_path):
 
 # ---------------------------------------------------------------------------------------- GPU
 
-# N, C, H, W: one channel, one position, odd positions, 8 / 32 / 33 / 64 channels (cached paths and the re-read)
+# N, C, H, W: one channel, one position, odd positions, 8 / 32 / 33 / 64 channels (cached paths and the re-read);
+# 129 positions (the channels-last kernel's 128-row tiles, one spanning two samples); 256 channels (its largest
+# tile, past 48 KB of shared memory) and 257 (read contiguous again)
 SIZES = [(1, 1, 1, 1), (2, 3, 5, 7), (1, 8, 1, 1), (3, 5, 9, 11), (2, 32, 17, 9), (2, 33, 5, 7), (4, 16, 32, 32),
-         (2, 64, 16, 16)]
+         (2, 64, 16, 16), (3, 7, 3, 43), (2, 256, 5, 7), (2, 257, 3, 5)]
 
 
 @pytest.mark.gpu
@@ -171,4 +173,37 @@ def test_the_channel_row_kernels_match_float64_at_other_sizes_like_eager_does():
                 shape = _at(traced, sizes) if name != "z" else (*_at(traced[:2], sizes), 4, *_at(traced[3:], sizes))
                 inputs[name] = torch.randn(shape, device="cuda") * 2 + (3 if cls == "full" else 0)
             failures += mismatches(kernels, group, by_name, inputs, str(sizes))
+            # the full input channels-last (a channels-last convolution's output): read as it is up to 256 channels
+            nhwc = {k: _channels_last(v) if dict(group.spec.operands)[k] == "full" else v for k, v in inputs.items()}
+            failures += mismatches(kernels, group, by_name, nhwc, f"{sizes} channels-last")
     assert not failures, "\n".join(failures)
+
+
+def _channels_last(t):
+    return t.contiguous(memory_format={4: torch.channels_last, 5: torch.channels_last_3d}[t.dim()])
+
+
+def test_a_convolution_whose_one_reader_is_a_channel_softmax_runs_channels_last_up_to_256_channels():
+    from fuseforge.families import FAMILIES
+    from fuseforge.layout import channels_last_convs
+    from fuseforge.rewrite import rewrite
+
+    class ConvSoftmax(nn.Module):
+        def __init__(self, channels):
+            super().__init__()
+            self.conv = nn.Conv2d(3, channels, 3)
+
+        def forward(self, x):
+            return torch.sigmoid(torch.softmax(self.conv(x), dim=1))
+
+    chosen = {}
+    for channels in (64, 256, 257):
+        captured = _captured(ConvSoftmax(channels), torch.randn(2, 3, 8, 8))
+        rewrite(captured.graph, captured)
+        plan = partition(captured.graph, FAMILIES)
+        (row,) = [g for g in plan.groups if g.kind == "rows"]
+        assert row.spec.reduction.channels and [c for _, c in row.spec.operands].count("full") == 1
+        chosen[channels] = bool(channels_last_convs(plan, captured.graph))
+        binding = generate(plan, captured.graph, "conv_softmax.py").binding
+        assert "ff_row_reads_nhwc(" in binding  # the binding reads a channels-last input as it is
+    assert chosen == {64: True, 256: True, 257: False}

@@ -105,6 +105,14 @@ class Rows(FamilyBase):
                 "online max and sum of exponentials, Welford or fp32 sums merged by warp shuffles; the inputs stay "
                 "in registers for the fused ops."]
 
+    def reads_channels_last(self, group: KernelGroup, value: str, by_name) -> bool:
+        """Rows along the channel axis whose one full input is `value`, of at most 256 channels: the kernel reads
+        a channels-last input through a shared-memory tile and writes NCHW (`rows.cu`)."""
+        spec = group.spec
+        full = [i for i, c in spec.operands if c == "full"]
+        channels = by_name[value].meta["val"].shape[1] if by_name[value].meta["val"].dim() in (4, 5) else None
+        return spec.reduction.channels and full == [value] and isinstance(channels, int) and channels <= 256
+
     def call_shape(self, group: KernelGroup) -> str:
         red = group.spec.reduction
         return (f"rows of {list(group.shape)}, {red.op} of {red.data}; reads "

@@ -160,8 +160,14 @@ def _pointer_params(lay: _Layout) -> list[str]:
             + [f"float* {cpp_name(o)}" for o in lay.full_outputs + lay.row_outputs])
 
 
+def _reads_nhwc(lay: _Layout) -> bool:
+    """Whether the kernel can read its one full input channels-last (rows along the channel axis)."""
+    return lay.red.channels and len(lay.full) == 1
+
+
 def _launcher_signature(lay: _Layout) -> str:
-    params = _pointer_params(lay) + ["int64_t rows", "int64_t cols", "int64_t positions", "void* stream"]
+    nhwc = ["bool nhwc"] if _reads_nhwc(lay) else []
+    params = _pointer_params(lay) + ["int64_t rows", "int64_t cols", "int64_t positions", *nhwc, "void* stream"]
     return f"int launch_{lay.group.name}({', '.join(params)})"
 
 
@@ -182,7 +188,8 @@ def _launcher(lay: _Layout) -> str:
         for name in lay.row_outputs:
             w.line(f"op.{cpp_name(name)}_out = {cpp_name(name)};")
         if lay.red.channels:
-            w.line("return ff_row_channels_launch(op, rows, cols, positions, stream);")
+            nhwc = "nhwc" if _reads_nhwc(lay) else "/*nhwc=*/false"
+            w.line(f"return ff_row_channels_launch(op, rows, cols, positions, {nhwc}, stream);")
         else:
             w.line("(void)positions;  // 1: each row's values are adjacent")
             w.line("return ff_row_launch(op, rows, cols, stream);")
@@ -200,9 +207,13 @@ def _binding(lay: _Layout) -> str:
         w.line(f'const char* kernel = "{g.name}";')
         w.line(f"const FFRows rows = ff_rows_of(kernel, {first}, {lay.red.axes}, "
                f"{'true' if lay.red.channels else 'false'});  // a row: {lay.red.over.removeprefix('over ')}")
+        if _reads_nhwc(lay):
+            w.line(f"const bool nhwc = ff_row_reads_nhwc({first});  // channels-last: read as it is")
         for name, i in zip(g.inputs, ins):
-            w.line(f'const torch::Tensor {i}_c = ff_row_operand(kernel, "{name}", {i}, rows, {first}, '
-                   f"{_CLASS_ENUM[lay.classes[name]]});")
+            operand = (f'ff_row_operand(kernel, "{name}", {i}, rows, {first}, {_CLASS_ENUM[lay.classes[name]]})')
+            if _reads_nhwc(lay) and name == lay.full[0]:
+                operand = f"nhwc ? {i} : {operand}"
+            w.line(f"const torch::Tensor {i}_c = {operand};")
         if lay.row_outputs:
             w.line('TORCH_CHECK(rows.cols > 0 || rows.rows == 0, kernel, ": a reduction over rows of length 0");')
         for name, o in zip(g.outputs, outs):
@@ -211,7 +222,8 @@ def _binding(lay: _Layout) -> str:
             w.line(f"torch::Tensor {o} = torch::empty({sizes}, {first}.options());")
         args = [f"{i}_c.data_ptr<float>()" for i in ins]
         args += [f"{cpp_name(o)}.data_ptr<float>()" for o in lay.full_outputs + lay.row_outputs]
-        args += ["rows.rows", "rows.cols", "rows.positions", "reinterpret_cast<void*>(stream)"]
+        args += ["rows.rows", "rows.cols", "rows.positions", *(["nhwc"] if _reads_nhwc(lay) else []),
+                 "reinterpret_cast<void*>(stream)"]
         w.line(f"ff_check(kernel, launch_{g.name}({', '.join(args)}));")
         w.line(binding_return(outs))
     w.line("}")

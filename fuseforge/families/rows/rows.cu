@@ -306,11 +306,74 @@ __global__ void __launch_bounds__(kFFRowChannelThreads) ff_row_channels_kernel(O
     }
 }
 
-// Launch `op` over rows of C = cols values `positions` apart (the binding checked rows, cols < 2^31).
+// Rows along the channel axis of a channels-last input (one full input): row r = n * S + s holds its C values
+// adjacent, at r * C + c, so the block's 128 consecutive rows are one contiguous span of 128 * C values. The
+// block copies that span into shared memory (coalesced), each thread walks its row there in channel order
+// (the order of the kernel above: the same result), and writes its outputs NCHW at n * C * S + c * S + s:
+// consecutive threads, consecutive positions (coalesced).
+constexpr int kFFRowNhwcRows = 128;  // rows of a block; at most 256 channels (the binding checks): 128 x 257 floats
+
 template <class Op>
-int ff_row_channels_launch(const Op& op, int64_t rows, int64_t cols, int64_t positions, void* stream) {
+__global__ void __launch_bounds__(kFFRowNhwcRows) ff_row_channels_nhwc_kernel(Op op, int64_t rows, int cols,
+                                                                            int64_t positions) {
+    using Stats = typename Op::Stats;
+    extern __shared__ float ff_row_tile[];  // [kFFRowNhwcRows][stride]
+    const int stride = cols | 1;  // odd: the threads' rows start in different banks
+    const int64_t row0 = (int64_t)blockIdx.x * kFFRowNhwcRows;
+    const int count = (int)(rows - row0 < kFFRowNhwcRows ? rows - row0 : kFFRowNhwcRows);
+    const float* span = op.full[0] + row0 * cols;
+    for (int i = threadIdx.x; i < count * cols; i += kFFRowNhwcRows) {
+        const int r = i / cols;
+        ff_row_tile[r * stride + (i - r * cols)] = __ldg(span + i);
+    }
+    __syncthreads();
+    if ((int)threadIdx.x >= count) return;
+    const int64_t row = row0 + threadIdx.x;
+    const float* mine = ff_row_tile + threadIdx.x * stride;
+    Stats st;
+    st.init();
+    for (int c = 0; c < cols; ++c) {
+        const float in[1] = {mine[c]};
+        st.add(op.reduced(in, row, c));
+    }
+    st.finalize(cols, Op::kEps);
+    if constexpr (Op::kOut == 0) {
+        op.row_values(st, row, cols, true);
+    } else {
+        const typename Op::Row r = op.row_values(st, row, cols, true);
+        const int64_t n = row / positions;
+        const int64_t base = n * cols * positions + (row - n * positions);
+        for (int c = 0; c < cols; ++c) {
+            const float in[1] = {mine[c]};
+            float o[Op::kOut];
+            op.element(in, st, r, row, c, o);
+#pragma unroll
+            for (int m = 0; m < Op::kOut; ++m) op.out[m][base + c * positions] = o[m];
+        }
+    }
+}
+
+// Launch `op` over rows of C = cols values `positions` apart, or adjacent where `nhwc` (the binding checked rows,
+// cols < 2^31, and that a channels-last input has one full input and at most 256 channels).
+template <class Op>
+int ff_row_channels_launch(const Op& op, int64_t rows, int64_t cols, int64_t positions, bool nhwc, void* stream) {
     if (rows == 0 || cols == 0) return 0;
     cudaStream_t s = static_cast<cudaStream_t>(stream);
+    if constexpr (Op::kFull == 1) {
+        if (nhwc) {
+            const size_t smem = sizeof(float) * kFFRowNhwcRows * (size_t)(cols | 1);
+            auto kernel = ff_row_channels_nhwc_kernel<Op>;
+            if (smem > 48 * 1024) {
+                const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                             (int)smem);
+                if (err != cudaSuccess) return (int)err;
+            }
+            const unsigned blocks = (unsigned)((rows + kFFRowNhwcRows - 1) / kFFRowNhwcRows);
+            kernel<<<blocks, kFFRowNhwcRows, smem, s>>>(op, rows, (int)cols, positions);
+            return (int)cudaGetLastError();
+        }
+    }
+    if (nhwc) return (int)cudaErrorInvalidValue;  // the binding passes channels-last only with one full input
     const unsigned grid = (unsigned)((rows + kFFRowChannelThreads - 1) / kFFRowChannelThreads);
     if constexpr (FFRowCache<Op>::kCached) {
         if (cols <= 8) {

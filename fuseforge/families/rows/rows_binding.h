@@ -89,3 +89,13 @@ static torch::Tensor ff_row_operand(const char* kernel, const char* name, const 
 static std::vector<int64_t> ff_per_row_sizes(const FFRows& r, bool keepdim) {
     return keepdim ? r.kept() : r.lead();
 }
+
+// Whether the channel rows of `full` (the kernel's one full input) are read as they are, channels-last (NHWC):
+// a 4-D or 5-D channels-last tensor of at most 256 channels (the kernel's shared-memory tile). Otherwise the
+// binding makes it contiguous (and `ff_row_operand` reports a tensor of the wrong device or dtype).
+static bool ff_row_reads_nhwc(const torch::Tensor& full) {
+    if (!full.is_cuda() || full.scalar_type() != torch::kFloat || full.is_contiguous() || full.size(1) > 256)
+        return false;
+    return (full.dim() == 4 && full.is_contiguous(at::MemoryFormat::ChannelsLast)) ||
+           (full.dim() == 5 && full.is_contiguous(at::MemoryFormat::ChannelsLast3d));
+}
