@@ -89,19 +89,27 @@ from fuseforge.suite.build import build_extension; build_extension(pathlib.Path(
   own-checks)  # `check` jobs on the ModelNew files optimize wrote for the problem models (the suite records' jobs.tgz,
               # the later one of a model winning), for at most $2 seconds; resumes from out/suite/own.sqlite
     DB=out/suite/own.sqlite
+    # OWN_FROM: a suite's artefact folder on this machine (out/suite/results_out after `problems`), else the records
     rm -rf /tmp/own_x /tmp/own && mkdir -p /tmp/own_x /tmp/own
-    for t in bench/results/2026-11-24_suite69_h100/run1_jobs.tgz bench/results/2026-11-24_suite69_h100/run2_jobs.tgz \
-             bench/results/2026-11-25_rerun3_h100/jobs.tgz bench/results/2026-11-25b_h100/outclass10_jobs.tgz; do
-        rm -rf /tmp/own_x/* && tar xzf "$t" -C /tmp/own_x --wildcards '*/model_new.py' --exclude='*/attempts/*'
-        for f in /tmp/own_x/*/*/*/model_new.py; do
+    if [ -n "${OWN_FROM:-}" ]; then
+        for f in "$OWN_FROM"/*/*/model_new.py; do
             name=$(basename "$(dirname "$f")"); cp "$f" "/tmp/own/${name%-*}.ours.py"
         done
-    done
+    else
+        for t in bench/results/2026-11-24_suite69_h100/run1_jobs.tgz bench/results/2026-11-24_suite69_h100/run2_jobs.tgz \
+                 bench/results/2026-11-25_rerun3_h100/jobs.tgz bench/results/2026-11-25b_h100/outclass10_jobs.tgz; do
+            rm -rf /tmp/own_x/* && tar xzf "$t" -C /tmp/own_x --wildcards '*/model_new.py' --exclude='*/attempts/*'
+            for f in /tmp/own_x/*/*/*/model_new.py; do
+                name=$(basename "$(dirname "$f")"); cp "$f" "/tmp/own/${name%-*}.ours.py"
+            done
+        done
+    fi
     echo "$(ls /tmp/own | wc -l) ModelNew files"
-    # verdicts only: no torch.compile baseline, 10 timed calls; two checks in flight (their GPU work one at a time): a
-    # check of a model with 0.5 GB outputs writes ~13 GB of reference outputs, and three filled the 64 GB disk
+    # verdicts only: no torch.compile baseline, 10 timed calls; two checks in flight per GPU (OWN_SLOTS; their GPU work
+    # one at a time): a check of a model with 0.5 GB outputs writes ~13 GB of reference outputs, and three filled the
+    # 64 GB disk of a one-GPU machine
     timeout -s TERM "$2" $PY -m fuseforge suite ../shared/problems --candidates /tmp/own --db "$DB" --run-timeout 600 \
-        --run-slots 2 --run-command "{python} -m fuseforge check {model} {candidate} --json {out}/check.json \
+        --run-slots "${OWN_SLOTS:-2}" --run-command "{python} -m fuseforge check {model} {candidate} --json {out}/check.json \
 --workdir {out}/check_work --device {device} --no-compile --trials 10 --warmup 2" > "$OUT/suite_own.log" 2>&1
     echo "suite exit $?"; tail -5 "$OUT/suite_own.log"
     ;;
