@@ -47,7 +47,7 @@ struct MmaConfig {
     __host__ __device__ static int tw_in(const Geometry& g) { return (kTileW - 1) * g.sw + (KW - 1) * g.dw + 1; }
     __host__ __device__ static int th_in(const Geometry& g) { return (kTileH - 1) * g.sh + (KH - 1) * g.dh + 1; }
     __host__ __device__ static int tile_floats(const Geometry& g) { return C * KD * th_in(g) * tw_in(g); }
-    __host__ static size_t smem_bytes(const Geometry& g) {
+    __host__ static size_t smem_bytes(const Geometry& g) {  // weights, tap offsets, two input tiles
         return 16 * static_cast<size_t>(kWeightFloat4) + 8 * static_cast<size_t>(kSteps) * 4 +
                sizeof(float) * 2 * static_cast<size_t>(tile_floats(g));
     }
@@ -65,15 +65,15 @@ __device__ __forceinline__ void split(float x, uint32_t& hi, uint32_t& lo) {
 }
 
 __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
+    asm(  // not volatile: independent mmas may interleave
         "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
         "{%0, %1, %2, %3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-template <int C, int KD, int KH, int KW, int NT, class Epi>
-__global__ void __launch_bounds__(MmaConfig<C, KD, KH, KW, NT>::kThreads, 2)
+template <int C, int KD, int KH, int KW, int NT, int kMinBlocks, class Epi>
+__global__ void __launch_bounds__(MmaConfig<C, KD, KH, KW, NT>::kThreads, kMinBlocks)
 conv_mma_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y, const Geometry g,
                 const Epi epi) {
     using Cfg = MmaConfig<C, KD, KH, KW, NT>;
@@ -153,7 +153,7 @@ conv_mma_kernel(const float* __restrict__ x, const float* __restrict__ w, float*
                 for (int q = 0; q < 4; ++q) acc[mt][nt][q] = 0.0f;
 
         // the warp's output row; the thread's A rows are output columns gq + 16 mt and gq + 8 + 16 mt
-        const float* row = cur + warp * g.sh * tw_in + gq * g.sw;
+        const int row = warp * g.sh * tw_in + gq * g.sw;
         const int col8 = 8 * g.sw;
 #pragma unroll
         for (int ks = 0; ks < kSteps; ++ks) {
@@ -161,26 +161,35 @@ conv_mma_kernel(const float* __restrict__ x, const float* __restrict__ w, float*
             uint32_t a_hi[2][4], a_lo[2][4];
 #pragma unroll
             for (int mt = 0; mt < 2; ++mt) {
-                const float* p = row + mt * 16 * g.sw;
-                const float v0 = o.x >= 0 ? p[o.x] : 0.0f;         // A[g][t]
-                const float v1 = o.x >= 0 ? p[o.x + col8] : 0.0f;  // A[g + 8][t]
-                const float v2 = o.y >= 0 ? p[o.y] : 0.0f;         // A[g][t + 4]
-                const float v3 = o.y >= 0 ? p[o.y + col8] : 0.0f;  // A[g + 8][t + 4]
-                split(v0, a_hi[mt][0], a_lo[mt][0]);
-                split(v1, a_hi[mt][1], a_lo[mt][1]);
-                split(v2, a_hi[mt][2], a_lo[mt][2]);
-                split(v3, a_hi[mt][3], a_lo[mt][3]);
+                const int at = row + mt * 16 * g.sw;
+                const int at_k[4] = {at + o.x, at + o.x + col8, at + o.y, at + o.y + col8};  // A[g][t], A[g + 8][t],
+                const bool tap[4] = {o.x >= 0, o.x >= 0, o.y >= 0, o.y >= 0};              // A[g][t + 4], A[g + 8][t + 4]
+#pragma unroll
+                for (int r = 0; r < 4; ++r) split(tap[r] ? cur[at_k[r]] : 0.0f, a_hi[mt][r], a_lo[mt][r]);
             }
+            // n-tiles in groups of up to 4 (their B fragments in registers): each pass runs over the group's
+            // 2 x 4 accumulators before the next pass comes back to the first, so no mma waits on the one before;
+            // small terms first
+            constexpr int kGroup = NT < 4 ? NT : 4;
 #pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {
-                const float4 b = w_s[(ks * NT + nt) * 32 + lane];
-                const uint32_t bh0 = __float_as_uint(b.x), bh1 = __float_as_uint(b.y);
-                const uint32_t bl0 = __float_as_uint(b.z), bl1 = __float_as_uint(b.w);
+            for (int n0 = 0; n0 < NT; n0 += kGroup) {
+                float4 b[kGroup];
 #pragma unroll
-                for (int mt = 0; mt < 2; ++mt) {  // small terms first
-                    mma_tf32(acc[mt][nt], a_lo[mt], bh0, bh1);
-                    mma_tf32(acc[mt][nt], a_hi[mt], bl0, bl1);
-                    mma_tf32(acc[mt][nt], a_hi[mt], bh0, bh1);
+                for (int j = 0; j < kGroup; ++j) b[j] = n0 + j < NT ? w_s[(ks * NT + n0 + j) * 32 + lane] : float4{};
+#pragma unroll
+                for (int pass = 0; pass < 3; ++pass) {
+#pragma unroll
+                    for (int j = 0; j < kGroup; ++j) {
+                        if (n0 + j >= NT) continue;
+                        const uint32_t bh0 = __float_as_uint(b[j].x), bh1 = __float_as_uint(b[j].y);
+                        const uint32_t bl0 = __float_as_uint(b[j].z), bl1 = __float_as_uint(b[j].w);
+#pragma unroll
+                        for (int mt = 0; mt < 2; ++mt) {
+                            if (pass == 0) mma_tf32(acc[mt][n0 + j], a_lo[mt], bh0, bh1);
+                            if (pass == 1) mma_tf32(acc[mt][n0 + j], a_hi[mt], bl0, bl1);
+                            if (pass == 2) mma_tf32(acc[mt][n0 + j], a_hi[mt], bh0, bh1);
+                        }
+                    }
                 }
             }
         }
@@ -211,10 +220,10 @@ conv_mma_kernel(const float* __restrict__ x, const float* __restrict__ w, float*
     }
 }
 
-template <int C, int KD, int KH, int KW, int NT, class Epi>
+template <int C, int KD, int KH, int KW, int NT, int kMinBlocks, class Epi>
 cudaError_t launch(const float* x, const float* w, float* y, const Geometry& g, const Epi& epi, cudaStream_t stream) {
     using Cfg = MmaConfig<C, KD, KH, KW, NT>;
-    auto kernel = conv_mma_kernel<C, KD, KH, KW, NT, Epi>;
+    auto kernel = conv_mma_kernel<C, KD, KH, KW, NT, kMinBlocks, Epi>;
     if (g.c != C || (KD == 1 && (g.d != 1 || g.od != 1))) return cudaErrorInvalidValue;
     const size_t smem = Cfg::smem_bytes(g);
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
