@@ -5,7 +5,8 @@ identity; its scope says whether it holds for all inputs and parameters or only 
 The order of `RULES` is the order of application within a round; rounds repeat until none fires:
 
 1. identities: size-1 reductions, range-keeping activations, views that cancel, copies of values nothing
-   else reads, detaches, common subexpressions (cleanups first: they expose the patterns below);
+   else reads, detaches, common subexpressions (cleanups first: they expose the patterns below); and views: a
+   reshape of trailing axes moves after the pointwise ops that read it (they then join the kernel before it);
 2. scalar folding: scalars move out of reductions, onto the smaller tensor;
 3. linear maps: reductions fold into the weight of the linear map before them, a global average
    pool of a convolution or a spatial mean of a transposed one becomes a small linear map; then global pools: any other adaptive pool to size 1
@@ -37,6 +38,7 @@ from .identities import (
 )
 from .linear_maps import compose_linear_maps, reduce_the_weight_not_the_output
 from .scalars import scalar_out_of_reduction
+from .views import pointwise_of_a_reshape
 
 RULES: list[Rule] = [
     reduction_over_size_one_axes,
@@ -45,6 +47,7 @@ RULES: list[Rule] = [
     copy_of_a_fresh_value,
     detach_of_a_value,
     common_subexpression,
+    pointwise_of_a_reshape,
     scalar_out_of_reduction,
     reduce_the_weight_not_the_output,
     global_average_pool_of_conv,
