@@ -64,8 +64,9 @@ def test_an_operand_that_varies_along_the_reshaped_axes_keeps_the_reshape_in_pla
             return x.view(x.shape[0], 3, -1) * self.plane
 
     assert_does_not_fire(Varies(), torch.randn(2, 3, 4, 5), rule=pointwise_of_a_reshape, at="mul_2",
-                         because="a pointwise op reads a reshape that regroups only trailing axes (read by nothing "
-                                 "else), and reads its other tensors constant along those axes")
+                         because="a pointwise op reads a reshape of a value computed from the inputs that regroups "
+                                 "only trailing axes (read by nothing else), and reads its other tensors constant along "
+                                 "those axes")
 
 
 def test_a_reshape_read_twice_stays_in_place():

@@ -12,7 +12,7 @@ import torch
 from torch import fx
 
 from ..pointwise import is_pointwise
-from .engine import Builder, guard, rule, value
+from .engine import Builder, guard, is_state, rule, value
 from .pattern import Match, Op, is_op
 
 aten = torch.ops.aten
@@ -39,6 +39,8 @@ def _moved(m: Match) -> tuple[fx.Node, int, list] | None:
     if len(set(reshapes)) != 1 or len(reshapes[0].users) != 1:
         return None
     view = reshapes[0]
+    if is_state(view.args[0], m.ctx):
+        return None  # a weight-side value: computed once per call at its small size, no kernel to join
     y, shaped = value(view.args[0]), value(view)
     if y is None or shaped is None or [str(s) for s in shaped.shape] != [str(s) for s in out.shape]:
         return None
@@ -56,8 +58,8 @@ def _moved(m: Match) -> tuple[fx.Node, int, list] | None:
     return view, p, others
 
 
-@guard("a pointwise op reads a reshape that regroups only trailing axes (read by nothing else), and reads its "
-       "other tensors constant along those axes")
+@guard("a pointwise op reads a reshape of a value computed from the inputs that regroups only trailing axes "
+       "(read by nothing else), and reads its other tensors constant along those axes")
 def reshape_of_trailing_axes(m: Match) -> bool:
     return _moved(m) is not None
 
