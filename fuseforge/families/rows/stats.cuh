@@ -56,18 +56,32 @@ struct FFRowWelford {
     FF_HD void finalize(int cols, float eps) { rstd = 1.0f / sqrtf(m2 / (float)cols + eps); }
 };
 
-// sum / mean: fp32 sum, per thread then tree-merged.
+// sum / mean: fp32 sum with Neumaier's compensation, per thread then tree-merged. Each add keeps the low-order
+// bits it rounds away in c, so the error stays within a few ulps of the sum whatever the row's length (a plain
+// running sum over a thread's share of a 64K-value row drifts to ~1e-6 of it, several times eager's own sum on
+// near-constant rows). Infinities and NaN add as in a plain sum (the compensation skips non-finite sums).
 struct FFRowSum {
-    float sum;
-    FF_HD void init() { sum = 0.0f; }
-    FF_HD void add(float v) { sum += v; }
-    FF_HD void merge(const FFRowSum& o) { sum += o.sum; }
+    float sum, c;
+    FF_HD void init() { sum = 0.0f; c = 0.0f; }
+    FF_HD void add(float v) {
+        const float t = sum + v;
+        if (isfinite(t)) c += fabsf(sum) >= fabsf(v) ? (sum - t) + v : (v - t) + sum;
+        sum = t;
+    }
+    FF_HD void merge(const FFRowSum& o) {
+        add(o.sum);
+        c += o.c;
+    }
     __device__ FFRowSum shfl_xor(int lane_mask) const {
         FFRowSum o;
         o.sum = __shfl_xor_sync(0xffffffffu, sum, lane_mask);
+        o.c = __shfl_xor_sync(0xffffffffu, c, lane_mask);
         return o;
     }
-    FF_HD void finalize(int, float) {}
+    FF_HD void finalize(int, float) {
+        if (isfinite(sum)) sum += c;
+        c = 0.0f;
+    }
 };
 
 // amax / amin: NaN propagates, like torch.amax.
