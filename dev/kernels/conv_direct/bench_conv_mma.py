@@ -1,4 +1,4 @@
-"""The direct convolution on tensor cores in 3xTF32 (`families/conv/direct_mma.cuh`) against the FFMA direct kernel
+"""The direct convolution on tensor cores in 3xTF32 (`conv_mma.cuh`, lab) against the FFMA direct kernel
 (`direct.cuh`, the product's tiling) and cuDNN (eager, NCHW), on the fp32-class convolutions of the problem models.
 
     .venv/bin/python dev/kernels/conv_direct/bench_conv_mma.py --out $OUT/conv_mma.json
@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 from fuseforge.families.conv import tiling  # noqa: E402
 
 CONV = ROOT / "fuseforge" / "families" / "conv"
+HERE = Path(__file__).resolve().parent
 TIMES = ROOT / "bench" / "results" / "2026-11-27c_h100" / "conv_times.json"
 # (name, C, KD, KH, KW, output channels): the instances this bench builds
 INSTANCES = [("c8_3x3_k64", 8, 1, 3, 3, 64), ("c3_3x3x3_k16", 3, 3, 3, 3, 16), ("c3_3x3x3_k24", 3, 3, 3, 3, 24),
@@ -32,7 +33,7 @@ ODD_TOL = 1e-5
 
 
 def _source() -> tuple[str, list[str]]:
-    parts = [(CONV / "direct.cuh").read_text(), (CONV / "direct_mma.cuh").read_text(),
+    parts = [(CONV / "direct.cuh").read_text(), (HERE / "conv_mma.cuh").read_text(),
              "struct EpiBias { const float* b; __device__ float operator()(float acc, int k, int64_t) const "
              "{ return acc + b[k]; } };"]
     names = []

@@ -1,4 +1,4 @@
-// direct_mma.cuh — direct convolution on tensor cores in 3xTF32 (fp32-class), with a fused epilogue.
+// conv_mma.cuh (lab) — direct convolution on tensor cores in 3xTF32 (fp32-class), with a fused epilogue.
 //
 // The same convolutions as direct.cuh (few input channels, small windows: short dot products, where eager's
 // NCHW cuDNN is exact fp32), the same input tiles in shared memory, the same epilogue functor; the products
@@ -23,7 +23,9 @@
 //              outside the input (padding), the next tile's copy in flight while the current one is computed.
 //   epilogue = `float operator()(float acc, int k, int64_t at) const` on each output value before its store.
 
-// Needs direct.cuh before it (Geometry, the cp.async helpers).
+// Needs the product's fuseforge/families/conv/direct.cuh before it (Geometry, the cp.async helpers); its launch
+// repeats direct.cuh's persistent-grid sizing. Not used by the product: measured no faster than direct.cuh
+// (dev/kernels/conv_direct/README.md).
 
 #include <cuda_runtime.h>
 
