@@ -18,7 +18,16 @@ FF_HD float ff_gelu_tanh(float x) {
 FF_HD float ff_softplus(float x, float beta, float threshold) {
     return x * beta > threshold ? x : log1pf(expf(x * beta)) / beta;
 }
-FF_HD float ff_mish(float x) { return x * tanhf(ff_softplus(x, 1.0f, 20.0f)); }
+// mish(x) = x tanh(softplus(x)) with PyTorch's softplus threshold 20 (softplus(x) = x above it, where tanh is 1 in
+// float32). Below it, tanh(log1p(e)) = ((1 + e)^2 - 1) / ((1 + e)^2 + 1) = n / (n + 2) with e = exp(x), n = e (e + 2):
+// one exp and a division instead of exp, log1p and tanh (within a few float32 ulps of the float64 value; -inf gives
+// NaN, as in PyTorch: -inf x 0).
+FF_HD float ff_mish(float x) {
+    if (x > 20.0f || x != x) return x;
+    const float e = expf(x);
+    const float n = e * (e + 2.0f);
+    return x * (n / (n + 2.0f));
+}
 FF_HD float ff_hardsigmoid(float x) { return ff_clamp(x + 3.0f, 0.0f, 6.0f) / 6.0f; }
 FF_HD float ff_hardswish(float x) { return x * ff_clamp(x + 3.0f, 0.0f, 6.0f) / 6.0f; }
 FF_HD float ff_elu(float x, float alpha, float scale, float input_scale) {
