@@ -461,6 +461,23 @@ def test_the_channel_reduction_kernels_compile_for_hopper_without_warnings_or_sp
     assert sum("spill" in line for line in report.splitlines()) == kernels
 
 
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+def test_a_pool_kernel_with_more_outputs_than_the_channels_last_tile_stages_keeps_one_thread_per_element(tmp_path):
+    class ManyOutputs(nn.Module):  # 12 outputs: the tile kernel would stage 12 x 4.1 KB of static shared memory,
+        # past the 48 KB a block gets without opting in (ptxas builds it; the launch would fail)
+        def forward(self, x):
+            p = nn.functional.max_pool2d(torch.tanh(x), 2)
+            return tuple(p * float(k + 1) for k in range(12))
+
+    captured = _captured(ManyOutputs(), torch.randn(2, 3, 8, 8))
+    plan = partition(captured.graph, named("channel_norms", "channel_reductions"))
+    (group,) = [g for g in plan.groups if g.kind == "channel_reductions"]
+    assert group.spec.reduction is None and len(group.outputs) == 12
+    ext = generate(plan, captured.graph, "many_outputs.py")
+    report = assert_compiles_for_hopper_without_spills(ext.cuda, tmp_path, "c++17", max_registers=64)
+    assert "ff_pool_nhwc_kernel" not in report  # only the one-thread-per-element kernels are instantiated
+
+
 @pytest.mark.skipif(GXX is None, reason="g++ is not installed")
 @pytest.mark.parametrize("build", [_every_reduction, _every_pool], ids=["reductions", "pools"])
 def test_the_channel_reduction_binding_compiles_against_torch_headers(build, tmp_path):

@@ -159,7 +159,10 @@ __global__ void __launch_bounds__(kFFCredThreads) ff_pool_kernel(Op op, FFCredDi
 // A pool kernel over a channels-last pool input: a block takes 32 channels x 32 pooled positions of one
 // sample. Lane = channel, so each window read of a warp is 32 consecutive floats of one position (coalesced);
 // the outputs (NCHW) go through a shared-memory tile and leave with lane = position (coalesced stores).
-struct FFPoolTile { static constexpr int kSize = 32; };  // channels and positions of a block's tile
+struct FFPoolTile {
+    static constexpr int kSize = 32;   // channels and positions of a block's tile
+    static constexpr int kMaxOut = 8;  // outputs the tile stages (8 x 4.1 KB); more: one thread per element
+};
 template <class Op>
 __global__ void __launch_bounds__(kFFCredThreads) ff_pool_nhwc_kernel(Op op, FFCredDims d) {
     __shared__ float tile[Op::kOut][FFPoolTile::kSize][FFPoolTile::kSize + 1];  // [output][channel][position]; +1: no conflicts
@@ -199,11 +202,15 @@ int ff_pool_launch(const Op& op, const FFCredDims& d, void* stream) {
     const int64_t total = d.batch * d.channels * d.positions;
     if (total == 0) return 0;
     cudaStream_t s = static_cast<cudaStream_t>(stream);
-    const int64_t nhwc_blocks = d.batch * ((d.channels + FFPoolTile::kSize - 1) / FFPoolTile::kSize) *
-                                ((d.positions + FFPoolTile::kSize - 1) / FFPoolTile::kSize);
-    if (d.pool_nhwc && nhwc_blocks < (int64_t(1) << 31)) {
-        ff_pool_nhwc_kernel<Op><<<(unsigned)nhwc_blocks, kFFCredThreads, 0, s>>>(op, d);
-    } else if (d.pool_nhwc) {
+    if constexpr (Op::kOut <= FFPoolTile::kMaxOut) {  // the tile kernel's static shared memory: kOut x 4.1 KB
+        const int64_t nhwc_blocks = d.batch * ((d.channels + FFPoolTile::kSize - 1) / FFPoolTile::kSize) *
+                                    ((d.positions + FFPoolTile::kSize - 1) / FFPoolTile::kSize);
+        if (d.pool_nhwc && nhwc_blocks < (int64_t(1) << 31)) {
+            ff_pool_nhwc_kernel<Op><<<(unsigned)nhwc_blocks, kFFCredThreads, 0, s>>>(op, d);
+            return (int)cudaGetLastError();
+        }
+    }
+    if (d.pool_nhwc) {
         ff_pool_kernel<Op, true><<<ff_blocks(total, kFFCredThreads), kFFCredThreads, 0, s>>>(op, d);
     } else {
         ff_pool_kernel<Op, false><<<ff_blocks(total, kFFCredThreads), kFFCredThreads, 0, s>>>(op, d);
