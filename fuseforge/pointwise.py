@@ -176,7 +176,6 @@ TABLE: dict[str, Spelling] = {
     "aten.ne.Tensor": _compare("!="), "aten.ne.Scalar": _compare("!="),
 }
 
-
 assert math.isclose(_SELU_SCALE * _SELU_ALPHA, 1.7580993408473766)
 
 

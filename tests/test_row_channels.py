@@ -207,3 +207,7 @@ def test_a_convolution_whose_one_reader_is_a_channel_softmax_runs_channels_last_
         binding = generate(plan, captured.graph, "conv_softmax.py").binding
         assert "ff_row_reads_nhwc(" in binding  # the binding reads a channels-last input as it is
     assert chosen == {64: True, 256: True, 257: False}
+    # the layout step's limit is the binding's: past it the binding would copy the channels-last input
+    from fuseforge.families.rows import NHWC_MAX_CHANNELS
+    from fuseforge.families.rows.runtime import ROW_BINDING_RUNTIME
+    assert NHWC_MAX_CHANNELS == 256 and f"kFFRowNhwcMaxChannels = {NHWC_MAX_CHANNELS};" in ROW_BINDING_RUNTIME

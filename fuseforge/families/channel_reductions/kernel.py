@@ -88,17 +88,19 @@ def _body(lay: _Layout, names: list[str], w: Writer) -> None:
             w.line(f"const {pointwise.result_type(node)} {cpp_name(name)} = {expr};")
 
 
-def _window_prologue(lay: _Layout) -> tuple[list[str], list[str]]:
-    """C++ of the pool's window prologue: the per-channel and scalar loads (once per window), and the ops that
-    compute the pooled value `ff_x` from one window element `ff_raw`; ([], []) without a window prologue."""
+def _window_prologue(lay: _Layout) -> tuple[list[str], list[str], bool]:
+    """C++ of the pool's window prologue: the per-channel and scalar loads (once per window), the ops that compute
+    the pooled value `ff_x` from one window element `ff_raw`, and whether it reads a per-channel operand;
+    ([], [], False) without a window prologue."""
     if not lay.spec.window_nodes:
-        return [], []
+        return [], [], False
     names = lay.needed([lay.pool.data], stop=set())
+    once = [n for n in names if lay.classes.get(n) in ("channel", "scalar")]
     loads, ops = Writer(), Writer()
-    _body(lay, [n for n in names if lay.classes.get(n) in ("channel", "scalar")], loads)
-    _body(lay, [n for n in names if lay.classes.get(n) not in ("channel", "scalar")], ops)
+    _body(lay, once, loads)
+    _body(lay, [n for n in names if n not in once], ops)
     ops.line(f"const float ff_x = {cpp_name(lay.pool.data)};")
-    return loads.text().splitlines(), ops.text().splitlines()
+    return loads.text().splitlines(), ops.text().splitlines(), any(lay.classes[n] == "channel" for n in once)
 
 
 def _pool_functions(lay: _Layout, w: Writer) -> None:
@@ -114,9 +116,8 @@ def _pool_functions(lay: _Layout, w: Writer) -> None:
     w.line("template <bool kNHWC = false>")
     w.line("FF_HD float pool(const float* ff_plane, const FFCredDims& d, const FFPoolWindow& ff_w, int ff_c) const {")
     with w.indent():
-        loads, ops = _window_prologue(lay)
-        window = lay.needed([pool.data], stop=set()) if lay.spec.window_nodes else []
-        if not any(lay.classes.get(n) == "channel" for n in window):
+        loads, ops, per_channel = _window_prologue(lay)
+        if not per_channel:
             w.line("(void)ff_c;")
         w.lines("\n".join(loads + pools.spell_pool(pool, ops)))
         w.line("return ff_v;")

@@ -21,6 +21,7 @@ from .group import broadcasts, form_row_groups, per_row_shapes
 from .kernel import row_kernel_source
 from .runtime import ROW_BINDING_RUNTIME, ROW_KERNEL_RUNTIME
 
+NHWC_MAX_CHANNELS = 256  # kFFRowNhwcMaxChannels of rows_binding.h: past it the binding reads a contiguous copy
 _REDUCTION_KEYS = ("norm", "softmax", "logsumexp", "sum", "mean", "amax", "min", "max", "pool")
 
 
@@ -106,12 +107,13 @@ class Rows(FamilyBase):
                 "in registers for the fused ops."]
 
     def reads_channels_last(self, group: KernelGroup, value: str, by_name) -> bool:
-        """Rows along the channel axis whose one full input is `value`, of at most 256 channels: the kernel reads
-        a channels-last input through a shared-memory tile and writes NCHW (`rows.cu`)."""
+        """Rows along the channel axis whose one full input is `value`, of at most NHWC_MAX_CHANNELS channels: the
+        kernel reads a channels-last input through a shared-memory tile and writes NCHW (`rows.cu`)."""
         spec = group.spec
         full = [i for i, c in spec.operands if c == "full"]
-        channels = by_name[value].meta["val"].shape[1] if by_name[value].meta["val"].dim() in (4, 5) else None
-        return spec.reduction.channels and full == [value] and isinstance(channels, int) and channels <= 256
+        shape = by_name[value].meta["val"].shape
+        return (spec.reduction.channels and full == [value] and len(shape) in (4, 5)
+                and isinstance(shape[1], int) and shape[1] <= NHWC_MAX_CHANNELS)
 
     def call_shape(self, group: KernelGroup) -> str:
         red = group.spec.reduction

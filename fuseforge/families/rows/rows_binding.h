@@ -91,10 +91,13 @@ static std::vector<int64_t> ff_per_row_sizes(const FFRows& r, bool keepdim) {
 }
 
 // Whether the channel rows of `full` (the kernel's one full input) are read as they are, channels-last (NHWC):
-// a 4-D or 5-D channels-last tensor of at most 256 channels (the kernel's shared-memory tile). Otherwise the
-// binding makes it contiguous (and `ff_row_operand` reports a tensor of the wrong device or dtype).
+// a 4-D or 5-D channels-last tensor of at most kFFRowNhwcMaxChannels channels (the kernel's shared-memory tile of
+// 128 rows). Otherwise the binding makes it contiguous (and `ff_row_operand` reports a tensor of the wrong device or
+// dtype).
+constexpr int64_t kFFRowNhwcMaxChannels = 256;
 static bool ff_row_reads_nhwc(const torch::Tensor& full) {
-    if (!full.is_cuda() || full.scalar_type() != torch::kFloat || full.is_contiguous() || full.size(1) > 256)
+    if (!full.is_cuda() || full.scalar_type() != torch::kFloat || full.is_contiguous() ||
+        full.size(1) > kFFRowNhwcMaxChannels)
         return false;
     return (full.dim() == 4 && full.is_contiguous(at::MemoryFormat::ChannelsLast)) ||
            (full.dim() == 5 && full.is_contiguous(at::MemoryFormat::ChannelsLast3d));
