@@ -1,5 +1,6 @@
 
-// Pointwise helpers shared by every generated kernel: PyTorch's formulas in precise fp32.
+// Pointwise helpers shared by every generated kernel: PyTorch's formulas, or an algebraically equal one where noted
+// (mish), in precise fp32.
 #define FF_HD __host__ __device__ __forceinline__
 FF_HD float ff_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 FF_HD float ff_silu(float x) { return x / (1.0f + expf(-x)); }
