@@ -356,3 +356,42 @@ def test_a_worker_that_reports_untimed_gives_the_gate_back_before_it_ends(tmp_pa
     watcher.join()
     ended = time.monotonic()
     assert outcome.status == "finished" and freed and ended - freed[0] > 0.8  # freed well before the end
+
+
+def test_the_reference_worker_runs_its_first_case_only_once_the_gate_is_free(tmp_path):
+    """Its eager timings must not overlap another grading's run phase on the same GPU: it waits for ROLE.go."""
+    from fuseforge.check.orchestrate import run_reference
+
+    gate = threading.Lock()
+    gate.acquire()
+    events = tmp_path / "reference" / "reference.events"
+
+    def release():  # 1.5 s after the worker said it was built
+        while not (events.exists() and '"built"' in events.read_text()):
+            time.sleep(0.01)
+        time.sleep(1.5)
+        gate.release()
+
+    threading.Thread(target=release).start()
+    settings = CheckSettings(device="cpu", seeds=1, trials=2, warmup=1, compile=False)
+    ref = run_reference(MODEL, settings, tmp_path / "reference", gate=gate)
+    stages = dict(ref.meta["stages"])
+    assert stages["built"] >= 1.4  # waited for the gate
+    assert list(stages)[:4] == ["start", "loaded", "built", "cases"] and "reading its results" in stages
+    assert gate.acquire(blocking=False)  # given back once the reference ended
+
+
+def test_a_check_s_record_says_where_its_time_went_in_each_process(tmp_path):
+    from fuseforge.check.orchestrate import check_files
+    from fuseforge.check.report import summary
+
+    honest = Path(__file__).parent / "adversarial" / "honest_linear_sigmoid.py"
+    settings = CheckSettings(device="cpu", seeds=1, trials=2, warmup=1, compile=False)
+    record = check_files(MODEL, honest, settings)
+    assert record["verdict"] == "correct", record["reason"]
+    stages = {who: dict(steps) for who, steps in record["stages"].items()}
+    assert {"cases", "sequence", "timed calls", "baselines", "untimed"} <= set(stages["reference"])
+    assert {"building", "init", "case", "sequence", "timing"} <= set(stages["candidate"])
+    spent = sum(sum(steps.values()) for steps in stages.values())
+    assert 0.7 * record["wall_s"] <= spent <= record["wall_s"]  # the stages account for the check's time
+    assert "reference" in summary(record)[-1] and "grader" in summary(record)[-1]

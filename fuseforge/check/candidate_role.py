@@ -532,6 +532,7 @@ def _run_built(run: CandidateRun, job: dict, result: dict, built) -> None:
     result["phase"] = "init"
     first = second = None
     try:
+        run.io.event("init")
         model = run.init_call(model)
         result["phase"] = "cases"
         for i, meta in enumerate(run.plan["cases"]):
@@ -555,6 +556,7 @@ def _run_built(run: CandidateRun, job: dict, result: dict, built) -> None:
             result["phase"] = "probes"
             run.probes(model, first, second)
             result["phase"] = "sequence"
+            run.io.event("sequence")
             run.sequence(model)
             if run.plan.get("timing"):
                 result["phase"] = "timing"

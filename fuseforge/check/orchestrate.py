@@ -88,12 +88,14 @@ def run_reference(model: Path, settings: CheckSettings, jobdir: Path, gate=None)
         return f"the reference (model file) {outcome.describe({'build': limit, 'run': limit})}"
     if outcome.result.get("fatal"):
         return f"the reference run failed: {outcome.result['fatal']}"
+    reading = time.perf_counter()
     private = jobdir / "private"
     meta = read_json(private / "meta.json")
     order = meta["plan"]["order"]
     feed = {name: (private / "feed" / f"{name}.pt").read_bytes() for name in order}
     data = ReferenceData(meta, torch.load(private / "outputs.pt", weights_only=True), feed, order)
     shutil.rmtree(jobdir)
+    meta["stages"] = outcome.stages() + [["reading its results", round(time.perf_counter() - reading, 3)]]
     if meta.get("ceilings"):
         _CEILINGS.setdefault(settings.device, meta["ceilings"])
     return data
@@ -104,7 +106,7 @@ def _new_record(model: Path, candidate: Path, settings: CheckSettings) -> dict:
     return {"schema": SCHEMA, "verdict": ERROR, "reason": None, "check": None, "model": str(model),
             "candidate": str(candidate), "device": settings.device, "settings": config, "environment": None,
             "static": None, "build": None, "run": None, "cases": [], "worst": None, "findings": [],
-            "checks": [], "timing": None, "gpu": None, "wall_s": None}
+            "checks": [], "timing": None, "gpu": None, "stages": {}, "wall_s": None}
 
 
 def _candidate_job(candidate: Path, static, settings: CheckSettings, ref: ReferenceData) -> dict:
@@ -161,10 +163,11 @@ def _check(record, model, candidate, settings, reference_cache, gate) -> None:
     workdir = Path(settings.workdir or tempfile.mkdtemp(prefix="fuseforge-check-"))
     workdir.mkdir(parents=True, exist_ok=True)
     try:
-        ref = _reference(model, settings, workdir, reference_cache, gate)
+        ref, ran = _reference(model, settings, workdir, reference_cache, gate)
         if isinstance(ref, str):
             record["reason"] = ref
             return
+        record["stages"]["reference"] = ref.meta["stages"] if ran else [["from the cache", 0.0]]
         record["environment"] = ref.meta.get("environment")
         jobdir = workdir / "candidate"
         if jobdir.exists():
@@ -185,7 +188,10 @@ def _check(record, model, candidate, settings, reference_cache, gate) -> None:
         make_non_dumpable()
         outcome = runner.run_worker("candidate", jobdir, settings.run_timeout_s, settings.build_timeout_s, on_event,
                                     gate=gate)
+        record["stages"]["candidate"] = outcome.stages()
+        judging = time.perf_counter()
         judge.judge(record, static, _picked(ref, picks), outcome, jobdir / "cand", settings, server.anomalies)
+        record["stages"]["grader"] = [["judging", round(time.perf_counter() - judging, 3)]]
     finally:
         if settings.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -233,17 +239,18 @@ def clear_reference_cache(cache: dict) -> None:
 
 
 def _reference(model: Path, settings: CheckSettings, workdir: Path, cache: dict | None, gate=None):
-    """The reference's data: run now (its run phase holding the gate: it times eager), or from the cache, where
-    a grading that needs a reference another one is computing waits for it."""
+    """(The reference's data, whether it ran now): run now (its run phase holding the gate: it times eager), or
+    from the cache, where a grading that needs a reference another one is computing waits for it."""
     def run(jobdir: Path):
         return run_reference(model, settings, jobdir, gate)
 
     if cache is None:
-        return run(workdir / "reference")
+        return run(workdir / "reference"), True
     key = _reference_key(model, settings)
     with _CACHE_LOCK:
         lock = cache.setdefault(("lock", *key), threading.Lock())
     with lock:
-        if key not in cache:
+        ran = key not in cache
+        if ran:
             cache[key] = run(Path(tempfile.mkdtemp(prefix="fuseforge-reference-")))
-    return cache[key]
+    return cache[key], ran

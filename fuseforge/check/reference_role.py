@@ -240,8 +240,9 @@ class Reference:
         return outputs, facts
 
     # ---- the plan
-    def run(self) -> dict:
+    def run(self, io) -> dict:
         progs, job = self.progs, self.job
+        io.event("cases")
         first = harness.draw_inputs(progs, 0)
         batched = next((x for x in first if isinstance(x, torch.Tensor) and x.dim()), None)
         program = Program(progs, self.dev)
@@ -257,7 +258,9 @@ class Reference:
             cases += [(0, "file", b, "batch") for b in batch_sizes(batched.shape[0], job.get("extra_batch"))]
         for seed, dist, batch, role in cases:
             self._case(program, len(plan["cases"]), seed, dist, batch, role, plan)
+        io.event("sequence")
         plan["sequence"] = self._sequence(program)
+        io.event("timed calls")
         plan["timing"] = self._timed(program, plan)
         plan["mutable"] = sorted(program.mutable or ())
         plan["order"] = list(self.order)
@@ -379,10 +382,10 @@ def run(job: dict, io, result: dict) -> None:
     if dev.type == "cuda":
         torch.zeros(1, device=dev)  # the context, before the run phase (which a gate may hold back)
     io.event("loaded")
-    io.event("built")  # imports done: what follows runs, and times, on the device
+    io.event("built")  # imports done: what follows runs, and times, on the device ...
+    io.wait_go()  # ... once the parent holds the GPU's gate
     ref = Reference(progs, job, dev)
-    plan = ref.run()
-    io.event("plan", items=len(ref.order))
+    plan = ref.run(io)
     torch.manual_seed(0)
     model = progs.model_cls(*progs.init_args)
     first = ref.feed["inputs_0"]
@@ -394,9 +397,12 @@ def run(job: dict, io, result: dict) -> None:
             "pool_size": (plan["timing"] or {}).get("pool_size", 0),
             "min_bytes": _nbytes(first) + _nbytes(case0["eager"]) + _nbytes(model.state_dict().values()),
             "io_bytes": _nbytes(first) + _nbytes(case0["eager"]),
-            "timing": _timings(progs, job, dev, ref.feed, plan["timing"]) if plan["timing"] else None,
-            "flops": None, "ceilings": None, "environment": harness.environment(dev)}
+            "timing": None, "flops": None, "ceilings": None, "environment": harness.environment(dev)}
+    if plan["timing"]:
+        io.event("baselines")
+        meta["timing"] = _timings(progs, job, dev, ref.feed, plan["timing"])
     if dev.type == "cuda":
+        io.event("flops and ceilings")
         model.load_state_dict(ref.feed["state_0"])
         meta["flops"] = gpu.count_flops(model.to(dev), harness.to_device(first, dev))
         meta["ceilings"] = job.get("ceilings") or gpu.measure_ceilings(dev)

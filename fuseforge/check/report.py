@@ -99,5 +99,15 @@ def _check_lines(record: dict) -> list[str]:
         skipped = [c["name"] + (" (needs CUDA)" if c["needs"] == "gpu" else "") for c in checks if not c["ran"]]
         lines.append(f"  checks: {len(ran)} ran, {sum(c['fired'] for c in ran)} fired" +
                      (f"; not run: {', '.join(skipped)}" if skipped else ""))
-    lines.append(f"  ({_num(record.get('wall_s'), '.1f')} s)")
+    lines.append(f"  ({_num(record.get('wall_s'), '.1f')} s{_stages_text(record.get('stages') or {})})")
     return lines
+
+
+def _stages_text(stages: dict) -> str:
+    """': reference 120.3 (cases 80.1, ...), candidate 27.9 (...), grader 3.1 (judging 3.1)': each process's
+    seconds, then its stages of 0.1 s or more."""
+    parts = []
+    for who, steps in stages.items():
+        shown = ", ".join(f"{name} {seconds:.1f}" for name, seconds in steps if seconds >= 0.1)
+        parts.append(f"{who} {sum(s for _, s in steps):.1f}" + (f" ({shown})" if shown else ""))
+    return ": " + "; ".join(parts) if parts else ""

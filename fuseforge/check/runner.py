@@ -6,7 +6,7 @@ is the grader's), and an environment without fuseforge's own variables. Until it
 limit applies, then the run limit (the reference worker has only the run limit). With a `gate` (a lock
 shared by several gradings on one GPU), the run phase waits for the gate and holds it to the end, so that
 one worker's build overlaps another's run but no two run at once; the run limit starts once the gate is
-held. A worker that reports "untimed" (nothing it does from then on is timed) gives the gate back early. When a limit passes, the whole process group is killed (compilers included). The outcome is one of
+held, and the file JOBDIR/ROLE.go says so to the worker (WorkerIO.wait_go). A worker that reports "untimed" (nothing it does from then on is timed) gives the gate back early. When a limit passes, the whole process group is killed (compilers included). The outcome is one of
 "finished" (it wrote ROLE.json), "timeout", "crashed" (killed by a signal: SIGSEGV, SIGABRT, SIGKILL...)
 or "exited" (it ended without writing ROLE.json, e.g. a candidate calling os._exit), with the phase
 ("build" or "run") it was in.
@@ -46,6 +46,24 @@ class Outcome:
     stderr: str = ""
     events: list[dict] = field(default_factory=list)
     error_lines: list[str] = field(default_factory=list)  # compiler-style error lines of stdout + stderr
+    started: float | None = None  # wall-clock times (time.time(), as the events' "t") of the start and end
+    ended: float | None = None
+
+    def stages(self) -> list[list]:
+        """Where the worker's time went: [[stage, seconds], ...], a stage lasting from its progress event to the
+        next ("start": from the process's start to its first event). The feed's "need" events are not stages,
+        and consecutive events of one name ("case", "probe") are one stage."""
+        marks = [("start", self.started)] + [(e["event"], e["t"]) for e in self.events if e.get("event") != "need"]
+        marks.append(("end", self.ended))
+        out: list[list] = []
+        for (name, t0), (_, t1) in zip(marks, marks[1:]):
+            if t0 is None or t1 is None:
+                continue
+            if out and out[-1][0] == name:
+                out[-1][1] += t1 - t0
+            else:
+                out.append([name, t1 - t0])
+        return [[name, round(seconds, 3)] for name, seconds in out if name not in ("end", "done")]
 
     def describe(self, limits: dict) -> str:
         """One line: how the process ended, for a reason string."""
@@ -117,7 +135,7 @@ def run_worker(role: str, jobdir: Path, run_timeout: float, build_timeout: float
             proc = subprocess.Popen([sys.executable, "-m", "fuseforge.check.worker", role, str(jobdir)],
                                     stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=cwd,
                                     env=worker_env(jobdir), start_new_session=True)
-        start = time.monotonic()
+        start, started = time.monotonic(), time.time()
         phase, built_at = ("build", None) if build_timeout is not None else ("run", start)
         deadline = start + (build_timeout if build_timeout is not None else run_timeout)
         events, offset, timed_out = [], 0, False
@@ -130,6 +148,7 @@ def run_worker(role: str, jobdir: Path, run_timeout: float, build_timeout: float
                     if gate is not None:
                         gate.acquire()
                         held = True
+                    (jobdir / f"{role}.go").touch()  # a worker that waits for the gate may go on
                     phase, built_at = "run", time.monotonic()
                     deadline = built_at + run_timeout
                 if event["event"] == "untimed" and held:  # nothing timed from here on: the next may start
@@ -148,7 +167,7 @@ def run_worker(role: str, jobdir: Path, run_timeout: float, build_timeout: float
                 returncode = proc.wait()
                 break
             time.sleep(poll_s)
-        end = time.monotonic()
+        end, ended = time.monotonic(), time.time()
     finally:
         if held:
             gate.release()
@@ -165,4 +184,5 @@ def run_worker(role: str, jobdir: Path, run_timeout: float, build_timeout: float
     run_s = round(end - built_at, 3) if built_at is not None else None
     stdout, stderr = _read(stdout_path), _read(stderr_path)
     return Outcome(role, status, phase, returncode, _signal_name(returncode) if status == "crashed" else None,
-                   build_s, run_s, result, stdout[-_TAIL:], stderr[-_TAIL:], events, error_lines(stdout, stderr))
+                   build_s, run_s, result, stdout[-_TAIL:], stderr[-_TAIL:], events, error_lines(stdout, stderr),
+                   started, ended)

@@ -3,7 +3,7 @@
 ROLE is "reference" (reference_role.py: only the model file) or "candidate" (candidate_role.py: only the
 candidate). JOBDIR/job.json holds the settings. The worker appends progress events to JOBDIR/ROLE.events
 (one JSON object a line: {"event", "t", ...}; the parent switches from the build to the run time limit at
-"built" and answers "plant_ready") and always ends by writing JOBDIR/ROLE.json (the facts; "fatal" if
+"built", writes JOBDIR/ROLE.go once the worker may run on the GPU, and answers "plant_ready") and always ends by writing JOBDIR/ROLE.json (the facts; "fatal" if
 the role raised), unless it is killed or crashes (the parent then reads the exit status instead).
 The process ends with os._exit, so that threads a candidate left running cannot keep it alive.
 """
@@ -39,6 +39,13 @@ class WorkerIO:
     def event(self, event: str, /, **data) -> None:
         self._events.write(json.dumps({"event": event, "t": time.time(), **json_safe(data)}) + "\n")
         self._events.flush()
+
+    def wait_go(self, poll_s: float = 0.002) -> None:
+        """Wait until the parent holds the GPU's gate for this worker (it writes ROLE.go once it does; at once
+        without a gate), or is gone."""
+        parent = os.getppid()
+        while not (self.dir / f"{self.role}.go").exists() and os.getppid() == parent:
+            time.sleep(poll_s)
 
     def write_json(self, path: Path, data: dict) -> None:
         write_json(path, data)
