@@ -345,7 +345,7 @@ def test_the_channel_kernel_binding_compiles_against_torch_headers(tmp_path):
 # (N, C, spatial size): odd and even, N = 1, C odd, HW not a multiple of 4, HW a multiple of 4 (float4 path),
 # large enough for several parts per channel
 SIZES = [(1, 1, 3), (2, 3, 1), (1, 7, 5), (3, 5, 49), (4, 3, 64), (64, 33, 1), (1, 3, 4096), (9, 5, 1025),
-         (64, 16, 1024), (1000, 257, 1), (3, 2, 70001), (2, 37, 300)]
+         (64, 16, 1024), (1000, 257, 1), (3, 2, 70001), (2, 37, 300), (2, 16, 16)]
 
 
 def _full_shape(rank, n, c, hw, groups):

@@ -249,6 +249,52 @@ __global__ void __launch_bounds__(kFFChanThreads) ff_chan_column_apply(Op op, FF
     }
 }
 
+// Small units (at most kFFChanWarpUnit values, e.g. group norm over [N, C] with a few channels per group): a warp per
+// unit, one launch; each lane keeps its kFFChanWarpPerLane values in registers from the statistics to the
+// normalised ops. (A block per unit would leave most of its threads idle, in twice as many launches.)
+constexpr int kFFChanWarpPerLane = 8;
+constexpr int64_t kFFChanWarpUnit = 32 * kFFChanWarpPerLane;
+template <class Op>
+__global__ void __launch_bounds__(kFFChanThreads, 1) ff_chan_warp_units(Op op, FFChanDims d) {  // (, 1): no spill (ptxas)
+    constexpr int F = Op::kFull, V = kFFChanWarpPerLane;
+    const int lane = threadIdx.x & 31;
+    const int64_t unit = (int64_t)blockIdx.x * (kFFChanThreads / 32) + (threadIdx.x >> 5);
+    if (unit >= d.units) return;  // whole warps leave: no block-wide synchronisation below
+    const FFChanUnit u = ff_chan_unit(d, unit);
+    const uint32_t total = (uint32_t)d.per_unit;
+    float in[V][F];
+    FFChanStats st;
+    st.init();
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+        const uint32_t j = (uint32_t)lane + 32u * k;
+        if (j < total) {
+            const FFChanAt p = ff_chan_at(d, u, j);
+#pragma unroll
+            for (int f = 0; f < F; ++f) in[k][f] = __ldg(op.full[f] + p.at);
+            st.add(op.reduced(in[k], p.c));
+        }
+    }
+    st = ff_chan_warp_reduce(st);
+    st.n = __shfl_sync(0xffffffffu, st.n, 0);  // lane 0's merge order is the one used, by every lane
+    st.mean = __shfl_sync(0xffffffffu, st.mean, 0);
+    st.m2 = __shfl_sync(0xffffffffu, st.m2, 0);
+    const FFChanNorm norm = ff_chan_norm(op, st, d, unit, lane == 0);
+    if constexpr (Op::kOut > 0) {
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+            const uint32_t j = (uint32_t)lane + 32u * k;
+            if (j < total) {
+                const FFChanAt p = ff_chan_at(d, u, j);
+                float o[Op::kOut];
+                op.element(in[k], norm, p.c, o);
+#pragma unroll
+                for (int m = 0; m < Op::kOut; ++m) op.out[m][p.at] = o[m];
+            }
+        }
+    }
+}
+
 template <class Op>
 int ff_chan_nhwc_launch(const Op& op, const FFChanDims& d, float* workspace, void* stream);
 
@@ -266,6 +312,11 @@ int ff_chan_launch(const Op& op, const FFChanDims& d, float* partial, void* stre
         const int code = (int)cudaGetLastError();
         if (code != 0) return code;
         ff_chan_column_apply<Op><<<grid, kFFChanThreads, 0, s>>>(op, d, partial);
+        return (int)cudaGetLastError();
+    }
+    if (d.per_unit <= kFFChanWarpUnit) {
+        constexpr int64_t kWarps = kFFChanThreads / 32;
+        ff_chan_warp_units<Op><<<(unsigned)((d.units + kWarps - 1) / kWarps), kFFChanThreads, 0, s>>>(op, d);
         return (int)cudaGetLastError();
     }
     bool aligned = d.hw % 4 == 0;

@@ -27,6 +27,9 @@ at (n * C + c) * HW, a group norm unit is C / G * HW contiguous values; one bloc
 (unit, part); 16-byte loads and stores when HW % 4 == 0 and every full-shape
 pointer is aligned (four values never straddle a plane), scalar otherwise. Columns (HW == 1, BatchNorm1d
 on [N, C]): 32 consecutive channels x 8 row lanes per block, so each warp reads 128 contiguous bytes.
+Small units (at most 256 values, planes only: group norm over [N, C] with a few channels per group): one launch, a
+warp per unit, each lane keeping its 8 values in registers from the statistics (merged by warp shuffles in a
+fixed order) to the outputs.
 Channels-last input (its one full-shape input; `FFChanDims::nhwc`): three launches instead, in
 `nhwc_runtime.py`. Indices within a channel are 32-bit (the binding checks a channel holds fewer than 2^31 values).
 """
