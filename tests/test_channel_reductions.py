@@ -233,6 +233,30 @@ def test_a_pool_without_a_pointwise_op_after_it_stays_pytorchs_kernel():
     assert [s.node for s in flagged.steps] == [s.node for s in partition(captured.graph).steps]
 
 
+@pytest.mark.parametrize("conv, pool, x", [
+    (nn.Conv2d(3, 6, 3), lambda v: nn.functional.max_pool2d(v, 2), torch.randn(2, 3, 9, 9)),
+    (nn.ConvTranspose3d(3, 4, 3, stride=2), lambda v: nn.functional.max_pool3d(v, 2), torch.randn(2, 3, 4, 4, 4))])
+def test_a_pool_alone_after_a_convolution_is_a_pool_kernel_so_that_the_convolution_runs_channels_last(conv, pool, x):
+    from fuseforge.families import FAMILIES
+    from fuseforge.layout import channels_last_convs
+
+    class ConvPoolMean(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = conv
+
+        def forward(self, x):  # the pool's only neighbour is taken by a row kernel (the mean)
+            return torch.tanh(pool(self.conv(x)).mean(dim=tuple(range(2, x.dim()))))
+
+    captured = _captured(ConvPoolMean(), x)
+    plan = partition(captured.graph, FAMILIES)
+    (alone,) = [g for g in plan.groups if g.kind == "channel_reductions"]
+    assert _kind(alone) == "pool" and len(_ops(captured, alone)) == 1 and alone.spec.window_nodes == ()
+    (conv_node,) = [n.name for n in captured.graph.nodes if n.name.startswith("conv")]
+    assert dict(alone.spec.operands) == {conv_node: "pooled"}
+    assert channels_last_convs(plan, captured.graph) == {conv_node}
+
+
 def test_the_command_line_plans_the_channel_min_model_as_one_channel_reduction_kernel(tmp_path):
     model = PROBLEMS / "dev" / "conv2d_channelmin_tanh.py"
     result = subprocess.run([sys.executable, "-m", "fuseforge", "optimize", str(model), "-o", str(tmp_path),

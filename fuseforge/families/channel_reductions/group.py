@@ -23,7 +23,8 @@ pool(f(x)) = pool of f applied to each window element, so the pool's input is ne
 overlap more than `MAX_WINDOW_REUSE`-fold (a 3x3 window at stride 1 reads each value 9 times) the prologue
 would be recomputed that often, and it stays apart. A pool that no reduction takes in becomes a *pool
 kernel* with the pointwise ops before and after it (one value per pooled element; at least one pointwise op
-must join, else the pool stays PyTorch's kernel).
+must join, else the pool stays PyTorch's kernel -- unless the pool reads a convolution's output: alone it is still
+a pool kernel, which reads that output channels-last, so the convolution may run channels-last).
 
 One reduction (and at most one pool) per group; one launch: each thread reduces the C values of its
 (sample, position), strided by the spatial size, so consecutive threads read consecutive positions.
@@ -38,6 +39,7 @@ from dataclasses import dataclass
 import torch
 from torch import fx
 
+from ...layout import CONVS
 from ...partition_family import GroupGrower, edge_notes, notes_outside, recognise_reason
 from ...plan import Claim, WhyNotFused
 from ...pointwise import NotSpellable, op_key
@@ -269,8 +271,9 @@ class _Grower(GroupGrower):
                           reduce_spec(members, anchor, red, self.by_name, self.reach, self.pools))
         if grown is None:
             return
-        if red is None and grown[0] == start:
-            self.anchor_reasons[anchor.name] = "no pointwise op joins it (a pool alone stays PyTorch's kernel)"
+        if red is None and grown[0] == start and not _reads_a_convolution(anchor):
+            self.anchor_reasons[anchor.name] = ("no pointwise op joins it (a pool alone stays PyTorch's kernel, "
+                                                "unless it reads a convolution's output)")
             return
         self.formed.append(grown)
 
@@ -281,6 +284,13 @@ class _Grower(GroupGrower):
                 self.grow_reduction(self.by_name[name], None, set(self.units[gi]))
                 if not any(name in members for members, _ in self.formed):
                     self.taken.discard(gi)
+
+
+def _reads_a_convolution(pool: fx.Node) -> bool:
+    """A pool of a convolution's output: alone, it is still a pool kernel, because that kernel reads its input
+    channels-last as it is, so the convolution may run channels-last (the layout step), which cuDNN does faster."""
+    source = pool.args[0]
+    return isinstance(source, fx.Node) and str(source.target) in CONVS
 
 
 def _edge_reason(grower: _Grower, mine: int, other: fx.Node, group_of: dict[str, int], elsewhere: set[str]) -> str | None:
