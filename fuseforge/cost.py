@@ -9,6 +9,7 @@ inputs are the same on both sides). The ceilings are those measured on an H100 (
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import operator
 from collections import Counter
@@ -18,6 +19,8 @@ import torch
 from torch import fx
 
 from .capture import Captured
+from .evaluate.conv_precision import ConvCall
+from .layout_precision import conv_call, is_conv
 from .plan import KernelStep, Plan
 from .rates import BANDWIDTH, HOST_OP_S, LAUNCH_S, SGEMM_FLOPS, cudnn_conv_seconds
 from .traced import size_hint
@@ -105,6 +108,12 @@ def channels_last_conv_seconds(node: fx.Node) -> float:
     return conv_seconds(node, channels_last=True) + 2 * converted / BANDWIDTH + 2 * LAUNCH_S
 
 
+def _weight_conversion(node: fx.Node) -> float:
+    """A plan's channels-last convolution converts its weight at each call: a read and a write, one launch."""
+    ins = [a for a in node.all_input_nodes if isinstance(a.meta.get("val"), torch.Tensor)]
+    return 2 * nbytes(ins[1]) / BANDWIDTH + LAUNCH_S
+
+
 def _transposed(node: fx.Node) -> bool:
     """aten.conv_transpose*, or aten.convolution with its `transposed` flag (its seventh argument)."""
     key = str(node.target)
@@ -183,6 +192,33 @@ class EagerCost:
     peak_activation_bytes: int
     flops: float
     peak_values: tuple[str, ...] = ()  # the values live at the peak
+    convs: tuple[PricedConv, ...] = ()  # its convolutions as priced, for `estimate` to use measured times instead
+
+
+@dataclass(frozen=True)
+class PricedConv:
+    """A convolution of eager's graph: its call without the bias (the key its measurement is found by), whether
+    it has a bias, and the seconds the rates priced it at."""
+
+    key: ConvCall
+    bias: bool
+    seconds: float
+
+
+def measurement_key(node: fx.Node) -> ConvCall:
+    """The call a convolution node makes, bias cleared: eager's convolution and the plan's (its bias rewritten into
+    the kernel after it) share it."""
+    return dataclasses.replace(conv_call(node), bias=False)
+
+
+def measured_conv_seconds(row: dict, bias: bool, channels_last: bool = False) -> float | None:
+    """A convolution's time as the GPU measured it before planning (`layout_precision.measured`: cuDNN's call in
+    that layout, with or without its bias pass; channels-last after converting the input), or None unmeasured."""
+    layout = "channels_last" if channels_last else "nchw"
+    ms = row.get(f"ms_{layout}" if bias else f"ms_{layout}_no_bias")
+    if ms is None:
+        return None
+    return (ms + (row.get("ms_to_channels_last") or 0.0 if channels_last else 0.0)) / 1e3
 
 
 def _op_cost(n: fx.Node) -> tuple[float, float, int]:
@@ -216,19 +252,35 @@ def eager_cost(captured: Captured) -> EagerCost:
     by_name = {n.name: n for n in captured.graph.nodes}
     ops = [n for n in captured.graph.nodes if n.op == "call_function"]
     seconds, moved, launches, total_flops = 0.0, 0, 0, 0.0
+    convs = []
     for n in ops:
         if not _is_free(n):
             t, fl, m = _op_cost(n)
             seconds, moved, launches, total_flops = seconds + t, moved + m, launches + 1, total_flops + fl
+            if is_conv(n):
+                convs.append(PricedConv(measurement_key(n), _conv_with_bias(n), t))
     units = [([a.name for a in n.all_input_nodes], [n.name]) for n in ops]
     keep = [([o for o in captured.user_outputs if o], [])]  # outputs stay alive to the end
     peak, held = _peak(units + keep, _sizes(by_name))
-    return EagerCost(seconds, moved, launches, peak, total_flops, held)
+    return EagerCost(seconds, moved, launches, peak, total_flops, held, tuple(convs))
 
 
-def estimate(eager: EagerCost, captured: Captured, plan: Plan) -> CostEstimate:
-    """Cost the plan (over the rewritten graph) and set it next to eager's cost."""
+def _eager_measured(eager: EagerCost, by_key: dict[ConvCall, dict]) -> float:
+    """Eager's seconds with each measured convolution at its measured NCHW time in place of its price."""
+    seconds = eager.seconds
+    for conv in eager.convs:
+        t = measured_conv_seconds(by_key[conv.key], conv.bias) if conv.key in by_key else None
+        seconds += 0.0 if t is None else t - conv.seconds
+    return seconds
+
+
+def estimate(eager: EagerCost, captured: Captured, plan: Plan, measured: dict[str, dict] | None = None) -> CostEstimate:
+    """Cost the plan (over the rewritten graph) and set it next to eager's cost. `measured`: convolutions (plan node
+    name -> `layout_precision.measured` row) timed on the GPU before planning; eager's and the plan's calls of them
+    cost their measured times, not the rates' price."""
     by_name = {n.name: n for n in captured.graph.nodes}
+    timed = {name: row for name, row in (measured or {}).items() if name in by_name and "ms_nchw" in row}
+    by_key = {measurement_key(by_name[name]): row for name, row in timed.items()}
     plan_s, plan_moved, plan_launches, torch_s = 0.0, 0, 0, 0.0
     units = []
     for step in plan.steps:
@@ -247,12 +299,17 @@ def estimate(eager: EagerCost, captured: Captured, plan: Plan) -> CostEstimate:
                 t, _, m = _op_cost(n)
                 if n.name in plan.channels_last:  # cuDNN's channels-last kernels, after the operands' conversion
                     t = channels_last_conv_seconds(n) + LAUNCH_S
+                if n.name in timed:
+                    cl = n.name in plan.channels_last
+                    t = measured_conv_seconds(timed[n.name], _conv_with_bias(n), cl) + (_weight_conversion(n) if cl
+                                                                                          else 0.0)
                 plan_s, plan_moved, plan_launches, torch_s = plan_s + t, plan_moved + m, plan_launches + 1, torch_s + t
     keep = [([o for o in captured.user_outputs if o], [])]
     peak, held = _peak(units + keep, _sizes(by_name))
     # Each call of the emitted forward (a kernel's binding, a torch op, a view) takes host time to issue; where the
     # GPU work is shorter, the forward takes that long
     host = len(plan.steps) * HOST_OP_S
-    return CostEstimate(eager.seconds, max(plan_s, host), eager.bytes_moved, plan_moved, eager.launches,
+    eager_s = _eager_measured(eager, by_key) if by_key else eager.seconds
+    return CostEstimate(eager_s, max(plan_s, host), eager.bytes_moved, plan_moved, eager.launches,
                         plan_launches, eager.peak_activation_bytes, peak, eager.flops, torch_s, eager.peak_values, held,
                         host, len(plan.steps))

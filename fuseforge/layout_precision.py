@@ -1,12 +1,17 @@
-"""Plan step after `layout`, on a GPU: a convolution runs channels-last only where that keeps its precision.
+"""Plan step after `layout`, on a GPU: a convolution runs channels-last only where that keeps its precision and
+is faster; every convolution's measured time goes to the cost model.
 
 cuDNN picks its algorithm per shape and layout, and the channels-last form of a convolution can land in
 another precision class than eager's NCHW call (TF32 where eager's is exact fp32). The verifier holds every
-output to eager's own error, so such a plan fails verification. This step measures each convolution the
-layout step chose, on the GPU, in both layouts on its own shapes (`evaluate/conv_precision.py`, a child
-process holding the GPU lease), and keeps channels-last only for those that stay in eager's precision
-class (the same class, or within the verifier's bound of the NCHW error: conv_precision.stays_in_class). The others run in eager's layout. The numbers go to
-OUT/25_conv_precision.json and into the report.
+output to eager's own error, so such a plan fails verification. This step measures every convolution the
+plan leaves to cuDNN, on the GPU, in both layouts on its own shapes (`evaluate/conv_precision.py`, a child
+process holding the GPU lease): its error vs float64 and its time (with and without its bias, and the input's
+conversion to channels-last). A convolution the layout step chose runs channels-last only where it stays in
+eager's precision class (the same class, or within the verifier's bound of the NCHW error:
+conv_precision.stays_in_class) and its channels-last call, the input's conversion included, was measured faster
+than the NCHW one (cuDNN has shapes, a transposed 3-D convolution among them, where channels-last is slower).
+The others run in eager's layout. The numbers go to OUT/25_conv_precision.json, into the report and into the
+cost model (`cost.estimate`: eager's and the plan's convolutions at their measured times).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import torch
 from torch import fx
 
 from .evaluate.conv_precision import ConvCall, convolutions
+from .plan import Plan, TorchStep
 from .traced import size_hint
 
 ARTEFACT = "25_conv_precision.json"
@@ -46,15 +52,16 @@ def conv_call(node: fx.Node) -> ConvCall:
 
 def measured(names: frozenset[str], graph: fx.Graph, out_dir: Path, device: str = "cuda",
              timeout_s: float = 300) -> dict[str, dict]:
-    """Each named convolution's errors and classes (conv_precision.measure): the calls not measured yet in
-    this process are measured in a child process; every one is written to OUT/25_conv_precision.json."""
+    """Each named convolution's errors, classes and (on CUDA) times (conv_precision.measure, timed): the calls not
+    measured yet in this process are measured in a child process; every one is written to
+    OUT/25_conv_precision.json."""
     by_name = {n.name: n for n in graph.nodes}
     calls = {name: conv_call(by_name[name]) for name in sorted(names)}
     todo = {name: asdict(call) for name, call in calls.items() if (call, device) not in _MEASURED}
     if todo:
         request = out_dir / "25_conv_calls.json"
         request.write_text(json.dumps(todo, indent=1) + "\n")
-        subprocess.run([sys.executable, "-m", "fuseforge.evaluate.conv_precision", "--calls", str(request),
+        subprocess.run([sys.executable, "-m", "fuseforge.evaluate.conv_precision", "--calls", str(request), "--time",
                         "--device", device, "--out", str(out_dir / ARTEFACT)], check=True, timeout=timeout_s,
                        capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         request.unlink()
@@ -74,14 +81,46 @@ def measured_or_error(names: frozenset[str], graph: fx.Graph, out_dir: Path) -> 
         return {"error": lines[-1] if lines else type(exc).__name__}
 
 
-def keep_in_class(channels_last: frozenset[str], graph: fx.Graph, out_dir: Path) -> tuple[frozenset[str], dict]:
-    """The layout step's channels-last convolutions that stay in class, and the measurements (or, where
-    the measurement itself failed, none kept and {"error": why}: eager's layout is always in class; the
-    pipeline puts the reason in the report)."""
-    precision = measured_or_error(channels_last, graph, out_dir)
-    return (frozenset(), precision) if "error" in precision else (in_class(channels_last, precision), precision)
+def plan_convolutions(plan: Plan, graph: fx.Graph) -> frozenset[str]:
+    """The convolutions the plan leaves to cuDNN (its torch steps)."""
+    by_name = {n.name: n for n in graph.nodes}
+    return frozenset(s.node for s in plan.steps if isinstance(s, TorchStep) and is_conv(by_name[s.node]))
+
+
+def keep_measured(channels_last: frozenset[str], convs: frozenset[str], graph: fx.Graph,
+                  out_dir: Path) -> tuple[frozenset[str], dict]:
+    """The layout step's channels-last convolutions that stay in class and are faster, and the measurements of
+    `convs` and those (or, where the measurement itself failed, none kept and {"error": why}: eager's layout is
+    always in class; the pipeline puts the reason in the report)."""
+    rows = measured_or_error(channels_last | convs, graph, out_dir)
+    if "error" in rows:
+        return frozenset(), rows
+    by_name = {n.name: n for n in graph.nodes}
+    return frozenset(n for n in in_class(channels_last, rows)
+                     if faster_channels_last(rows[n], conv_has_bias(by_name[n]))), rows
 
 
 def in_class(channels_last: frozenset[str], precision: dict[str, dict]) -> frozenset[str]:
     """The channels-last convolutions whose measurement keeps them in eager's precision class."""
     return frozenset(n for n in channels_last if precision.get(n, {}).get("channels_last_in_class"))
+
+
+def faster_channels_last(row: dict, bias: bool) -> bool:
+    """The channels-last call, after converting the input, measured faster than the NCHW one (True where the
+    measurement has no times: a CPU one)."""
+    suffix = "" if bias else "_no_bias"
+    nchw, cl = row.get("ms_nchw" + suffix), row.get("ms_channels_last" + suffix)
+    if nchw is None or cl is None:
+        return True
+    return cl + (row.get("ms_to_channels_last") or 0.0) < nchw
+
+
+def conv_has_bias(node: fx.Node) -> bool:
+    """A convolution given a bias tensor (its third argument in every convolution's schema)."""
+    return len(node.args) > 2 and isinstance(node.args[2], fx.Node)
+
+
+def is_conv(node: fx.Node) -> bool:
+    """A convolution (aten.conv*, aten.convolution) of an input and a weight."""
+    tensors = [a for a in node.all_input_nodes if isinstance(a.meta.get("val"), torch.Tensor)]
+    return node.op == "call_function" and str(node.target).startswith("aten.conv") and len(tensors) >= 2

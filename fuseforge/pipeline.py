@@ -34,7 +34,7 @@ from .evaluate.cpu_check import (
 from .families import switched_on
 from .ladder import Failure, describe, next_rung, token_kernels
 from .layout import channels_last_convs
-from .layout_precision import keep_in_class
+from .layout_precision import keep_measured, plan_convolutions
 from .load import load_model_file
 from .partition import format_plan, partition
 from .report import write_report
@@ -78,14 +78,15 @@ def stage_partition(run: Run) -> None:
     run.plan = partition(run.captured.graph, families, c.pointwise_kernels)
     if c.layout:
         run.plan.channels_last = channels_last_convs(run.plan, run.captured.graph)
-        if c.gpu and run.plan.channels_last:  # measured on the GPU: channels-last only where in class
-            run.plan.channels_last, run.conv_precision = keep_in_class(run.plan.channels_last,
-                                                                       run.captured.graph, c.out_dir)
-            if "error" in run.conv_precision:
-                run.notes.append("the precision of the channels-last convolutions could not be measured "
-                                 f"({run.conv_precision['error']}): they run in eager's layout")
+    convs = plan_convolutions(run.plan, run.captured.graph)
+    if c.gpu and convs:  # measured on the GPU: channels-last only where in class and faster; times for the cost
+        run.plan.channels_last, run.conv_precision = keep_measured(run.plan.channels_last, convs,
+                                                                   run.captured.graph, c.out_dir)
+        if "error" in run.conv_precision:
+            run.notes.append(f"the convolutions could not be measured ({run.conv_precision['error']}): they run in "
+                             "eager's layout, priced by the cost model's rates")
     run.artefact("20_partition.txt").write_text(format_plan(run.plan))
-    run.cost = estimate(run.eager_cost, run.captured, run.plan)
+    run.cost = estimate(run.eager_cost, run.captured, run.plan, run.conv_precision)
     token = token_kernels(run.model_ops, run.plan, run.captured.graph)
     if token:  # a plan whose kernels do none of the model's work is no answer to "replace its operators"
         raise ValueError(token)

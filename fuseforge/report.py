@@ -20,6 +20,7 @@ from .cost import VIEW_OPS, nbytes
 from .families import FAMILIES, switched_on
 from .fusible import fusible_reason
 from .ladder import describe
+from .layout_precision import conv_has_bias, faster_channels_last
 from .plan import KernelStep
 from .pointwise import op_key
 from .rates import BANDWIDTH, HOST_OP_S, LAUNCH_S, SGEMM_FLOPS
@@ -176,9 +177,21 @@ def _measured_precision(run: Run, name: str) -> str:
     if not m:
         return ""
     cl, nchw = m.get("error_channels_last"), m["error_nchw"]
-    verdict = "kept" if m.get("channels_last_in_class") else "not taken: outside eager's bound"
+    bias = conv_has_bias(next(n for n in run.captured.graph.nodes if n.name == name))
+    suffix = "" if bias else "_no_bias"
+    t_nchw, t_cl = m.get("ms_nchw" + suffix), m.get("ms_channels_last" + suffix)
+    if not m.get("channels_last_in_class"):
+        verdict = "not taken: outside eager's bound"
+    elif name in run.plan.channels_last:
+        verdict = "kept"
+    else:
+        verdict = "not taken: measured slower" if not faster_channels_last(m, bias) else "not chosen by the layout step"
+    times = "" if t_nchw is None or t_cl is None else (
+        f" Time{'' if bias else ' without its bias'}: NCHW {t_nchw:.3f} ms, channels-last {t_cl:.3f} ms + "
+        f"{m.get('ms_to_channels_last') or 0.0:.3f} ms converting the input.")
     return (f" Measured (error vs float64 / output RMS): NCHW {nchw:.1e} ({m['class']}-class), channels-last "
-            + ("n/a" if cl is None else f"{cl:.1e} ({m['class_channels_last']}-class)") + f"; channels-last {verdict}.")
+            + ("n/a" if cl is None else f"{cl:.1e} ({m['class_channels_last']}-class)") + "." + times
+            + f" Channels-last {verdict}.")
 
 
 def _speedup_reasons(run: Run) -> list[str]:
@@ -240,7 +253,13 @@ def _expected(run: Run) -> list[str]:
             f"{'; '.join(_speedup_reasons(run))}.",
             f"- {_memory(run)}; parameters and inputs are unchanged.",
             f"- Cost model: roofline per op ({SGEMM_FLOPS / 1e12:.0f} TFLOP/s, {BANDWIDTH / 1e12:.2f} TB/s) + "
-            f"{LAUNCH_S * 1e6:.0f} µs per launch.", ""]
+            f"{LAUNCH_S * 1e6:.0f} µs per launch" + _measured_convs(run) + ".", ""]
+
+
+def _measured_convs(run: Run) -> str:
+    timed = [n for n, m in run.conv_precision.items() if isinstance(m, dict) and "ms_nchw" in m]
+    return (f"; {counted(len(timed), 'convolution')} at {'its' if len(timed) == 1 else 'their'} cuDNN times "
+            "measured on this GPU before planning") if timed else ""
 
 
 def _limits(run: Run) -> list[str]:

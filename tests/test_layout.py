@@ -136,6 +136,8 @@ def test_on_a_gpu_the_precision_step_measures_both_layouts_of_the_chosen_convolu
     (row,) = rows.values()
     assert 0 < row["error_nchw"] < 1e-2 and 0 < row["error_channels_last"] < 1e-2
     assert row["class"] in ("fp32", "tf32") and isinstance(row["channels_last_in_class"], bool)
+    assert all(row[k] > 0 for k in ("ms_nchw", "ms_nchw_no_bias", "ms_channels_last", "ms_channels_last_no_bias",
+                                    "ms_to_channels_last"))  # timed: the layout choice and the cost model use them
 
 
 def test_on_a_gpu_plan_a_convolution_out_of_class_channels_last_runs_in_eagers_layout(tmp_path, monkeypatch):
@@ -155,7 +157,7 @@ def test_on_a_gpu_plan_a_convolution_out_of_class_channels_last_runs_in_eagers_l
     monkeypatch.setattr(layout_precision, "measured", lambda names, graph, out: out_of_class)
     pipeline.stage_partition(run)
     assert run.plan.channels_last == frozenset() and run.conv_precision == out_of_class
-    assert "channels-last 3.0e-04 (tf32-class); channels-last not taken" in _measured_precision(run, name)
+    assert "channels-last 3.0e-04 (tf32-class). Channels-last not taken" in _measured_precision(run, name)
 
     in_class = {name: {**out_of_class[name], "error_channels_last": 2.5e-7, "channels_last_in_class": True}}
     monkeypatch.setattr(layout_precision, "measured", lambda names, graph, out: in_class)
@@ -168,3 +170,70 @@ def test_on_a_gpu_plan_a_convolution_out_of_class_channels_last_runs_in_eagers_l
     pipeline.stage_partition(run)
     assert run.plan.channels_last == frozenset() and run.conv_precision == {"error": "RuntimeError: no GPU"}
     assert any("could not be measured (RuntimeError: no GPU)" in n for n in run.notes)  # said in the report
+
+
+def _timed(row: dict, nchw: float, channels_last: float, to_channels_last: float) -> dict:
+    """A measurement row with times (ms), the bias pass 0.1 ms."""
+    return {**row, "ms_nchw": nchw + 0.1, "ms_nchw_no_bias": nchw, "ms_channels_last": channels_last + 0.1,
+            "ms_channels_last_no_bias": channels_last, "ms_to_channels_last": to_channels_last}
+
+
+def test_on_a_gpu_plan_a_convolution_measured_slower_channels_last_runs_in_eagers_layout(tmp_path, monkeypatch):
+    """Catches a plan that runs a convolution channels-last where cuDNN's channels-last call, with the input's
+    conversion, was measured slower than its NCHW one (it is, on some shapes). The measurement is stubbed."""
+    import dataclasses
+
+    from fuseforge import layout_precision, pipeline
+    from fuseforge.report import _measured_precision
+
+    run = _run(tmp_path, "batch-norm-reader")
+    (name,) = run.plan.channels_last
+    run.config = dataclasses.replace(run.config, gpu=True)
+    in_class = {"error_nchw": 2e-4, "error_channels_last": 3e-4, "class": "tf32", "class_channels_last": "tf32",
+                "channels_last_in_class": True}
+    asked = []
+
+    def stub(times):
+        def measured(names, graph, out):
+            asked.append(set(names))
+            return {name: _timed(in_class, *times)}
+        return measured
+
+    monkeypatch.setattr(layout_precision, "measured", stub((1.0, 0.9, 0.2)))  # 0.9 + 0.2 > 1.0
+    pipeline.stage_partition(run)
+    assert run.plan.channels_last == frozenset() and asked == [{name}]
+    said = _measured_precision(run, name)
+    assert "NCHW 1.000 ms, channels-last 0.900 ms + 0.200 ms" in said and "not taken: measured slower" in said
+    monkeypatch.setattr(layout_precision, "measured", stub((1.0, 0.5, 0.2)))
+    pipeline.stage_partition(run)
+    assert run.plan.channels_last == frozenset({name})
+
+
+def test_the_cost_model_prices_eagers_and_the_plans_convolutions_at_their_measured_times(tmp_path):
+    """Catches a cost model that keeps the rates' price for a convolution measured on the GPU: eager's call (with
+    its bias pass, NCHW) and the plan's (its bias in the kernel after it; channels-last after the conversions)."""
+    from fuseforge.cost import estimate, measurement_key
+
+    run = _run(tmp_path, "batch-norm-reader")
+    (name,) = run.plan.channels_last
+    graph = run.captured.graph
+    node = next(n for n in graph.nodes if n.name == name)
+    row = _timed({"class": "tf32"}, 7.0, 3.0, 1.0)  # far from anything the rates would price these tiny shapes at
+    priced = estimate(run.eager_cost, run.captured, run.plan)
+    timed = estimate(run.eager_cost, run.captured, run.plan, {name: row})
+    (conv,) = run.eager_cost.convs
+    assert conv.bias and conv.key == measurement_key(node)  # eager's biased call and the plan's share the key
+    assert timed.eager_s - priced.eager_s == pytest.approx(7.1e-3 - conv.seconds)
+    # the plan's convolution (a torch call): 3.0 ms channels-last, no bias, + the input's conversion 1.0 ms + the
+    # weight's (a few bytes and a launch), in place of its price
+    change = timed.plan_torch_s - priced.plan_torch_s + _plan_conv_price(run, name)
+    assert 4.0e-3 < change < 4.0e-3 + 1e-5 and timed.plan_s >= timed.plan_torch_s
+    untimed = estimate(run.eager_cost, run.captured, run.plan, {name: {"class": "tf32"}})  # a CPU measurement
+    assert (untimed.eager_s, untimed.plan_s) == (priced.eager_s, priced.plan_s)
+
+
+def _plan_conv_price(run, name):
+    from fuseforge.cost import LAUNCH_S, channels_last_conv_seconds
+
+    node = next(n for n in run.captured.graph.nodes if n.name == name)
+    return channels_last_conv_seconds(node) + LAUNCH_S
