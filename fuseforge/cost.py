@@ -20,7 +20,7 @@ from torch import fx
 
 from .capture import Captured
 from .evaluate.conv_precision import ConvCall
-from .layout_precision import conv_call, is_conv
+from .layout_precision import conv_call, conversion_ms, is_conv
 from .plan import KernelStep, Plan
 from .rates import BANDWIDTH, HOST_OP_S, LAUNCH_S, SGEMM_FLOPS, cudnn_conv_seconds
 from .traced import size_hint
@@ -106,12 +106,6 @@ def channels_last_conv_seconds(node: fx.Node) -> float:
     ins = [a for a in node.all_input_nodes if isinstance(a.meta.get("val"), torch.Tensor)]
     converted = nbytes(ins[0]) + nbytes(ins[1])
     return conv_seconds(node, channels_last=True) + 2 * converted / BANDWIDTH + 2 * LAUNCH_S
-
-
-def _weight_conversion(node: fx.Node) -> float:
-    """A plan's channels-last convolution converts its weight at each call: a read and a write, one launch."""
-    ins = [a for a in node.all_input_nodes if isinstance(a.meta.get("val"), torch.Tensor)]
-    return 2 * nbytes(ins[1]) / BANDWIDTH + LAUNCH_S
 
 
 def _transposed(node: fx.Node) -> bool:
@@ -213,12 +207,10 @@ def measurement_key(node: fx.Node) -> ConvCall:
 
 def measured_conv_seconds(row: dict, bias: bool, channels_last: bool = False) -> float | None:
     """A convolution's time as the GPU measured it before planning (`layout_precision.measured`: cuDNN's call in
-    that layout, with or without its bias pass; channels-last after converting the input), or None unmeasured."""
+    that layout, with or without its bias pass), or None unmeasured."""
     layout = "channels_last" if channels_last else "nchw"
     ms = row.get(f"ms_{layout}" if bias else f"ms_{layout}_no_bias")
-    if ms is None:
-        return None
-    return (ms + (row.get("ms_to_channels_last") or 0.0 if channels_last else 0.0)) / 1e3
+    return None if ms is None else ms / 1e3
 
 
 def _op_cost(n: fx.Node) -> tuple[float, float, int]:
@@ -279,7 +271,8 @@ def estimate(eager: EagerCost, captured: Captured, plan: Plan, measured: dict[st
     name -> `layout_precision.measured` row) timed on the GPU before planning; eager's and the plan's calls of them
     cost their measured times, not the rates' price."""
     by_name = {n.name: n for n in captured.graph.nodes}
-    timed = {name: row for name, row in (measured or {}).items() if name in by_name and "ms_nchw" in row}
+    timed = {name: row for name, row in (measured or {}).items()
+             if name in by_name and isinstance(row, dict) and "ms_nchw" in row}
     by_key = {measurement_key(by_name[name]): row for name, row in timed.items()}
     plan_s, plan_moved, plan_launches, torch_s = 0.0, 0, 0, 0.0
     units = []
@@ -299,9 +292,9 @@ def estimate(eager: EagerCost, captured: Captured, plan: Plan, measured: dict[st
                 t, _, m = _op_cost(n)
                 if n.name in plan.channels_last:  # cuDNN's channels-last kernels, after the operands' conversion
                     t = channels_last_conv_seconds(n) + LAUNCH_S
-                if n.name in timed:
+                if n.name in timed:  # measured; channels-last after the extension's conversions
                     cl = n.name in plan.channels_last
-                    t = measured_conv_seconds(timed[n.name], _conv_with_bias(n), cl) + (_weight_conversion(n) if cl
+                    t = measured_conv_seconds(timed[n.name], _conv_with_bias(n), cl) + (conversion_ms(n) / 1e3 if cl
                                                                                           else 0.0)
                 plan_s, plan_moved, plan_launches, torch_s = plan_s + t, plan_moved + m, plan_launches + 1, torch_s + t
     keep = [([o for o in captured.user_outputs if o], [])]

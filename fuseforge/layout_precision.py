@@ -4,12 +4,12 @@ is faster; every convolution's measured time goes to the cost model.
 cuDNN picks its algorithm per shape and layout, and the channels-last form of a convolution can land in
 another precision class than eager's NCHW call (TF32 where eager's is exact fp32). The verifier holds every
 output to eager's own error, so such a plan fails verification. This step measures every convolution the
-plan leaves to cuDNN, on the GPU, in both layouts on its own shapes (`evaluate/conv_precision.py`, a child
+graph has (eager calls cuDNN for each; the plan for those it leaves as torch calls), on the GPU, in both layouts on its own shapes (`evaluate/conv_precision.py`, a child
 process holding the GPU lease): its error vs float64 and its time (with and without its bias, and the input's
 conversion to channels-last). A convolution the layout step chose runs channels-last only where it stays in
 eager's precision class (the same class, or within the verifier's bound of the NCHW error:
-conv_precision.stays_in_class) and its channels-last call, the input's conversion included, was measured faster
-than the NCHW one (cuDNN has shapes, a transposed 3-D convolution among them, where channels-last is slower).
+conv_precision.stays_in_class) and its channels-last call, plus the input's and weight's conversion by the
+extension's kernel (`conversion_ms`), was measured faster than the NCHW one (cuDNN has shapes, a transposed 3-D convolution among them, where channels-last is slower).
 The others run in eager's layout. The numbers go to OUT/25_conv_precision.json, into the report and into the
 cost model (`cost.estimate`: eager's and the plan's convolutions at their measured times).
 """
@@ -17,6 +17,7 @@ cost model (`cost.estimate`: eager's and the plan's convolutions at their measur
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -27,7 +28,7 @@ import torch
 from torch import fx
 
 from .evaluate.conv_precision import ConvCall, convolutions
-from .plan import Plan, TorchStep
+from .rates import BANDWIDTH, LAUNCH_S
 from .traced import size_hint
 
 ARTEFACT = "25_conv_precision.json"
@@ -81,10 +82,9 @@ def measured_or_error(names: frozenset[str], graph: fx.Graph, out_dir: Path) -> 
         return {"error": lines[-1] if lines else type(exc).__name__}
 
 
-def plan_convolutions(plan: Plan, graph: fx.Graph) -> frozenset[str]:
-    """The convolutions the plan leaves to cuDNN (its torch steps)."""
-    by_name = {n.name: n for n in graph.nodes}
-    return frozenset(s.node for s in plan.steps if isinstance(s, TorchStep) and is_conv(by_name[s.node]))
+def graph_convolutions(graph: fx.Graph) -> frozenset[str]:
+    """Every convolution of the graph: eager calls cuDNN for each; the plan, for those it leaves as torch calls."""
+    return frozenset(n.name for n in graph.nodes if is_conv(n))
 
 
 def keep_measured(channels_last: frozenset[str], convs: frozenset[str], graph: fx.Graph,
@@ -97,7 +97,7 @@ def keep_measured(channels_last: frozenset[str], convs: frozenset[str], graph: f
         return frozenset(), rows
     by_name = {n.name: n for n in graph.nodes}
     return frozenset(n for n in in_class(channels_last, rows)
-                     if faster_channels_last(rows[n], conv_has_bias(by_name[n]))), rows
+                     if faster_channels_last(rows[n], conv_has_bias(by_name[n]), conversion_ms(by_name[n]))), rows
 
 
 def in_class(channels_last: frozenset[str], precision: dict[str, dict]) -> frozenset[str]:
@@ -105,14 +105,26 @@ def in_class(channels_last: frozenset[str], precision: dict[str, dict]) -> froze
     return frozenset(n for n in channels_last if precision.get(n, {}).get("channels_last_in_class"))
 
 
-def faster_channels_last(row: dict, bias: bool) -> bool:
-    """The channels-last call, after converting the input, measured faster than the NCHW one (True where the
-    measurement has no times: a CPU one)."""
+def faster_channels_last(row: dict, bias: bool, conversion: float) -> bool:
+    """The channels-last call, after the input's `conversion` (ms), measured faster than the NCHW one (True where
+    the measurement has no times: a CPU one)."""
     suffix = "" if bias else "_no_bias"
     nchw, cl = row.get("ms_nchw" + suffix), row.get("ms_channels_last" + suffix)
     if nchw is None or cl is None:
         return True
-    return cl + (row.get("ms_to_channels_last") or 0.0) < nchw
+    return cl + conversion < nchw
+
+
+def conversion_ms(node: fx.Node) -> float:
+    """The plan's conversion of a convolution's input and weight to channels-last, in ms: the extension's
+    ff_channels_last kernel, a read and a write of each at the memory bandwidth and a launch each (PyTorch's own
+    conversion, which the measurement times as ms_to_channels_last, is several times slower on some shapes: 2.3 ms
+    for a 537 MB input on an H100)."""
+    moved = 0
+    for value in [a for a in node.all_input_nodes if isinstance(a.meta.get("val"), torch.Tensor)][:2]:
+        val = value.meta["val"]
+        moved += 2 * math.prod(size_hint(d) for d in val.shape) * val.element_size()
+    return 1e3 * (moved / BANDWIDTH + 2 * LAUNCH_S)
 
 
 def conv_has_bias(node: fx.Node) -> bool:

@@ -34,7 +34,7 @@ from .evaluate.cpu_check import (
 from .families import switched_on
 from .ladder import Failure, describe, next_rung, token_kernels
 from .layout import channels_last_convs
-from .layout_precision import keep_measured, plan_convolutions
+from .layout_precision import graph_convolutions, keep_measured
 from .load import load_model_file
 from .partition import format_plan, partition
 from .report import write_report
@@ -78,7 +78,7 @@ def stage_partition(run: Run) -> None:
     run.plan = partition(run.captured.graph, families, c.pointwise_kernels)
     if c.layout:
         run.plan.channels_last = channels_last_convs(run.plan, run.captured.graph)
-    convs = plan_convolutions(run.plan, run.captured.graph)
+    convs = graph_convolutions(run.captured.graph)
     if c.gpu and convs:  # measured on the GPU: channels-last only where in class and faster; times for the cost
         run.plan.channels_last, run.conv_precision = keep_measured(run.plan.channels_last, convs,
                                                                    run.captured.graph, c.out_dir)

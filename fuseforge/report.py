@@ -20,7 +20,7 @@ from .cost import VIEW_OPS, nbytes
 from .families import FAMILIES, switched_on
 from .fusible import fusible_reason
 from .ladder import describe
-from .layout_precision import conv_has_bias, faster_channels_last
+from .layout_precision import conv_has_bias, conversion_ms, faster_channels_last
 from .plan import KernelStep
 from .pointwise import op_key
 from .rates import BANDWIDTH, HOST_OP_S, LAUNCH_S, SGEMM_FLOPS
@@ -177,7 +177,8 @@ def _measured_precision(run: Run, name: str) -> str:
     if not m:
         return ""
     cl, nchw = m.get("error_channels_last"), m["error_nchw"]
-    bias = conv_has_bias(next(n for n in run.captured.graph.nodes if n.name == name))
+    node = next(n for n in run.captured.graph.nodes if n.name == name)
+    bias = conv_has_bias(node)
     suffix = "" if bias else "_no_bias"
     t_nchw, t_cl = m.get("ms_nchw" + suffix), m.get("ms_channels_last" + suffix)
     if not m.get("channels_last_in_class"):
@@ -185,10 +186,11 @@ def _measured_precision(run: Run, name: str) -> str:
     elif name in run.plan.channels_last:
         verdict = "kept"
     else:
-        verdict = "not taken: measured slower" if not faster_channels_last(m, bias) else "not chosen by the layout step"
+        slower = not faster_channels_last(m, bias, conversion_ms(node))
+        verdict = "not taken: measured slower" if slower else "not chosen by the layout step"
     times = "" if t_nchw is None or t_cl is None else (
         f" Time{'' if bias else ' without its bias'}: NCHW {t_nchw:.3f} ms, channels-last {t_cl:.3f} ms + "
-        f"{m.get('ms_to_channels_last') or 0.0:.3f} ms converting the input.")
+        f"{conversion_ms(node):.3f} ms converting the input and weight.")
     return (f" Measured (error vs float64 / output RMS): NCHW {nchw:.1e} ({m['class']}-class), channels-last "
             + ("n/a" if cl is None else f"{cl:.1e} ({m['class_channels_last']}-class)") + "." + times
             + f" Channels-last {verdict}.")
