@@ -395,3 +395,24 @@ def test_a_check_s_record_says_where_its_time_went_in_each_process(tmp_path):
     spent = sum(sum(steps.values()) for steps in stages.values())
     assert 0.7 * record["wall_s"] <= spent <= record["wall_s"]  # the stages account for the check's time
     assert "reference" in summary(record)[-1] and "grader" in summary(record)[-1]
+
+
+def test_large_items_stay_in_unlinked_files_the_grader_holds_open_and_reach_the_candidate_unchanged(tmp_path,
+                                                                                                  monkeypatch):
+    """With every item 'large': the grader keeps none of them in memory, the reference's folder is gone (its files
+    unlinked), and a check still grades the honest candidate correct -- each item read back whole when asked for.
+    Catches a lazy item read short, at the wrong offset, or from a file already closed."""
+    from fuseforge.check import orchestrate
+    from fuseforge.check.orchestrate import LazyItem, check_files, run_reference
+
+    monkeypatch.setattr(orchestrate, "LAZY_ITEM_BYTES", 0)
+    settings = CheckSettings(device="cpu", seeds=1, trials=2, warmup=1, compile=False)
+    ref = run_reference(MODEL, settings, tmp_path / "reference")
+    assert not (tmp_path / "reference").exists()
+    assert ref.feed and all(isinstance(item, LazyItem) for item in ref.feed.values())
+    state = torch.load(__import__("io").BytesIO(ref.feed["state_0"]()), weights_only=True)
+    assert state and all(isinstance(v, torch.Tensor) for v in state.values())
+    assert ref.feed["inputs_0"]() == ref.feed["inputs_0"]()  # read again whole, from offset 0
+    honest = Path(__file__).parent / "adversarial" / "honest_linear_sigmoid.py"
+    record = check_files(MODEL, honest, settings)
+    assert record["verdict"] == "correct", record["reason"]

@@ -4,7 +4,9 @@ the verdict. Never raises for anything a candidate or model file can do; returns
 The reference runs first, in its own process; everything it wrote (what the grader compares against, and
 the items the candidate is handed: inputs, state_dicts, fingerprint positions) is loaded into this
 process's memory and its job folder, which holds the secret it drew them from, is deleted before the
-candidate's process starts. The candidate's job folder holds only job.json (the public plan: names and
+candidate's process starts. Items larger than LAZY_ITEM_BYTES are not read then: this process opens their
+files, and deleting the folder unlinks them, so their data stays reachable from this process alone (its open
+files, like its memory, behind /proc/PID, which the candidate's audit watches) and is read when it is handed over. The candidate's job folder holds only job.json (the public plan: names and
 shapes) and the files of the hand-over: this process writes each item when the worker asks for it
 (feed.py). Before a candidate runs, this process makes itself non-dumpable (prctl), so that another
 process of the same user cannot read its memory through /proc/PID/mem or ptrace. A `reference_cache`
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import io
+import os
 import secrets
 import shutil
 import tempfile
@@ -38,6 +41,7 @@ from fuseforge.check.worker import read_json, write_json
 from fuseforge.evaluate.numerics import FACTOR
 
 SCHEMA = "fuseforge.check/1"
+LAZY_ITEM_BYTES = 64 * 2**20  # feed items above this stay in unlinked files this process holds open
 _CACHE_LOCK = threading.Lock()
 _CEILINGS: dict[str, dict] = {}  # device -> the ceilings a reference run measured there (one per process)
 
@@ -63,7 +67,7 @@ class CheckSettings:
 class ReferenceData:
     meta: dict
     outputs: dict  # what the grader compares against
-    feed: dict  # item name -> serialised bytes, handed to the candidate one at a time
+    feed: dict  # item name -> serialised bytes (or a LazyItem giving them), handed to the candidate one at a time
     order: list  # the plan's order of the items
 
 
@@ -92,13 +96,36 @@ def run_reference(model: Path, settings: CheckSettings, jobdir: Path, gate=None)
     private = jobdir / "private"
     meta = read_json(private / "meta.json")
     order = meta["plan"]["order"]
-    feed = {name: (private / "feed" / f"{name}.pt").read_bytes() for name in order}
+    feed = {name: _feed_item(private / "feed" / f"{name}.pt") for name in order}
     data = ReferenceData(meta, torch.load(private / "outputs.pt", weights_only=True), feed, order)
     shutil.rmtree(jobdir)
     meta["stages"] = outcome.stages() + [["reading its results", round(time.perf_counter() - reading, 3)]]
     if meta.get("ceilings"):
         _CEILINGS.setdefault(settings.device, meta["ceilings"])
     return data
+
+
+class LazyItem:
+    """A feed item in a file this process holds open (unlinked once the reference's folder is deleted): its bytes,
+    read when it is handed over (`FeedServer` calls it)."""
+
+    def __init__(self, path: Path):
+        self.file = open(path, "rb")  # closed when the reference's data is dropped
+        self.size = path.stat().st_size
+
+    def __call__(self) -> bytes:
+        chunks, at, fd = [], 0, self.file.fileno()
+        while at < self.size:  # one read returns at most about 2 GB
+            chunk = os.pread(fd, min(self.size - at, 1 << 30), at)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            at += len(chunk)
+        return b"".join(chunks)
+
+
+def _feed_item(path: Path) -> bytes | LazyItem:
+    return LazyItem(path) if path.stat().st_size > LAZY_ITEM_BYTES else path.read_bytes()
 
 
 def _new_record(model: Path, candidate: Path, settings: CheckSettings) -> dict:
@@ -206,11 +233,12 @@ def _drop_tensors(workdir: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def _picker(data: bytes, picks: dict, name: str):
+def _picker(item: bytes | LazyItem, picks: dict, name: str):
     """Hands over FINGERPRINT_SIZE of the reference's positions for a timed call, picked with the OS's
     randomness when the item is asked for (once the candidate is built and the call returned)."""
     def pick() -> bytes:
         chosen = []
+        data = item() if callable(item) else item
         for positions in torch.load(io.BytesIO(data), weights_only=True):
             if positions is None or positions.numel() <= FINGERPRINT_SIZE:
                 chosen.append(None)
