@@ -210,7 +210,11 @@ def direct_seconds(node: fx.Node, conv: ConvAnchor) -> float:
         return igemm_seconds(node, conv)
     out = traced_shape(node)
     fraction = tiling.useful_fraction(conv.tiling, conv.k, out[-2], out[-1])
-    return 2.0 * conv.terms * cost.numel(node) / (rates.CONV_DIRECT_FLOPS[conv.dims] * fraction)
+    flops = 2.0 * conv.terms * cost.numel(node)
+    if conv.dims == 3:  # a time per output and the products (rates.CONV_DIRECT_3D)
+        per_output, rate = rates.CONV_DIRECT_3D
+        return cost.numel(node) * per_output + flops / (rate * fraction)
+    return flops / (rates.CONV_DIRECT_FLOPS[conv.dims] * fraction)
 
 
 def igemm_seconds(node: fx.Node, conv: ConvAnchor) -> float:
