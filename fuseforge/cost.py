@@ -20,7 +20,7 @@ from torch import fx
 
 from .capture import Captured
 from .evaluate.conv_precision import ConvCall
-from .layout_precision import conv_call, conversion_ms, is_conv
+from .layout_precision import conv_call, conv_has_bias, conversion_ms, is_conv
 from .plan import KernelStep, Plan
 from .rates import BANDWIDTH, HOST_OP_S, LAUNCH_S, SGEMM_FLOPS, cudnn_conv_seconds
 from .traced import size_hint
@@ -115,8 +115,8 @@ def _transposed(node: fx.Node) -> bool:
 
 
 def _conv_with_bias(node: fx.Node) -> bool:
-    """A convolution given a bias tensor (its third argument in every convolution's schema)."""
-    return str(node.target).startswith("aten.conv") and len(node.args) > 2 and isinstance(node.args[2], fx.Node)
+    """A convolution given a bias tensor."""
+    return str(node.target).startswith("aten.conv") and conv_has_bias(node)
 
 
 def op_bytes(node: fx.Node) -> int:

@@ -3,14 +3,14 @@ is faster; every convolution's measured time goes to the cost model.
 
 cuDNN picks its algorithm per shape and layout, and the channels-last form of a convolution can land in
 another precision class than eager's NCHW call (TF32 where eager's is exact fp32). The verifier holds every
-output to eager's own error, so such a plan fails verification. This step measures every convolution the
-graph has (eager calls cuDNN for each; the plan for those it leaves as torch calls), on the GPU, in both layouts on its own shapes (`evaluate/conv_precision.py`, a child
-process holding the GPU lease): its error vs float64 and its time (with and without its bias, and the input's
-conversion to channels-last). A convolution the layout step chose runs channels-last only where it stays in
-eager's precision class (the same class, or within the verifier's bound of the NCHW error:
+output to eager's own error, so such a plan fails verification. This step measures every convolution of the
+graph (eager calls cuDNN for each; the plan, for those it leaves as torch calls) on the GPU, in both layouts on
+its own shapes (`evaluate/conv_precision.py`, a child process holding the GPU lease): its error vs float64 and
+its time (with and without its bias). A convolution the layout step chose runs channels-last only where it stays
+in eager's precision class (the same class, or within the verifier's bound of the NCHW error:
 conv_precision.stays_in_class) and its channels-last call, plus the input's and weight's conversion by the
-extension's kernel (`conversion_ms`), was measured faster than the NCHW one (cuDNN has shapes, a transposed 3-D convolution among them, where channels-last is slower).
-The others run in eager's layout. The numbers go to OUT/25_conv_precision.json, into the report and into the
+extension's kernel (`conversion_ms`), was measured faster than the NCHW one (cuDNN has shapes, a transposed 3-D
+convolution among them, where channels-last is slower). The others run in eager's layout. The numbers go to OUT/25_conv_precision.json, into the report and into the
 cost model (`cost.estimate`: eager's and the plan's convolutions at their measured times).
 """
 
