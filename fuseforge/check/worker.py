@@ -3,8 +3,9 @@
 ROLE is "reference" (reference_role.py: only the model file) or "candidate" (candidate_role.py: only the
 candidate). JOBDIR/job.json holds the settings. The worker appends progress events to JOBDIR/ROLE.events
 (one JSON object a line: {"event", "t", ...}; the parent switches from the build to the run time limit at
-"built", writes JOBDIR/ROLE.go once the worker may run on the GPU, and answers "plant_ready") and always ends by writing JOBDIR/ROLE.json (the facts; "fatal" if
-the role raised), unless it is killed or crashes (the parent then reads the exit status instead).
+"built", writes JOBDIR/ROLE.go once the worker may run on the GPU, and answers "plant_ready") and always
+ends by writing JOBDIR/ROLE.json (the facts; "fatal" if the role raised), unless it is killed or crashes (the
+parent then reads the exit status instead).
 The process ends with os._exit, so that threads a candidate left running cannot keep it alive.
 """
 
