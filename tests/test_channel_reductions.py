@@ -412,11 +412,13 @@ class EveryPool(nn.Module):
     with divisor_override and two outputs, a 1-D average pool with count_include_pad=False. Window prologues
     (pointwise ops before the pool, computed per window element): a max pool kernel of a chain with a
     per-channel operand and a scalar, an overlapping average pool with padding and ceil_mode before a channel
-    sum, a 3-D average pool kernel of a sigmoid with nothing after it."""
+    sum, a 3-D average pool kernel of a sigmoid with nothing after it. A pool alone of a convolution's output (a
+    pool kernel with no pointwise op)."""
 
     def __init__(self, c=3):
         super().__init__()
         self.scale = nn.Parameter(torch.randn(c, 1, 1))
+        self.weight = nn.Parameter(torch.randn(c, c, 1, 1))
 
     def forward(self, x, v, y, w, u):
         a = torch.sigmoid(nn.functional.max_pool3d(x, 2)).sum(dim=1, keepdim=True)
@@ -429,7 +431,8 @@ class EveryPool(nn.Module):
         p = torch.relu(nn.functional.max_pool2d(torch.tanh(v * self.scale - 0.5), 2))
         q = nn.functional.avg_pool2d(torch.relu(y * 1.5 + 1.0), 3, 2, 1, ceil_mode=True).sum(dim=1)
         r = nn.functional.avg_pool3d(torch.sigmoid(w), 2)
-        return a, b, c, e, torch.tanh(f), f, g, h, p, q, r
+        s = nn.functional.max_pool2d(nn.functional.conv2d(y, self.weight), 3, 2, 1)
+        return a, b, c, e, torch.tanh(f), f, g, h, p, q, r, s
 
 
 def _every_reduction():
@@ -460,25 +463,27 @@ def test_every_form_of_the_test_model_is_a_channel_reduction_kernel():
 
 def test_every_form_of_the_pool_test_model_is_a_pool_or_channel_reduction_kernel():
     captured, plan, ext = _every_pool()
-    assert sorted(_kind(g) for g in plan.groups) == ["channel-reduction"] * 5 + ["pool"] * 5
+    assert sorted(_kind(g) for g in plan.groups) == ["channel-reduction"] * 5 + ["pool"] * 6
     assert all(g.spec.pool for g in plan.groups)
     assert sorted((g.spec.pool.op, g.spec.pool.dims) for g in plan.groups) == \
         [("avg", 1), ("avg", 2), ("avg", 2), ("avg", 3), ("avg", 3), ("max", 1), ("max", 2), ("max", 2), ("max", 2),
-         ("max", 3)]
+         ("max", 2), ("max", 3)]
     assert {c for g in plan.groups for _, c in g.spec.operands} == {"pooled", "full", "channel"}
-    assert sorted(len(g.outputs) for g in plan.groups) == [1] * 9 + [2]
-    assert ext.cuda.count("(pool kernel)") == 5 and ext.cuda.count("(channel-reduction kernel)") == 5
+    assert sorted(len(g.outputs) for g in plan.groups) == [1] * 10 + [2]
+    assert ext.cuda.count("(pool kernel)") == 6 and ext.cuda.count("(channel-reduction kernel)") == 5
+    (alone,) = [g for g in plan.groups if len(g.nodes) == 1]  # the pool of the convolution's output, nothing else
+    assert _ops(captured, alone) == ["max_pool2d"]
     # the window prologues: each chain before its pool is computed per window element, never written
-    assert sorted(len(g.spec.window_nodes) for g in plan.groups) == [0] * 7 + [1, 3, 3]
+    assert sorted(len(g.spec.window_nodes) for g in plan.groups) == [0] * 8 + [1, 3, 3]
     assert ext.cuda.count("const float ff_raw = ") == 3
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 @pytest.mark.parametrize("std", ["c++17", "c++20"])
 # kernels: reductions, 5 groups of 4 or 1 positions per thread, and the 4 with one full input a channels-last
-# kernel too (14); pools, 5 channel reductions reading a contiguous or a channels-last pool input (10) and 5 pool
-# kernels reading a contiguous one or a channels-last one, by element or by tile (15)
-@pytest.mark.parametrize("build, kernels", [(_every_reduction, 14), (_every_pool, 25)], ids=["reductions", "pools"])
+# kernel too (14); pools, 5 channel reductions reading a contiguous or a channels-last pool input (10) and 6 pool
+# kernels reading a contiguous one or a channels-last one, by element or by tile (18)
+@pytest.mark.parametrize("build, kernels", [(_every_reduction, 14), (_every_pool, 28)], ids=["reductions", "pools"])
 def test_the_channel_reduction_kernels_compile_for_hopper_without_warnings_or_spills(std, build, kernels, tmp_path):
     _, _, ext = build()
     report = assert_compiles_for_hopper_without_spills(ext.cuda, tmp_path, std, max_registers=64)
