@@ -254,8 +254,9 @@ __global__ void __launch_bounds__(kFFChanThreads) ff_chan_column_apply(Op op, FF
 // normalised ops. (A block per unit would leave most of its threads idle, in twice as many launches.)
 constexpr int kFFChanWarpPerLane = 8;
 constexpr int64_t kFFChanWarpUnit = 32 * kFFChanWarpPerLane;
+// (Bounds of at least one block per SM: with the default ones ptxas spills 8 bytes for some Op structs.)
 template <class Op>
-__global__ void __launch_bounds__(kFFChanThreads, 1) ff_chan_warp_units(Op op, FFChanDims d) {  // (, 1): no spill (ptxas)
+__global__ void __launch_bounds__(kFFChanThreads, 1) ff_chan_warp_units(Op op, FFChanDims d) {
     constexpr int F = Op::kFull, V = kFFChanWarpPerLane;
     const int lane = threadIdx.x & 31;
     const int64_t unit = (int64_t)blockIdx.x * (kFFChanThreads / 32) + (threadIdx.x >> 5);
