@@ -10,7 +10,7 @@ the models (`conv_precision.model_convolutions`), on the first `--samples` sampl
     cudnn      F.conv2d in float64 (what the truth runs today)
     im2col     F.unfold in float64, then one DGEMM per sample group (cuBLAS's float64 tensor-core path)
 
-the median time (CUDA events) scaled to the whole batch, and the largest difference between the two relative to
+the median time (`conv_precision._median_ms`: CUDA events, L2 flushed) scaled to the whole batch, and the largest difference between the two relative to
 the output's RMS (both are float64: it should be ~1e-15). A lab: it says whether the truth's convolutions are worth
 replacing; nothing in the product depends on it.
 """
@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from fuseforge.evaluate.conv_precision import model_convolutions
+from fuseforge.evaluate.conv_precision import _median_ms, model_convolutions
 
 
 def im2col_conv2d(x: torch.Tensor, w: torch.Tensor, stride, padding, dilation, groups: int) -> torch.Tensor:
@@ -40,20 +40,6 @@ def im2col_conv2d(x: torch.Tensor, w: torch.Tensor, stride, padding, dilation, g
     wg = w.view(groups, k // groups, cg * kh * kw)
     out = torch.einsum("gkr,ngrl->ngkl", wg, cols)
     return out.reshape(n, k, oh, ow)
-
-
-def _median_ms(fn, reps: int = 5) -> float:
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return sorted(times)[len(times) // 2]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,8 +72,10 @@ def main(argv: list[str] | None = None) -> int:
             rms = ref.square().mean().sqrt().item() or 1.0
             row = {"call": {k: getattr(call, k) for k in call.__dataclass_fields__}, "samples": n,
                    "max_diff_rel": (ours - ref).abs().max().item() / rms,
-                   "ms_cudnn_batch": _median_ms(lambda x=x, w=w, g=geometry: F.conv2d(x, w, None, *g)) * batch / n,
-                   "ms_im2col_batch": _median_ms(lambda x=x, w=w, g=geometry: im2col_conv2d(x, w, *g)) * batch / n}
+                   "ms_cudnn_batch": _median_ms(lambda x=x, w=w, g=geometry: F.conv2d(x, w, None, *g), x.device)
+                   * batch / n,
+                   "ms_im2col_batch": _median_ms(lambda x=x, w=w, g=geometry: im2col_conv2d(x, w, *g), x.device)
+                   * batch / n}
             del ref, ours
             torch.cuda.empty_cache()
             results["convolutions"][f"{path.stem}/{i}"] = row
