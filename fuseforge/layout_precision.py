@@ -87,17 +87,14 @@ def graph_convolutions(graph: fx.Graph) -> frozenset[str]:
     return frozenset(n.name for n in graph.nodes if is_conv(n))
 
 
-def keep_measured(channels_last: frozenset[str], convs: frozenset[str], graph: fx.Graph,
-                  out_dir: Path) -> tuple[frozenset[str], dict]:
-    """The layout step's channels-last convolutions that stay in class and are faster, and the measurements of
-    `convs` and those (or, where the measurement itself failed, none kept and {"error": why}: eager's layout is
-    always in class; the pipeline puts the reason in the report)."""
-    rows = measured_or_error(channels_last | convs, graph, out_dir)
+def kept_channels_last(channels_last: frozenset[str], rows: dict[str, dict], graph: fx.Graph) -> frozenset[str]:
+    """The layout step's channels-last convolutions that the measurements (`measured_or_error`) find in class and
+    faster; none where the measurement itself failed ({"error": why}: eager's layout is always in class)."""
     if "error" in rows:
-        return frozenset(), rows
+        return frozenset()
     by_name = {n.name: n for n in graph.nodes}
     return frozenset(n for n in in_class(channels_last, rows)
-                     if faster_channels_last(rows[n], conv_has_bias(by_name[n]), conversion_ms(by_name[n]))), rows
+                     if faster_channels_last(rows[n], conv_has_bias(by_name[n]), conversion_ms(by_name[n])))
 
 
 def in_class(channels_last: frozenset[str], precision: dict[str, dict]) -> frozenset[str]:

@@ -34,7 +34,7 @@ from .evaluate.cpu_check import (
 from .families import switched_on
 from .ladder import Failure, describe, next_rung, token_kernels
 from .layout import channels_last_convs
-from .layout_precision import graph_convolutions, keep_measured
+from .layout_precision import graph_convolutions, kept_channels_last, measured_or_error
 from .load import load_model_file
 from .partition import format_plan, partition
 from .report import write_report
@@ -70,21 +70,22 @@ def stage_rewrite(run: Run) -> None:
 
 
 def stage_partition(run: Run) -> None:
-    c = run.config
+    c, graph = run.config, run.captured.graph
     families = switched_on(c)
-    if c.gpu:  # what a family's claim needs measured on the GPU (the conv kernels: eager's precision class)
-        for family in families:
-            run.notes.extend(family.measure_on_gpu(run.captured.graph, c.out_dir))
-    run.plan = partition(run.captured.graph, families, c.pointwise_kernels)
-    if c.layout:
-        run.plan.channels_last = channels_last_convs(run.plan, run.captured.graph)
-    convs = graph_convolutions(run.captured.graph)
-    if c.gpu and convs:  # measured on the GPU: channels-last only where in class and faster; times for the cost
-        run.plan.channels_last, run.conv_precision = keep_measured(run.plan.channels_last, convs,
-                                                                   run.captured.graph, c.out_dir)
+    convs = graph_convolutions(graph)
+    if c.gpu and convs:  # every convolution measured once (one child process): the layout and the cost use it
+        run.conv_precision = measured_or_error(convs, graph, c.out_dir)
         if "error" in run.conv_precision:
             run.notes.append(f"the convolutions could not be measured ({run.conv_precision['error']}): they run in "
                              "eager's layout, priced by the cost model's rates")
+    if c.gpu:  # what a family's claim needs measured on the GPU (the conv kernels: eager's precision class)
+        for family in families:
+            run.notes.extend(family.measure_on_gpu(graph, c.out_dir))
+    run.plan = partition(graph, families, c.pointwise_kernels)
+    if c.layout:
+        run.plan.channels_last = channels_last_convs(run.plan, graph)
+        if c.gpu and convs:  # channels-last only where measured in class and faster
+            run.plan.channels_last = kept_channels_last(run.plan.channels_last, run.conv_precision, graph)
     run.artefact("20_partition.txt").write_text(format_plan(run.plan))
     run.cost = estimate(run.eager_cost, run.captured, run.plan, run.conv_precision)
     token = token_kernels(run.model_ops, run.plan, run.captured.graph)

@@ -27,13 +27,7 @@ from pathlib import Path
 from fuseforge.config import OptimizeConfig
 from fuseforge.cost import estimate, measurement_key
 from fuseforge.evaluate.conv_precision import call_from_json
-from fuseforge.layout_precision import (
-    conv_has_bias,
-    conversion_ms,
-    faster_channels_last,
-    graph_convolutions,
-    in_class,
-)
+from fuseforge.layout_precision import graph_convolutions, kept_channels_last
 from fuseforge.pipeline import optimize
 
 CALL_FIELDS = ("input_shape", "weight_shape", "bias", "stride", "padding", "dilation", "transposed", "output_padding",
@@ -66,9 +60,8 @@ def predict(model: Path, by_call: dict) -> tuple[float, float, int]:
     rows = {name: by_call[measurement_key(by_name[name])] for name in graph_convolutions(graph)
             if measurement_key(by_name[name]) in by_call}
     rated = estimate(run.eager_cost, run.captured, plan).speedup
-    kept = frozenset(n for n in in_class(plan.channels_last, rows)
-                     if faster_channels_last(rows[n], conv_has_bias(by_name[n]), conversion_ms(by_name[n])))
-    plan.channels_last = kept | (plan.channels_last - set(rows))
+    measured = plan.channels_last & set(rows)  # the others stay as the layout step chose them
+    plan.channels_last = kept_channels_last(measured, rows, graph) | (plan.channels_last - measured)
     return rated, estimate(run.eager_cost, run.captured, plan, rows).speedup, len(rows)
 
 
