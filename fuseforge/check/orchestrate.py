@@ -6,8 +6,8 @@ the items the candidate is handed: inputs, state_dicts, fingerprint positions) i
 process's memory and its job folder, which holds the secret it drew them from, is deleted before the
 candidate's process starts. Items larger than LAZY_ITEM_BYTES are not read then: this process opens their
 files, and deleting the folder unlinks them, so their data stays reachable from this process alone (its open
-files, like its memory, behind /proc/PID, which the candidate's audit watches) and is read when it is handed over. The candidate's job folder holds only job.json (the public plan: names and
-shapes) and the files of the hand-over: this process writes each item when the worker asks for it
+files, like its memory, behind /proc/PID, which the candidate's audit watches) and is read when it is handed
+over. The candidate's job folder holds only job.json (the public plan: names and shapes) and the files of the hand-over: this process writes each item when the worker asks for it
 (feed.py). Before a candidate runs, this process makes itself non-dumpable (prctl), so that another
 process of the same user cannot read its memory through /proc/PID/mem or ptrace. A `reference_cache`
 dict lets several candidates of one model share one reference run (tests, the corpus): share it only among
