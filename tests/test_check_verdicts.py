@@ -498,3 +498,18 @@ def test_a_build_that_fails_for_a_full_disk_is_the_graders_error_and_a_compile_e
     assert full["verdict"] == "error" and "disk space" in full["reason"] and full["check"] == "build"
     broken = _failed_build("main.cu(12): error: identifier \"x\" is undefined\n")
     assert broken["verdict"] == "build_failed" and "identifier" in broken["reason"]
+
+
+def test_a_first_case_that_replays_the_first_call_s_output_is_a_replay_not_the_reference_s_leftovers(ref_out):
+    """A candidate memoising by the input's address returns the first call's output when case 0's input lands at
+    the first input's address, and computes when the plant probe's does not: that is a cached output. Only an
+    output no earlier call gave points at the reference's freed memory."""
+    a, b = ref_out["case_0"]["truth"][0].float(), ref_out["case_1"]["truth"][0].float()
+    first = torch.rand(8, 4)
+    others = {"the first call": ([first], [torch.rand(8, 4)])}
+    found = {f.check for f in evidence.probe_findings({0: [first], 1: [b]}, {"plant": [a.clone()]}, ref_out,
+                                                      {0: False, 1: True}, 2.0, others)[0]}
+    assert "fresh_inputs" in found and "reference_leftovers" not in found
+    found = {f.check for f in evidence.probe_findings({0: [torch.rand(8, 4)], 1: [b]}, {"plant": [a.clone()]},
+                                                      ref_out, {0: False, 1: True}, 2.0, others)[0]}
+    assert "reference_leftovers" in found

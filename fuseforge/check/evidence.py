@@ -215,6 +215,8 @@ def probe_findings(case_outs: dict, probes: dict, ref_out: dict, case_checks: di
                 found.append(Finding("constant_output", f"output {j} is the constant {o.reshape(-1)[0].item():g} "
                                                         f"(case {i}); the truth is not", evidence={"case": i}))
                 break
+    earlier = dict(others or {}) | {f"case {i}": (outs, ref_out[f"case_{i}"]["eager"])
+                                     for i, outs in case_outs.items() if i != 0}
     if 0 in case_outs and "stale_sentinel" in probes and "stale_repeat" in probes:
         ran.add("stale_memory")
         ref0 = ref_out["case_0"]
@@ -222,11 +224,8 @@ def probe_findings(case_outs: dict, probes: dict, ref_out: dict, case_checks: di
         runs = {"NaN poison": case_outs[0], "finite poison": probes["stale_sentinel"],
                 "repeated call": probes["stale_repeat"]}
         names = list(runs)
-        earlier = dict(others or {}) | {f"case {i}": (outs, ref_out[f"case_{i}"]["eager"])
-                                         for i, outs in case_outs.items() if i != 0}
         replay = next((f"the output after {k} is {label}'s (other inputs)" for k, run in runs.items()
-                       for label, (outs, eager) in earlier.items()
-                       if _identical(run, outs) and not _identical(eager, ref0["eager"])), None)
+                       if (label := _replayed(run, earlier, ref0["eager"]))), None)
         if replay:
             found.append(Finding("fresh_inputs", replay))
             names = []
@@ -240,10 +239,19 @@ def probe_findings(case_outs: dict, probes: dict, ref_out: dict, case_checks: di
         # case 0's outputs, not the case: a case that failed on its buffers alone (running statistics) says
         # nothing about the memory its outputs were written to
         if not passes(case_outs[0], ref_out["case_0"], factor) and passes(probes["plant"], ref_out["case_0"], factor):
-            found.append(Finding("reference_leftovers", "wrong on fresh memory, right once the reference's "
-                                                        "output was freed: it returns the reference's memory"))
+            label = _replayed(case_outs[0], earlier, ref_out["case_0"]["eager"])
+            found.append(Finding("fresh_inputs", f"case 0's output is {label}'s (other inputs)") if label else
+                         Finding("reference_leftovers", "wrong on fresh memory, right once the reference's output "
+                                                        "was freed: it returns the reference's memory"))
     found += _fresh_findings(case_outs, probes, ref_out, case_checks, factor, ran)
     return found, ran
+
+
+def _replayed(outs: list, earlier: dict, eager: list) -> str | None:
+    """The label of an earlier call, of other inputs (its eager outputs differ), whose outputs `outs` are: a replay
+    (an output cached by something other than the content, such as the input's address), not stale memory."""
+    return next((label for label, (theirs, their_eager) in earlier.items()
+                 if _identical(outs, theirs) and not _identical(their_eager, eager)), None)
 
 
 def _identical(a: list, b: list) -> bool:
