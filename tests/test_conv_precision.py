@@ -2,6 +2,7 @@
 forward calls, and measures each one's error vs float64 in NCHW and channels-last (GPU numbers come from
 the H100; the CPU runs here check the mechanics and the classification)."""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -107,3 +108,16 @@ def test_a_timed_measurement_gives_each_layouts_time_on_cuda():
     assert 0 < row["ms_nchw_no_bias"] < 100 and 0 < row["ms_channels_last_no_bias"] < 100
     assert 0 < row["ms_to_channels_last"] < 100
     assert "ms_nchw" not in measure(call, torch.device("cuda"))
+
+
+@pytest.mark.parametrize("flags, timed", [(["--time"], True), ([], False)])
+def test_the_plans_request_of_named_calls_is_timed_when_it_asks_for_times(tmp_path, monkeypatch, flags, timed):
+    """Catches a `--calls` request (the plan's layout step) that drops `--time`: its rows then carry no times, the
+    layout keeps every in-class channels-last convolution unmeasured and the cost model prices cuDNN by the rates."""
+    call = ConvCall((2, 8, 12, 12), (16, 8, 3, 3), True, (1, 1), (1, 1), (1, 1), False, (0, 0), 1)
+    asked = []
+    monkeypatch.setattr(conv_precision, "measure", lambda c, device, timed=False: asked.append(timed) or {"c": 1})
+    request, out = tmp_path / "calls.json", tmp_path / "rows.json"
+    request.write_text(json.dumps({"conv": dataclasses.asdict(call)}))
+    assert conv_precision.main(["--calls", str(request), "--device", "cpu", "--out", str(out), *flags]) == 0
+    assert asked == [timed] and json.loads(out.read_text()) == {"conv": {"c": 1}}

@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         calls = {name: call_from_json(f) for name, f in json.loads(args.calls.read_text()).items()}
         held = lease.from_env("conv precision") if device.type == "cuda" else None
         with held if held is not None else contextlib.nullcontext():
-            rows = {name: measure(call, device) for name, call in calls.items()}
+            rows = {name: measure(call, device, args.time) for name, call in calls.items()}
         args.out.write_text(json.dumps(rows, indent=1) + "\n")
         return 0
     env = {"torch": torch.__version__, "device": str(device),
