@@ -22,7 +22,7 @@ from .capture import Captured
 from .evaluate.conv_precision import ConvCall
 from .layout_precision import conv_call, conv_has_bias, conversion_ms, is_conv
 from .plan import KernelStep, Plan
-from .rates import BANDWIDTH, HOST_OP_S, LAUNCH_S, SGEMM_FLOPS, cudnn_conv_seconds
+from .rates import BANDWIDTH, HOST_OP_S, LAUNCH_S, SGEMM_FLOPS, batch_norm_train_seconds, cudnn_conv_seconds
 from .traced import size_hint
 
 READS_ONLY_METADATA = {"aten.new_ones.default", "aten.new_zeros.default", "aten.new_empty.default",
@@ -120,10 +120,20 @@ def _conv_with_bias(node: fx.Node) -> bool:
 
 
 def op_bytes(node: fx.Node) -> int:
-    """Bytes one eager op moves: its inputs read and its output written. PyTorch adds a convolution's bias
-    in a pass of its own after cuDNN's convolution (measured on the H100): one more read and write."""
+    """Bytes one eager op moves: its inputs read and its output written (every tensor of a tuple: a norm's output
+    and statistics). PyTorch adds a convolution's bias in a pass of its own after cuDNN's convolution (measured on
+    the H100): one more read and write."""
     reads = [] if str(node.target) in READS_ONLY_METADATA else node.all_input_nodes
-    return sum(nbytes(a) for a in reads) + nbytes(node) + (2 * nbytes(node) if _conv_with_bias(node) else 0)
+    return sum(nbytes(a) for a in reads) + _held_bytes(node) + (2 * nbytes(node) if _conv_with_bias(node) else 0)
+
+
+TRAIN_MODE_BATCH_NORMS = frozenset({"aten._native_batch_norm_legit_functional.default",
+                                    "aten._native_batch_norm_legit.default", "aten.native_batch_norm.default"})
+
+
+def is_train_batch_norm(node: fx.Node) -> bool:
+    """A batch norm computing its batch's statistics (its `training` argument, the sixth, true)."""
+    return str(node.target) in TRAIN_MODE_BATCH_NORMS and len(node.args) > 5 and node.args[5] is True
 
 
 def _time(fl: float, rate: float, moved: int) -> float:
@@ -217,6 +227,10 @@ def _op_cost(n: fx.Node) -> tuple[float, float, int]:
     """(seconds, FLOPs, bytes moved) of one op; factory ops like new_ones read no data of their input."""
     moved = op_bytes(n)
     fl, rate = flops(n)
+    if is_train_batch_norm(n):  # cuDNN's kernel: three passes over the input, a block per channel
+        x = n.args[0]
+        seconds = batch_norm_train_seconds(nbytes(x), size_hint(x.meta["val"].shape[1])) + LAUNCH_S
+        return max(seconds, _time(fl, rate, moved)), fl, moved
     return _time(fl, rate, moved), fl, moved
 
 

@@ -139,6 +139,20 @@ CUDNN_TRANSPOSED = {("nchw", 2): (6.3e-12, 110e12), ("nchw", 3): (6.0e-12, 95e12
                     ("channels_last", 2): (3.0e-12, 250e12), ("channels_last", 3): (2.7e-12, 110e12)}
 
 
+# PyTorch's train-mode batch norm of an NCHW/NCDHW input (cuDNN's bn_fw_tr_1C11_kernel_NCHW, one kernel): it reads the
+# input for the statistics, then reads it again and writes the output, one block per channel, so with fewer channels
+# than SMs part of the GPU idles. Measured on an H100: 555.6 us for [64, 64, 128, 128] (268 MB, 64 channels;
+# bench/results/2026-11-22_profile_h100_7c08f5e/kernels_nograd.json, conv2d_batchnorm_relu): 3 x 268 MB in that time
+# is 1.45 TB/s, 0.49 of BANDWIDTH, where 64 channels occupy 64 / 132 = 0.48 of the SMs.
+BATCH_NORM_TRAIN_PASSES = 3
+
+
+def batch_norm_train_seconds(input_bytes: int, channels: int) -> float:
+    """Eager's train-mode batch norm: BATCH_NORM_TRAIN_PASSES passes over the input at the bandwidth of the SMs its
+    channels occupy (one block each)."""
+    return BATCH_NORM_TRAIN_PASSES * input_bytes / (BANDWIDTH * min(1.0, channels / SMS))
+
+
 def cudnn_conv_seconds(outputs: int, flops: float, channels: int, terms: int, dims: int, *,
                        channels_last: bool = False, transposed: bool = False, strided: bool = False,
                        bias: bool = False) -> float:

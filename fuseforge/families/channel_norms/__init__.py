@@ -11,7 +11,12 @@ normalise + epilogue.
 
 from __future__ import annotations
 
+import math
+
+from ...cost import nbytes
 from ...plan import KernelGroup, Runtime
+from ...rates import BANDWIDTH, LAUNCH_S
+from ...traced import size_hint
 from ...words import with_article
 from ..base import FamilyBase
 from . import table
@@ -94,9 +99,31 @@ class ChannelNorms(FamilyBase):
         return (f"{c.norm.describe} of {c.norm.data} over {list(group.shape)}; reads "
                 + ", ".join(f"{i} ({k})" for i, k in c.operands))
 
+    def seconds(self, group: KernelGroup, by_name) -> float:
+        """Memory-bound: the full-shape inputs read once per pass and everything else once, at the bandwidth, plus a
+        launch per pass. Two passes (statistics, then normalise: channel.cu's plane, column and NHWC kernels); one
+        where a unit (a channel, or a sample's group) has at most WARP_UNIT values, which a warp keeps in registers
+        (ff_chan_warp_units)."""
+        full = sum(nbytes(by_name[i]) for i, c in group.spec.operands if c == "full")
+        rest = sum(nbytes(by_name[i]) for i in group.inputs) - full + sum(nbytes(by_name[o]) for o in group.outputs)
+        norm = group.spec.norm
+        passes = 1 if values_per_unit(norm, by_name[norm.data].meta["val"].shape) <= WARP_UNIT else 2
+        return (passes * full + rest) / BANDWIDTH + passes * LAUNCH_S
+
     def reads_channels_last(self, group: KernelGroup, value: str, by_name) -> bool:
         """Its one full-shape input, read by the NHWC kernels."""
         return [i for i, c in group.spec.operands if c == "full"] == [value]
+
+
+WARP_UNIT = 256  # channel.cu's kFFChanWarpUnit: the values a warp's lanes hold in registers, 8 each
+
+
+def values_per_unit(norm: table.ChannelNorm, shape: tuple[int, ...]) -> int:
+    """The values one unit normalises (binding.h's per_unit): a channel's over the batch (batch norm), or a sample's
+    group of channels (group norm)."""
+    shape = tuple(size_hint(s) for s in shape)
+    spatial = math.prod(shape[2:])
+    return shape[1] // norm.groups * spatial if norm.groups else shape[0] * spatial
 
 
 FAMILY = ChannelNorms()
