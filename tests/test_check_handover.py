@@ -222,6 +222,57 @@ def test_inputs_and_state_dicts_follow_from_the_secret_and_differ_from_the_seede
     assert all(torch.equal(state[k], random_state(progs, 1, "state_0")[k]) for k in state)
 
 
+def test_the_reference_draws_inputs_on_its_device_and_hands_over_cpu_copies(monkeypatch):
+    """Catches inputs drawn by the CPU's generator on a GPU check (1.0-2.3 s a 268 MB set on an H100 machine, where
+    the GPU draws it in milliseconds), and a draw that hands over the device's tensors instead of CPU copies."""
+    from fuseforge.check import reference_role
+
+    progs = harness.load_reference(MODEL)
+    dev = torch.device("cpu")
+    asked, drawn, original = [], [], harness.draw_inputs
+
+    def draw(progs, seed, distribution="file", batch=None, device=None):
+        asked.append(device)
+        drawn.extend(original(progs, seed, distribution, batch))
+        return list(drawn)
+
+    monkeypatch.setattr(reference_role.harness, "draw_inputs", draw)
+    inputs = reference_role.Reference(progs, {"secret": 5}, dev).draw("inputs_0", "large")
+    assert asked == [dev]
+    assert all(x.device.type == "cpu" and x is not d for x, d in zip(inputs, drawn))
+    assert torch.equal(inputs[0], drawn[0] * reference_role.LARGE)
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_reference_draws_what_the_gpus_generator_draws_under_the_secret_seed():
+    from fuseforge.check import reference_role
+
+    progs = harness.load_reference(MODEL)
+    dev = torch.device("cuda")
+    (x,) = reference_role.Reference(progs, {"secret": 5}, dev).draw("inputs_0")
+    (on_gpu,) = harness.draw_inputs(progs, secret_seed(5, "inputs_0"), device=dev)
+    (on_cpu,) = harness.draw_inputs(progs, secret_seed(5, "inputs_0"))
+    assert x.device.type == "cpu" and torch.equal(x, on_gpu.cpu()) and not torch.equal(x, on_cpu)
+
+
+def test_the_reference_records_the_inputs_its_model_changes_in_place():
+    """Catches a mutation check that compares an input with itself (the device copy it made for the call), which
+    would let a candidate's in-place write of an input pass as the model's own behaviour, or flag every input."""
+    import types
+
+    from fuseforge.check.reference_role import Program
+
+    class AddsToItsFirstInput(torch.nn.Module):
+        def forward(self, x, y):
+            x.add_(1)
+            return x * 2 + y
+
+    program = Program(types.SimpleNamespace(model_cls=AddsToItsFirstInput, init_args=[]), torch.device("cpu"))
+    x, y = torch.randn(3), torch.randn(3)
+    result = program.call([x, y])
+    assert result["mutated"] == [0] and torch.equal(result["truth"][0], (2 * (x.double() + 1) + y.double()))
+
+
 def test_constant_parameters_and_running_statistics_are_scattered_keeping_their_sign():
     from fuseforge.check.reference_role import random_state as draw
 

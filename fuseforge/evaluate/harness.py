@@ -255,12 +255,15 @@ def redraws_nothing(inputs: list) -> bool:
 
 def to_device(inputs: list, device: torch.device, float_dtype: torch.dtype | None = None) -> list:
     """Fresh copies of the tensors on `device` (a run that mutates its inputs spoils no other run);
-    floating ones also cast to `float_dtype` if given."""
+    floating ones also cast to `float_dtype` if given, there (a float64 copy of a float32 input moves half the
+    bytes to the GPU, and the GPU converts it; the values are the same)."""
     def move(x):
         if not isinstance(x, torch.Tensor):
             return x
         dtype = float_dtype if float_dtype is not None and x.is_floating_point() else x.dtype
-        return x.to(device=device, dtype=dtype, copy=True)
+        if dtype == x.dtype or torch.device(device) == x.device:
+            return x.to(device=device, dtype=dtype, copy=True)
+        return x.to(device=device).to(dtype)  # a copy on the other device, converted there
     return [move(x) for x in inputs]
 
 
