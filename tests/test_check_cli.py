@@ -42,6 +42,14 @@ def test_an_honest_candidate_exits_zero_and_the_json_record_is_written(tmp_path)
     result = _invoke(MODEL, str(ADVERSARIAL / "honest_linear_sigmoid.py"), *FAST, "--json", str(out))
     assert result.exit_code == 0, result.output
     assert "correct" in result.output and "time: candidate" in result.output
+    # each worker's stages as they start, before the summary (a killed check still shows where it was)
+    lines = [line.strip() for line in result.output.splitlines()]
+    stages = [line.split(" (")[0] for line in lines if line.startswith(("reference: ", "candidate: "))]
+    assert stages[0].startswith("reference: ") and stages[-1] == "candidate: done"
+    assert stages.index("reference: cases") < stages.index("reference: sequence") < stages.index("candidate: built")
+    assert all(a != b for a, b in zip(stages, stages[1:]))  # a stage's repeated events (each case) are one line
+    where = lambda text: next(i for i, x in enumerate(lines) if x.startswith(text))  # noqa: E731
+    assert where("candidate: done") < where("time: candidate")
     record = json.loads(out.read_text())
     assert record["schema"] == "fuseforge.check/1" and record["settings"]["trials"] == 2
 
@@ -73,7 +81,7 @@ def test_on_a_gpu_the_workers_run_phases_hold_the_gpu_lease_the_environment_name
 
     gates = []
 
-    def fake_check_files(model, candidate, settings, reference_cache=None, gate=None):
+    def fake_check_files(model, candidate, settings, reference_cache=None, gate=None, progress=None):
         gates.append((settings.device, gate))
         raise RuntimeError("stop after the call")
 

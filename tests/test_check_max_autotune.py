@@ -57,7 +57,7 @@ def _app() -> typer.Typer:
 def test_the_max_autotune_option_reaches_check_settings(monkeypatch, args, expected):
     seen = []
 
-    def fake_check_files(model, candidate, settings, gate=None):
+    def fake_check_files(model, candidate, settings, gate=None, progress=None):
         seen.append(settings)
         return {"verdict": "correct", "candidate": str(candidate), "model": str(model), "device": "cpu",
                 "wall_s": 0.0}

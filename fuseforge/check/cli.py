@@ -55,8 +55,9 @@ def check(
                              compile=not no_compile, max_autotune=max_autotune, workdir=workdir)
     to_stdout = json_path is not None and str(json_path) == "-"
     console = Console(stderr=to_stdout, highlight=False, soft_wrap=True)
-    with console.status(f"checking {candidate.name}"):
-        record = check_files(model, candidate, settings, gate=_gpu_lease(settings.device))
+    with console.status(f"checking {candidate.name}"):  # each stage on a line of its own as it starts
+        record = check_files(model, candidate, settings, gate=_gpu_lease(settings.device),
+                             progress=lambda line: console.print(f"  {line}", markup=False))
     for line in summary(record):
         console.print(line)
     if to_stdout:

@@ -76,7 +76,8 @@ def _reference_key(model: Path, s: CheckSettings) -> tuple:
             s.compile, s.max_autotune, s.pool_budget_bytes)
 
 
-def run_reference(model: Path, settings: CheckSettings, jobdir: Path, gate=None) -> ReferenceData | str:
+def run_reference(model: Path, settings: CheckSettings, jobdir: Path, gate=None,
+                  progress=None) -> ReferenceData | str:
     """The reference worker; its data (in memory; its job folder is deleted), or a one-line reason why it
     failed. With a gate, its start (imports) runs freely and the rest holds the gate."""
     jobdir.mkdir(parents=True, exist_ok=True)
@@ -87,7 +88,7 @@ def run_reference(model: Path, settings: CheckSettings, jobdir: Path, gate=None)
            "secret": secrets.randbits(62)}
     write_json(jobdir / "job.json", job)
     limit = settings.reference_timeout_s
-    outcome = runner.run_worker("reference", jobdir, limit, limit, gate=gate)
+    outcome = runner.run_worker("reference", jobdir, limit, limit, gate=gate, progress=progress)
     if outcome.status != "finished":
         return f"the reference (model file) {outcome.describe({'build': limit, 'run': limit})}"
     if outcome.result.get("fatal"):
@@ -157,20 +158,21 @@ def make_non_dumpable() -> bool:
 
 
 def check_files(model: str | Path, candidate: str | Path, settings: CheckSettings | None = None,
-                reference_cache: dict | None = None, gate=None) -> dict:
-    """Grade CANDIDATE against MODEL; the fuseforge.check/1 record (see the package docstring)."""
+                reference_cache: dict | None = None, gate=None, progress=None) -> dict:
+    """Grade CANDIDATE against MODEL; the fuseforge.check/1 record (see the package docstring). `progress(line)`:
+    told of each stage the reference and candidate workers enter, as they enter it."""
     settings = settings or CheckSettings()
     model, candidate = Path(model).resolve(), Path(candidate).resolve()
     start = time.perf_counter()
     record = _new_record(model, candidate, settings)
     try:
-        _check(record, model, candidate, settings, reference_cache, gate)
+        _check(record, model, candidate, settings, reference_cache, gate, progress)
     finally:
         record["wall_s"] = round(time.perf_counter() - start, 3)
     return record
 
 
-def _check(record, model, candidate, settings, reference_cache, gate) -> None:
+def _check(record, model, candidate, settings, reference_cache, gate, progress=None) -> None:
     if not candidate.is_file() or not model.is_file():
         record["reason"] = f"no such file: {model if not model.is_file() else candidate}"
         return
@@ -190,7 +192,7 @@ def _check(record, model, candidate, settings, reference_cache, gate) -> None:
     workdir = Path(settings.workdir or tempfile.mkdtemp(prefix="fuseforge-check-"))
     workdir.mkdir(parents=True, exist_ok=True)
     try:
-        ref, ran = _reference(model, settings, workdir, reference_cache, gate)
+        ref, ran = _reference(model, settings, workdir, reference_cache, gate, progress)
         if isinstance(ref, str):
             record["reason"] = ref
             return
@@ -214,7 +216,7 @@ def _check(record, model, candidate, settings, reference_cache, gate) -> None:
 
         make_non_dumpable()
         outcome = runner.run_worker("candidate", jobdir, settings.run_timeout_s, settings.build_timeout_s, on_event,
-                                    gate=gate)
+                                    gate=gate, progress=progress)
         record["stages"]["candidate"] = outcome.stages()
         judging = time.perf_counter()
         judge.judge(record, static, _picked(ref, picks), outcome, jobdir / "cand", settings, server.anomalies)
@@ -266,11 +268,11 @@ def clear_reference_cache(cache: dict) -> None:
     cache.clear()
 
 
-def _reference(model: Path, settings: CheckSettings, workdir: Path, cache: dict | None, gate=None):
+def _reference(model: Path, settings: CheckSettings, workdir: Path, cache: dict | None, gate=None, progress=None):
     """(The reference's data, whether it ran now): run now (its run phase holding the gate: it times eager), or
     from the cache, where a grading that needs a reference another one is computing waits for it."""
     def run(jobdir: Path):
-        return run_reference(model, settings, jobdir, gate)
+        return run_reference(model, settings, jobdir, gate, progress)
 
     if cache is None:
         return run(workdir / "reference"), True

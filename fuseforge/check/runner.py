@@ -125,8 +125,10 @@ def worker_env(jobdir: Path) -> dict:
 
 
 def run_worker(role: str, jobdir: Path, run_timeout: float, build_timeout: float | None = None,
-               on_event=None, poll_s: float = 0.002, gate=None) -> Outcome:
-    """Start `python -m fuseforge.check.worker ROLE JOBDIR` and wait for it under the limits."""
+               on_event=None, poll_s: float = 0.002, gate=None, progress=None) -> Outcome:
+    """Start `python -m fuseforge.check.worker ROLE JOBDIR` and wait for it under the limits; `progress(line)` is
+    told of each stage the worker enters ("reference: cases (3.2 s)": its progress events, the seconds since its
+    start)."""
     cwd = Path(tempfile.mkdtemp(prefix=f"fuseforge-{role}-cwd-"))
     stdout_path, stderr_path = jobdir / f"{role}.stdout", jobdir / f"{role}.stderr"
     held = False
@@ -138,12 +140,15 @@ def run_worker(role: str, jobdir: Path, run_timeout: float, build_timeout: float
         start, started = time.monotonic(), time.time()
         phase, built_at = ("build", None) if build_timeout is not None else ("run", start)
         deadline = start + (build_timeout if build_timeout is not None else run_timeout)
-        events, offset, timed_out = [], 0, False
+        events, offset, timed_out, stage = [], 0, False, None
         while True:
             returncode = proc.poll()
             new, offset = _read_events(jobdir / f"{role}.events", offset)
             for event in new:
                 events.append(event)
+                if progress is not None and event["event"] not in ("need", stage):
+                    stage = event["event"]
+                    progress(f"{role}: {stage} ({time.monotonic() - start:.1f} s)")
                 if event["event"] == "built" and phase == "build":
                     if gate is not None:
                         gate.acquire()
