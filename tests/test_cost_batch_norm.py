@@ -60,4 +60,13 @@ def test_a_channel_norm_kernel_reads_its_input_once_per_pass(shape, groups, pass
     seconds = group.family.seconds(group, by_name)
     assert seconds == pytest.approx((passes + 1) * nbytes / BANDWIDTH + passes * LAUNCH_S, rel=0.01)
     assert estimate(eager_cost(captured), captured, plan).plan_s >= seconds
-    assert (shape[1] // groups * shape[2] * shape[3] <= WARP_UNIT) is (passes == 1)
+    assert (shape[1] // groups * shape[2] * shape[3] <= WARP_UNIT) is (passes == 1) is group.spec.warp_units
+    # the report says what runs
+    assert ("one launch with an NCHW input" in FAMILY.replaced(group)[1]) is (passes == 1)
+    assert (FAMILY.how_for([group])[1].startswith("Units of at most")) is (passes == 1)
+
+
+def test_a_batch_norm_of_rows_takes_the_two_launch_column_kernels_whatever_its_batch():
+    captured = _captured(nn.Sequential(nn.BatchNorm1d(64)).train(), torch.randn(32, 64))
+    (group,) = [g for g in partition(captured.graph, [FAMILY]).groups if g.family is FAMILY]
+    assert group.spec.values_per_unit == 32 and not group.spec.warp_units and group.spec.launches == 2

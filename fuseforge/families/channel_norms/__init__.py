@@ -11,16 +11,13 @@ normalise + epilogue.
 
 from __future__ import annotations
 
-import math
-
 from ...cost import nbytes
 from ...plan import KernelGroup, Runtime
 from ...rates import BANDWIDTH, LAUNCH_S
-from ...traced import size_hint
 from ...words import with_article
 from ..base import FamilyBase
 from . import table
-from .group import channel_op_reason, form_channel_groups
+from .group import WARP_UNIT, channel_op_reason, form_channel_groups
 from .kernel import channel_kernel_source
 from .nhwc_runtime import CHANNEL_NHWC_KERNEL_RUNTIME
 from .runtime import CHANNEL_BINDING_RUNTIME, CHANNEL_KERNEL_RUNTIME, CHANNEL_TYPES
@@ -80,19 +77,38 @@ class ChannelNorms(FamilyBase):
                 + (f" ({reason})." if reason else " (its neighbours could not join it; see below)."))
 
     def replaced(self, group: KernelGroup) -> tuple[str, str]:
-        return "channel kernels", (
-            f"{with_article(group.spec.norm.describe)} is memory-bound: two launches (statistics, then running "
-            "statistics + normalise + the fused ops) instead of eager's norm kernels and a pass per pointwise op")
+        launches = ("one launch with an NCHW input (a warp per unit: statistics, normalise and the fused ops)"
+                    if group.spec.warp_units
+                    else "two launches (statistics, then running statistics + normalise + the fused ops)")
+        return "channel kernels", (f"{with_article(group.spec.norm.describe)} is memory-bound: {launches} instead of "
+                                   "eager's norm kernels and a pass per pointwise op")
 
     def fusion(self, group: KernelGroup, ops: str, count: int, saved: str) -> str | None:
-        return (f"- `{group.name}` ({count} ops): two launches instead of eager's norm kernels and one launch per "
+        launches, reads = (("one launch", "once") if group.spec.warp_units else ("two launches", "twice"))
+        return (f"- `{group.name}` ({count} ops): {launches} instead of eager's norm kernels and one launch per "
                 f"pointwise op, and about {saved} less traffic per call: the normalised value and other "
-                "intermediates stay in registers; the full-shape inputs are read twice.")
+                f"intermediates stay in registers; the full-shape inputs are read {reads}.")
 
     def how(self) -> list[str]:
-        return ["Channel kernels: launch 1 writes Welford partial statistics per (channel or group, part); launch 2 "
-                "merges them in a fixed order (the same result every run), updates the running statistics, "
-                "normalises and applies the fused ops."]
+        return self._how({False, True})
+
+    def how_for(self, groups: list[KernelGroup]) -> list[str]:
+        return self._how({g.spec.warp_units for g in groups})
+
+    @staticmethod
+    def _how(forms: set[bool]) -> list[str]:
+        """The pair's common line, then a line per form used (True: a warp per unit, one launch)."""
+        lines = ["Channel kernels: Welford statistics per unit (a channel over the batch, or a sample's group of "
+                 "channels), merged in a fixed order (the same result every run), then running statistics, normalise "
+                 "and the fused ops."]
+        if False in forms:
+            lines.append("Units of more than 256 values: launch 1 writes partial statistics per (unit, part); launch 2 "
+                         "merges them and normalises.")
+        if True in forms:
+            lines.append(f"Units of at most {WARP_UNIT} values: one launch, a warp per unit, each lane keeping its "
+                         "values in registers from the statistics to the normalised ops (a channels-last input takes "
+                         "the NHWC kernels' three launches).")
+        return lines
 
     def call_shape(self, group: KernelGroup) -> str:
         c = group.spec
@@ -103,27 +119,16 @@ class ChannelNorms(FamilyBase):
         """Memory-bound: the full-shape inputs read once per pass and everything else once, at the bandwidth, plus a
         launch per pass. Two passes (statistics, then normalise: channel.cu's plane, column and NHWC kernels); one
         where a unit (a channel, or a sample's group) has at most WARP_UNIT values, which a warp keeps in registers
-        (ff_chan_warp_units)."""
+        (ff_chan_warp_units), priced as if its input were NCHW (a channels-last one takes the two-pass NHWC kernels:
+        a small unit and a channels-last convolution before it are rare enough to leave unpriced)."""
         full = sum(nbytes(by_name[i]) for i, c in group.spec.operands if c == "full")
         rest = sum(nbytes(by_name[i]) for i in group.inputs) - full + sum(nbytes(by_name[o]) for o in group.outputs)
-        norm = group.spec.norm
-        passes = 1 if values_per_unit(norm, by_name[norm.data].meta["val"].shape) <= WARP_UNIT else 2
+        passes = group.spec.launches
         return (passes * full + rest) / BANDWIDTH + passes * LAUNCH_S
 
     def reads_channels_last(self, group: KernelGroup, value: str, by_name) -> bool:
         """Its one full-shape input, read by the NHWC kernels."""
         return [i for i, c in group.spec.operands if c == "full"] == [value]
-
-
-WARP_UNIT = 256  # channel.cu's kFFChanWarpUnit: the values a warp's lanes hold in registers, 8 each
-
-
-def values_per_unit(norm: table.ChannelNorm, shape: tuple[int, ...]) -> int:
-    """The values one unit normalises (binding.h's per_unit): a channel's over the batch (batch norm), or a sample's
-    group of channels (group norm)."""
-    shape = tuple(size_hint(s) for s in shape)
-    spatial = math.prod(shape[2:])
-    return shape[1] // norm.groups * spatial if norm.groups else shape[0] * spatial
 
 
 FAMILY = ChannelNorms()

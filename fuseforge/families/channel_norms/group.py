@@ -21,6 +21,7 @@ recorded (WhyNotFused).
 
 from __future__ import annotations
 
+import math
 import operator
 from dataclasses import dataclass
 
@@ -30,12 +31,23 @@ from torch import fx
 from ...partition_family import GroupGrower, edge_notes, notes_outside, recognise_reason, restate_anchor_notes
 from ...plan import Claim
 from ...pointwise import NotSpellable
-from ...traced import tensor_meta, traced_shape
+from ...traced import size_hint, tensor_meta, traced_shape
 from ..base import operand_class
 from . import table
 from .table import ChannelNorm
 
 OPERAND_CLASSES = ("full", "channel", "scalar")
+
+
+WARP_UNIT = 256  # channel.cu's kFFChanWarpUnit: the values a warp's lanes hold in registers, 8 each
+
+
+def values_per_unit(norm: ChannelNorm, shape) -> int:
+    """The values one unit normalises (binding.h's per_unit), at the model file's sizes: a channel's over the
+    batch (batch norm), or a sample's group of channels (group norm)."""
+    shape = tuple(size_hint(s) for s in shape)
+    spatial = math.prod(shape[2:])
+    return shape[1] // norm.groups * spatial if norm.groups else shape[0] * spatial
 
 
 @dataclass(frozen=True)
@@ -48,13 +60,27 @@ class ChannelSpec:
     results: tuple[tuple[str, int], ...]  # (getitem member, index into the norm's result tuple)
     channel_nodes: tuple[str, ...]  # members with one value per channel (statistics results)
     full_shape: tuple  # the norm's input shape F (symbolic sizes as names)
+    values_per_unit: int = WARP_UNIT + 1  # a unit's values at the model file's sizes (`values_per_unit`)
+
+    @property
+    def warp_units(self) -> bool:
+        """Whether a warp holds each unit, in one launch, when the input is NCHW (channel.cu's ff_chan_warp_units:
+        at most WARP_UNIT values, not a batch norm of [N, C], which the column kernels take; a channels-last input
+        takes the NHWC kernels' two passes whatever its units)."""
+        columns = not self.norm.groups and all(s == 1 for s in self.full_shape[2:])
+        return self.values_per_unit <= WARP_UNIT and not columns
+
+    @property
+    def launches(self) -> int:
+        """One (a warp per unit), else two: statistics, then normalise."""
+        return 1 if self.warp_units else 2
 
     def operand_class(self, name: str) -> str:
         return dict(self.operands)[name]
 
     def with_operand_order(self, inputs: tuple[str, ...]) -> ChannelSpec:
         return ChannelSpec(self.anchor, self.norm, tuple((i, self.operand_class(i)) for i in inputs), self.results,
-                           self.channel_nodes, self.full_shape)
+                           self.channel_nodes, self.full_shape, self.values_per_unit)
 
 
 
@@ -138,7 +164,9 @@ def channel_spec(members: set[str], anchor: fx.Node, norm: ChannelNorm, by_name,
                 and tensor_meta(by_name[name]).dtype != torch.float32:
             return f"a kernel output ({name}) would not be float32"
     return ChannelSpec(anchor.name, norm, tuple(classes.items()), tuple(results.items()),
-                       tuple(n for n in order if kinds[n] == "channel"), full)
+                       tuple(n for n in order if kinds[n] == "channel"), full,
+                       values_per_unit(norm, by_name[norm.data].meta["val"].shape))
+
 
 
 def _edge_reason(grower: GroupGrower, mine: int, other: fx.Node, channel_of: dict[str, int],
