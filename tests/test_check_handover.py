@@ -464,6 +464,13 @@ def test_large_items_stay_in_unlinked_files_the_grader_holds_open_and_reach_the_
     state = torch.load(__import__("io").BytesIO(ref.feed["state_0"]()), weights_only=True)
     assert state and all(isinstance(v, torch.Tensor) for v in state.values())
     assert ref.feed["inputs_0"]() == ref.feed["inputs_0"]()  # read again whole, from offset 0
+    copied = tmp_path / "copied.pt"
+    ref.feed["inputs_0"].write_to(copied)  # the hand-over's file-to-file copy
+    assert copied.read_bytes() == ref.feed["inputs_0"]()
+    with monkeypatch.context() as m:  # a file system without copy_file_range: through this process, whole
+        m.setattr(orchestrate.os, "copy_file_range", lambda *a: (_ for _ in ()).throw(OSError("EXDEV")))
+        ref.feed["inputs_0"].write_to(copied)
+    assert copied.read_bytes() == ref.feed["inputs_0"]()
     honest = Path(__file__).parent / "adversarial" / "honest_linear_sigmoid.py"
     record = check_files(MODEL, honest, settings)
     assert record["verdict"] == "correct", record["reason"]

@@ -40,7 +40,7 @@ def to_bytes(obj) -> bytes:
 
 class FeedServer:
     """The parent's side: `items` maps a name to its serialised bytes (or to a function making them when the
-    item is handed over), `order` is the plan's order."""
+    item is handed over, or to an object whose `write_to(path)` writes them), `order` is the plan's order."""
 
     def __init__(self, jobdir: Path, items: dict[str, bytes], order: list[str]):
         self.dir = jobdir / FEED
@@ -71,9 +71,11 @@ class FeedServer:
             self.served.append(name)
             self.last = index
             data = self.items[name]
-            data = data() if callable(data) else data
         tmp = self.dir / f".{name}.tmp"
-        tmp.write_bytes(data)
+        if hasattr(data, "write_to"):  # an item in a file (orchestrate.LazyItem): copied file to file
+            data.write_to(tmp)
+        else:
+            tmp.write_bytes(data() if callable(data) else data)
         os.replace(tmp, self.dir / f"{name}.pt")
 
 

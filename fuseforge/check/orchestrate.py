@@ -124,6 +124,25 @@ class LazyItem:
             at += len(chunk)
         return b"".join(chunks)
 
+    def write_to(self, path: Path) -> None:
+        """Its bytes into a new file at `path`, copied by the kernel (no copy of a large input set in this process's
+        memory); by reads and a write where the file system cannot."""
+        with open(path, "wb") as out:
+            at, fd = 0, self.file.fileno()
+            try:
+                while at < self.size:
+                    copied = os.copy_file_range(fd, out.fileno(), self.size - at, at)
+                    if not copied:
+                        break
+                    at += copied
+            except (AttributeError, OSError):  # no copy_file_range here: the bytes through this process
+                out.seek(0)
+                out.truncate()
+                out.write(self())
+                return
+            if at != self.size:
+                raise OSError(f"feed item copied short: {at} of {self.size} bytes")
+
 
 def _feed_item(path: Path) -> bytes | LazyItem:
     return LazyItem(path) if path.stat().st_size > LAZY_ITEM_BYTES else path.read_bytes()
