@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from torch import fx
 
-from .cost import VIEW_OPS, nbytes
+from .cost import VIEW_OPS, is_train_batch_norm, nbytes
 from .families import FAMILIES, switched_on
 from .fusible import fusible_reason
 from .ladder import describe
@@ -255,7 +255,14 @@ def _expected(run: Run) -> list[str]:
             f"{'; '.join(_speedup_reasons(run))}.",
             f"- {_memory(run)}; parameters and inputs are unchanged.",
             f"- Cost model: roofline per op ({SGEMM_FLOPS / 1e12:.0f} TFLOP/s, {BANDWIDTH / 1e12:.2f} TB/s) + "
-            f"{LAUNCH_S * 1e6:.0f} µs per launch" + _measured_convs(run) + ".", ""]
+            f"{LAUNCH_S * 1e6:.0f} µs per launch" + _measured_convs(run) + _train_batch_norms(run) + ".", ""]
+
+
+def _train_batch_norms(run: Run) -> str:
+    if not any(is_train_batch_norm(n) for n in run.captured.graph.nodes):
+        return ""
+    return ("; eager's train-mode batch norm at its cuDNN kernel's three passes over the input (statistics, then "
+            "normalise), a block per channel")
 
 
 def _measured_convs(run: Run) -> str:

@@ -192,6 +192,8 @@ def test_a_batch_or_group_norm_model_gets_one_channel_group_and_passes_the_float
     assert "channel kernels" in (tmp_path / "40_model_new.py").read_text()
     report = (tmp_path / "report.md").read_text()
     assert f"→ channel kernels `{group.name}`: {'a train-mode' if batch_norm else 'a'}" in report
+    # the cost model's line names eager's batch-norm price where the model has one in train mode
+    assert ("eager's train-mode batch norm at its cuDNN kernel's three passes" in report) is batch_norm
     form = "- Units of at most 256 values" if group.spec.warp_units else "- Units of more than 256 values"
     assert "- Channel kernels: Welford statistics per unit" in report and form in report
 
