@@ -20,7 +20,7 @@ from torch import fx
 
 from .capture import Captured
 from .evaluate.conv_precision import ConvCall
-from .layout_precision import conv_call, conv_has_bias, conversion_ms, is_conv
+from .layout_precision import conv_call, conv_has_bias, conversion_ms, is_conv, measured_ms
 from .plan import KernelStep, Plan
 from .rates import BANDWIDTH, HOST_OP_S, LAUNCH_S, SGEMM_FLOPS, batch_norm_train_seconds, cudnn_conv_seconds
 from .traced import size_hint
@@ -103,9 +103,7 @@ def conv_seconds(node: fx.Node, channels_last: bool = False) -> float:
 def channels_last_conv_seconds(node: fx.Node) -> float:
     """A plan's channels-last convolution: the input and weight converted (a read and a write each, one launch
     each), then cuDNN's channels-last call."""
-    ins = [a for a in node.all_input_nodes if isinstance(a.meta.get("val"), torch.Tensor)]
-    converted = nbytes(ins[0]) + nbytes(ins[1])
-    return conv_seconds(node, channels_last=True) + 2 * converted / BANDWIDTH + 2 * LAUNCH_S
+    return conv_seconds(node, channels_last=True) + conversion_ms(node) / 1e3
 
 
 def _transposed(node: fx.Node) -> bool:
@@ -218,8 +216,7 @@ def measurement_key(node: fx.Node) -> ConvCall:
 def measured_conv_seconds(row: dict, bias: bool, channels_last: bool = False) -> float | None:
     """A convolution's time as the GPU measured it before planning (`layout_precision.measured`: cuDNN's call in
     that layout, with or without its bias pass), or None unmeasured."""
-    layout = "channels_last" if channels_last else "nchw"
-    ms = row.get(f"ms_{layout}" if bias else f"ms_{layout}_no_bias")
+    ms = measured_ms(row, bias, channels_last)
     return None if ms is None else ms / 1e3
 
 

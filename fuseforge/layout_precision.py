@@ -104,11 +104,16 @@ def in_class(channels_last: frozenset[str], precision: dict[str, dict]) -> froze
     return frozenset(n for n in channels_last if precision.get(n, {}).get("channels_last_in_class"))
 
 
+def measured_ms(row: dict, bias: bool, channels_last: bool = False) -> float | None:
+    """A convolution's measured time in ms (cuDNN's call in that layout, with or without its bias pass), or None
+    where the measurement has no times (a CPU one)."""
+    return row.get(f"ms_{'channels_last' if channels_last else 'nchw'}{'' if bias else '_no_bias'}")
+
+
 def faster_channels_last(row: dict, bias: bool, conversion: float) -> bool:
     """The channels-last call, after the input's `conversion` (ms), measured faster than the NCHW one (True where
     the measurement has no times: a CPU one)."""
-    suffix = "" if bias else "_no_bias"
-    nchw, cl = row.get("ms_nchw" + suffix), row.get("ms_channels_last" + suffix)
+    nchw, cl = measured_ms(row, bias), measured_ms(row, bias, channels_last=True)
     if nchw is None or cl is None:
         return True
     return cl + conversion < nchw

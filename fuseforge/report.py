@@ -20,7 +20,7 @@ from .cost import VIEW_OPS, is_train_batch_norm, nbytes
 from .families import FAMILIES, switched_on
 from .fusible import fusible_reason
 from .ladder import describe
-from .layout_precision import conv_has_bias, conversion_ms, faster_channels_last
+from .layout_precision import conv_has_bias, conversion_ms, faster_channels_last, measured_ms
 from .plan import KernelStep
 from .pointwise import op_key
 from .rates import BANDWIDTH, HOST_OP_S, LAUNCH_S, SGEMM_FLOPS
@@ -179,8 +179,7 @@ def _measured_precision(run: Run, name: str) -> str:
     cl, nchw = m.get("error_channels_last"), m["error_nchw"]
     node = next(n for n in run.captured.graph.nodes if n.name == name)
     bias = conv_has_bias(node)
-    suffix = "" if bias else "_no_bias"
-    t_nchw, t_cl = m.get("ms_nchw" + suffix), m.get("ms_channels_last" + suffix)
+    t_nchw, t_cl = measured_ms(m, bias), measured_ms(m, bias, channels_last=True)
     if not m.get("channels_last_in_class"):
         verdict = "not taken: outside eager's bound"
     elif name in run.plan.channels_last:

@@ -249,12 +249,10 @@ class Reference:
     def run(self, io) -> dict:
         progs, job = self.progs, self.job
         io.event("cases")
-        first = harness.draw_inputs(progs, 0, device=self.dev)
-        batched = next((x for x in first if isinstance(x, torch.Tensor) and x.dim()), None)
-        del first
         program = Program(progs, self.dev)
         self.give("init", list(progs.init_args))
         init_inputs = self.draw("inputs_init")
+        batched = next((x for x in init_inputs if isinstance(x, torch.Tensor) and x.dim()), None)
         outputs, facts = self.step(program, init_inputs)
         self.give("inputs_init", init_inputs)
         self.private["init"] = outputs

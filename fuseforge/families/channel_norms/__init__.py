@@ -102,8 +102,8 @@ class ChannelNorms(FamilyBase):
                  "channels), merged in a fixed order (the same result every run), then running statistics, normalise "
                  "and the fused ops."]
         if False in forms:
-            lines.append("Units of more than 256 values: launch 1 writes partial statistics per (unit, part); launch 2 "
-                         "merges them and normalises.")
+            lines.append(f"Units of more than {WARP_UNIT} values: launch 1 writes partial statistics per (unit, part); "
+                         "launch 2 merges them and normalises.")
         if True in forms:
             lines.append(f"Units of at most {WARP_UNIT} values: one launch, a warp per unit, each lane keeping its "
                          "values in registers from the statistics to the normalised ops (a channels-last input takes "

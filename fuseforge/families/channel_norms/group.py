@@ -60,7 +60,7 @@ class ChannelSpec:
     results: tuple[tuple[str, int], ...]  # (getitem member, index into the norm's result tuple)
     channel_nodes: tuple[str, ...]  # members with one value per channel (statistics results)
     full_shape: tuple  # the norm's input shape F (symbolic sizes as names)
-    values_per_unit: int = WARP_UNIT + 1  # a unit's values at the model file's sizes (`values_per_unit`)
+    values_per_unit: int  # a unit's values at the model file's sizes (`values_per_unit`)
 
     @property
     def warp_units(self) -> bool:
