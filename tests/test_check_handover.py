@@ -222,7 +222,7 @@ def test_inputs_and_state_dicts_follow_from_the_secret_and_differ_from_the_seede
     assert all(torch.equal(state[k], random_state(progs, 1, "state_0")[k]) for k in state)
 
 
-def test_the_reference_draws_inputs_on_its_device_and_hands_over_cpu_copies(monkeypatch):
+def test_the_reference_draws_inputs_on_its_device_and_hands_over_cpu_copies(monkeypatch, tmp_path):
     """Catches inputs drawn by the CPU's generator on a GPU check (1.0-2.3 s a 268 MB set on an H100 machine, where
     the GPU draws it in milliseconds), and a draw that hands over the device's tensors instead of CPU copies."""
     from fuseforge.check import reference_role
@@ -237,19 +237,20 @@ def test_the_reference_draws_inputs_on_its_device_and_hands_over_cpu_copies(monk
         return list(drawn)
 
     monkeypatch.setattr(reference_role.harness, "draw_inputs", draw)
-    inputs = reference_role.Reference(progs, {"secret": 5}, dev).draw("inputs_0", "large")
+    job = {"secret": 5, "whole_budget_bytes": 2**30}
+    inputs = reference_role.Reference(progs, job, dev, tmp_path).draw("inputs_0", "large")
     assert asked == [dev]
     assert all(x.device.type == "cpu" and x is not d for x, d in zip(inputs, drawn))
     assert torch.equal(inputs[0], drawn[0] * reference_role.LARGE)
 
 
 @pytest.mark.gpu
-def test_on_a_gpu_the_reference_draws_what_the_gpus_generator_draws_under_the_secret_seed():
+def test_on_a_gpu_the_reference_draws_what_the_gpus_generator_draws_under_the_secret_seed(tmp_path):
     from fuseforge.check import reference_role
 
     progs = harness.load_reference(MODEL)
     dev = torch.device("cuda")
-    (x,) = reference_role.Reference(progs, {"secret": 5}, dev).draw("inputs_0")
+    (x,) = reference_role.Reference(progs, {"secret": 5, "whole_budget_bytes": 2**30}, dev, tmp_path).draw("inputs_0")
     (on_gpu,) = harness.draw_inputs(progs, secret_seed(5, "inputs_0"), device=dev)
     (on_cpu,) = harness.draw_inputs(progs, secret_seed(5, "inputs_0"))
     assert x.device.type == "cpu" and torch.equal(x, on_gpu.cpu()) and not torch.equal(x, on_cpu)

@@ -14,7 +14,8 @@ worker.py). The candidate's process is handed each input, state_dict and set of 
 only when it needs it (feed.py); nothing that decides its verdict is on disk before that. Per-call timing
 with L2 flush and reset on a stream taken before the candidate was imported (timing.py), CUDA-only
 measurements (gpu.py: profiler, ceilings, FLOPs), where the output's data comes from (provenance.py);
-the grader (judge.py, evidence.py) compares what they saved, in this process. The fp64 correctness rule
+the grader (judge.py, evidence.py) compares what they saved, in this process, one call's outputs at a time
+(stored_outputs.py). The fp64 correctness rule
 is the evaluator's (fuseforge/evaluate/numerics.py). The vocabulary of verdicts, cheat kinds and checks
 is kinds.py; the terminal summary and JSON, report.py.
 
@@ -31,7 +32,7 @@ The record, schema "fuseforge.check/1" (JSON; non-finite floats as strings):
         kinds.CHECKS, or "syntax" | "build" | "interface" | "run" | "correctness"; null when correct)
     model, candidate, device, settings {device, seeds, trials, warmup, tolerance_factor, extra_batch,
         build_timeout_s, run_timeout_s, reference_timeout_s, compile, max_autotune, pool_budget_bytes,
-        workdir}
+        whole_budget_bytes, workdir}
     environment   torch/python/CUDA versions, GPU, precision flags (from the reference's process)
     static        {syntax_error, kernel_names, claims_kernels, findings: [finding]}
     build         {status: "ok"|"failed"|"timeout"|"crashed"|"exited", seconds, reason,
@@ -43,7 +44,9 @@ The record, schema "fuseforge.check/1" (JSON; non-finite floats as strings):
                     run), reason, structure (why outputs could not be compared), far_off (an error far
                     beyond rounding), outputs_far_off (the same, outputs only), allclose, outputs: [numerics.TensorCheck], buffers: [...],
                     worst_elements: [{index, candidate, truth, eager}] (first failing output, 5 largest
-                    errors)}]
+                    errors), compared: "whole" | "at N sampled positions per output" (stored_outputs.py: case 0
+                    always whole, the other calls whole while the reference's kept outputs, fp32 and fp64, fit
+                    whole_budget_bytes, 8 GiB by default)}]
     sequence      [the first call (its own initial weights), then the sequence's calls: as cases, with
                    name, role "sequence" and after_load (a state_dict was loaded right before)]
     worst         {case, name, cand_err, ref_err (eager's), bound, ratio, cand_rel_err, ref_rel_err,

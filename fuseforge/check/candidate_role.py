@@ -47,6 +47,7 @@ from fuseforge.check import guards
 from fuseforge.check.audit import Audit
 from fuseforge.check.confine import drop_ptrace
 from fuseforge.check.feed import FeedClient
+from fuseforge.check.stored_outputs import SAMPLE_PREFIX, take
 from fuseforge.check.timing import Timer, synchronize
 from fuseforge.evaluate import harness
 from fuseforge.evaluate.harness import CandidateFailed
@@ -116,6 +117,7 @@ class CandidateRun:
         self.pub = job["public"]
         self.plan = self.pub["plan"]
         self.mutable = set(self.plan.get("mutable") or ())
+        self.sampled = set(self.plan.get("sampled") or ())  # calls compared at positions handed over after them
         self.init = self.feed.one("init")
         self.states: dict[str, dict] = {}
         self.loaded: dict[str, torch.Tensor] | None = None  # fixed state entries as loaded, on the device
@@ -219,6 +221,10 @@ class CandidateRun:
     def save(self, name: str, outs: list, is_tuple: bool, model=None) -> None:
         copies = [_plain_cpu(o) for o in outs]
         data = {"outputs": copies, "is_tuple": is_tuple, "buffers": self.mutable_values(model) if model else {}}
+        if name in self.sampled:  # the positions come now, after the outputs were copied
+            positions = self.feed.one(SAMPLE_PREFIX + name)
+            data |= {"outputs": [_at(c, positions[j] if j < len(positions) else None) for j, c in enumerate(copies)],
+                     "shapes": [list(c.shape) for c in copies]}
         torch.save(data, self.out / f"{name}.pt")
         self.keep_stable(name, outs, copies)
 
@@ -388,7 +394,7 @@ class CandidateRun:
             frozen = [o.detach().clone() for o in outs]  # as returned: nothing written after this counts
             got = self.feed.get(f"positions_{t}", *([f"pool_{t + 1}"] if t + 1 < size else []))
             positions, pool = got[0], (got[1] if len(got) > 1 else None)
-            sample = [_plain_cpu(_take(o, p)) for o, p in zip(frozen, positions)]
+            sample = [_plain_cpu(take(o, p)) for o, p in zip(frozen, positions)]
             del frozen
             prints.append(sample)
             if t < KEEP_FIRST_TIMED:
@@ -401,7 +407,7 @@ class CandidateRun:
         self.result["timed_state"] = {"state_changed": self.check_state(model, "after the timed calls")}
         torch.save({"buffers": self.mutable_values(model)}, self.out / "timed_state.pt")
         for label, outs, positions, sample in first + recent:
-            again = [_plain_cpu(_take(o, p)) for o, p in zip(outs, positions)]
+            again = [_plain_cpu(take(o, p)) for o, p in zip(outs, positions)]
             if not all(_same(a, b) for a, b in zip(again, sample)):
                 self.result["unstable"].append(label)
         repeat_ms, repeat_prints = [], []
@@ -410,7 +416,7 @@ class CandidateRun:
             for r in range(REPEATS):
                 outs, timed = self.timed_call(model, self.fresh(inputs), f"repeated call {r}", aliases, first + recent)
                 repeat_ms.append(timed.ms)
-                repeat_prints.append([_plain_cpu(_take(o, p)) for o, p in zip(outs, positions)])
+                repeat_prints.append([_plain_cpu(take(o, p)) for o, p in zip(outs, positions)])
                 del timed, outs
         self.result["repeat"] = {"ms": repeat_ms}
         torch.save({"fingerprints": prints + repeat_prints,
@@ -456,9 +462,12 @@ class CandidateRun:
         self.probe("plant", model, args, None)
 
 
-def _take(t: torch.Tensor, positions) -> torch.Tensor:
-    flat = t.reshape(-1)
-    return flat if positions is None else flat[positions.to(flat.device)]
+def _at(copy: torch.Tensor, positions) -> torch.Tensor:
+    """An output at the positions of a sampled call (nothing of an output too small for them: its shape is not
+    the model's, which the grader reports from the shapes)."""
+    if positions is not None and copy.numel() <= int(positions.max()):
+        return copy.new_empty(0)
+    return take(copy, positions)
 
 
 def _recorded(result: dict, key: str, fn) -> None:

@@ -27,6 +27,7 @@ import torch
 from fuseforge.check import evidence
 from fuseforge.check.gpu import roofline_floor_ms
 from fuseforge.check.kinds import CHECKS, ERROR, Finding, first_cheat, verdict_of
+from fuseforge.check.stored_outputs import on_positions
 from fuseforge.check.timing import stats
 from fuseforge.evaluate.numerics import compare
 
@@ -45,39 +46,49 @@ def _label(case: dict) -> str:
     return f"seed {case['seed']} / {case['distribution']}" + (f" / batch {case['batch']}" if case["batch"] else "")
 
 
-def structure_mismatch(outs: list, is_tuple: bool, ref: dict) -> str | None:
-    """Why the outputs cannot be compared with the model's (count, tuple-ness, shape, dtype), or None."""
+def structure_mismatch(outs: list, is_tuple: bool, ref: dict, shapes: list | None = None) -> str | None:
+    """Why the outputs cannot be compared with the model's (count, tuple-ness, shape, dtype), or None. `shapes`:
+    the outputs' own where they were saved at a sampled call's positions (so is the entry `ref` then)."""
     eager = ref["eager"]
+    theirs = shapes if shapes is not None else [list(o.shape) for o in outs]
+    models = ref.get("shapes") or [list(e.shape) for e in eager]
     if is_tuple != ref["is_tuple"] or len(outs) != len(eager):
         def what(n, t):
             return f"a tuple of {n} tensors" if t else "a tensor"
         return f"ModelNew returned {what(len(outs), is_tuple)}, Model {what(len(eager), ref['is_tuple'])}"
     for j, (o, e) in enumerate(zip(outs, eager)):
-        if tuple(o.shape) != tuple(e.shape):
-            return f"output {j} has shape {tuple(o.shape)}, Model's {tuple(e.shape)}"
+        if tuple(theirs[j]) != tuple(models[j]):
+            return f"output {j} has shape {tuple(theirs[j])}, Model's {tuple(models[j])}"
         if o.dtype != e.dtype:
             return f"output {j} has dtype {o.dtype}, Model's {e.dtype}"
     return None
 
 
-def worst_elements(cand: torch.Tensor, truth: torch.Tensor, eager: torch.Tensor, k: int = 5) -> list[dict]:
+def worst_elements(cand: torch.Tensor, truth: torch.Tensor, eager: torch.Tensor, k: int = 5,
+                   positions: torch.Tensor | None = None, shape: list | None = None) -> list[dict]:
+    """The k elements furthest from the truth; `positions` and `shape` where the values are a sampled call's."""
     diff = (cand.double() - truth.double()).abs()
     diff = torch.where(torch.isnan(cand) & torch.isfinite(truth), torch.full_like(diff, float("inf")), diff)
     diff = torch.nan_to_num(diff, nan=-1.0).reshape(-1)
     top = torch.topk(diff, min(k, diff.numel())).indices
-    return [{"index": [int(i) for i in torch.unravel_index(idx, cand.shape)],
+
+    def where(idx):
+        return torch.unravel_index(idx, cand.shape) if positions is None else \
+            torch.unravel_index(positions[idx], tuple(shape))
+    return [{"index": [int(i) for i in where(idx)],
              "candidate": cand.reshape(-1)[idx].item(), "truth": truth.reshape(-1)[idx].item(),
              "eager": eager.reshape(-1)[idx].item()} for idx in top]
 
 
 def compare_outputs(saved: dict, ref: dict, factor: float, buffers: bool = True) -> dict:
     """Outputs (and the buffers the reference recorded) vs eager and the fp64 truth; the structure first."""
-    mismatch = structure_mismatch(saved["outputs"], saved["is_tuple"], ref)
+    mismatch = structure_mismatch(saved["outputs"], saved["is_tuple"], ref, saved.get("shapes"))
     if mismatch:
         return {"passed": False, "reason": mismatch, "structure": mismatch, "outputs": [], "buffers": [],
                 "far_off": True, "outputs_far_off": True}
     names = [f"output {j}" for j in range(len(ref["eager"]))] if ref["is_tuple"] else ["output"]
-    outputs = [compare(n, o, e, t, factor) for n, o, e, t in zip(names, saved["outputs"], ref["eager"], ref["truth"])]
+    mine = saved["outputs"] if "shapes" in saved else on_positions(saved["outputs"], ref)
+    outputs = [compare(n, o, e, t, factor) for n, o, e, t in zip(names, mine, ref["eager"], ref["truth"])]
     checked = []
     for name, (eager, truth) in (ref.get("buffers") or {}).items() if buffers else ():
         got = (saved.get("buffers") or {}).get(name)
@@ -95,7 +106,7 @@ def judge_case(case: dict, fact: dict | None, saved: dict | None, ref: dict | No
     record = {"seed": case.get("seed"), "distribution": case.get("distribution"), "batch": case.get("batch"),
               "role": case.get("role", "main"), "name": case.get("name"), "skipped": case.get("skipped", False),
               "passed": None, "reason": case.get("reason"), "structure": None, "allclose": None, "outputs": [],
-              "buffers": [], "worst_elements": [], "far_off": None, "outputs_far_off": None}
+              "buffers": [], "worst_elements": [], "far_off": None, "outputs_far_off": None, "compared": None}
     if record["skipped"]:
         return record
     if fact is None or (not fact.get("ok") and not fact.get("error")):
@@ -108,6 +119,10 @@ def judge_case(case: dict, fact: dict | None, saved: dict | None, ref: dict | No
                          "outputs_far_off": True}
     result = compare_outputs(saved, ref, factor, buffers)
     outputs = result["outputs"]
+    record["compared"] = "whole" if ref.get("positions") is None else \
+        f"at {max((p.numel() for p in ref['positions'] if p is not None), default=0)} sampled positions per output"
+    if "shapes" not in saved:
+        saved = dict(saved, outputs=on_positions(saved["outputs"], ref))
     record.update(passed=result["passed"], reason=result["reason"], structure=result["structure"],
                   far_off=result["far_off"], outputs_far_off=result["outputs_far_off"],
                   outputs=[c.to_json() for c in outputs],
@@ -116,7 +131,10 @@ def judge_case(case: dict, fact: dict | None, saved: dict | None, ref: dict | No
                                                                                for c in outputs) else None)
     bad = next((j for j, c in enumerate(outputs) if not c.passed), None)
     if bad is not None:
-        record["worst_elements"] = worst_elements(saved["outputs"][bad], ref["truth"][bad], ref["eager"][bad])
+        positions = (ref.get("positions") or [None] * len(outputs))[bad]
+        record["worst_elements"] = worst_elements(saved["outputs"][bad], ref["truth"][bad], ref["eager"][bad],
+                                                  positions=positions,
+                                                  shape=(ref.get("shapes") or [None] * len(outputs))[bad])
     return record
 
 

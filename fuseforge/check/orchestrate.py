@@ -3,8 +3,9 @@ the verdict. Never raises for anything a candidate or model file can do; returns
 
 The reference runs first, in its own process; everything it wrote (what the grader compares against, and
 the items the candidate is handed: inputs, state_dicts, fingerprint positions) is loaded into this
-process's memory and its job folder, which holds the secret it drew them from, is deleted before the
-candidate's process starts. Items larger than LAZY_ITEM_BYTES are not read then: this process opens their
+process's memory or opened, and its job folder, which holds the secret it drew them from, is deleted before
+the candidate's process starts. What the grader compares against is one file per call, opened now and read
+when it is compared (stored_outputs.py). Items larger than LAZY_ITEM_BYTES are not read then: this process opens their
 files, and deleting the folder unlinks them, so their data stays reachable from this process alone (its open
 files, like its memory, behind /proc/PID, which the candidate's audit watches) and is read when it is handed
 over. The candidate's job folder holds only job.json (the public plan: names and shapes) and the files of the hand-over: this process writes each item when the worker asks for it
@@ -27,6 +28,8 @@ import shutil
 import tempfile
 import threading
 import time
+from collections import ChainMap
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -37,6 +40,7 @@ from fuseforge.check.feed import FeedServer, to_bytes
 from fuseforge.check.kinds import ERROR, first_cheat, verdict_of
 from fuseforge.check.reference_role import FINGERPRINT_SIZE
 from fuseforge.check.static import analyse
+from fuseforge.check.stored_outputs import StoredOutputs, read_all
 from fuseforge.check.worker import read_json, write_json
 from fuseforge.evaluate.numerics import FACTOR
 
@@ -60,20 +64,21 @@ class CheckSettings:
     compile: bool = True
     max_autotune: bool = False  # also time torch.compile(mode="max-autotune"): minutes of autotuning per model
     pool_budget_bytes: int = 4 * 2**30  # timed inputs, each drawn fresh: at most this many bytes of them
+    whole_budget_bytes: int = 8 * 2**30  # the reference's outputs kept whole (fp32 and fp64), beyond: sampled
     workdir: Path | None = None  # kept when given; a temporary one is removed
 
 
 @dataclass
 class ReferenceData:
     meta: dict
-    outputs: dict  # what the grader compares against
+    outputs: Mapping  # what the grader compares against: call name -> entry (StoredOutputs reads it then)
     feed: dict  # item name -> serialised bytes (or a LazyItem giving them), handed to the candidate one at a time
     order: list  # the plan's order of the items
 
 
 def _reference_key(model: Path, s: CheckSettings) -> tuple:
     return (str(model), model.stat().st_mtime_ns, s.device, s.seeds, s.trials, s.warmup, s.extra_batch,
-            s.compile, s.max_autotune, s.pool_budget_bytes)
+            s.compile, s.max_autotune, s.pool_budget_bytes, s.whole_budget_bytes)
 
 
 def run_reference(model: Path, settings: CheckSettings, jobdir: Path, gate=None,
@@ -84,7 +89,8 @@ def run_reference(model: Path, settings: CheckSettings, jobdir: Path, gate=None,
     job = {"role": "reference", "model": str(model), "device": settings.device, "seeds": settings.seeds,
            "trials": settings.trials, "warmup": settings.warmup, "extra_batch": settings.extra_batch,
            "compile": settings.compile, "max_autotune": settings.max_autotune,
-           "pool_budget_bytes": settings.pool_budget_bytes, "ceilings": _CEILINGS.get(settings.device),
+           "pool_budget_bytes": settings.pool_budget_bytes, "whole_budget_bytes": settings.whole_budget_bytes,
+           "ceilings": _CEILINGS.get(settings.device),
            "secret": secrets.randbits(62)}
     write_json(jobdir / "job.json", job)
     limit = settings.reference_timeout_s
@@ -98,7 +104,7 @@ def run_reference(model: Path, settings: CheckSettings, jobdir: Path, gate=None,
     meta = read_json(private / "meta.json")
     order = meta["plan"]["order"]
     feed = {name: _feed_item(private / "feed" / f"{name}.pt") for name in order}
-    data = ReferenceData(meta, torch.load(private / "outputs.pt", weights_only=True), feed, order)
+    data = ReferenceData(meta, StoredOutputs(private / "outputs"), feed, order)
     shutil.rmtree(jobdir)
     meta["stages"] = outcome.stages() + [["reading its results", round(time.perf_counter() - reading, 3)]]
     if meta.get("ceilings"):
@@ -115,14 +121,7 @@ class LazyItem:
         self.size = path.stat().st_size
 
     def __call__(self) -> bytes:
-        chunks, at, fd = [], 0, self.file.fileno()
-        while at < self.size:  # one read returns at most about 2 GB
-            chunk = os.pread(fd, min(self.size - at, 1 << 30), at)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            at += len(chunk)
-        return b"".join(chunks)
+        return read_all(self.file, self.size)
 
     def write_to(self, path: Path) -> None:
         """Its bytes into a new file at `path`, copied by the kernel (no copy of a large input set in this process's
@@ -273,13 +272,13 @@ def _picker(item: bytes | LazyItem, picks: dict, name: str):
 
 
 def _picked(ref: ReferenceData, picks: dict) -> ReferenceData:
-    """The reference's timed-call values at the positions handed over."""
-    outputs = dict(ref.outputs)
+    """The reference's timed-call values at the positions handed over (the other entries as they are)."""
+    picked = {}
     for name, chosen in picks.items():
         pool = "pool_" + name.removeprefix("positions_")
-        outputs[pool] = {key: [v if c is None else v[c] for v, c in zip(ref.outputs[pool][key], chosen)]
-                         for key in ("eager", "truth")}
-    return ReferenceData(ref.meta, outputs, ref.feed, ref.order)
+        picked[pool] = {key: [v if c is None else v[c] for v, c in zip(ref.outputs[pool][key], chosen)]
+                        for key in ("eager", "truth")}
+    return ReferenceData(ref.meta, ChainMap(picked, ref.outputs), ref.feed, ref.order)
 
 
 def clear_reference_cache(cache: dict) -> None:

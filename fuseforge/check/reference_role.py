@@ -4,8 +4,10 @@ It runs the plan (below) on one Model instance in fp32 ("eager") and a float64 c
 follow the same steps, and writes everything into `private/`, which the parent loads into its own memory
 and deletes before the candidate's process starts (so does it with the reference's job folder, which
 holds the secret): `feed/NAME.pt`, the items the candidate's process is handed one at a time just before
-it needs them (feed.py); `outputs.pt`, what the grader compares against; `meta.json`, the plan, the
-reference's ops and dtypes, timings, FLOPs, ceilings.
+it needs them (feed.py), each written as soon as it is drawn; `outputs/NAME.pt`, what the grader compares
+against, one file per call, written as the call returns: whole, or at sampled positions beyond the check's
+budget for them (stored_outputs.py); `meta.json`, the plan, the reference's ops and dtypes, timings, FLOPs,
+ceilings.
 
 Secrets. Every input, every state_dict and every fingerprint position is drawn from job["secret"] (drawn
 by the parent per reference run), so none can be derived from fuseforge's source and the model file:
@@ -20,6 +22,8 @@ The plan (public: names and shapes, no values), in the order the candidate's wor
   math is not finite there; seed 0 at other batch sizes (b // 2 + 1 or --extra-batch, 2b, 1) unless the
   model fails at that size;
 - sequence: load, three calls, load another state_dict, two calls (outputs and buffers after each);
+- a call whose outputs are kept at sampled positions (plan["sampled"]) is followed by its positions
+  (sample_NAME), handed over after the candidate's call returned;
 - timing: load, warm-up calls on case 0's inputs, then one call per pool item, every pool input a fresh
   draw (no content repeats, so memoising by content never pays); for each timed call, 16384 positions
   drawn from the secret (the whole output when small) and eager's and the truth's values there -- the
@@ -38,6 +42,7 @@ import torch
 from fuseforge.check import gpu
 from fuseforge.check.feed import to_bytes
 from fuseforge.check.guards import OpRecorder
+from fuseforge.check.stored_outputs import SAMPLE_PREFIX, OutputWriter, draw_positions
 from fuseforge.check.timing import Timer, stats, synchronize
 from fuseforge.evaluate import harness
 from fuseforge.evaluate.harness import ReferenceFailed
@@ -204,18 +209,29 @@ def _finite(tensors) -> bool:
 
 
 class Reference:
-    def __init__(self, progs, job: dict, dev: torch.device):
+    def __init__(self, progs, job: dict, dev: torch.device, io_dir):
         self.progs, self.job, self.dev = progs, job, dev
         self.secret = int(job["secret"])
-        self.feed: dict[str, object] = {}
+        self.folder = io_dir / "private"
+        self.feed: dict[str, object] = {}  # the items read again here: states, case 0's inputs, the pool
         self.order: list[str] = []
-        self.private: dict = {}
+        self.outputs = OutputWriter(self.folder / "outputs", int(job["whole_budget_bytes"]),
+                                    torch.Generator().manual_seed(secret_seed(self.secret, "samples")))
+        self.case0: dict | None = None  # case 0's output facts (tuple-ness, bytes)
         self.recorder: OpRecorder | None = None
 
     def give(self, name: str, obj) -> None:
-        """An item of the feed, in the plan's order."""
-        self.feed[name] = obj
+        """An item of the feed, in the plan's order, written now (an input set is not held in memory after)."""
+        (self.folder / "feed" / f"{name}.pt").write_bytes(to_bytes(obj))
+        if not name.startswith(("inputs_", "seq_")) or name == "inputs_0":
+            self.feed[name] = obj
         self.order.append(name)
+
+    def keep(self, name: str, entry: dict) -> None:
+        """A call's outputs to compare against; its positions to the feed when they are kept sampled."""
+        positions = self.outputs.put(name, entry)
+        if positions is not None:
+            self.give(SAMPLE_PREFIX + name, positions)
 
     def draw(self, name: str, dist: str = "file", batch: int | None = None) -> list:
         """The inputs of item `name`, on the CPU (what the feed hands over): drawn and scaled on the check's device
@@ -231,14 +247,14 @@ class Reference:
         return self.feed[name]
 
     def step(self, program: Program, inputs: list, record_ops: bool = False) -> tuple[dict, dict]:
-        """One call: (what the grader compares, public facts of the call)."""
+        """One call: (what the grader compares, on the device, public facts of the call)."""
         recorder = OpRecorder() if record_ops else None
         result = program.call(inputs, recorder)
         if recorder is not None:
             self.recorder = recorder
         program.note_changes(result["changed"])
         names = sorted(program.mutable)
-        outputs = {"eager": _cpu(result["eager"]), "truth": _cpu(result["truth"]), "is_tuple": result["is_tuple"],
+        outputs = {"eager": result["eager"], "truth": result["truth"], "is_tuple": result["is_tuple"],
                    "buffers": program.values(names), "changed": result["changed"]}
         facts = {"output_bytes": [t.numel() * t.element_size() for t in result["eager"]],
                  "mutated_inputs": result["mutated"], "output_aliases": result["aliases"],
@@ -255,7 +271,8 @@ class Reference:
         batched = next((x for x in init_inputs if isinstance(x, torch.Tensor) and x.dim()), None)
         outputs, facts = self.step(program, init_inputs)
         self.give("inputs_init", init_inputs)
-        self.private["init"] = outputs
+        self.keep("init", outputs)
+        del outputs
         plan = {"init": facts, "cases": [], "sequence": [], "timing": None}
         cases = [(s, d, None, "main") for s in range(job["seeds"]) for d in harness.DISTRIBUTIONS]
         cases += [(0, d, None, "magnitude") for d in MAGNITUDES]
@@ -268,6 +285,7 @@ class Reference:
         io.event("timed calls")
         plan["timing"] = self._timed(program, plan)
         plan["mutable"] = sorted(program.mutable or ())
+        plan["sampled"] = list(self.outputs.sampled)
         plan["order"] = list(self.order)
         return plan
 
@@ -291,7 +309,9 @@ class Reference:
                                                                     f"{dist} magnitudes ({MAGNITUDES[dist]})"})
             return
         self.give(name, inputs)
-        self.private[f"case_{i}"] = outputs
+        if i == 0:
+            self.case0 = {"is_tuple": outputs["is_tuple"], "bytes": _nbytes(outputs["eager"])}
+        self.keep(f"case_{i}", outputs)
         plan["cases"].append(meta | facts)
 
     def _sequence(self, program: Program) -> list[dict]:
@@ -302,7 +322,8 @@ class Reference:
                 inputs = self.draw(name)
                 outputs, facts = self.step(program, inputs)
                 self.give(name, inputs)
-                self.private[name] = outputs
+                self.keep(name, outputs)
+                del outputs
                 steps.append({"name": name, "state": state_name, "after_load": k == 0} | facts)
         return steps
 
@@ -322,14 +343,14 @@ class Reference:
             name = f"pool_{t}"
             inputs = self.draw(name)
             result = program.call(inputs)
-            positions = [None if e.numel() <= WHOLE_OUTPUT else
-                         torch.randperm(e.numel(), generator=gen)[:CANDIDATE_POSITIONS] for e in result["eager"]]
-            self.private[name] = {
-                "eager": [_sample(e, p) for e, p in zip(result["eager"], positions)],
-                "truth": [_sample(x, p) for x, p in zip(result["truth"], positions)]}
+            positions = [None if e.numel() <= WHOLE_OUTPUT else draw_positions(e.numel(), CANDIDATE_POSITIONS, gen)
+                         for e in result["eager"]]
+            self.outputs.write(name, {"eager": [_sample(e, p) for e, p in zip(result["eager"], positions)],
+                                      "truth": [_sample(x, p) for x, p in zip(result["truth"], positions)]})
+            del result
             self.give(name, inputs)
             self.give(f"positions_{t}", positions)
-        self.private["timed_state"] = {"buffers": program.values(sorted(program.mutable or ()))}
+        self.outputs.write("timed_state", {"buffers": program.values(sorted(program.mutable or ()))})
         return {"state": TIMING_STATE, "warmup": warmup, "pool_size": size}
 
 
@@ -389,19 +410,19 @@ def run(job: dict, io, result: dict) -> None:
     io.event("loaded")
     io.event("built")  # imports done: what follows runs, and times, on the device ...
     io.wait_go()  # ... once the parent holds the GPU's gate
-    ref = Reference(progs, job, dev)
+    ref = Reference(progs, job, dev, io.dir)
     plan = ref.run(io)
     torch.manual_seed(0)
     model = progs.model_cls(*progs.init_args)
     first = ref.feed["inputs_0"]
-    case0 = ref.private["case_0"]
+    case0 = ref.case0
     meta = {"init_signature": signature(progs.model_cls.__init__), "forward_signature": signature(model.forward),
             "state_shapes": {k: list(v.shape) for k, v in model.state_dict().items()},
             "ops": ref.recorder.classes(), "dtypes": sorted(ref.recorder.dtypes), "plan": plan,
             "cases": plan["cases"], "is_tuple": case0["is_tuple"],
             "pool_size": (plan["timing"] or {}).get("pool_size", 0),
-            "min_bytes": _nbytes(first) + _nbytes(case0["eager"]) + _nbytes(model.state_dict().values()),
-            "io_bytes": _nbytes(first) + _nbytes(case0["eager"]),
+            "min_bytes": _nbytes(first) + case0["bytes"] + _nbytes(model.state_dict().values()),
+            "io_bytes": _nbytes(first) + case0["bytes"],
             "timing": None, "flops": None, "ceilings": None, "environment": harness.environment(dev)}
     if plan["timing"]:
         io.event("baselines")
@@ -412,8 +433,5 @@ def run(job: dict, io, result: dict) -> None:
         meta["flops"] = gpu.count_flops(model.to(dev), harness.to_device(first, dev))
         meta["ceilings"] = job.get("ceilings") or gpu.measure_ceilings(dev)
     io.event("untimed")  # writing the results is not timed (a grading waiting for the GPU may start)
-    for name, obj in ref.feed.items():
-        (private_dir / "feed" / f"{name}.pt").write_bytes(to_bytes(obj))
-    torch.save(ref.private, private_dir / "outputs.pt")
     io.write_json(private_dir / "meta.json", meta)
     result["ok"] = True
