@@ -60,6 +60,7 @@ SENTINEL = 1234.5
 REPEATS = 5  # timed calls on repeated content after the timing loop
 KEEP_FIRST_TIMED, KEEP_LAST_TIMED = 2, 3
 STABLE_BUDGET = 512 * 2**20  # CPU copies of earlier outputs, re-checked at the end
+KEPT_BUDGET = 16 * 2**30  # earlier outputs kept alive on the device for the aliasing check (the latest two always)
 TORCH_WORKERS = ("torch._inductor", "torch/_inductor", "triton")  # torch.compile's own worker pool
 
 
@@ -101,6 +102,10 @@ def _same(a, b) -> bool:
 def _storage(t: torch.Tensor) -> int | None:
     storage = t.untyped_storage()
     return storage.data_ptr() if storage.nbytes() else None
+
+
+def _nbytes(tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
 
 
 def _storages(tensors) -> set[int]:
@@ -171,6 +176,8 @@ class CandidateRun:
         self.check_aliasing(model, outs, args, label, aliases)
         if keep:
             self.kept.append((label, outs))
+            while len(self.kept) > 2 and sum(_nbytes(o) for _, o in self.kept) > KEPT_BUDGET:
+                self.kept.pop(0)  # freed: a later output may reuse its memory, as it may the model's
         return outs, is_tuple
 
     def keep_stable(self, label: str, outs: list, copies: list) -> None:
