@@ -341,7 +341,8 @@ def _fill(buf: torch.Tensor, fill, index: int) -> None:
     if isinstance(fill, float):
         buf.fill_(fill)
         return
-    data = fill[index % len(fill)].detach().contiguous().reshape(-1).view(torch.uint8).to(buf.device)
+    # copied from where the data is into the block's bytes: no device copy of it (the blocks hold the free memory)
+    data = fill[index % len(fill)].detach().contiguous().reshape(-1).view(torch.uint8)
     raw = buf.view(torch.uint8)
     n = min(raw.numel(), data.numel())
     raw[:n].copy_(data[:n])
