@@ -114,3 +114,26 @@ def test_a_block_of_wrong_rows_on_a_sampled_call_is_found(model_file, tmp_path):
     at_file_batch = [c for c in wrong if c["batch"] is None]  # (a batch of 1 is small: compared whole)
     assert at_file_batch and all(c["compared"] == f"at {1 << 20} sampled positions per output" for c in at_file_batch)
     assert all(e["index"][0] < 64 for e in at_file_batch[0]["worst_elements"])  # where it is wrong, in the output's shape
+
+
+def test_the_candidate_s_earlier_outputs_are_kept_alive_within_a_budget_and_the_latest_two_always(monkeypatch):
+    """Catches a worker that keeps every call's outputs on the device (17 calls of 3 GB outputs filled most of an 80 GB
+    GPU) and a bound that drops the previous call's outputs, which the aliasing check compares the next ones with."""
+    import contextlib
+    import types
+
+    from fuseforge.check import candidate_role
+
+    monkeypatch.setattr(candidate_role, "KEPT_BUDGET", 3 * 4096)
+    run = object.__new__(candidate_role.CandidateRun)
+    run.dev, run.kept = torch.device("cpu"), []
+    run.result = {"hooks": [], "flags_during": [], "aliased": []}
+    run.audit = types.SimpleNamespace(candidate=contextlib.nullcontext)
+    shared = torch.zeros(1024)  # 4096 bytes, returned by the last call again
+    outputs = [torch.zeros(1024) for _ in range(5)] + [shared, shared]
+    model = torch.nn.Module()
+    model.forward = lambda x: outputs.pop(0)
+    for k in range(7):
+        run.call(model, [torch.zeros(1)], f"call {k}")
+    assert [label for label, _ in run.kept] == ["call 4", "call 5", "call 6"]
+    assert run.result["aliased"] == ["call 6 output 0 shares memory with call 5's output"]
