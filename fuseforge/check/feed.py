@@ -40,11 +40,13 @@ def to_bytes(obj) -> bytes:
 
 class FeedServer:
     """The parent's side: `items` maps a name to its serialised bytes (or to a function making them when the
-    item is handed over, or to an object whose `write_to(path)` writes them), `order` is the plan's order."""
+    item is handed over, or to an object whose `write_to(path)` writes them), `order` is the plan's order. With
+    `release`, an item is removed from `items` once handed over (it is never served again)."""
 
-    def __init__(self, jobdir: Path, items: dict[str, bytes], order: list[str]):
+    def __init__(self, jobdir: Path, items: dict[str, bytes], order: list[str], release: bool = False):
         self.dir = jobdir / FEED
         self.dir.mkdir(exist_ok=True)
+        self.release = release
         self.items, self.index = items, {name: i for i, name in enumerate(order)}
         self.served: list[str] = []
         self.last = -1
@@ -56,10 +58,10 @@ class FeedServer:
 
     def _serve(self, name: str) -> None:
         index = self.index.get(name)
-        if index is None or name not in self.items:
-            why = "not an item of the plan"
-        elif name in self.served:
+        if name in self.served:
             why = "asked for a second time"
+        elif index is None or name not in self.items:
+            why = "not an item of the plan"
         elif index <= self.last:
             why = f"asked for after {self.served[-1]!r} (out of the plan's order)"
         else:
@@ -70,12 +72,14 @@ class FeedServer:
         else:
             self.served.append(name)
             self.last = index
-            data = self.items[name]
+            data = self.items.pop(name) if self.release else self.items[name]
         tmp = self.dir / f".{name}.tmp"
         if hasattr(data, "write_to"):  # an item in a file (orchestrate.LazyItem): copied file to file
             data.write_to(tmp)
         else:
             tmp.write_bytes(data() if callable(data) else data)
+        if self.release and hasattr(data, "close"):  # its file: closed now, not when collected
+            data.close()
         os.replace(tmp, self.dir / f"{name}.pt")
 
 

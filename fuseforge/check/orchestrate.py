@@ -123,6 +123,9 @@ class LazyItem:
     def __call__(self) -> bytes:
         return read_all(self.file, self.size)
 
+    def close(self) -> None:
+        self.file.close()
+
     def write_to(self, path: Path) -> None:
         """Its bytes into a new file at `path`, copied by the kernel (no copy of a large input set in this process's
         memory); by reads and a write where the file system cannot."""
@@ -222,11 +225,15 @@ def _check(record, model, candidate, settings, reference_cache, gate, progress=N
         jobdir.mkdir()
         write_json(jobdir / "job.json", _candidate_job(candidate, static, settings, ref))
         picks: dict[str, list] = {}
-        items = dict(ref.feed, plant=to_bytes(ref.outputs["case_0"]["eager"]))
+        # a reference of this check alone: each item is let go once handed over (an input set's file, unlinked,
+        # leaves the disk then); a cached one keeps its items for the next candidate
+        owned = reference_cache is None
+        items = ref.feed if owned else dict(ref.feed)
+        items["plant"] = lambda: to_bytes(ref.outputs["case_0"]["eager"])  # made when handed over
         for name in ref.order:
             if name.startswith("positions_"):
                 items[name] = _picker(ref.feed[name], picks, name)
-        server = FeedServer(jobdir, items, ref.order + ["plant"])
+        server = FeedServer(jobdir, items, ref.order + ["plant"], release=owned)
 
         def on_event(event: dict) -> None:
             if event["event"] == "need":
