@@ -137,3 +137,22 @@ def test_the_candidate_s_earlier_outputs_are_kept_alive_within_a_budget_and_the_
         run.call(model, [torch.zeros(1)], f"call {k}")
     assert [label for label, _ in run.kept] == ["call 4", "call 5", "call 6"]
     assert run.result["aliased"] == ["call 6 output 0 shares memory with call 5's output"]
+
+
+def test_each_probe_s_outputs_leave_the_disk_once_the_worker_has_moved_on(tmp_path):
+    """Catches a collector that reads a probe's file before the worker's next event (it may still be being written),
+    one that reads a path named by a forged event, and one that loses a probe the judge needs."""
+    from fuseforge.check.orchestrate import ProbeCollector
+
+    collector = ProbeCollector(tmp_path)
+    collector.on_event({"event": "probe", "name": "stale_sentinel"})
+    torch.save({"outputs": [torch.ones(3)]}, tmp_path / "probe_stale_sentinel.pt")
+    collector.on_event({"event": "probe", "name": "stale_sentinel"})  # the same event again: not moved on
+    assert collector.taken == {} and (tmp_path / "probe_stale_sentinel.pt").exists()
+    collector.on_event({"event": "probe", "name": "../escape"})  # moved on: the first is taken; this name is not one
+    assert not (tmp_path / "probe_stale_sentinel.pt").exists()
+    assert torch.equal(collector.taken["probe_stale_sentinel.pt"]["outputs"][0], torch.ones(3))
+    assert collector.pending is None
+    collector.on_event({"event": "probe", "name": "plant"})
+    collector.on_event({"event": "done"})  # the worker never wrote it: left for the judge to find missing
+    assert set(collector.taken) == {"probe_stale_sentinel.pt"}

@@ -200,8 +200,10 @@ def _finish(record: dict, verdict: str, reason: str | None, check: str | None) -
     return record
 
 
-def judge(record: dict, static, ref, outcome, cand_dir: Path, settings, feed_anomalies: list | None = None) -> dict:
-    """Fill `record` (verdict, reason, check, cases, findings, checks, timing, gpu) and return it."""
+def judge(record: dict, static, ref, outcome, cand_dir: Path, settings, feed_anomalies: list | None = None,
+          taken: dict | None = None) -> dict:
+    """Fill `record` (verdict, reason, check, cases, findings, checks, timing, gpu) and return it. `taken`: saved
+    files the grading process already read (and deleted) while the worker ran, by file name (ProbeCollector)."""
     facts, factor = outcome.result or {}, settings.tolerance_factor
     limits = {"build": settings.build_timeout_s, "run": settings.run_timeout_s}
     build = facts.get("build") or {}
@@ -247,7 +249,9 @@ def judge(record: dict, static, ref, outcome, cand_dir: Path, settings, feed_ano
         return _finish(record, "interface_mismatch", f"{_label(mismatch)}: {mismatch['structure']}", "interface")
 
     found, ran = evidence.worker_findings(facts, meta, static.claims_kernels, settings.device, feed_anomalies)
-    probes = {name: _load(cand_dir / f"probe_{name}.pt") for name, p in (facts.get("probes") or {}).items()
+    taken = taken or {}
+    probes = {name: taken.get(f"probe_{name}.pt") or _load(cand_dir / f"probe_{name}.pt")
+              for name, p in (facts.get("probes") or {}).items()
               if p.get("ok")}
     init_saved = _load(cand_dir / "init.pt") if (facts.get("init") or {}).get("ok") else None
     if init_saved is not None and "init" in ref_out:

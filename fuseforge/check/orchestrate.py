@@ -23,6 +23,7 @@ from __future__ import annotations
 import ctypes
 import io
 import os
+import re
 import secrets
 import shutil
 import tempfile
@@ -45,6 +46,7 @@ from fuseforge.check.worker import read_json, write_json
 from fuseforge.evaluate.numerics import FACTOR
 
 SCHEMA = "fuseforge.check/1"
+PROBE_NAME = re.compile(r"[a-z_]{1,40}")  # a probe's name, as the worker announces it
 LAZY_ITEM_BYTES = 64 * 2**20  # feed items above this stay in unlinked files this process holds open
 _CACHE_LOCK = threading.Lock()
 _CEILINGS: dict[str, dict] = {}  # device -> the ceilings a reference run measured there (one per process)
@@ -234,23 +236,51 @@ def _check(record, model, candidate, settings, reference_cache, gate, progress=N
             if name.startswith("positions_"):
                 items[name] = _picker(ref.feed[name], picks, name)
         server = FeedServer(jobdir, items, ref.order + ["plant"], release=owned)
+        collector = ProbeCollector(jobdir / "cand")
 
         def on_event(event: dict) -> None:
             if event["event"] == "need":
                 server.on_need(event.get("names") or [])
+            collector.on_event(event)
 
         make_non_dumpable()
         outcome = runner.run_worker("candidate", jobdir, settings.run_timeout_s, settings.build_timeout_s, on_event,
                                     gate=gate, progress=progress)
         record["stages"]["candidate"] = outcome.stages()
         judging = time.perf_counter()
-        judge.judge(record, static, _picked(ref, picks), outcome, jobdir / "cand", settings, server.anomalies)
+        judge.judge(record, static, _picked(ref, picks), outcome, jobdir / "cand", settings, server.anomalies,
+                    collector.taken)
         record["stages"]["grader"] = [["judging", round(time.perf_counter() - judging, 3)]]
     finally:
         if settings.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
         else:
             _drop_tensors(workdir)
+
+
+class ProbeCollector:
+    """Takes each probe's saved outputs off the disk, into this process's memory, once the worker has moved on (its
+    next event comes after the save): the judge reads them from here. Six probes of a model with 2 GB outputs were
+    12 GB of the check's disk until its end. A file that cannot be read then is left for the judge."""
+
+    def __init__(self, cand_dir: Path):
+        self.dir, self.pending, self.taken = cand_dir, None, {}
+
+    def on_event(self, event: dict) -> None:
+        name = event.get("name")
+        if self.pending is not None and not (event["event"] == "probe" and name == self.pending):
+            self._take(f"probe_{self.pending}.pt")
+            self.pending = None
+        if event["event"] == "probe" and isinstance(name, str) and PROBE_NAME.fullmatch(name):
+            self.pending = name
+
+    def _take(self, file: str) -> None:
+        path = self.dir / file
+        try:
+            self.taken[file] = torch.load(path, weights_only=True)
+        except Exception:  # not written (yet): the judge reads it at the end
+            return
+        path.unlink(missing_ok=True)
 
 
 def _drop_tensors(workdir: Path) -> None:
