@@ -1,7 +1,7 @@
 """The reference worker: runs only the model file, in a process that never sees the candidate.
 
 It runs the plan (below) on one Model instance in fp32 ("eager") and a float64 copy ("truth") that
-follow the same steps, and writes everything into `private/`, which the parent loads into its own memory
+follow the same steps, and writes everything into `private/`, which the parent reads or opens (orchestrate.py)
 and deletes before the candidate's process starts (so does it with the reference's job folder, which
 holds the secret): `feed/NAME.pt`, the items the candidate's process is handed one at a time just before
 it needs them (feed.py), each written as soon as it is drawn; `outputs/NAME.pt`, what the grader compares
