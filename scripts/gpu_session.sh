@@ -104,6 +104,12 @@ from fuseforge.suite.build import build_extension; build_extension(pathlib.Path(
             done
         done
     fi
+    if [ -n "${OWN_ONLY:-}" ]; then  # OWN_ONLY="100_ 16_": only the models whose names start so
+        for f in /tmp/own/*.py; do
+            keep=0; for p in $OWN_ONLY; do case "$(basename "$f")" in "$p"*) keep=1;; esac; done
+            [ "$keep" = 1 ] || rm -f "$f"
+        done
+    fi
     echo "$(ls /tmp/own | wc -l) ModelNew files"
     # verdicts only: no torch.compile baseline, 10 timed calls; two checks in flight per GPU (OWN_SLOTS; their GPU work
     # one at a time): a check of a model with 0.5 GB outputs writes ~13 GB of reference outputs, and three filled the
