@@ -42,7 +42,7 @@ import torch
 from fuseforge.check import gpu
 from fuseforge.check.feed import to_bytes
 from fuseforge.check.guards import OpRecorder
-from fuseforge.check.stored_outputs import SAMPLE_PREFIX, OutputWriter, draw_positions
+from fuseforge.check.stored_outputs import SAMPLE_PREFIX, OutputWriter, draw_positions, take
 from fuseforge.check.timing import Timer, stats, synchronize
 from fuseforge.evaluate import harness
 from fuseforge.evaluate.harness import ReferenceFailed
@@ -345,18 +345,13 @@ class Reference:
             result = program.call(inputs)
             positions = [None if e.numel() <= WHOLE_OUTPUT else draw_positions(e.numel(), CANDIDATE_POSITIONS, gen)
                          for e in result["eager"]]
-            self.outputs.write(name, {"eager": [_sample(e, p) for e, p in zip(result["eager"], positions)],
-                                      "truth": [_sample(x, p) for x, p in zip(result["truth"], positions)]})
+            self.outputs.write(name, {"eager": [take(e, p) for e, p in zip(result["eager"], positions)],
+                                      "truth": [take(x, p) for x, p in zip(result["truth"], positions)]})
             del result
             self.give(name, inputs)
             self.give(f"positions_{t}", positions)
         self.outputs.write("timed_state", {"buffers": program.values(sorted(program.mutable or ()))})
         return {"state": TIMING_STATE, "warmup": warmup, "pool_size": size}
-
-
-def _sample(t: torch.Tensor, positions) -> torch.Tensor:
-    flat = t.reshape(-1)
-    return (flat if positions is None else flat[positions.to(flat.device)]).detach().to("cpu", copy=True)
 
 
 def _time_variant(model, feed: dict, pool_size: int, warmup: int, timer: Timer, dev) -> dict:

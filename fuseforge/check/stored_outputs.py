@@ -141,11 +141,6 @@ class StoredOutputs(Mapping):
     def __len__(self) -> int:
         return len(self.files)
 
-    def close(self) -> None:
-        for handle in self.files.values():
-            handle.close()
-        self.last = None
-
 
 def on_positions(outs: list, ref: dict) -> list:
     """The candidate's whole outputs at the positions of a sampled reference entry (unchanged where the entry is
