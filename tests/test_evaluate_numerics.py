@@ -6,7 +6,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fuseforge.evaluate.numerics import FLOOR_ABS, FLOOR_REL, compare, rms
+from fuseforge.evaluate.numerics import FLOOR_ABS, FLOOR_REL, compare, rms, rms_difference
 
 
 def _truth_and_eager(n=1000, noise=1e-6, seed=0):
@@ -166,3 +166,87 @@ def test_truth_rounded_to_fp32_always_passes_because_no_fp32_tensor_is_closer(se
     truth, eager = _truth_and_eager(n=64, noise=noise, seed=seed)
     truth, eager = truth * scale, (eager.double() * scale).float()
     assert compare("out", truth.float(), eager, truth).passed
+
+
+def _with_specials(n=1001, seed=3):
+    """A truth with an inf and a NaN, an eager that overflows once more, and a candidate that agrees with eager at
+    two of those places and not at the third, plus its largest error at a known index."""
+    truth, eager = _truth_and_eager(n, seed=seed)
+    truth[10], truth[500] = float("inf"), float("nan")
+    eager = eager.clone()
+    eager[10], eager[500], eager[900] = float("inf"), float("nan"), float("inf")
+    cand = eager.clone()
+    cand[900] = 1.0
+    cand[123] += 0.5
+    return cand, eager, truth
+
+
+def test_a_tensor_compared_in_pieces_gets_the_verdict_and_numbers_of_one_piece():
+    for cand, eager, truth in (_with_specials(), _with_specials(seed=4)):
+        whole = compare("out", cand, eager, truth)
+        for chunk in (1, 7, 100, 1000):
+            pieces = compare("out", cand, eager, truth, chunk=chunk)
+            assert (pieces.passed, pieces.reason, pieces.non_regular, pieces.nan_where_truth_finite) == \
+                (whole.passed, whole.reason, whole.non_regular, whole.nan_where_truth_finite)
+            assert pieces.max_abs_index == whole.max_abs_index == [123]
+            assert (pieces.cand_at_max, pieces.truth_at_max, pieces.allclose) == \
+                (whole.cand_at_max, whole.truth_at_max, whole.allclose)
+            for field in ("truth_rms", "cand_err", "ref_err", "bound"):
+                assert math.isclose(getattr(pieces, field), getattr(whole, field), rel_tol=1e-12), field
+    assert "1 element(s) where truth or eager is inf/NaN differ from both" in whole.reason
+
+
+def test_a_nan_in_a_later_piece_is_the_largest_error_and_fails():
+    truth, eager = _truth_and_eager(50)
+    cand = eager.clone()
+    cand[3] += 0.25
+    cand[41] = float("nan")
+    for chunk in (1, 8, 64):
+        check = compare("out", cand, eager, truth, chunk=chunk)
+        assert check.max_abs_index == [41] and math.isnan(check.max_abs_err)
+        assert not check.passed and "1 NaN where the fp64 truth is finite" in check.reason
+
+
+def test_a_two_dimensional_tensor_names_its_worst_element_by_row_and_column():
+    truth, eager = _truth_and_eager(60)
+    cand = eager.clone()
+    cand[37] -= 0.1
+    check = compare("out", cand.reshape(6, 10), eager.reshape(6, 10), truth.reshape(6, 10), chunk=16)
+    assert check.max_abs_index == [3, 7]
+
+
+def test_finite_tensors_in_pieces_match_the_rule_computed_directly():
+    truth, eager = _truth_and_eager(300, seed=5)
+    cand = (truth + 1e-6 * torch.sin(torch.arange(300, dtype=torch.float64))).float()
+    cand[250] = truth[250] - 0.125  # the largest error, below the truth
+    for chunk in (1, 13, 300):
+        check = compare("out", cand, eager, truth, chunk=chunk)
+        assert math.isclose(check.cand_err, rms(cand.double() - truth), rel_tol=1e-12)
+        assert math.isclose(check.ref_err, rms(eager.double() - truth), rel_tol=1e-12)
+        assert math.isclose(check.truth_rms, rms(truth), rel_tol=1e-12)
+        assert check.max_abs_index == [250] and check.cand_at_max == cand[250].item()
+        assert check.allclose is torch.allclose(cand, eager, atol=1e-4, rtol=1e-4) is False
+        assert not check.passed
+    close = compare("out", eager + 1e-5, eager, truth, chunk=7)
+    assert close.allclose is torch.allclose(eager + 1e-5, eager, atol=1e-4, rtol=1e-4) is True
+
+
+def test_errors_of_equal_size_above_and_below_the_truth_name_the_first():
+    truth = torch.zeros(10, dtype=torch.float64)
+    cand = torch.zeros(10)
+    cand[2], cand[5] = -0.5, 0.5
+    assert compare("out", cand, torch.zeros(10), truth).max_abs_index == [2]
+    cand[2], cand[5] = 0.5, -0.5
+    assert compare("out", cand, torch.zeros(10), truth).max_abs_index == [2]
+
+
+def test_the_rms_difference_skips_shared_nans_in_any_piece_and_refuses_different_nan_patterns():
+    x = torch.linspace(-1, 1, 40)
+    y = x + 1e-3
+    x[17] = y[17] = float("nan")
+    direct = rms(x.double()[~x.isnan()] - y.double()[~x.isnan()])
+    for chunk in (1, 6, 40):
+        assert math.isclose(rms_difference(x, y, chunk=chunk), direct, rel_tol=1e-12)
+    y[30] = float("nan")
+    assert all(rms_difference(x, y, chunk=chunk) is None for chunk in (1, 6, 40))
+    assert math.isnan(rms_difference(torch.full((4,), float("inf")), torch.full((4,), float("inf")), chunk=2))

@@ -15,7 +15,7 @@ import torch
 from fuseforge.check.gpu import roofline_floor_ms
 from fuseforge.check.kinds import Finding
 from fuseforge.check.stored_outputs import on_positions
-from fuseforge.evaluate.numerics import compare
+from fuseforge.evaluate.numerics import compare, rms_difference
 
 LOW_PRECISION_DTYPES = {"float16", "bfloat16"}
 EVENT_WALL_RATIO, EVENT_WALL_SLACK_MS = 2.0, 0.05  # wall > ratio * event + slack: work off the stream
@@ -181,11 +181,8 @@ def equivalent(a: list, b: list, bounds: list[float]) -> bool:
             if not torch.equal(x, y):
                 return False
             continue
-        nan_x, nan_y = torch.isnan(x), torch.isnan(y)
-        if not torch.equal(nan_x, nan_y):
-            return False
-        diff = (x.double() - y.double())[~nan_x]
-        if diff.numel() and not diff.square().mean().sqrt().item() <= bound:
+        diff = rms_difference(x, y)
+        if diff is None or not diff <= bound:
             return False
     return True
 

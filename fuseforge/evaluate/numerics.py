@@ -52,6 +52,7 @@ FACTOR = 2.0
 FLOOR_REL = 1e-7
 FLOOR_ABS = 1e-12
 ALLCLOSE_TOL = 1e-4
+CHUNK = 1 << 22  # elements compared at a time: a 2 GB output is read in 32 MB float64 pieces, never copied whole
 
 # Taken at import time, before any candidate can replace them.
 _allclose = torch.allclose
@@ -104,6 +105,28 @@ def rms(x: torch.Tensor) -> float:
     return x.double().square().mean().sqrt().item()
 
 
+def rms_difference(x: torch.Tensor, y: torch.Tensor, chunk: int = CHUNK) -> float | None:
+    """RMS of x - y in float64 over the positions where x is not NaN, `chunk` elements at a time; None where the
+    NaN patterns of x and y differ. x and y: floating tensors of one shape."""
+    xs, ys = x.reshape(-1), y.reshape(-1)
+    buf = torch.empty(min(chunk, xs.numel()), dtype=torch.float64, device=x.device)
+    total, count = 0.0, 0
+    for start in range(0, xs.numel(), chunk):
+        xc, yc = xs[start:start + chunk], ys[start:start + chunk]
+        diff = buf[:xc.numel()].copy_(xc)
+        diff.sub_(yc.to(diff.device))
+        square = torch.dot(diff, diff).item()
+        if not math.isfinite(square):  # a NaN or an inf somewhere in the piece: the NaN patterns, then the rest
+            nan_x = _isnan(xc)
+            if not torch.equal(nan_x, _isnan(yc).to(nan_x.device)):
+                return None
+            square = diff[~nan_x].square().sum().item()
+            count -= int(nan_x.sum().item())
+        total += square
+        count += xc.numel()
+    return math.sqrt(total / count) if count else 0.0
+
+
 def _same_or_both_nan(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (a == b) | (_isnan(a) & _isnan(b))
 
@@ -125,16 +148,6 @@ def _check_exact(check: TensorCheck, cand: torch.Tensor, eager: torch.Tensor) ->
     return check
 
 
-def _record_max_error(check: TensorCheck, c64: torch.Tensor, truth: torch.Tensor, regular: torch.Tensor):
-    absdiff = (c64 - truth).abs().masked_fill(~regular, 0.0)
-    flat = int(torch.argmax(absdiff).item())
-    index = [int(i) for i in torch.unravel_index(torch.tensor(flat), truth.shape)]
-    check.max_abs_err = absdiff.reshape(-1)[flat].item()
-    check.max_abs_index = index
-    check.cand_at_max = c64.reshape(-1)[flat].item()
-    check.truth_at_max = truth.reshape(-1)[flat].item()
-
-
 def floor_for(truth_rms: float, scale: float | None = None) -> float:
     """FLOOR_REL * max(RMS(truth), scale) + FLOOR_ABS; a missing or non-finite scale counts as none."""
     if scale is None or not math.isfinite(scale):
@@ -142,10 +155,97 @@ def floor_for(truth_rms: float, scale: float | None = None) -> float:
     return FLOOR_REL * max(truth_rms, scale) + FLOOR_ABS
 
 
+class _Scratch:
+    """The buffers of `_Sums.add_finite`, one set per compared tensor."""
+
+    def __init__(self, chunk: int, dtype: torch.dtype, device: torch.device):
+        self.diff = torch.empty(chunk, dtype=torch.float64, device=device)
+        self.ref_diff = torch.empty_like(self.diff)
+        self.error = torch.empty(chunk, dtype=dtype, device=device)
+        self.allowed = torch.empty_like(self.error)
+        self.within = torch.empty(chunk, dtype=torch.bool, device=device)
+
+
+@dataclass
+class _Sums:
+    """What `compare` needs of a floating tensor, summed over its pieces (CHUNK elements each)."""
+
+    regular: int = 0
+    truth_sq: float = 0.0
+    cand_sq: float = 0.0
+    ref_sq: float = 0.0
+    nan_where_truth_finite: int = 0
+    non_regular: int = 0
+    special_bad: int = 0  # non-regular positions where the candidate equals neither eager nor truth
+    allclose: bool = True
+    max_abs: tuple | None = None  # (|cand - truth|, flat index, cand, truth) at the first largest, NaN largest
+
+    def add_finite(self, cand: torch.Tensor, eager: torch.Tensor, truth: torch.Tensor, offset: int,
+                   scratch: _Scratch) -> bool:
+        """One piece, in preallocated buffers (a fresh 32 MB tensor costs more in page faults than the arithmetic):
+        False, with nothing added, unless truth, eager and the candidate are all finite (their squared
+        errors' sums are), which leaves no NaN and no non-regular position to count."""
+        n = cand.numel()
+        diff, ref_diff = scratch.diff[:n], scratch.ref_diff[:n]
+        truth = truth if truth.dtype == torch.float64 else truth.double()
+        torch.sub(cand, truth, out=diff)
+        torch.sub(eager, truth, out=ref_diff)
+        squares = [torch.dot(x, x).item() for x in (truth, diff, ref_diff)]
+        if not all(math.isfinite(v) for v in squares):
+            return False
+        self.regular += n
+        self.truth_sq += squares[0]
+        self.cand_sq += squares[1]
+        self.ref_sq += squares[2]
+        high, low = int(torch.argmax(diff).item()), int(torch.argmin(diff).item())
+        flat = min(high, low) if diff[high].item() == -diff[low].item() else \
+            (high if diff[high].item() > -diff[low].item() else low)
+        value = abs(diff[flat].item())
+        if self.max_abs is None or value > self.max_abs[0]:
+            self.max_abs = (value, offset + flat, cand[flat].item(), truth[flat].item())
+        if self.allclose:  # torch.isclose's arithmetic, in cand's dtype: |cand - eager| <= atol + |rtol * eager|
+            error, allowed = scratch.error[:n], scratch.allowed[:n]
+            torch.sub(cand, eager, out=error).abs_()
+            torch.mul(eager, ALLCLOSE_TOL, out=allowed).abs_().add_(ALLCLOSE_TOL)
+            self.allclose = bool(torch.le(error, allowed, out=scratch.within[:n]).all().item())
+        return True
+
+    def add(self, cand: torch.Tensor, eager: torch.Tensor, truth: torch.Tensor, offset: int) -> None:
+        """One piece, any values (inf and NaN included)."""
+        truth = truth.double()
+        c64 = cand.double()
+        truth_finite = _isfinite(truth)
+        regular = truth_finite & _isfinite(eager)
+        self.nan_where_truth_finite += int((_isnan(cand) & truth_finite).sum().item())
+        non_regular = int((~regular).sum().item())
+        self.non_regular += non_regular
+
+        def on_regular(x: torch.Tensor) -> torch.Tensor:
+            return x[regular] if non_regular else x
+        self.regular += cand.numel() - non_regular
+        diff = c64 - truth
+        self.truth_sq += on_regular(truth).square().sum().item()
+        self.cand_sq += on_regular(diff).square().sum().item()
+        self.ref_sq += on_regular(eager.double() - truth).square().sum().item()
+        absdiff = diff.abs().masked_fill(~regular, 0.0)
+        flat = int(torch.argmax(absdiff).item())
+        value = absdiff[flat].item()
+        if self.max_abs is None or value > self.max_abs[0] or (math.isnan(value) and not math.isnan(self.max_abs[0])):
+            self.max_abs = (value, offset + flat, c64[flat].item(), truth[flat].item())
+        self.allclose = self.allclose and bool(_allclose(cand, eager, atol=ALLCLOSE_TOL, rtol=ALLCLOSE_TOL))
+        if non_regular:
+            agree = _same_or_both_nan(cand, eager) | _same_or_both_nan(cand, truth.to(cand.dtype))
+            self.special_bad += int((~regular & ~agree).sum().item())
+
+    def rms(self, total: float) -> float:
+        return math.sqrt(total / self.regular) if self.regular else 0.0
+
+
 def compare(name: str, cand: torch.Tensor, eager: torch.Tensor, truth: torch.Tensor,
-            factor: float = FACTOR, scale: float | None = None) -> TensorCheck:
+            factor: float = FACTOR, scale: float | None = None, chunk: int = CHUNK) -> TensorCheck:
     """Apply the rule of the module docstring to one tensor; `truth` is eager's fp64 counterpart and
-    `scale` the RMS of the values it was computed from (scales.ScaleTracker), if known."""
+    `scale` the RMS of the values it was computed from (scales.ScaleTracker), if known. Large tensors are
+    compared `chunk` elements at a time (the sums of squares added up in float64)."""
     check = TensorCheck(name, list(eager.shape), str(eager.dtype).removeprefix("torch."))
     mismatch = _shape_dtype_reason(cand, eager)
     if mismatch:
@@ -153,22 +253,19 @@ def compare(name: str, cand: torch.Tensor, eager: torch.Tensor, truth: torch.Ten
         return check
     if not eager.is_floating_point():
         return _check_exact(check, cand, eager)
-    cand = cand.to(truth.device)
-    eager = eager.to(truth.device)
-    truth = truth.double()
-    c64, e64 = cand.double(), eager.double()
-    truth_finite = _isfinite(truth)
-    regular = truth_finite & _isfinite(eager)
+    sums = _Sums()
+    flat = [x.reshape(-1) for x in (cand, eager, truth)]
+    scratch = _Scratch(min(chunk, eager.numel()), eager.dtype, truth.device) if eager.numel() else None
+    for start in range(0, eager.numel(), chunk):
+        c, e, t = (x[start:start + chunk].to(truth.device) for x in flat)
+        if not sums.add_finite(c, e, t, start, scratch):
+            sums.add(c, e, t, start)
 
-    check.nan_where_truth_finite = int((_isnan(cand) & truth_finite).sum().item())
-    check.non_regular = int((~regular).sum().item())
-
-    def on_regular(x: torch.Tensor) -> torch.Tensor:
-        return x[regular] if check.non_regular else x
-
-    check.truth_rms = rms(on_regular(truth))
-    check.cand_err = rms(on_regular(c64 - truth))
-    check.ref_err = rms(on_regular(e64 - truth))
+    check.nan_where_truth_finite = sums.nan_where_truth_finite
+    check.non_regular = sums.non_regular
+    check.truth_rms = sums.rms(sums.truth_sq)
+    check.cand_err = sums.rms(sums.cand_sq)
+    check.ref_err = sums.rms(sums.ref_sq)
     check.operand_scale = scale if scale is not None and math.isfinite(scale) else None
     check.floor = floor_for(check.truth_rms, check.operand_scale)
     check.factor = factor
@@ -176,25 +273,22 @@ def compare(name: str, cand: torch.Tensor, eager: torch.Tensor, truth: torch.Ten
     if check.truth_rms > 0:
         check.cand_rel_err = check.cand_err / check.truth_rms
         check.ref_rel_err = check.ref_err / check.truth_rms
-    if cand.numel():
-        _record_max_error(check, c64, truth, regular)
-    check.allclose = bool(_allclose(cand, eager, atol=ALLCLOSE_TOL, rtol=ALLCLOSE_TOL))
+    if sums.max_abs is not None:
+        check.max_abs_err, flat_index, check.cand_at_max, check.truth_at_max = sums.max_abs
+        check.max_abs_index = [int(i) for i in torch.unravel_index(torch.tensor(flat_index), truth.shape)]
+    check.allclose = sums.allclose
 
-    check.reason = _float_reason(check, cand, eager, truth, regular)
+    check.reason = _float_reason(check, sums.special_bad)
     check.passed = check.reason is None
     return check
 
 
-def _float_reason(check: TensorCheck, cand, eager, truth, regular) -> str | None:
+def _float_reason(check: TensorCheck, special_bad: int) -> str | None:
     """The first way the floating tensor fails the rule, in one line; None if it passes."""
     if check.nan_where_truth_finite:
         return f"{check.name}: {check.nan_where_truth_finite} NaN where the fp64 truth is finite"
-    if check.non_regular:
-        special = ~regular
-        agree = _same_or_both_nan(cand, eager) | _same_or_both_nan(cand, truth.to(cand.dtype))
-        bad = int((special & ~agree).sum().item())
-        if bad:
-            return f"{check.name}: {bad} element(s) where truth or eager is inf/NaN differ from both"
+    if special_bad:
+        return f"{check.name}: {special_bad} element(s) where truth or eager is inf/NaN differ from both"
     if not check.cand_err <= check.bound:  # also catches a NaN error
         rel = "" if check.cand_rel_err is None else f" (rel. {check.cand_rel_err:.2e})"
         return (f"{check.name}: error vs fp64 {check.cand_err:.3e}{rel} > bound {check.bound:.3e} "
