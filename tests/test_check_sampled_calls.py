@@ -1,6 +1,7 @@
 """The reference's outputs kept one file per call, whole within a budget and at secret positions beyond it
 (stored_outputs.py): a model with gigabyte outputs is checked without holding every call's outputs in memory."""
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,21 @@ def test_case_0_stays_whole_and_calls_beyond_the_budget_are_kept_at_distinct_sec
     whole = torch.arange(1000.0)
     assert torch.equal(on_positions([whole], entry)[0], whole[positions])
     assert on_positions([whole], stored["case_0"])[0] is whole
+
+
+def test_stored_outputs_stay_readable_after_their_folder_is_deleted_and_case_0_is_read_once(tmp_path):
+    """Catches a lookup that reopens the files by name (the grader deletes the folder before judging) and case 0's
+    gigabytes read again from the disk each time another entry was looked up in between."""
+    writer = OutputWriter(tmp_path / "out", 10**9, torch.Generator().manual_seed(1))
+    entries = {name: _entry(1000) for name in ("case_0", "case_1", "init")}
+    for name, entry in entries.items():
+        writer.put(name, entry)
+    stored = StoredOutputs(tmp_path / "out")
+    shutil.rmtree(tmp_path / "out")
+    first = stored["case_0"]
+    assert torch.equal(stored["case_1"]["eager"][0], entries["case_1"]["eager"][0])
+    assert stored["init"]["truth"][0].dtype == torch.float64
+    assert stored["case_0"] is first and stored["case_1"] is not stored["init"]
 
 
 def test_positions_of_a_huge_output_are_drawn_without_a_permutation_of_all_of_it():

@@ -37,7 +37,8 @@ ZERO_FLUSH = 0.01  # tiny inputs: more than this fraction of zeros where the tru
 
 
 def _load(path: Path):
-    return torch.load(path, weights_only=True) if path.exists() else None
+    """A saved file of the candidate's worker, mapped (its tensors page in as they are compared), or None."""
+    return torch.load(path, mmap=True, weights_only=True) if path.exists() else None
 
 
 def _label(case: dict) -> str:
