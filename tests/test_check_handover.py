@@ -459,7 +459,10 @@ def test_a_check_s_record_says_where_its_time_went_in_each_process(tmp_path):
     assert record["verdict"] == "correct", record["reason"]
     stages = {who: dict(steps) for who, steps in record["stages"].items()}
     assert {"cases", "sequence", "timed calls", "baselines", "untimed"} <= set(stages["reference"])
-    assert {"building", "init", "case", "sequence", "timing"} <= set(stages["candidate"])
+    assert {"building", "init", "case", "sequence", "timing", "profile"} <= set(stages["candidate"])
+    # the candidate's profile and probes after its timed calls run on the GPU: it never reports "untimed", which
+    # gives the GPU's gate to another grading's timed calls
+    assert "untimed" not in stages["candidate"]
     spent = sum(sum(steps.values()) for steps in stages.values())
     assert 0.7 * record["wall_s"] <= spent <= record["wall_s"]  # the stages account for the check's time
     assert "reference" in summary(record)[-1] and "grader" in summary(record)[-1]

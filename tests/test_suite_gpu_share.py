@@ -101,6 +101,9 @@ def test_every_run_phase_on_a_gpu_is_told_its_lease_and_the_cpus_are_shared_out(
     assert rec["gpu_lease"] == str(tmp_path / "leases" / f"gpu{rec['cuda_visible_devices']}.lock")
     assert rec["timing_cpus"] in ("14", "15")  # the highest CPUs, one per GPU
     assert len(applied) == 2 and all(c == set(range(14)) for c in applied.values())  # build and run phases
+    # two GPUs, one run phase each (these commands take no lease), share the 14 CPUs: 7 threads each (64 threads
+    # per process on 64 cores, 8 processes at once, made each check's comparisons 20-60x slower than alone)
+    assert rec["omp_num_threads"] == "7"
 
 
 def test_the_cpu_plan_keeps_one_cpu_per_gpu_only_when_there_are_enough(monkeypatch):

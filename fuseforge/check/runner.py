@@ -6,7 +6,9 @@ is the grader's), and an environment without fuseforge's own variables. Until it
 limit applies, then the run limit (the reference worker has only the run limit). With a `gate` (a lock
 shared by several gradings on one GPU), the run phase waits for the gate and holds it to the end, so that
 one worker's build overlaps another's run but no two run at once; the run limit starts once the gate is
-held, and the file JOBDIR/ROLE.go says so to the worker (WorkerIO.wait_go). A worker that reports "untimed" (nothing it does from then on is timed) gives the gate back early. When a limit passes, the whole process group is killed (compilers included). The outcome is one of
+held, and the file JOBDIR/ROLE.go says so to the worker (WorkerIO.wait_go). A worker that reports "untimed"
+(nothing it does from then on uses the GPU: the reference writing its results) gives the gate back early.
+When a limit passes, the whole process group is killed (compilers included). The outcome is one of
 "finished" (it wrote ROLE.json), "timeout", "crashed" (killed by a signal: SIGSEGV, SIGABRT, SIGKILL...)
 or "exited" (it ended without writing ROLE.json, e.g. a candidate calling os._exit), with the phase
 ("build" or "run") it was in.
@@ -156,7 +158,7 @@ def run_worker(role: str, jobdir: Path, run_timeout: float, build_timeout: float
                     (jobdir / f"{role}.go").touch()  # a worker that waits for the gate may go on
                     phase, built_at = "run", time.monotonic()
                     deadline = built_at + run_timeout
-                if event["event"] == "untimed" and held:  # nothing timed from here on: the next may start
+                if event["event"] == "untimed" and held:  # no GPU work from here on: the next may start
                     gate.release()
                     held = False
                 if on_event is not None:

@@ -3,10 +3,12 @@
 Each timed call, on CUDA: zero a 256 MiB buffer (flushes the L2), reset the L2 persistence state (limit
 0, no access policy window on the current stream, persisting lines demoted), make the timer's stream --
 the stream that was current when the timer was made, before any candidate code was imported -- the
-current stream again, record a CUDA event on it, call, record an event on it, synchronize the device; the call's time is the events' elapsed time, its wall time the
-host clock from before the call to after the synchronize (work hidden from the current stream shows up
-as wall time far above event time). After the call the L2 state is read back: a persisting limit or a
-window the call left behind is reported, and so is another stream left current (`stream_left`). On the CPU the host clock times the call.
+current stream again, record a CUDA event on it and wait for it, call, record an event on it, synchronize
+the device; the call's time is the events' elapsed time, its wall time the host clock from the start
+event's completion to after the synchronize (work hidden from the current stream shows up as wall time far
+above event time; another process's kernels queued before the start, on a shared GPU, do not). After the
+call the L2 state is read back: a persisting limit or a window the call left behind is reported, and so is
+another stream left current (`stream_left`). On the CPU the host clock times the call.
 
 Every function used here was referenced when this module was imported, before any candidate code.
 """
@@ -28,6 +30,7 @@ _ATTR_ACCESS_POLICY_WINDOW = 1  # cudaStreamAttributeAccessPolicyWindow
 _perf_counter = time.perf_counter
 _Event = torch.cuda.Event
 _record = torch.cuda.Event.record
+_wait = torch.cuda.Event.synchronize
 _elapsed = torch.cuda.Event.elapsed_time
 _cuda_sync = getattr(torch._C, "_cuda_synchronize", None)
 _current_stream = torch.cuda.current_stream
@@ -138,8 +141,9 @@ class Timer:
             self.l2.reset()
         start, end = _Event(enable_timing=True), _Event(enable_timing=True)
         synchronize(self.device)
-        wall = _perf_counter()
         _record(start, self.stream)
+        _wait(start)  # the GPU has reached the start: a wait for another process's kernels is not the call's wall time
+        wall = _perf_counter()
         out = fn()
         _record(end, self.stream)
         synchronize(self.device)

@@ -30,6 +30,7 @@ class Context:
     stop: threading.Event = field(default_factory=threading.Event)
     timing_cpus: dict[int, int] = field(default_factory=dict)  # GPU index -> the CPU kept for its timed calls
     background: set[int] | None = None  # the CPUs of every phase process (None: all)
+    threads: int | None = None  # each GPU run phase's share of them (OMP_NUM_THREADS)
 
     def start(self, p: Planned, worker: str, phase: str) -> None:
         if p.row is None:

@@ -12,7 +12,9 @@ two candidates that name their extension alike never share a build folder; the b
 FUSEFORGE_BASELINES (OUT.suite/baselines.json: the baselines of this model the database holds, which the
 evaluator uses instead of timing them again and adds to) and, when the scheduler gives one, the GPU lease
 (FUSEFORGE_GPU_LEASE, FUSEFORGE_GPU_LEASE_LOG = OUT.suite/gpu_lease.jsonl, FUSEFORGE_TIMING_CPUS: see
-fuseforge/evaluate/lease.py). A run phase's timeout does not count the seconds it waits for the lease (up
+fuseforge/evaluate/lease.py), and its share of the CPUs as OMP_NUM_THREADS (torch's threads: with 8 run phases of
+64 threads each on 64 cores, the grader's float64 comparisons of 0.5 GB outputs took 200 s a check, 3-11 s alone).
+A run phase's timeout does not count the seconds it waits for the lease (up
 to the timeout itself), and its GPU time (`gpu_s`) is the seconds it held it (the whole run phase when its
 command takes no lease).
 Processes may be confined to a set of CPUs (`affinity`: the scheduler keeps one per GPU for timed calls).
@@ -271,6 +273,7 @@ class GpuShare:
     lease_file: Path | None = None
     timing_cpus: set[int] | None = None
     affinity: set[int] | None = None
+    threads: int | None = None  # its share of the CPUs: OMP_NUM_THREADS (run phases in flight share them)
 
 
 def run_phase(job: Job, gpu_id: str | None, timeout_s: float, no_compile: bool = False,
@@ -286,6 +289,8 @@ def run_phase(job: Job, gpu_id: str | None, timeout_s: float, no_compile: bool =
     baselines.write(cache_file, list(cached_baselines or []))
     env = {**_base_env(job), "CUDA_VISIBLE_DEVICES": gpu_id if gpu_id is not None else "",
            baselines.ENV: str(cache_file)}
+    if share.threads:
+        env["OMP_NUM_THREADS"] = str(share.threads)
     paused = None
     if gpu_id is not None and share.lease_file is not None:
         env.update({lease.LEASE_ENV: str(share.lease_file), lease.LOG_ENV: str(lease_log)})

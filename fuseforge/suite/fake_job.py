@@ -27,7 +27,7 @@ hang; with --no-compile the compile variant is "skipped"; with --max-autotune a 
 FUSEFORGE_BASELINES (fuseforge/evaluate/baselines.py, key: the model's hash, the fake GPU and torch,
 FAKE_SETTINGS): a cached eager or compile variant is taken from it and marked cached, one it "measures" is
 added to it. Each phase writes OUT/fake_job_<phase>.json
-({argv, cuda_visible_devices, niceness, pid, affinity, timing_cpus, gpu_lease, start, end, and for a run
+({argv, cuda_visible_devices, niceness, pid, affinity, timing_cpus, gpu_lease, omp_num_threads, start, end, and for a run
 phase that got to its GPU work gpu_start, gpu_end}; end is null if it crashed or hung). "hang" first starts
 a child (pid in OUT/hang_child.pid) that outlives the job unless the suite kills its whole process group.
 """
@@ -163,6 +163,7 @@ def main(argv: list[str]) -> int:
               "niceness": os.getpriority(os.PRIO_PROCESS, 0), "pid": os.getpid(),
               "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
               "timing_cpus": os.environ.get(lease.CPUS_ENV), "gpu_lease": os.environ.get(lease.LEASE_ENV),
+              "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
               "start": time.time(), "end": None}
     (out / f"fake_job_{phase}.json").write_text(json.dumps(record))  # again at the end, if it gets there
     time.sleep(float(d.get("sleep", 0)))

@@ -129,6 +129,7 @@ def run_local(todo: list[Planned], ctx: Context, gpu_ids: list[str]) -> None:
     slots: list[tuple[int, str | None]] = ([(i, g) for i, g in enumerate(gpu_ids)
                                             for _ in range(ctx.config.slots_per_gpu)] if gpu_ids
                                            else [(i, None) for i in range(n_jobs)])
+    ctx.threads = max(1, len(ctx.background or range(cores)) // len(slots)) if gpu_ids else None
     builds = ThreadPoolExecutor(n_jobs, thread_name_prefix="build")
     for p in todo:
         if gpu_ids:
@@ -186,7 +187,7 @@ def _worker(gpu_id: str | None, index: int, ctx: Context, ready: queue.Queue) ->
     gpu_name = gpu_info(gpu_id).get("name")
     timing = ctx.timing_cpus.get(index)
     share = GpuShare(lease_file(gpu_id), {timing} if timing is not None else None,
-                     ctx.background) if gpu_id is not None else None
+                     ctx.background, ctx.threads) if gpu_id is not None else None
     while (item := ready.get()) is not None and not ctx.stop.is_set():
         p, built = item
         ctx.start(p, "cpu" if gpu_id is None else f"gpu{gpu_id}", "run")
