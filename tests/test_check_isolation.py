@@ -3,7 +3,10 @@ verdict; build failures, interface mismatches and wrong numbers get their verdic
 candidate's process sees neither the model file nor the reference's results."""
 
 import json
+import subprocess
+import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -217,3 +220,28 @@ def test_the_plant_probe_calls_the_candidate_with_case_0s_weights(tmp_path, cach
     record = _check(tmp_path, cache, source)
     fired = {c["name"] for c in record["checks"] if c["fired"]}
     assert "reference_leftovers" in fired and record["verdict"] == "cheat:memory_reuse", (record["verdict"], fired)
+
+
+def _running(pid: int) -> bool:
+    """The process exists and is not a zombie waiting to be reaped."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_worker_in_its_own_session_dies_with_the_grading_process_that_started_it():
+    """Catches workers left running (on the GPU, writing to the job's folder) once a suite killed their check: the
+    next attempt of the job found its folder re-created under it."""
+    child = ("from fuseforge.check.worker import die_with_parent; die_with_parent(); print('ready', flush=True); "
+             "import time; time.sleep(60)")
+    parent = ("import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', sys.argv[1]], start_new_session=True, "
+              "stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True); p.stdout.readline(); "
+              "print(p.pid, flush=True)")
+    done = subprocess.run([sys.executable, "-c", parent, child], capture_output=True, text=True, timeout=60)
+    pid = int(done.stdout)
+    deadline = time.monotonic() + 20
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(pid)

@@ -6,19 +6,35 @@ candidate). JOBDIR/job.json holds the settings. The worker appends progress even
 "built", writes JOBDIR/ROLE.go once the worker may run on the GPU, and answers "plant_ready") and always
 ends by writing JOBDIR/ROLE.json (the facts; "fatal" if the role raised), unless it is killed or crashes (the
 parent then reads the exit status instead).
-The process ends with os._exit, so that threads a candidate left running cannot keep it alive.
+The process ends with os._exit, so that threads a candidate left running cannot keep it alive, and (on Linux)
+is killed when the grading process dies: it runs in its own session, which a suite stopping the check does
+not reach, and would go on using the GPU and the job's folder.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import signal
 import sys
 import time
 import traceback
 from pathlib import Path
 
 from fuseforge.records import json_safe
+
+
+def die_with_parent() -> None:
+    """SIGKILL to this process when its parent dies (Linux's PR_SET_PDEATHSIG; nothing elsewhere), and exit now
+    if it already has (adopted by init)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:
+        os._exit(1)
 
 
 def write_json(path: Path, data: dict) -> None:
@@ -53,6 +69,7 @@ class WorkerIO:
 
 
 def main(argv: list[str]) -> int:
+    die_with_parent()
     role, jobdir = argv[1], Path(argv[2])
     if role not in ("reference", "candidate"):
         print(f"unknown role {role!r}", file=sys.stderr)
