@@ -104,6 +104,13 @@ from fuseforge.suite.build import build_extension; build_extension(pathlib.Path(
             done
         done
     fi
+    if [ -n "${OWN_SKIP:-}" ]; then  # OWN_SKIP="a.sqlite b.sqlite": not the models some record already found correct
+        for name in $($PY -c "import sqlite3, sys
+for db in sys.argv[1:]:
+    for (m,) in sqlite3.connect(db).execute(\"select model_name from jobs where verdict = 'correct'\"): print(m)" $OWN_SKIP | sort -u); do
+            rm -f "/tmp/own/$name.ours.py"
+        done
+    fi
     if [ -n "${OWN_ONLY:-}" ]; then  # OWN_ONLY="100_ 16_": only the models whose names start so
         for f in /tmp/own/*.py; do
             keep=0; for p in $OWN_ONLY; do case "$(basename "$f")" in "$p"*) keep=1;; esac; done
