@@ -95,9 +95,9 @@ from fuseforge.suite.build import build_extension; build_extension(pathlib.Path(
         for f in "$OWN_FROM"/*/*/model_new.py; do
             name=$(basename "$(dirname "$f")"); cp "$f" "/tmp/own/${name%-*}.ours.py"
         done
-    else
-        for t in bench/results/2026-11-24_suite69_h100/run1_jobs.tgz bench/results/2026-11-24_suite69_h100/run2_jobs.tgz \
-                 bench/results/2026-11-25_rerun3_h100/jobs.tgz bench/results/2026-11-25b_h100/outclass10_jobs.tgz; do
+    else  # OWN_TGZ: suite records' jobs.tgz files (the later one of a model wins), else the 2026-11-24/25 records
+        for t in ${OWN_TGZ:-bench/results/2026-11-24_suite69_h100/run1_jobs.tgz bench/results/2026-11-24_suite69_h100/run2_jobs.tgz \
+                 bench/results/2026-11-25_rerun3_h100/jobs.tgz bench/results/2026-11-25b_h100/outclass10_jobs.tgz}; do
             rm -rf /tmp/own_x/* && tar xzf "$t" -C /tmp/own_x --wildcards '*/model_new.py' --exclude='*/attempts/*'
             for f in /tmp/own_x/*/*/*/model_new.py; do
                 name=$(basename "$(dirname "$f")"); cp "$f" "/tmp/own/${name%-*}.ours.py"
