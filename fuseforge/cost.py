@@ -154,7 +154,6 @@ class CostEstimate:
     plan_peak_values: tuple[str, ...] = ()  # the values live at the plan's peak
     plan_host_s: float = 0.0  # the host time of the plan's calls (HOST_OP_S each): a floor under plan_s
     plan_calls: int = 0
-    plan_gpu_s: float = 0.0  # the GPU work of the plan's calls; plan_s: both, the calls issued in order
 
     @property
     def speedup(self) -> float:
@@ -278,22 +277,6 @@ def _eager_measured(eager: EagerCost, by_key: dict[ConvCall, dict]) -> float:
     return seconds
 
 
-def issued_in_order(gpu_times: list[float], host_s: float = HOST_OP_S) -> float:
-    """The forward's time when its calls are issued one after another from Python, each taking `host_s` to issue
-    (a kernel's binding, a torch op, a view alike), and the GPU runs each call's work once it is issued and the
-    previous call's work is done:
-
-        issued_i = (i + 1) * host_s,  done_i = max(issued_i, done_{i-1}) + gpu_i,  time = done_last
-
-    Between max(sum of host, sum of GPU) and their sum: a short kernel waits for its launch, a long one hides the
-    launches after it. (42's plan: 24 calls, 0.48 ms to issue; the larger of the two sums priced it at 0.48 ms, this
-    at 0.55, and an H100 measured 0.70.)"""
-    done = 0.0
-    for i, gpu in enumerate(gpu_times):
-        done = max((i + 1) * host_s, done) + gpu
-    return done
-
-
 def estimate(eager: EagerCost, captured: Captured, plan: Plan, measured: dict[str, dict] | None = None) -> CostEstimate:
     """Cost the plan (over the rewritten graph) and set it next to eager's cost. `measured`: convolutions (plan node
     name -> `layout_precision.measured` row) timed on the GPU before planning; eager's and the plan's calls of them
@@ -303,10 +286,8 @@ def estimate(eager: EagerCost, captured: Captured, plan: Plan, measured: dict[st
              if name in by_name and isinstance(row, dict) and "ms_nchw" in row}
     by_key = {measurement_key(by_name[name]): row for name, row in timed.items()}
     plan_s, plan_moved, plan_launches, torch_s = 0.0, 0, 0, 0.0
-    units, gpu_times = [], []
+    units = []
     for step in plan.steps:
-        before = plan_s
-        gpu_times.append(0.0)
         if isinstance(step, KernelStep):
             g = step.group
             moved = sum(nbytes(by_name[i]) for i in g.inputs) + sum(nbytes(by_name[o]) for o in g.outputs)
@@ -327,11 +308,12 @@ def estimate(eager: EagerCost, captured: Captured, plan: Plan, measured: dict[st
                     t = measured_conv_seconds(timed[n.name], _conv_with_bias(n), cl) + (conversion_ms(n) / 1e3 if cl
                                                                                           else 0.0)
                 plan_s, plan_moved, plan_launches, torch_s = plan_s + t, plan_moved + m, plan_launches + 1, torch_s + t
-        gpu_times[-1] = plan_s - before
     keep = [([o for o in captured.user_outputs if o], [])]
     peak, held = _peak(units + keep, _sizes(by_name))
+    # Each call of the emitted forward (a kernel's binding, a torch op, a view) takes host time to issue; where the
+    # GPU work is shorter, the forward takes that long
     host = len(plan.steps) * HOST_OP_S
     eager_s = _eager_measured(eager, by_key) if by_key else eager.seconds
-    return CostEstimate(eager_s, issued_in_order(gpu_times), eager.bytes_moved, plan_moved, eager.launches,
+    return CostEstimate(eager_s, max(plan_s, host), eager.bytes_moved, plan_moved, eager.launches,
                         plan_launches, eager.peak_activation_bytes, peak, eager.flops, torch_s, eager.peak_values, held,
-                        host, len(plan.steps), sum(gpu_times))
+                        host, len(plan.steps))
