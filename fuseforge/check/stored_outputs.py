@@ -26,6 +26,7 @@ import torch
 
 SAMPLED_POSITIONS = 1 << 20  # positions compared per output of a call beyond the budget (whole when smaller)
 SAMPLE_PREFIX = "sample_"  # the feed item of call NAME's positions: sample_NAME
+ALWAYS_WHOLE = "case_0"  # the call kept whole whatever the budget, which the probes compare with element by element
 
 
 def entry_bytes(eager: list) -> int:
@@ -56,7 +57,7 @@ class OutputWriter:
     """The reference's side: `put(name, entry)` writes the call's entry ({"eager", "truth", ...} with tensors
     anywhere) to FOLDER/NAME.pt, whole or sampled, and returns the positions when sampled (else None)."""
 
-    def __init__(self, folder: Path, budget: int, gen: torch.Generator, always_whole: str = "case_0",
+    def __init__(self, folder: Path, budget: int, gen: torch.Generator, always_whole: str = ALWAYS_WHOLE,
                  count: int = SAMPLED_POSITIONS):
         self.folder, self.budget, self.gen, self.always_whole, self.count = folder, budget, gen, always_whole, count
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -128,7 +129,7 @@ class StoredOutputs(Mapping):
     named in `held` kept once read: case 0's whole outputs are looked up by several checks in turn). The files are
     opened here, so the folder can be deleted: the entries stay readable until this is dropped."""
 
-    def __init__(self, folder: Path, held: tuple[str, ...] = ("case_0",)):
+    def __init__(self, folder: Path, held: tuple[str, ...] = (ALWAYS_WHOLE,)):
         self.files = {p.stem: open(p, "rb") for p in sorted(Path(folder).glob("*.pt"))}
         self.last: tuple[str, dict] | None = None
         self.held_names, self.held = set(held), {}

@@ -238,9 +238,6 @@ def prepare(job: Job) -> None:
     """A fresh output folder: nothing of an earlier attempt may be read as this attempt's result."""
     for folder in (job.out_dir, job.suite_dir):
         shutil.rmtree(folder, ignore_errors=True)
-        if folder.exists():  # a process of the earlier attempt still wrote there: once more, raising what fails
-            time.sleep(1)
-            shutil.rmtree(folder)
         folder.mkdir(parents=True)
 
 
