@@ -22,7 +22,8 @@ from .capture import Captured
 from .evaluate.conv_precision import ConvCall
 from .layout_precision import conv_call, conv_has_bias, conversion_ms, is_conv, measured_ms
 from .plan import KernelStep, Plan
-from .rates import BANDWIDTH, HOST_OP_S, LAUNCH_S, SGEMM_FLOPS, batch_norm_train_seconds, cudnn_conv_seconds
+from .rates import (BANDWIDTH, HOST_OP_S, LAUNCH_S, SGEMM_FLOPS, THIN_PRODUCT_BANDWIDTH, THIN_PRODUCT_COLUMNS,
+                    batch_norm_train_seconds, cudnn_conv_seconds)
 from .traced import size_hint
 
 READS_ONLY_METADATA = {"aten.new_ones.default", "aten.new_zeros.default", "aten.new_empty.default",
@@ -71,6 +72,18 @@ def flops(node: fx.Node) -> tuple[float, float]:
         fl = conv_flops(node)
         return fl, fl / conv_seconds(node)
     return float(numel(node)), SGEMM_FLOPS
+
+
+def is_thin_product(node: fx.Node) -> bool:
+    """A matrix product A @ B of a 2-D B with few columns (`rates.THIN_PRODUCT_COLUMNS`): cuBLAS reads A at
+    `rates.THIN_PRODUCT_BANDWIDTH`, not at the copy rate."""
+    b_at = {"aten.mm.default": 1, "aten.matmul.default": 1, "aten.linear.default": 1, "aten.addmm.default": 2}
+    at = b_at.get(str(node.target))
+    if at is None or len(node.args) <= at or not isinstance(node.args[at], fx.Node):
+        return False
+    val, b = node.meta.get("val"), node.args[at].meta.get("val")
+    return (isinstance(val, torch.Tensor) and isinstance(b, torch.Tensor) and b.dim() == 2 and val.dim() >= 2
+            and size_hint(val.shape[-1]) in THIN_PRODUCT_COLUMNS)  # a 2-D B: one product over A's rows
 
 
 def conv_flops(node: fx.Node) -> float:
@@ -228,6 +241,8 @@ def _op_cost(n: fx.Node) -> tuple[float, float, int]:
         x = n.args[0]
         seconds = batch_norm_train_seconds(nbytes(x), size_hint(x.meta["val"].shape[1])) + LAUNCH_S
         return max(seconds, _time(fl, rate, moved)), fl, moved
+    if is_thin_product(n):
+        return max(fl / rate, moved / THIN_PRODUCT_BANDWIDTH) + LAUNCH_S, fl, moved
     return _time(fl, rate, moved), fl, moved
 
 

@@ -21,6 +21,12 @@ CONV_FLOPS = 100e12  # cuDNN convolutions (TF32 by default in PyTorch): a rough 
 # prices the not transposed 2-D and 3-D ones by their measurements, 2-D at most this)
 BANDWIDTH = 2.98e12  # device copy, bytes read + written per second
 LAUNCH_S = 3e-6  # per kernel launch, as seen from a stream of small ops
+# cuBLAS's fp32 matrix product with 2 to 16 output columns (out[M, N] = A[M, K] @ B[K, N] with a large A) reads A at
+# about three quarters of the copy rate: 2.12-2.22 TB/s on a 1 GB A for N = 2..16 and 0.66-0.79 of a plain read of A
+# on 67-268 MB, where N = 1 (a matrix-vector kernel) reads at the copy rate (dev/kernels/bench_thin_mm.py,
+# bench/results/2026-11-27i_gpu/thin_mm.json: H100, torch 2.11)
+THIN_PRODUCT_BANDWIDTH = 2.2e12
+THIN_PRODUCT_COLUMNS = range(2, 17)
 # Host time of one op of a generated forward (Python, dispatch, launch): its 22 ops (views, two mm, a linear,
 # five kernels, ...) took 445 us to enqueue on the H100 machine (dev/kernels/host_overhead.py on
 # conv2d_avgpool_bias_logsumexp, bench/results/2026-11-22_rows_trailing_channels_h100/run4_host/). Where a forward's

@@ -43,6 +43,7 @@ from fuseforge.check.reference_role import FINGERPRINT_SIZE
 from fuseforge.check.static import analyse
 from fuseforge.check.stored_outputs import StoredOutputs, read_all
 from fuseforge.check.worker import read_json, write_json
+from fuseforge.evaluate import lease
 from fuseforge.evaluate.numerics import FACTOR
 
 SCHEMA = "fuseforge.check/1"
@@ -92,7 +93,7 @@ def run_reference(model: Path, settings: CheckSettings, jobdir: Path, gate=None,
            "trials": settings.trials, "warmup": settings.warmup, "extra_batch": settings.extra_batch,
            "compile": settings.compile, "max_autotune": settings.max_autotune,
            "pool_budget_bytes": settings.pool_budget_bytes, "whole_budget_bytes": settings.whole_budget_bytes,
-           "ceilings": _CEILINGS.get(settings.device),
+           "ceilings": _CEILINGS.get(settings.device), "timing_cpus": sorted(lease.timing_cpus()),
            "secret": secrets.randbits(62)}
     write_json(jobdir / "job.json", job)
     limit = settings.reference_timeout_s
@@ -167,7 +168,7 @@ def _candidate_job(candidate: Path, static, settings: CheckSettings, ref: Refere
               "forward_signature": meta["forward_signature"]}
     return {"role": "candidate", "candidate": str(candidate), "device": settings.device, "trials": settings.trials,
             "warmup": settings.warmup, "kernel_names": static.kernel_names, "claims_kernels": static.claims_kernels,
-            "public": public}
+            "timing_cpus": sorted(lease.timing_cpus()), "public": public}
 
 
 def make_non_dumpable() -> bool:

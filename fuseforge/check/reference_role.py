@@ -44,7 +44,7 @@ from fuseforge.check.feed import to_bytes
 from fuseforge.check.guards import OpRecorder
 from fuseforge.check.stored_outputs import SAMPLE_PREFIX, OutputWriter, draw_positions, take
 from fuseforge.check.timing import Timer, stats, synchronize
-from fuseforge.evaluate import harness
+from fuseforge.evaluate import harness, lease
 from fuseforge.evaluate.harness import ReferenceFailed
 from fuseforge.evaluate.random_draws import FORWARD_SEED, Float32Draws
 
@@ -354,17 +354,19 @@ class Reference:
         return {"state": TIMING_STATE, "warmup": warmup, "pool_size": size}
 
 
-def _time_variant(model, feed: dict, pool_size: int, warmup: int, timer: Timer, dev) -> dict:
-    """Time `model` as the candidate is timed: warm-up calls on case 0's inputs, then one call per pool item."""
+def _time_variant(model, feed: dict, job: dict, timer: Timer, dev) -> dict:
+    """Time `model` as the candidate is timed: warm-up calls on case 0's inputs, then one call per pool item, on
+    the CPUs kept for timed calls (job["timing_cpus"]: its suite's, where it runs in one)."""
     with torch.no_grad():
-        for _ in range(warmup):
+        for _ in range(job["warmup"]):
             args = harness.to_device(feed["inputs_0"], dev)
             timer.call(lambda args=args: model(*args))
         synchronize(dev)
         samples = []
-        for t in range(pool_size):
-            args = harness.to_device(feed[f"pool_{t}"], dev)
-            samples.append(timer.call(lambda args=args: model(*args)))
+        with lease.pinned(set(job.get("timing_cpus") or ())):
+            for t in range(job["pool_size"]):
+                args = harness.to_device(feed[f"pool_{t}"], dev)
+                samples.append(timer.call(lambda args=args: model(*args)))
     return stats([s.ms for s in samples]) | {"status": "ok", "reason": None}
 
 
@@ -374,7 +376,7 @@ def _timings(progs, job, dev, feed: dict, timing: dict) -> dict:
     model = progs.model_cls(*progs.init_args).to(dev)
     model.load_state_dict(feed[timing["state"]])
     job = job | {"pool_size": timing["pool_size"], "warmup": timing["warmup"]}
-    result = {"eager": _time_variant(model, feed, job["pool_size"], job["warmup"], timer, dev), "timer": timer.name,
+    result = {"eager": _time_variant(model, feed, job, timer, dev), "timer": timer.name,
               "l2_flush_bytes": timer.flush_bytes, "pool_size": job["pool_size"]}
     result["compile"] = _compiled_variant(model, feed, timer, job, dev, job["compile"], "--no-compile")
     result["compile_max_autotune"] = _compiled_variant(model, feed, timer, job, dev, job.get("max_autotune", False),
@@ -389,7 +391,7 @@ def _compiled_variant(model, feed: dict, timer, job, dev, wanted: bool, off_reas
         return {"status": "skipped", "reason": off_reason if not wanted else "not on cuda"}
     try:
         compiled = torch.compile(copy.deepcopy(model), **options)
-        return _time_variant(compiled, feed, job["pool_size"], job["warmup"], timer, dev)
+        return _time_variant(compiled, feed, job, timer, dev)
     except Exception as exc:
         return {"status": "error", "reason": harness.one_line(exc)}
 
