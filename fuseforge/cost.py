@@ -22,8 +22,16 @@ from .capture import Captured
 from .evaluate.conv_precision import ConvCall
 from .layout_precision import conv_call, conv_has_bias, conversion_ms, is_conv, measured_ms
 from .plan import KernelStep, Plan
-from .rates import (BANDWIDTH, HOST_OP_S, LAUNCH_S, SGEMM_FLOPS, THIN_PRODUCT_BANDWIDTH, THIN_PRODUCT_COLUMNS,
-                    batch_norm_train_seconds, cudnn_conv_seconds)
+from .rates import (
+    BANDWIDTH,
+    HOST_OP_S,
+    LAUNCH_S,
+    SGEMM_FLOPS,
+    THIN_PRODUCT_BANDWIDTH,
+    THIN_PRODUCT_COLUMNS,
+    batch_norm_train_seconds,
+    cudnn_conv_seconds,
+)
 from .traced import size_hint
 
 READS_ONLY_METADATA = {"aten.new_ones.default", "aten.new_zeros.default", "aten.new_empty.default",

@@ -26,15 +26,17 @@ import torch
 SOURCE = r"""
 #include <cuda_runtime.h>
 // out[m][n] = sum_k A[m][k] * B[k][n] for n < N (N a template constant): one warp per row of A at a time
-// (grid-stride over rows), each lane reads A's row in float4s at k = 4 * (lane + 32 i), B is staged in
-// shared memory as [K][N] (B's strides are arbitrary). Each lane keeps N partial sums; a butterfly over
-// the warp adds them (fixed order: deterministic). Needs K % 4 == 0 and A's rows 16-byte aligned.
+// (grid-stride over rows), each lane reads A's row in float4s at k = 4 * (lane + 32 i). B is staged in shared
+// memory as [N][K] (B's strides are arbitrary), so a lane reads B[n][4q .. 4q+3] as one float4: consecutive
+// lanes, consecutive float4s, no bank conflicts (the first version's [K][N] layout read 4N scalars per float4
+// of A with 4-way conflicts: shared-memory-bound from N = 4 on). Each lane keeps N partial sums; a butterfly
+// over the warp adds them (fixed order: deterministic). Needs K % 4 == 0 and A's rows 16-byte aligned.
 template <int N>
 __global__ void thin_mm(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ out,
                         int M, int K, long long b_k, long long b_n) {
-    extern __shared__ float b_s[];  // [K][N]
+    extern __shared__ __align__(16) float b_s[];  // [N][K]
     for (int i = threadIdx.x; i < K * N; i += blockDim.x) {
-        const int k = i / N, n = i % N;
+        const int n = i / K, k = i % K;
         b_s[i] = B[k * b_k + n * b_n];
     }
     __syncthreads();
@@ -48,10 +50,11 @@ __global__ void thin_mm(const float* __restrict__ A, const float* __restrict__ B
 #pragma unroll 4
         for (int q = lane; q < K / 4; q += 32) {  // unrolled: a row's loads are in flight together
             const float4 a = __ldcs(row + q);  // streamed: A is read once
-            const float* b = b_s + 4 * q * N;
 #pragma unroll
-            for (int n = 0; n < N; ++n)
-                acc[n] = fmaf(a.w, b[3 * N + n], fmaf(a.z, b[2 * N + n], fmaf(a.y, b[N + n], fmaf(a.x, b[n], acc[n]))));
+            for (int n = 0; n < N; ++n) {
+                const float4 b = reinterpret_cast<const float4*>(b_s + n * K)[q];
+                acc[n] = fmaf(a.w, b.w, fmaf(a.z, b.z, fmaf(a.y, b.y, fmaf(a.x, b.x, acc[n]))));
+            }
         }
 #pragma unroll
         for (int n = 0; n < N; ++n)
