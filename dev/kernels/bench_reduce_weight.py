@@ -14,12 +14,10 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
-import statistics
-import subprocess
-import tempfile
 from pathlib import Path
 
 import torch
+from labtools import nvcc_library, timed
 
 SOURCE = r"""
 #include <cuda_runtime.h>
@@ -76,41 +74,6 @@ extern "C" int gemv(const float* x, const float* u, float* y, int rows, int cols
 """
 
 
-def build(workdir: Path) -> ctypes.CDLL:
-    cu, so = workdir / "colsum.cu", workdir / "colsum.so"
-    cu.write_text(SOURCE)
-    subprocess.run(
-        [
-            "nvcc",
-            "-O3",
-            "-shared",
-            "-Xcompiler",
-            "-fPIC",
-            "-gencode=arch=compute_90a,code=sm_90a",
-            "-o",
-            str(so),
-            str(cu),
-        ],
-        check=True,
-    )
-    return ctypes.CDLL(str(so))
-
-
-def timed(fn, reps: int, flush: torch.Tensor) -> float:
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        flush.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, default=None)
@@ -119,7 +82,7 @@ def main() -> None:
     parser.add_argument("--features", type=int, default=8192)
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
-    lib = build(Path(tempfile.mkdtemp()))
+    lib = nvcc_library(SOURCE, "colsum")
     B, K = args.batch, args.features
     N = K
     torch.manual_seed(0)

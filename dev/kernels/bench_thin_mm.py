@@ -16,12 +16,10 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
-import statistics
-import subprocess
-import tempfile
 from pathlib import Path
 
 import torch
+from labtools import nvcc_library, timed
 
 SOURCE = r"""
 #include <cuda_runtime.h>
@@ -103,41 +101,6 @@ SHAPES = [(524288, 512, n) for n in (1, 2, 3, 4, 8, 16)] + [
 ]
 
 
-def build(workdir: Path) -> ctypes.CDLL:
-    cu, so = workdir / "thin_mm.cu", workdir / "thin_mm.so"
-    cu.write_text(SOURCE)
-    subprocess.run(
-        [
-            "nvcc",
-            "-O3",
-            "-shared",
-            "-Xcompiler",
-            "-fPIC",
-            "-gencode=arch=compute_90a,code=sm_90a",
-            "-o",
-            str(so),
-            str(cu),
-        ],
-        check=True,
-    )
-    return ctypes.CDLL(str(so))
-
-
-def timed(fn, reps: int, flush: torch.Tensor) -> float:
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        flush.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
 def measure(lib: ctypes.CDLL, m: int, k: int, n: int, sms: int, reps: int, flush: torch.Tensor) -> list[dict]:
     torch.manual_seed(0)
     a = torch.rand(m, k, device="cuda")
@@ -200,7 +163,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=30)
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
-    lib = build(Path(tempfile.mkdtemp()))
+    lib = nvcc_library(SOURCE, "thin_mm")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
     results = []
