@@ -12,13 +12,17 @@ GXX = shutil.which("g++")
 NVCC = shutil.which("nvcc")
 
 
-def compile_binding(binding: str, tmp_path) -> subprocess.CompletedProcess:
-    """g++ -fsyntax-only -Wall on `binding` with torch's and Python's include paths."""
+def compile_binding(extension, tmp_path) -> subprocess.CompletedProcess:
+    """g++ -fsyntax-only -Wall on an extension's binding unit as `load_inline` builds it: the binding with the Python
+    module that `load_inline(functions=...)` appends (each function wrapped in torch::wrap_pybind_function), with
+    torch's and Python's include paths."""
     source = tmp_path / "binding.cpp"
-    source.write_text(binding)
+    module = ["PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {",
+              *[f'm.def("{f}", torch::wrap_pybind_function({f}), "{f}");' for f in extension.functions], "}"]
+    source.write_text("\n".join([extension.binding, *module]) + "\n")
     includes = [f"-I{p}" for p in include_paths()] + [f"-I{sysconfig.get_paths()['include']}"]
-    return subprocess.run([GXX, "-std=c++20", "-fsyntax-only", "-Wall", *includes, str(source)],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run([GXX, "-std=c++20", "-fsyntax-only", "-Wall", "-DTORCH_EXTENSION_NAME=ff_binding_check",
+                           *includes, str(source)], capture_output=True, text=True, timeout=300)
 
 
 def assert_compiles_for_hopper_without_spills(cuda: str, tmp_path, std: str = "c++17", max_registers: int = 128) -> str:

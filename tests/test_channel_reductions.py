@@ -511,7 +511,7 @@ def test_a_pool_kernel_with_more_outputs_than_the_channels_last_tile_stages_keep
 @pytest.mark.parametrize("build", [_every_reduction, _every_pool], ids=["reductions", "pools"])
 def test_the_channel_reduction_binding_compiles_against_torch_headers(build, tmp_path):
     _, _, ext = build()
-    result = compile_binding(ext.binding, tmp_path)
+    result = compile_binding(ext, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
 
 

@@ -46,7 +46,7 @@ def test_the_extension_name_changes_when_the_source_changes(extension):
 
 @pytest.mark.skipif(GXX is None, reason="g++ is not installed")
 def test_the_binding_unit_compiles_against_torch_headers(extension, tmp_path):
-    result = compile_binding(extension.binding, tmp_path)
+    result = compile_binding(extension, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
 
 

@@ -219,7 +219,7 @@ def test_the_generated_tensor_core_conv_kernels_compile_for_hopper_without_spill
 @pytest.mark.skipif(GXX is None, reason="needs g++")
 def test_the_generated_tensor_core_conv_binding_compiles(tmp_path):
     _, _, ext = _forms()
-    result = compile_binding(ext.binding, tmp_path)
+    result = compile_binding(ext, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
 
 

@@ -214,7 +214,7 @@ def test_the_generated_conv_kernels_compile_for_hopper_without_spills(tmp_path):
 @pytest.mark.skipif(GXX is None, reason="needs g++")
 def test_the_generated_conv_binding_compiles(tmp_path):
     _, _, ext = _every_form()
-    result = compile_binding(ext.binding, tmp_path)
+    result = compile_binding(ext, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
 
 

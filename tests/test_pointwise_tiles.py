@@ -139,7 +139,7 @@ def test_the_tiled_kernel_compiles_for_hopper_without_spills_or_local_memory(gen
 @pytest.mark.skipif(GXX is None, reason="g++ is not installed")
 def test_the_binding_with_the_tiled_flag_compiles_against_torch_headers(generated, tmp_path):
     _, ext = generated
-    result = compile_binding(ext.binding, tmp_path)
+    result = compile_binding(ext, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
 
 

@@ -144,7 +144,7 @@ def test_the_channel_row_kernels_compile_for_hopper_without_warnings_or_spills(t
 @pytest.mark.skipif(GXX is None, reason="g++ is not installed")
 def test_the_channel_row_binding_compiles_against_torch_headers(tmp_path):
     _, _, ext = _generated()
-    result = compile_binding(ext.binding, tmp_path)
+    result = compile_binding(ext, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
 
 

@@ -201,7 +201,7 @@ def test_the_trailing_axes_row_kernels_compile_for_hopper_without_warnings_or_sp
 def test_the_trailing_axes_binding_compiles_against_torch_headers(tmp_path):
     captured, plan = _trailing()
     ext = generate(plan, captured.graph, "trailing_axes.py")
-    result = compile_binding(ext.binding, tmp_path)
+    result = compile_binding(ext, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
 
 
