@@ -93,6 +93,7 @@ def test_two_run_slots_per_gpu_are_the_default_only_where_the_default_commands_t
 def test_every_run_phase_on_a_gpu_is_told_its_lease_and_the_cpus_are_shared_out(tmp_path, monkeypatch):
     cpus = set(range(16))
     monkeypatch.setattr(environment.os, "sched_getaffinity", lambda pid: cpus, raising=False)
+    monkeypatch.setattr(environment, "thread_siblings", lambda cpu: {cpu})  # no SMT (the next test has it)
     applied = {}
     monkeypatch.setattr("fuseforge.suite.execute._confine", lambda pid, c: applied.setdefault(pid, set(c)))
     write_model(tmp_path / "models" / "m.py")
@@ -108,9 +109,30 @@ def test_every_run_phase_on_a_gpu_is_told_its_lease_and_the_cpus_are_shared_out(
 
 def test_the_cpu_plan_keeps_one_cpu_per_gpu_only_when_there_are_enough(monkeypatch):
     monkeypatch.setattr(environment.os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    monkeypatch.setattr(environment, "thread_siblings", lambda cpu: {cpu})  # no SMT
     assert environment.cpu_plan(2) == ({0: 6, 1: 7}, set(range(6)))
     assert environment.cpu_plan(3) == ({}, None)
     assert environment.cpu_plan(0) == ({}, None)
+
+
+def test_the_smt_siblings_of_a_kept_cpu_run_nothing_else_where_enough_cpus_are_left(monkeypatch):
+    # 16 CPUs on 8 cores: CPU c shares its core with c + 8 (the numbering Linux gives two threads a core)
+    monkeypatch.setattr(environment.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    monkeypatch.setattr(environment, "thread_siblings", lambda cpu: {cpu % 8, cpu % 8 + 8})
+    assert environment.cpu_plan(1) == ({0: 15}, set(range(15)) - {7})
+    assert environment.cpu_plan(2) == ({0: 14, 1: 15}, set(range(14)) - {6, 7})
+    # too few left without the siblings (3 per GPU at least): they stay in the background set
+    assert environment.cpu_plan(4) == ({0: 12, 1: 13, 2: 14, 3: 15}, set(range(12)))
+
+
+def test_thread_siblings_reads_sysfs_lists_and_falls_back_to_the_cpu_itself(monkeypatch, tmp_path):
+    texts = {"0-1\n": {0, 1}, "3,11\n": {3, 11}, "2-3,10-11": {2, 3, 10, 11}, "garbage": {5}}
+    for text, expected in texts.items():
+        monkeypatch.setattr(environment.Path, "read_text", lambda self, text=text: text)
+        cpu = min(expected) if text != "garbage" else 5
+        assert environment.thread_siblings(cpu) == expected | {cpu}
+    monkeypatch.undo()
+    assert environment.thread_siblings(10**6) == {10**6}  # no such CPU: itself
 
 
 def test_a_baseline_a_job_measured_is_the_next_jobs_cache_and_the_record_says_so(tmp_path, monkeypatch):

@@ -100,13 +100,32 @@ def lease_file(gpu_id: str) -> Path:
     return lease_dir() / f"gpu{safe}.lock"
 
 
+def thread_siblings(cpu: int) -> set[int]:
+    """The CPUs that share `cpu`'s core (its SMT threads, itself included) as sysfs lists them; {cpu} where unknown."""
+    try:
+        text = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list").read_text().strip()
+    except OSError:
+        return {cpu}
+    siblings = set()
+    for part in filter(None, text.split(",")):
+        lo, _, hi = part.partition("-")
+        if not (lo.isdigit() and (hi or lo).isdigit()):
+            return {cpu}
+        siblings.update(range(int(lo), int(hi or lo) + 1))
+    return siblings | {cpu}
+
+
 def cpu_plan(n_gpus: int) -> tuple[dict[int, int], set[int] | None]:
     """({GPU slot index: the CPU kept for its timed calls}, the CPUs for every other process), or ({}, None)
-    when the CPUs are too few to keep any apart (or the system has no CPU affinity)."""
+    when the CPUs are too few to keep any apart (or the system has no CPU affinity). A kept CPU's SMT siblings stay
+    idle too where enough CPUs are left: a compile on the other thread of its core would slow the timed calls'
+    host side (a host-bound forward is timed by its host time)."""
     if n_gpus <= 0 or not hasattr(os, "sched_getaffinity"):
         return {}, None
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 4 * n_gpus:
         return {}, None
     kept = cpus[-n_gpus:]
-    return dict(enumerate(kept)), set(cpus[:-n_gpus])
+    background = set(cpus[:-n_gpus])
+    quiet = background - set().union(*(thread_siblings(c) for c in kept))
+    return dict(enumerate(kept)), quiet if len(quiet) >= 3 * n_gpus else background
