@@ -165,6 +165,35 @@ def test_constants_built_with_the_inputs_dtype_hold_their_float32_values_in_ever
     assert run.cpu_check.passed and not run.ladder, (run.cpu_check.detail, run.ladder)
 
 
+FACTORY_INTO_A_PRODUCT = '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.GRU(16, 32, batch_first=True)  # builds its initial state with zeros of the input's dtype
+        self.head = nn.Linear(32, 8)
+
+    def forward(self, x):
+        y, _ = self.rnn(x)
+        z = torch.zeros(x.shape[0], 16, dtype=x.dtype, device=x.device)
+        return torch.relu(self.head(y[:, -1])) + (z @ x[:, 0].T).sum()
+
+
+def get_inputs():
+    return [torch.rand(4, 10, 16)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_tensors_built_in_forward_with_the_inputs_dtype_are_float64_in_the_float64_run_of_the_emitted_forward(tmp_path):
+    # the trace records dtype=float32: a float32 zeros beside float64 weights stops a matrix product
+    run = _run(tmp_path, FACTORY_INTO_A_PRODUCT)
+    assert run.cpu_check.passed and not run.ladder, (run.cpu_check.detail, run.ladder)
+    assert run.plan.groups  # the plan with kernels was kept, not the model's own forward
+
+
 DROPOUT_OF_A_PERMUTED_VALUE = '''
 class Model(nn.Module):
     def __init__(self):

@@ -345,6 +345,19 @@ class _NoStream:
     cuda_stream = 0
 
 
+class Float64Factories(TorchDispatchMode):
+    """While active, an op asked for a float32 result by its `dtype` argument makes a float64 one, as the plan's
+    float64 run does with the graph's nodes (`_run_node`). The trace records `dtype=torch.float32` for a tensor built
+    with the input's dtype (`torch.zeros(..., dtype=x.dtype)`, a recurrent layer's initial state), and the emitted
+    forward spells it so: in its float64 run, that float32 tensor would meet float64 weights in a matrix product."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if kwargs.get("dtype") == torch.float32:
+            kwargs["dtype"] = torch.float64
+        return func(*args, **kwargs)
+
+
 def check_emitted_on_cpu(loaded: LoadedModel, captured: Captured, plan: Plan, module_path,
                          ref: Float64Reference, tolerance: float = 1e-9) -> CpuCheck:
     """Run the emitted ModelNew.forward in float64 on the CPU, its kernels replaced by their references.
@@ -362,7 +375,7 @@ def check_emitted_on_cpu(loaded: LoadedModel, captured: Captured, plan: Plan, mo
     torch.cuda.current_stream = lambda *a, **k: _NoStream()  # the forward asks for a stream to pass on
     torch.manual_seed(RANDOM_SEED)
     try:
-        with torch.no_grad(), Float32Constants():
+        with torch.no_grad(), Float32Constants(), Float64Factories():
             got = candidate(*ref.inputs)
     finally:
         torch.cuda.current_stream = real_stream
