@@ -83,3 +83,40 @@ def test_the_verifier_passes_a_candidate_that_draws_as_eager_and_fails_one_that_
     failed, _ = verify_files(model, other, settings)
     assert passed["verdict"] == "correct", passed.get("reason")
     assert failed["verdict"] == "incorrect", failed.get("reason")
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_the_verifiers_float64_truth_builds_tensors_without_a_dtype_in_float64(tmp_path, device):
+    from fuseforge.evaluate.verify import VerifySettings, verify_files
+
+    source = textwrap.dedent('''
+        import torch
+        import torch.nn as nn
+
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn = nn.GRU(8, 16, batch_first=True)
+
+            def forward(self, x):
+                h0 = torch.zeros(1, x.size(0), 16, device=x.device)  # float32 by default
+                return self.rnn(x, h0)[1][-1]
+
+
+        def get_inputs():
+            return [torch.rand(3, 5, 8)]
+
+
+        def get_init_inputs():
+            return []
+
+
+        class ModelNew(Model):
+            pass
+    ''')
+    model = tmp_path / "model.py"
+    model.write_text(source)
+    record, _ = verify_files(model, model, VerifySettings(device=torch.device(device), seeds=1))
+    assert record["verdict"] == "correct", record.get("reason")
+    assert torch.get_default_dtype() == torch.float32

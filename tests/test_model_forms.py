@@ -194,6 +194,37 @@ def test_tensors_built_in_forward_with_the_inputs_dtype_are_float64_in_the_float
     assert run.plan.groups  # the plan with kernels was kept, not the model's own forward
 
 
+STATE_WITHOUT_A_DTYPE = '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.GRU(16, 32, batch_first=True)
+        self.head = nn.Linear(32, 8)
+
+    def forward(self, x):
+        h0 = torch.zeros(1, x.size(0), 32, device=x.device)  # the default dtype: float32 in the model's own run
+        y, h = self.rnn(x, h0)
+        return torch.sigmoid(self.head(h[-1])) * 2.0
+
+
+def get_inputs():
+    return [torch.rand(4, 10, 16)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_tensor_built_in_forward_without_a_dtype_is_float64_in_every_float64_run(tmp_path):
+    # before: the model's own float64 run stopped (a float32 state beside float64 weights) and optimize ended
+    # without a ModelNew
+    run = _run(tmp_path, STATE_WITHOUT_A_DTYPE)
+    assert run.cpu_check.passed and not run.ladder, (run.cpu_check.detail, run.ladder)
+    assert run.plan.groups
+    assert torch.get_default_dtype() == torch.float32  # given back
+
+
 DROPOUT_OF_A_PERMUTED_VALUE = '''
 class Model(nn.Module):
     def __init__(self):

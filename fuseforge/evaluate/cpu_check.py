@@ -25,6 +25,7 @@ from ..capture import Captured
 from ..load import LoadedModel
 from ..partition import partition
 from ..plan import KernelGroup, KernelStep, Plan
+from .harness import float64_defaults
 
 
 @dataclass
@@ -101,7 +102,7 @@ def _execute(captured: Captured, plan: Plan, state: dict[str, torch.Tensor], use
 def graph_scales(captured: Captured, ref: Float64Reference) -> dict[str, float]:
     """The scales of `_scales`, from a float64 run of the graph's own ops (every op a torch call)."""
     torch.manual_seed(RANDOM_SEED)
-    with torch.no_grad(), Float32Constants():
+    with torch.no_grad(), Float32Constants(), float64_defaults():
         _, _, env = _execute(captured, partition(captured.graph, pointwise_kernels=False), dict(ref.state),
                              ref.inputs)
     return _scales(captured, env)
@@ -217,7 +218,7 @@ def float64_reference(loaded: LoadedModel, captured: Captured) -> Float64Referen
     inputs = [x[:2] if dynamic and isinstance(x, torch.Tensor) else x for x in loaded.inputs]
     inputs = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
     torch.manual_seed(RANDOM_SEED)
-    with torch.no_grad(), Float32Constants():
+    with torch.no_grad(), Float32Constants(), float64_defaults():
         out = model(*inputs)
     outputs = list(out) if isinstance(out, (tuple, list)) else [out]
     return Float64Reference(state, inputs, outputs, {k: v.clone() for k, v in model.named_buffers()})
@@ -263,7 +264,7 @@ def check_on_cpu(captured: Captured, plan: Plan, ref: Float64Reference, toleranc
     they differ, the first kernel whose reference differs from the graph's own ops is named as the culprit."""
     torch.manual_seed(RANDOM_SEED)
     try:
-        with torch.no_grad(), Float32Constants():
+        with torch.no_grad(), Float32Constants(), float64_defaults():
             outputs, buffers = run_plan(captured, plan, dict(ref.state), ref.inputs)
     except Exception as exc:
         culprit = first_diverging_kernel(captured, plan, ref, tolerance)
@@ -309,7 +310,7 @@ def first_diverging_kernel(captured: Captured, plan: Plan, ref: Float64Reference
 
     torch.manual_seed(RANDOM_SEED)
     try:
-        with torch.no_grad(), Float32Constants():
+        with torch.no_grad(), Float32Constants(), float64_defaults():
             _execute(captured, plan, dict(ref.state), ref.inputs, compared)
     except _Diverged as found:
         return found.group, found.why
@@ -375,7 +376,7 @@ def check_emitted_on_cpu(loaded: LoadedModel, captured: Captured, plan: Plan, mo
     torch.cuda.current_stream = lambda *a, **k: _NoStream()  # the forward asks for a stream to pass on
     torch.manual_seed(RANDOM_SEED)
     try:
-        with torch.no_grad(), Float32Constants(), Float64Factories():
+        with torch.no_grad(), Float32Constants(), Float64Factories(), float64_defaults():
             got = candidate(*ref.inputs)
     finally:
         torch.cuda.current_stream = real_stream

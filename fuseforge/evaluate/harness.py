@@ -106,6 +106,19 @@ class Programs:
     precision: PrecisionFlags
 
 
+@contextlib.contextmanager
+def float64_defaults():
+    """While active, a tensor built without a dtype (`torch.zeros(n)`, a recurrent layer's initial state written
+    `torch.zeros(1, b, h, device=x.device)`) is float64: a model's float64 run computes in float64 throughout, as
+    its float32 run does in float32 (a float32 state beside float64 weights would stop its matrix products)."""
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
+
+
 def guard(failure: type[EvalError], what: str, fn):
     """Call `fn()`; any exception but an EvalError becomes `failure` saying '`what` raised ...'."""
     try:
