@@ -86,7 +86,7 @@ def test_the_verifier_passes_a_candidate_that_draws_as_eager_and_fails_one_that_
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
-def test_the_verifiers_float64_truth_builds_tensors_without_a_dtype_in_float64(tmp_path, device):
+def test_the_verifiers_float64_truth_builds_tensors_without_a_dtype_and_casts_to_float32_in_float64(tmp_path, device):
     from fuseforge.evaluate.verify import VerifySettings, verify_files
 
     source = textwrap.dedent('''
@@ -101,7 +101,7 @@ def test_the_verifiers_float64_truth_builds_tensors_without_a_dtype_in_float64(t
 
             def forward(self, x):
                 h0 = torch.zeros(1, x.size(0), 16, device=x.device)  # float32 by default
-                return self.rnn(x, h0)[1][-1]
+                return self.rnn(x.float(), h0)[1][-1].to(torch.float32)  # and casts to float32
 
 
         def get_inputs():

@@ -225,6 +225,32 @@ def test_a_tensor_built_in_forward_without_a_dtype_is_float64_in_every_float64_r
     assert torch.get_default_dtype() == torch.float32  # given back
 
 
+CASTS = '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(32, 16)
+
+    def forward(self, x):
+        y = self.linear(x.float())  # a no-op in the model's own run, float32 in its float64 run without care
+        return torch.sigmoid(y.to(torch.float32)) * 2.0
+
+
+def get_inputs():
+    return [torch.rand(8, 32)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_casts_to_float32_compute_in_float64_in_every_float64_run(tmp_path):
+    run = _run(tmp_path, CASTS)  # before: no float64 run could pass the linear layer, and no ModelNew was written
+    assert run.cpu_check.passed and not run.ladder, (run.cpu_check.detail, run.ladder)
+    assert run.plan.groups
+
+
 DROPOUT_OF_A_PERMUTED_VALUE = '''
 class Model(nn.Module):
     def __init__(self):

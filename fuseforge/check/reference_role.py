@@ -167,7 +167,7 @@ class Program:
             eager_inputs = harness.to_device(inputs, self.dev)
             pristine = harness.to_device(eager_inputs, self.dev)
             torch.manual_seed(FORWARD_SEED)
-            with Float32Draws(), harness.float64_defaults():
+            with Float32Draws(), harness.float64_run():
                 truth, _ = harness.forward(self.truth, harness.to_device(eager_inputs, self.dev, torch.float64),
                                            self.dev, "Model (float64)", ReferenceFailed)
             torch.manual_seed(FORWARD_SEED)

@@ -25,7 +25,7 @@ from ..capture import Captured
 from ..load import LoadedModel
 from ..partition import partition
 from ..plan import KernelGroup, KernelStep, Plan
-from .harness import float64_defaults
+from .harness import LOWER_FLOATS, float64_run
 
 
 @dataclass
@@ -52,8 +52,8 @@ def _materialise(value, env: dict[str, object]):
 def _run_node(node: fx.Node, env: dict[str, object]):
     args = _materialise(node.args, env)
     kwargs = {k: _materialise(v, env) for k, v in node.kwargs.items()}
-    if kwargs.get("dtype") == torch.float32 and node.target is not torch.tensor:  # factory ops: follow the
-        # float64 run (a tensor constant keeps the values the model builds: float32 in both runs)
+    if kwargs.get("dtype") in LOWER_FLOATS and node.target is not torch.tensor:  # factory ops and casts: follow
+        # the float64 run (harness.float64_run; a tensor constant keeps the values the model builds: float32 in both)
         kwargs["dtype"] = torch.float64
     return node.target(*args, **kwargs)
 
@@ -102,7 +102,7 @@ def _execute(captured: Captured, plan: Plan, state: dict[str, torch.Tensor], use
 def graph_scales(captured: Captured, ref: Float64Reference) -> dict[str, float]:
     """The scales of `_scales`, from a float64 run of the graph's own ops (every op a torch call)."""
     torch.manual_seed(RANDOM_SEED)
-    with torch.no_grad(), Float32Constants(), float64_defaults():
+    with torch.no_grad(), Float32Constants(), float64_run():
         _, _, env = _execute(captured, partition(captured.graph, pointwise_kernels=False), dict(ref.state),
                              ref.inputs)
     return _scales(captured, env)
@@ -218,7 +218,7 @@ def float64_reference(loaded: LoadedModel, captured: Captured) -> Float64Referen
     inputs = [x[:2] if dynamic and isinstance(x, torch.Tensor) else x for x in loaded.inputs]
     inputs = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
     torch.manual_seed(RANDOM_SEED)
-    with torch.no_grad(), Float32Constants(), float64_defaults():
+    with torch.no_grad(), Float32Constants(), float64_run():
         out = model(*inputs)
     outputs = list(out) if isinstance(out, (tuple, list)) else [out]
     return Float64Reference(state, inputs, outputs, {k: v.clone() for k, v in model.named_buffers()})
@@ -264,7 +264,7 @@ def check_on_cpu(captured: Captured, plan: Plan, ref: Float64Reference, toleranc
     they differ, the first kernel whose reference differs from the graph's own ops is named as the culprit."""
     torch.manual_seed(RANDOM_SEED)
     try:
-        with torch.no_grad(), Float32Constants(), float64_defaults():
+        with torch.no_grad(), Float32Constants(), float64_run():
             outputs, buffers = run_plan(captured, plan, dict(ref.state), ref.inputs)
     except Exception as exc:
         culprit = first_diverging_kernel(captured, plan, ref, tolerance)
@@ -310,7 +310,7 @@ def first_diverging_kernel(captured: Captured, plan: Plan, ref: Float64Reference
 
     torch.manual_seed(RANDOM_SEED)
     try:
-        with torch.no_grad(), Float32Constants(), float64_defaults():
+        with torch.no_grad(), Float32Constants(), float64_run():
             _execute(captured, plan, dict(ref.state), ref.inputs, compared)
     except _Diverged as found:
         return found.group, found.why
@@ -346,19 +346,6 @@ class _NoStream:
     cuda_stream = 0
 
 
-class Float64Factories(TorchDispatchMode):
-    """While active, an op asked for a float32 result by its `dtype` argument makes a float64 one, as the plan's
-    float64 run does with the graph's nodes (`_run_node`). The trace records `dtype=torch.float32` for a tensor built
-    with the input's dtype (`torch.zeros(..., dtype=x.dtype)`, a recurrent layer's initial state), and the emitted
-    forward spells it so: in its float64 run, that float32 tensor would meet float64 weights in a matrix product."""
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = dict(kwargs or {})
-        if kwargs.get("dtype") == torch.float32:
-            kwargs["dtype"] = torch.float64
-        return func(*args, **kwargs)
-
-
 def check_emitted_on_cpu(loaded: LoadedModel, captured: Captured, plan: Plan, module_path,
                          ref: Float64Reference, tolerance: float = 1e-9) -> CpuCheck:
     """Run the emitted ModelNew.forward in float64 on the CPU, its kernels replaced by their references.
@@ -376,7 +363,7 @@ def check_emitted_on_cpu(loaded: LoadedModel, captured: Captured, plan: Plan, mo
     torch.cuda.current_stream = lambda *a, **k: _NoStream()  # the forward asks for a stream to pass on
     torch.manual_seed(RANDOM_SEED)
     try:
-        with torch.no_grad(), Float32Constants(), Float64Factories(), float64_defaults():
+        with torch.no_grad(), Float32Constants(), float64_run():
             got = candidate(*ref.inputs)
     finally:
         torch.cuda.current_stream = real_stream

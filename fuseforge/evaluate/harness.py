@@ -27,6 +27,7 @@ from pathlib import Path
 
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from fuseforge.load import LoadError, import_model_file
 
@@ -106,15 +107,34 @@ class Programs:
     precision: PrecisionFlags
 
 
+LOWER_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+
+
+class _Float64Dtypes(TorchDispatchMode):
+    """An op asked for a lower float dtype by its `dtype` argument (a factory's float32, `x.float()`, `x.half()`)
+    makes float64 instead."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if kwargs.get("dtype") in LOWER_FLOATS:
+            kwargs["dtype"] = torch.float64
+        return func(*args, **kwargs)
+
+
 @contextlib.contextmanager
-def float64_defaults():
-    """While active, a tensor built without a dtype (`torch.zeros(n)`, a recurrent layer's initial state written
-    `torch.zeros(1, b, h, device=x.device)`) is float64: a model's float64 run computes in float64 throughout, as
-    its float32 run does in float32 (a float32 state beside float64 weights would stop its matrix products)."""
+def float64_run():
+    """While active, a model's float64 run computes in float64 throughout, as its float32 run does in float32: a
+    tensor built without a dtype (`torch.zeros(1, b, h, device=x.device)`, a recurrent layer's initial state) or with
+    the float32 dtype the trace recorded for `dtype=x.dtype`, and a cast to a lower float dtype (`x.float()`), give
+    float64. Otherwise a float32 tensor meets float64 weights in a matrix product and the run stops: every float64
+    run of a check (the model's own, the plan's, the emitted forward's, the verifier's and the grader's truth) uses it.
+    Enter it inside the modes that make the run draw and round as float32 (random_draws.Float32Draws,
+    cpu_check.Float32Constants): they then see the float64 requests."""
     before = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
     try:
-        yield
+        with _Float64Dtypes():
+            yield
     finally:
         torch.set_default_dtype(before)
 

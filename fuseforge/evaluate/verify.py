@@ -142,13 +142,13 @@ def _reference_run(ref, inputs, dev, precision, laps: _Laps, label: str) -> _Ref
     tracker = ScaleTracker()
     try:
         torch.manual_seed(FORWARD_SEED)
-        with Float32Draws(), tracker, harness.float64_defaults():
+        with Float32Draws(), tracker, harness.float64_run():
             truth, _ = harness.forward(truth_model, truth_inputs, dev, "Model (float64)", ReferenceFailed)
         scales = [tracker.scale_of(t) for t in truth]
     except ReferenceFailed:  # run it as it is: the error (or the result) is the model's own
         truth_model = copy.deepcopy(ref).double()
         torch.manual_seed(FORWARD_SEED)
-        with Float32Draws(), harness.float64_defaults():
+        with Float32Draws(), harness.float64_run():
             truth, _ = harness.forward(truth_model, harness.to_device(inputs, dev, torch.float64), dev,
                                        "Model (float64)", ReferenceFailed)
         scales = [None] * len(truth)
