@@ -40,6 +40,8 @@ class Captured:
     notes: list[str] = field(default_factory=list)
     number_inputs: dict[str, object] = field(default_factory=dict)  # forward's Python-number arguments by
     # name: the values the trace built into the graph (ModelNew runs the model's forward for other values)
+    input_mutations: dict[str, str] = field(default_factory=dict)  # placeholder of an input the forward writes
+    # (x.mul_(2)) -> node holding its new value: ModelNew writes it back, as the model does
 
     def node(self, name: str) -> fx.Node:
         for n in self.graph.nodes:
@@ -77,16 +79,18 @@ def _signature_maps(program: ExportedProgram):
                 params.add(name)
         else:
             raise CaptureError(f"unsupported graph input {name} of kind {spec.kind.name}")
-    outputs, mutations = [], {}
+    outputs, mutations, written = [], {}, {}
     for spec in sig.output_specs:
         arg_name = getattr(spec.arg, "name", None)
         if spec.kind == OutputKind.USER_OUTPUT:
             outputs.append(arg_name)
         elif spec.kind == OutputKind.BUFFER_MUTATION:
             mutations[spec.target] = arg_name
+        elif spec.kind == OutputKind.USER_INPUT_MUTATION:
+            written[spec.target] = arg_name
         else:
             raise CaptureError(f"unsupported graph output of kind {spec.kind.name}")
-    return state, params, user_inputs, outputs, mutations
+    return state, params, user_inputs, outputs, mutations, written
 
 
 def literal_constants(program: ExportedProgram) -> list[str]:
@@ -200,11 +204,11 @@ def capture(loaded: LoadedModel) -> Captured:
     notes += literal_constants(program)
     drop_metadata_asserts(program.graph)
     name_aliases_by_their_op(program.graph)
-    state, params, user_inputs, outputs, mutations = _signature_maps(program)
+    state, params, user_inputs, outputs, mutations, written = _signature_maps(program)
     numbers = {spec.arg.name: spec.arg.value for spec in program.graph_signature.input_specs
                if spec.kind == InputKind.USER_INPUT and isinstance(spec.arg, ConstantArgument)}
     return Captured(program, program.graph, state, params, user_inputs, outputs, mutations,
-                    dynamic, training, mode_dependent, notes, numbers)
+                    dynamic, training, mode_dependent, notes, numbers, written)
 
 
 def describe_value(node: fx.Node) -> str:
@@ -244,6 +248,8 @@ def format_captured(c: Captured) -> str:
     lines.append("outputs: " + ", ".join(str(o) for o in c.user_outputs))
     for fqn, src in c.buffer_mutations.items():
         lines.append(f"buffer {fqn} <- {src}")
+    for name, src in c.input_mutations.items():
+        lines.append(f"input {name} <- {src}")
     return "\n".join(lines) + "\n"
 
 

@@ -203,7 +203,8 @@ def _forward(ctx: EmitContext) -> str:
         device_expr = f"{tensors[0]}.device" if tensors else "None"
         in_kernels = {n for g in ctx.plan.groups for n in g.nodes}  # a channel kernel returns new statistics
         bn = {name: fqns for name, fqns in in_place_batch_norms(c).items() if name not in in_kernels}
-        release = _release_after(ctx.plan, by_name, keep=set(c.user_outputs) | set(c.buffer_mutations.values()))
+        release = _release_after(ctx.plan, by_name, keep=set(c.user_outputs) | set(c.buffer_mutations.values())
+                                 | set(c.input_mutations.values()))
         for i, step in enumerate(ctx.plan.steps):
             if isinstance(step, KernelStep):
                 g = step.group
@@ -223,6 +224,8 @@ def _forward(ctx: EmitContext) -> str:
             if fqn in updated_in_place:
                 continue
             w.line(f"{_state_access(fqn, is_parameter=False)}.copy_({value})  # buffer update")
+        for name, value in c.input_mutations.items():
+            w.line(f"{name}.copy_({value})  # the model writes this input")
         if any(o is None for o in c.user_outputs):
             raise EmitError("the model returns a constant; not supported yet")
         outs = ", ".join(c.user_outputs)

@@ -251,6 +251,32 @@ def test_casts_to_float32_compute_in_float64_in_every_float64_run(tmp_path):
     assert run.plan.groups
 
 
+WRITES_ITS_INPUT = '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(32, 16)
+
+    def forward(self, x):
+        x.mul_(2.0)  # the caller's tensor is written
+        return torch.relu(self.linear(x)) * 0.5
+
+
+def get_inputs():
+    return [torch.rand(8, 32)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_forward_that_writes_its_input_is_checked_from_the_same_inputs_in_every_float64_run(tmp_path):
+    run = _run(tmp_path, WRITES_ITS_INPUT)  # before: every run after the model's own saw the doubled input
+    assert run.cpu_check.passed and not run.ladder, (run.cpu_check.detail, run.ladder)
+    assert run.plan.groups
+
+
 DROPOUT_OF_A_PERMUTED_VALUE = '''
 class Model(nn.Module):
     def __init__(self):

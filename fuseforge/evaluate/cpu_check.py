@@ -104,7 +104,7 @@ def graph_scales(captured: Captured, ref: Float64Reference) -> dict[str, float]:
     torch.manual_seed(RANDOM_SEED)
     with torch.no_grad(), Float32Constants(), float64_run():
         _, _, env = _execute(captured, partition(captured.graph, pointwise_kernels=False), dict(ref.state),
-                             ref.inputs)
+                             ref.fresh_inputs())
     return _scales(captured, env)
 
 
@@ -159,11 +159,15 @@ class Float64Reference:
     """
 
     state: dict[str, torch.Tensor]  # state_dict before the forward
-    inputs: list
+    inputs: list  # as they were before the forward: each run gets copies (`fresh_inputs`), as a forward may write them
     outputs: list[torch.Tensor]
     buffers: dict[str, torch.Tensor]  # buffers after the forward (train-mode updates included)
     scales: dict[str, float] = field(default_factory=dict)  # 'output i' / 'buffer fqn' -> the RMS of the
     # values it was computed from (set by the plan's run: `_scales`)
+
+    def fresh_inputs(self) -> list:
+        """Copies of the inputs for one run: a forward that writes its inputs (x.mul_(2)) spoils no other run."""
+        return [x.clone() if isinstance(x, torch.Tensor) else x for x in self.inputs]
 
 
 def float64_check_bytes(loaded: LoadedModel) -> int:
@@ -219,7 +223,7 @@ def float64_reference(loaded: LoadedModel, captured: Captured) -> Float64Referen
     inputs = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
     torch.manual_seed(RANDOM_SEED)
     with torch.no_grad(), Float32Constants(), float64_run():
-        out = model(*inputs)
+        out = model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
     outputs = list(out) if isinstance(out, (tuple, list)) else [out]
     return Float64Reference(state, inputs, outputs, {k: v.clone() for k, v in model.named_buffers()})
 
@@ -265,7 +269,7 @@ def check_on_cpu(captured: Captured, plan: Plan, ref: Float64Reference, toleranc
     torch.manual_seed(RANDOM_SEED)
     try:
         with torch.no_grad(), Float32Constants(), float64_run():
-            outputs, buffers = run_plan(captured, plan, dict(ref.state), ref.inputs)
+            outputs, buffers = run_plan(captured, plan, dict(ref.state), ref.fresh_inputs())
     except Exception as exc:
         culprit = first_diverging_kernel(captured, plan, ref, tolerance)
         return CpuCheck(False, float("inf"), [f"plan raised {type(exc).__name__}: {exc}"],
@@ -311,7 +315,7 @@ def first_diverging_kernel(captured: Captured, plan: Plan, ref: Float64Reference
     torch.manual_seed(RANDOM_SEED)
     try:
         with torch.no_grad(), Float32Constants(), float64_run():
-            _execute(captured, plan, dict(ref.state), ref.inputs, compared)
+            _execute(captured, plan, dict(ref.state), ref.fresh_inputs(), compared)
     except _Diverged as found:
         return found.group, found.why
     return None
@@ -364,7 +368,7 @@ def check_emitted_on_cpu(loaded: LoadedModel, captured: Captured, plan: Plan, mo
     torch.manual_seed(RANDOM_SEED)
     try:
         with torch.no_grad(), Float32Constants(), float64_run():
-            got = candidate(*ref.inputs)
+            got = candidate(*ref.fresh_inputs())
     finally:
         torch.cuda.current_stream = real_stream
     outputs = list(got) if isinstance(got, (tuple, list)) else [got]
