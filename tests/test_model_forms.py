@@ -277,6 +277,36 @@ def test_a_forward_that_writes_its_input_is_checked_from_the_same_inputs_in_ever
     assert run.plan.groups
 
 
+STATE_AS_A_PLAIN_ATTRIBUTE = '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.h0 = torch.randn(1, 4, 32)  # neither a parameter nor a buffer
+        self.rnn = nn.GRU(16, 32, batch_first=True)
+        self.head = nn.Linear(32, 8)
+
+    def forward(self, x):
+        self.h0 = self.h0.to(x.device)
+        y, h = self.rnn(x, self.h0)
+        return torch.sigmoid(self.head(h[-1])) * 2.0
+
+
+def get_inputs():
+    return [torch.rand(4, 10, 16)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_tensor_held_as_a_plain_attribute_is_float64_in_the_float64_runs(tmp_path):
+    # before: the float64 model built on the meta device kept a meta h0 ("Cannot copy out of meta tensor"), and
+    # the graph's constant stayed float32 beside float64 weights: no ModelNew, then the model's own forward
+    run = _run(tmp_path, STATE_AS_A_PLAIN_ATTRIBUTE)
+    assert run.cpu_check.passed and not run.ladder, (run.cpu_check.detail, run.ladder)
+
+
 DROPOUT_OF_A_PERMUTED_VALUE = '''
 class Model(nn.Module):
     def __init__(self):

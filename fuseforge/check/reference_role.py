@@ -147,7 +147,7 @@ class Program:
     def __init__(self, progs, dev: torch.device):
         torch.manual_seed(0)
         base = harness.guard(ReferenceFailed, "Model(*get_init_inputs())", lambda: progs.model_cls(*progs.init_args))
-        self.truth = copy.deepcopy(base).to(dev).double()
+        self.truth = harness.as_float64(copy.deepcopy(base).to(dev))
         self.eager = base.to(dev)
         self.dev = dev
         self.params = {n for n, _ in self.eager.named_parameters()}

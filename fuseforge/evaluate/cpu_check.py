@@ -25,7 +25,7 @@ from ..capture import Captured
 from ..load import LoadedModel
 from ..partition import partition
 from ..plan import KernelGroup, KernelStep, Plan
-from .harness import LOWER_FLOATS, float64_run
+from .harness import LOWER_FLOATS, as_float64, float64_run, plain_tensors
 
 
 @dataclass
@@ -52,8 +52,10 @@ def _materialise(value, env: dict[str, object]):
 def _run_node(node: fx.Node, env: dict[str, object]):
     args = _materialise(node.args, env)
     kwargs = {k: _materialise(v, env) for k, v in node.kwargs.items()}
-    if kwargs.get("dtype") in LOWER_FLOATS and node.target is not torch.tensor:  # factory ops and casts: follow
-        # the float64 run (harness.float64_run; a tensor constant keeps the values the model builds: float32 in both)
+    if node.target is torch.tensor:  # a tensor constant: the values the model builds, in float64 (harness.float64_run)
+        out = node.target(*args, **kwargs)
+        return out.double() if out.dtype in LOWER_FLOATS else out
+    if kwargs.get("dtype") in LOWER_FLOATS:  # factory ops and casts follow the float64 run (harness.float64_run)
         kwargs["dtype"] = torch.float64
     return node.target(*args, **kwargs)
 
@@ -231,18 +233,20 @@ def float64_reference(loaded: LoadedModel, captured: Captured) -> Float64Referen
 def _with_state(cls, init_args: list, state: dict[str, torch.Tensor], like: torch.nn.Module | None = None):
     """`cls(*init_args)` holding `state`'s parameters themselves (no copy) and copies of its buffers, built
     on the meta device so that no float32 weights are allocated on the way; where the module has state
-    outside its state_dict (non-persistent buffers), a float64 copy of `like` (or a fresh module) instead."""
+    outside its state_dict (non-persistent buffers, plain tensor attributes), a float64 copy of `like` (or a fresh
+    module) instead."""
     params = {name for name, _ in (like.named_parameters() if like is not None else ())}
     own = {k: v if k in params else v.clone() for k, v in state.items()}
     try:
         with torch.device("meta"):
             module = cls(*init_args)
         module.load_state_dict(own, strict=True, assign=True)
-        if not any(t.is_meta for t in (*module.parameters(), *module.buffers())):
+        held = (*module.parameters(), *module.buffers(), *(t for _, _, t in plain_tensors(module)))
+        if not any(t.is_meta for t in held):
             return module
     except Exception:  # a module that cannot be built on the meta device: build it as usual
         pass
-    module = (copy.deepcopy(like) if like is not None else cls(*init_args)).double()
+    module = as_float64(copy.deepcopy(like) if like is not None else cls(*init_args))
     module.load_state_dict(own)
     return module
 

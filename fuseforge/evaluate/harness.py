@@ -107,18 +107,40 @@ class Programs:
     precision: PrecisionFlags
 
 
+def plain_tensors(module: nn.Module) -> list[tuple[nn.Module, str, torch.Tensor]]:
+    """Tensors a module holds as plain attributes (`self.h0 = torch.randn(...)` in __init__): neither parameters nor
+    buffers, so `.double()`, `.to()` and `state_dict()` pass them by."""
+    found = []
+    for m in module.modules():
+        own = set(m._parameters) | set(m._buffers)
+        found += [(m, k, v) for k, v in vars(m).items() if isinstance(v, torch.Tensor) and k not in own]
+    return found
+
+
+def as_float64(module: nn.Module) -> nn.Module:
+    """`module.double()`, its floating plain tensor attributes included (a recurrent model's initial state)."""
+    module = module.double()
+    for m, name, value in plain_tensors(module):
+        if value.is_floating_point():
+            setattr(m, name, value.double())
+    return module
+
+
 LOWER_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
 
 class _Float64Dtypes(TorchDispatchMode):
     """An op asked for a lower float dtype by its `dtype` argument (a factory's float32, `x.float()`, `x.half()`)
-    makes float64 instead."""
+    makes float64 instead, and a tensor constant built in a lower float dtype is its values in float64."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
         if kwargs.get("dtype") in LOWER_FLOATS:
             kwargs["dtype"] = torch.float64
-        return func(*args, **kwargs)
+        out = func(*args, **kwargs)
+        if func is torch.ops.aten.lift_fresh.default and out.dtype in LOWER_FLOATS:  # torch.tensor(values, dtype=..)
+            return out.double()  # the constant's own values, in float64
+        return out
 
 
 @contextlib.contextmanager

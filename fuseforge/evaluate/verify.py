@@ -135,7 +135,7 @@ class _Reference:
 
 def _reference_run(ref, inputs, dev, precision, laps: _Laps, label: str) -> _Reference:
     """truth (float64, scales tracked) and eager (fp32) on copies of `inputs`; the buffers after both."""
-    truth_model = copy.deepcopy(ref).double()
+    truth_model = harness.as_float64(copy.deepcopy(ref))
     eager_model = ref
     precision.restore()
     truth_inputs = harness.to_device(inputs, dev, torch.float64)
@@ -146,7 +146,7 @@ def _reference_run(ref, inputs, dev, precision, laps: _Laps, label: str) -> _Ref
             truth, _ = harness.forward(truth_model, truth_inputs, dev, "Model (float64)", ReferenceFailed)
         scales = [tracker.scale_of(t) for t in truth]
     except ReferenceFailed:  # run it as it is: the error (or the result) is the model's own
-        truth_model = copy.deepcopy(ref).double()
+        truth_model = harness.as_float64(copy.deepcopy(ref))
         torch.manual_seed(FORWARD_SEED)
         with Float32Draws(), harness.float64_run():
             truth, _ = harness.forward(truth_model, harness.to_device(inputs, dev, torch.float64), dev,
