@@ -4,6 +4,7 @@ random ops in train mode, a reshape of a pooled value, a kernel fed a channels-l
 from pathlib import Path
 
 import torch
+from torch import nn
 
 from fuseforge.config import OptimizeConfig
 from fuseforge.pipeline import optimize
@@ -305,6 +306,49 @@ def test_a_tensor_held_as_a_plain_attribute_is_float64_in_the_float64_runs(tmp_p
     # the graph's constant stayed float32 beside float64 weights: no ModelNew, then the model's own forward
     run = _run(tmp_path, STATE_AS_A_PLAIN_ATTRIBUTE)
     assert run.cpu_check.passed and not run.ladder, (run.cpu_check.detail, run.ladder)
+
+
+NON_PERSISTENT_BUFFER = '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(32, 16)
+        self.register_buffer("scale", torch.full((16,), 0.5), persistent=False)
+
+    def forward(self, x):
+        return torch.relu(self.linear(x)) * self.scale
+
+
+def get_inputs():
+    return [torch.rand(8, 32)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_non_persistent_buffer_is_read_by_every_float64_run(tmp_path):
+    run = _run(tmp_path, NON_PERSISTENT_BUFFER)  # before: KeyError 'scale' at verify, then the model's own forward
+    assert run.cpu_check.passed and not run.ladder, (run.cpu_check.detail, run.ladder)
+    assert run.plan.groups
+
+
+def test_the_float64_copy_of_a_module_with_state_outside_its_state_dict_is_of_the_class_asked_for():
+    from fuseforge.evaluate.cpu_check import _with_state
+
+    class Base(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("b", torch.ones(3), persistent=False)
+
+    class Sub(Base):
+        pass
+
+    like = Base()
+    copy = _with_state(Sub, [], {}, like)
+    assert type(copy) is Sub and copy.b.dtype == torch.float64  # the emitted ModelNew's forward is the one checked
+    assert type(_with_state(Base, [], {}, like)) is Base
 
 
 DROPOUT_OF_A_PERMUTED_VALUE = '''

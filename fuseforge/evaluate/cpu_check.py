@@ -217,8 +217,9 @@ RANDOM_SEED = 0  # every float64 run starts from it: random ops (dropout, rand_l
 def float64_reference(loaded: LoadedModel, captured: Captured) -> Float64Reference:
     """Run the model once in float64. Memory: the float32 model plus one float64 copy of its state (the
     reference and the checked programs share its parameters; buffers, which a forward updates, are copied)."""
-    state = {k: v.detach().double() if v.is_floating_point() else v.detach().clone()
-             for k, v in loaded.model.state_dict().items()}
+    held = {**dict(loaded.model.named_buffers()), **loaded.model.state_dict()}  # non-persistent buffers too: the
+    # graph reads them like the others
+    state = {k: v.detach().double() if v.is_floating_point() else v.detach().clone() for k, v in held.items()}
     model = _with_state(loaded.module.Model, loaded.init_args, state, loaded.model)
     dynamic = captured is not None and captured.dynamic_batch
     inputs = [x[:2] if dynamic and isinstance(x, torch.Tensor) else x for x in loaded.inputs]
@@ -246,8 +247,14 @@ def _with_state(cls, init_args: list, state: dict[str, torch.Tensor], like: torc
             return module
     except Exception:  # a module that cannot be built on the meta device: build it as usual
         pass
-    module = as_float64(copy.deepcopy(like) if like is not None else cls(*init_args))
-    module.load_state_dict(own)
+    if like is not None and issubclass(cls, type(like)):
+        module = copy.deepcopy(like)  # like's state as it is, as a `cls` (ModelNew subclasses Model: its forward)
+        module.__class__ = cls
+    else:
+        module = cls(*init_args)
+    module = as_float64(module)
+    saved = module.state_dict().keys()  # a non-persistent buffer is the copy's own, as it is `like`'s
+    module.load_state_dict({k: v for k, v in own.items() if k in saved})
     return module
 
 
