@@ -351,6 +351,34 @@ def test_the_float64_copy_of_a_module_with_state_outside_its_state_dict_is_of_th
     assert type(_with_state(Base, [], {}, like)) is Base
 
 
+TRACKED_INSTANCE_NORM = '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.norm = nn.InstanceNorm2d(8, affine=True, track_running_stats=True)  # updates its buffers in place
+
+    def forward(self, x):
+        return self.norm(self.conv(x))
+
+
+def get_inputs():
+    return [torch.rand(4, 3, 16, 16)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_buffer_an_op_updates_in_place_starts_every_float64_run_from_its_value_before_the_forward(tmp_path):
+    # before: the plan's run updated the shared running statistics, the emitted forward's run updated them again
+    # (relative error 0.9 against the model's) and only the model's own forward was left
+    run = _run(tmp_path, TRACKED_INSTANCE_NORM)
+    assert run.cpu_check.passed, run.cpu_check.detail
+    assert "own forward" not in " ".join(run.ladder) and run.config.capture, run.ladder
+
+
 DROPOUT_OF_A_PERMUTED_VALUE = '''
 class Model(nn.Module):
     def __init__(self):

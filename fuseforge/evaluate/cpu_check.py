@@ -105,7 +105,7 @@ def graph_scales(captured: Captured, ref: Float64Reference) -> dict[str, float]:
     """The scales of `_scales`, from a float64 run of the graph's own ops (every op a torch call)."""
     torch.manual_seed(RANDOM_SEED)
     with torch.no_grad(), Float32Constants(), float64_run():
-        _, _, env = _execute(captured, partition(captured.graph, pointwise_kernels=False), dict(ref.state),
+        _, _, env = _execute(captured, partition(captured.graph, pointwise_kernels=False), ref.fresh_state(),
                              ref.fresh_inputs())
     return _scales(captured, env)
 
@@ -170,6 +170,11 @@ class Float64Reference:
     def fresh_inputs(self) -> list:
         """Copies of the inputs for one run: a forward that writes its inputs (x.mul_(2)) spoils no other run."""
         return [x.clone() if isinstance(x, torch.Tensor) else x for x in self.inputs]
+
+    def fresh_state(self) -> dict[str, torch.Tensor]:
+        """The state for one run, its parameters shared and its buffers copied: an op of the graph that updates a
+        buffer in place (an instance norm tracking running statistics) spoils no other run."""
+        return {k: v.clone() if k in self.buffers else v for k, v in self.state.items()}
 
 
 def float64_check_bytes(loaded: LoadedModel) -> int:
@@ -280,7 +285,7 @@ def check_on_cpu(captured: Captured, plan: Plan, ref: Float64Reference, toleranc
     torch.manual_seed(RANDOM_SEED)
     try:
         with torch.no_grad(), Float32Constants(), float64_run():
-            outputs, buffers = run_plan(captured, plan, dict(ref.state), ref.fresh_inputs())
+            outputs, buffers = run_plan(captured, plan, ref.fresh_state(), ref.fresh_inputs())
     except Exception as exc:
         culprit = first_diverging_kernel(captured, plan, ref, tolerance)
         return CpuCheck(False, float("inf"), [f"plan raised {type(exc).__name__}: {exc}"],
@@ -326,7 +331,7 @@ def first_diverging_kernel(captured: Captured, plan: Plan, ref: Float64Reference
     torch.manual_seed(RANDOM_SEED)
     try:
         with torch.no_grad(), Float32Constants(), float64_run():
-            _execute(captured, plan, dict(ref.state), ref.fresh_inputs(), compared)
+            _execute(captured, plan, ref.fresh_state(), ref.fresh_inputs(), compared)
     except _Diverged as found:
         return found.group, found.why
     return None
