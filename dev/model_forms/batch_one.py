@@ -1,0 +1,21 @@
+import math
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(32, 16)
+
+    def forward(self, x):
+        return torch.softmax(self.lin(x), dim=-1)
+
+
+def get_inputs():
+    return [torch.rand(1, 32)]
+
+
+def get_init_inputs():
+    return []

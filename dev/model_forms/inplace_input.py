@@ -1,0 +1,22 @@
+import math
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(32, 16)
+
+    def forward(self, x):
+        x.mul_(2.0)
+        return torch.relu(self.lin(x))
+
+
+def get_inputs():
+    return [torch.rand(16, 32)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,21 @@
+import math
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(3, 8, 3)
+
+    def forward(self, x):
+        return F.layer_norm(self.c(x), [8, 14, 14]) * 2
+
+
+def get_inputs():
+    return [torch.rand(4, 3, 16, 16)]
+
+
+def get_init_inputs():
+    return []
