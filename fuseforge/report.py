@@ -278,6 +278,10 @@ def _limits(run: Run) -> list[str]:
                       "original forward)")
     if not run.captured.dynamic_batch:
         limits.append("the batch size was kept static during capture")
+    if run.captured.input_mutations:
+        written = ", ".join(f"`{name}`" for name in run.captured.input_mutations)
+        limits.append(f"the forward writes its input {written}: `ModelNew` writes the new value back after its calls, "
+                      "as the model does")
     text = "; ".join(limits)
     return ["## Limits", "", text[0].upper() + text[1:] + ".", *[f"- {n}" for n in run.notes], ""]
 

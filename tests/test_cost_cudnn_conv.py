@@ -40,7 +40,7 @@ def _eager_ms(x_shape: tuple, w_shape: tuple, padding: int) -> float:
     program = torch.export.export(conv, (x,)).run_decompositions({})
     calls = [n for n in program.graph.nodes if n.op == "call_function"]
     assert [str(n.target).startswith("aten.conv") for n in calls] == [True]
-    captured = SimpleNamespace(graph=program.graph, user_outputs=[calls[0].name], buffer_mutations={})
+    captured = SimpleNamespace(graph=program.graph, user_outputs=[calls[0].name], buffer_mutations={}, input_mutations={})
     return eager_cost(captured).seconds * 1e3
 
 
@@ -60,7 +60,7 @@ def test_a_convolution_without_a_bias_is_priced_without_pytorchs_bias_pass():
         conv, x = nn.Conv2d(16, 64, 3, bias=False), torch.empty(x_shape)
     program = torch.export.export(conv, (x,)).run_decompositions({})
     node = next(n for n in program.graph.nodes if str(n.target).startswith("aten.conv"))
-    captured = SimpleNamespace(graph=program.graph, user_outputs=[node.name], buffer_mutations={})
+    captured = SimpleNamespace(graph=program.graph, user_outputs=[node.name], buffer_mutations={}, input_mutations={})
     outputs = 64 * 64 * 254 * 254
     assert _eager_ms(x_shape, w_shape, 0) - eager_cost(captured).seconds * 1e3 == pytest.approx(
         outputs * BIAS_PASS_S * 1e3, rel=1e-3)

@@ -37,7 +37,7 @@ def test_the_suite_floor_prices_a_convolution_at_the_tensor_cores_peak():
 
     conv, x = nn.Conv2d(64, 64, 3, bias=False), torch.randn(8, 64, 64, 64)
     program, node = _captured_conv(conv, x)
-    captured = SimpleNamespace(graph=program.graph, user_outputs=[node.name], buffer_mutations={})
+    captured = SimpleNamespace(graph=program.graph, user_outputs=[node.name], buffer_mutations={}, input_mutations={})
     floor = roofline(captured)
     assert floor["compute_ms"] == pytest.approx(flops(node)[0] / TF32_FLOPS * 1e3)
 
@@ -55,7 +55,7 @@ def test_the_suite_floor_prices_a_linear_layer_at_the_tensor_cores_peak_and_a_po
     products = [n for n in calls if is_product(n)]
     assert [str(n.target) for n in products] in (["aten.mm.default"], ["aten.linear.default"])
     assert any(str(n.target) == "aten.relu.default" and not is_product(n) for n in calls)
-    captured = SimpleNamespace(graph=program.graph, user_outputs=[calls[-1].name], buffer_mutations={})
+    captured = SimpleNamespace(graph=program.graph, user_outputs=[calls[-1].name], buffer_mutations={}, input_mutations={})
     expected = sum(flops(n)[0] / (TF32_FLOPS if is_product(n) else flops(n)[1])
                    for n in calls if str(n.target) not in ("aten.t.default", "aten.permute.default"))
     assert roofline(captured)["compute_ms"] == pytest.approx(expected * 1e3)

@@ -276,6 +276,8 @@ def test_a_forward_that_writes_its_input_is_checked_from_the_same_inputs_in_ever
     run = _run(tmp_path, WRITES_ITS_INPUT)  # before: every run after the model's own saw the doubled input
     assert run.cpu_check.passed and not run.ladder, (run.cpu_check.detail, run.ladder)
     assert run.plan.groups
+    assert "x.copy_(" in (tmp_path / "out" / "40_model_new.py").read_text()  # ModelNew writes the input back
+    assert "writes its input `x`" in (tmp_path / "out" / "report.md").read_text()
 
 
 STATE_AS_A_PLAIN_ATTRIBUTE = '''

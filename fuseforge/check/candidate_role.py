@@ -48,8 +48,8 @@ from fuseforge.check.audit import Audit
 from fuseforge.check.confine import drop_ptrace
 from fuseforge.check.feed import FeedClient
 from fuseforge.check.stored_outputs import SAMPLE_PREFIX, take
-from fuseforge.check.timing import Timer, synchronize
-from fuseforge.evaluate import harness, lease
+from fuseforge.check.timing import Timer, pinned_for_timing, synchronize
+from fuseforge.evaluate import harness
 from fuseforge.evaluate.harness import CandidateFailed
 from fuseforge.evaluate.random_draws import FORWARD_SEED
 
@@ -387,7 +387,7 @@ class CandidateRun:
     def timing(self, model, inputs0) -> None:
         """The timed calls, on the CPUs the grading process keeps for them (its suite's timing CPU; none elsewhere),
         as the reference times eager: a neighbour's compile on the same CPU would slow a host-bound forward."""
-        with lease.pinned(set(self.job.get("timing_cpus") or ())):
+        with pinned_for_timing(self.job):
             self._timing(model, inputs0)
 
     def _timing(self, model, inputs0) -> None:

@@ -43,8 +43,8 @@ from fuseforge.check import gpu
 from fuseforge.check.feed import to_bytes
 from fuseforge.check.guards import OpRecorder
 from fuseforge.check.stored_outputs import SAMPLE_PREFIX, OutputWriter, draw_positions, take
-from fuseforge.check.timing import Timer, stats, synchronize
-from fuseforge.evaluate import harness, lease
+from fuseforge.check.timing import Timer, pinned_for_timing, stats, synchronize
+from fuseforge.evaluate import harness
 from fuseforge.evaluate.harness import ReferenceFailed
 from fuseforge.evaluate.random_draws import FORWARD_SEED, Float32Draws
 
@@ -363,7 +363,7 @@ def _time_variant(model, feed: dict, job: dict, timer: Timer, dev) -> dict:
             timer.call(lambda args=args: model(*args))
         synchronize(dev)
         samples = []
-        with lease.pinned(set(job.get("timing_cpus") or ())):
+        with pinned_for_timing(job):
             for t in range(job["pool_size"]):
                 args = harness.to_device(feed[f"pool_{t}"], dev)
                 samples.append(timer.call(lambda args=args: model(*args)))

@@ -25,7 +25,7 @@ from ..capture import Captured
 from ..load import LoadedModel
 from ..partition import partition
 from ..plan import KernelGroup, KernelStep, Plan
-from .harness import LOWER_FLOATS, as_float64, float64_run, plain_tensors
+from .harness import LOWER_FLOATS, as_float64, float64_run, plain_tensors, to_device
 
 
 @dataclass
@@ -169,7 +169,7 @@ class Float64Reference:
 
     def fresh_inputs(self) -> list:
         """Copies of the inputs for one run: a forward that writes its inputs (x.mul_(2)) spoils no other run."""
-        return [x.clone() if isinstance(x, torch.Tensor) else x for x in self.inputs]
+        return to_device(self.inputs, torch.device("cpu"))
 
     def fresh_state(self) -> dict[str, torch.Tensor]:
         """The state for one run, its parameters shared and its buffers copied: an op of the graph that updates a
@@ -231,7 +231,7 @@ def float64_reference(loaded: LoadedModel, captured: Captured) -> Float64Referen
     inputs = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
     torch.manual_seed(RANDOM_SEED)
     with torch.no_grad(), Float32Constants(), float64_run():
-        out = model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+        out = model(*to_device(inputs, torch.device("cpu")))  # the model may write its inputs: `inputs` stay as they were
     outputs = list(out) if isinstance(out, (tuple, list)) else [out]
     return Float64Reference(state, inputs, outputs, {k: v.clone() for k, v in model.named_buffers()})
 

@@ -56,7 +56,7 @@ def roofline(captured) -> dict:
         total, compute_s = total + fl, compute_s + fl / rate
     by_name = {n.name: n for n in graph.nodes}
     written = ({o for o in captured.user_outputs if o} | set(captured.buffer_mutations.values())
-               | set(getattr(captured, "input_mutations", {}).values()))
+               | set(captured.input_mutations.values()))
     min_bytes = sum(nbytes(n) for n in graph.nodes if n.op == "placeholder")
     min_bytes += sum(nbytes(by_name[o]) for o in written if o in by_name)
     memory_s = min_bytes / BANDWIDTH
