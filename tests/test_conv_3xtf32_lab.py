@@ -85,7 +85,7 @@ def test_every_instance_compiles_for_sm90a_without_spills(tmp_path):
                           capture_output=True, text=True, timeout=600)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log
-    ours = re.findall(r"Function properties for (_ZN14ff_conv_3xtf32\w+)\n\s+(\d+) bytes stack frame, (\d+) bytes "
+    ours = re.findall(r"Function properties for (_ZN14ff_conv_tf32x3\w+)\n\s+(\d+) bytes stack frame, (\d+) bytes "
                       r"spill stores, (\d+) bytes spill loads", log)
     assert len(ours) == len(lab.INSTANCES), log
     assert all(frame == ["0", "0", "0"] for _, *frame in ours), log

@@ -1,5 +1,5 @@
-"""The 3xTF32 tensor-core convolution lab (`conv_3xtf32.cuh`): its instances, the CUDA source the bench builds, and
-a float64 numpy transliteration of the kernel's tiling, fragment layout and index math.
+"""The 3xTF32 tensor-core convolution lab (the conv family's `tf32x3.cuh`): its instances, the CUDA source the bench
+builds, and a float64 numpy transliteration of the kernel's tiling, fragment layout and index math.
 
 The transliteration follows the kernel step by step: the input tile copied into a flat shared-memory array at the
 kernel's addresses (NaN where the kernel writes nothing, so a read of an unwritten slot shows), the weights written
@@ -56,13 +56,15 @@ class Instance:
 
 
 INSTANCES = (
-    # the KernelBench development set's few-channel convolutions (dev/kernels/conv_direct/README.md)
-    Instance("c8_k3x3_n64", 8, 1, 3, 3, 8, 8, direct=True),     # 57 65 67 73 85 87 (8 -> 64, 3x3)
-    Instance("c8_k3x3_n64_w4", 8, 1, 3, 3, 8, 4),               # the same, 4 warps a block
-    Instance("c3_k3x3x3_n16", 3, 3, 3, 3, 2, 8, direct=True),   # 48 83 (3 -> 16, 3x3x3)
-    Instance("c3_k3x3x3_n24", 3, 3, 3, 3, 3, 8, direct=True),   # 24 (3 -> 24)
-    Instance("c3_k4x4x4_n16", 3, 4, 4, 4, 2, 8, direct=True),   # 27 (3 -> 16, 4x4x4)
-    Instance("c3_k3x3_n64", 3, 1, 3, 3, 8, 8, direct=True),     # an RGB stem, 3 -> 64
+    # the KernelBench development set's few-channel convolutions (dev/kernels/conv_direct/README.md), at the tiling
+    # the product's rule gives them (families/conv/tiling.choose_tf32x3: 4 warps a block, fewer where shared memory
+    # is short), and the 8-warp variant of the 2-D one (two blocks an SM at 128 registers)
+    Instance("c8_k3x3_n64_w4", 8, 1, 3, 3, 8, 4, direct=True),  # 57 65 67 73 85 87 (8 -> 64, 3x3)
+    Instance("c8_k3x3_n64_w8", 8, 1, 3, 3, 8, 8),
+    Instance("c3_k3x3x3_n16", 3, 3, 3, 3, 2, 4, direct=True),   # 48 83 (3 -> 16, 3x3x3)
+    Instance("c3_k3x3x3_n24", 3, 3, 3, 3, 3, 4, direct=True),   # 24 (3 -> 24)
+    Instance("c3_k4x4x4_n16", 3, 4, 4, 4, 2, 1, direct=True),   # 27 (3 -> 16, 4x4x4)
+    Instance("c3_k3x3_n64", 3, 1, 3, 3, 8, 4, direct=True),     # an RGB stem, 3 -> 64
     # odd instances for the GPU's correctness cases
     Instance("c16_k3x3_n32", 16, 1, 3, 3, 4, 4),                # two channel blocks
     Instance("c5_k5x5_n8", 5, 1, 5, 5, 1, 2),                   # padded channels, one n8 tile
@@ -111,8 +113,8 @@ def _geometry_init(ns: str) -> str:
 def _launcher(inst: Instance) -> str:
     head = (f'extern "C" int conv3x_{inst.name}(const float* x, const float* w, const float* bias, float* y, '
             "const int* geom, int kind, float a, float b, void* stream) {\n")
-    body = (_geometry_init("ff_conv_3xtf32") + "    const LabEpi epi{bias, kind, a, b};\n"
-            f"    return (int)ff_conv_3xtf32::launch<{inst.c}, {inst.kd}, {inst.kh}, {inst.kw}, {inst.nt}, {inst.wh}>"
+    body = (_geometry_init("ff_conv_tf32x3") + "    const LabEpi epi{bias, kind, a, b};\n"
+            f"    return (int)ff_conv_tf32x3::launch<{inst.c}, {inst.kd}, {inst.kh}, {inst.kw}, {inst.nt}, {inst.wh}>"
             "(x, w, y, g, epi, static_cast<cudaStream_t>(stream));\n}\n")
     text = head + body
     if inst.direct:
@@ -133,7 +135,7 @@ def lab_source(instances=INSTANCES) -> str:
         "#include <cstdint>\n#include <cuda_runtime.h>\n",
         (REPO / "fuseforge" / "cuda" / "prelude.cuh").read_text(),
         (REPO / "fuseforge" / "families" / "conv" / "direct.cuh").read_text(),
-        (HERE / "conv_3xtf32.cuh").read_text(),
+        (REPO / "fuseforge" / "families" / "conv" / "tf32x3.cuh").read_text(),
         EPILOGUES,
     ]
     parts += [_launcher(inst) for inst in instances]

@@ -162,3 +162,70 @@ def igemm_useful_fraction(t: IgemmTiling, k_out: int, out: tuple[int, int, int])
         return n / (math.ceil(n / tile) * tile)
     bd, bh, bw = t.box
     return share(k_out, t.bn) * share(out[0], bd) * share(out[1], bh) * share(out[2], bw)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The 3xTF32 tensor-core kernel (`tf32x3.cuh`): a block is WH warps, one output row of 32 columns each (two m16
+# tiles of mma.m16n8k8), by 8 * NT output channels (NT n8 tiles); a k-step is one tap and 8 input channels (C padded
+# to a multiple of 8). Its shared memory: the group's weights split into (hi, lo) in fragment order (16 bytes a lane
+# per step and n8 tile) and two input tiles with their halo, [KD][C padded][plane], each plane padded to 8 mod 32
+# floats. Four warps a block: with eight (two blocks an SM, at most 128 registers a thread) ptxas (nvcc 13.0, sm_90a)
+# spilled model 87's generated mish epilogue with NT = 8 (64 accumulators a thread); with four it takes 154 registers
+# and no spills, three blocks an SM (dev/kernels/conv_3xtf32 times both on a GPU).
+TF32X3_MAX_CHANNELS = 16
+TF32X3_MAX_WARPS = 4
+
+
+@dataclass(frozen=True)
+class Tf32x3Tiling:
+    nt: int  # n8 tiles: 8 * nt output channels a block
+    wh: int  # warps, one output row of the tile each
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.wh
+
+    @property
+    def block_k(self) -> int:
+        return 8 * self.nt
+
+    @property
+    def tile_h(self) -> int:
+        return self.wh
+
+
+def tf32x3_smem_bytes(t: Tf32x3Tiling, c: int, window: tuple[int, int, int], stride: tuple[int, int, int],
+                      dilation: tuple[int, int, int]) -> int:
+    """Shared memory of one block of the 3xTF32 kernel: its weight fragments and two input tiles."""
+    kd, kh, kw = window
+    cp = -(-c // 8) * 8
+    steps = kd * (cp // 8) * kh * kw
+    th_in = (t.tile_h - 1) * stride[1] + (kh - 1) * dilation[1] + 1
+    tw_in = (TILE_W - 1) * stride[2] + (kw - 1) * dilation[2] + 1
+    plane = (th_in * tw_in + 23) // 32 * 32 + 8
+    return 4 * (steps * t.nt * 32 * 4 + 2 * kd * cp * plane)
+
+
+def choose_tf32x3(c: int, k_out: int, window: tuple[int, int, int], stride: tuple[int, int, int],
+                  dilation: tuple[int, int, int], out_h: int) -> Tf32x3Tiling | str:
+    """The 3xTF32 kernel's tiling of a convolution of `c` -> `k_out` channels (as many n8 tiles as its channels
+    need, up to 64 channels a block; 4 warps, fewer where the output has fewer rows or the tile does not fit in
+    half an SM's shared memory), or why it has none."""
+    if c > TF32X3_MAX_CHANNELS:
+        return f"the 3xTF32 kernel keeps all taps of at most {TF32X3_MAX_CHANNELS} input channels in shared memory"
+    t = Tf32x3Tiling(min(8, -(-min(k_out, MAX_BLOCK_K) // 8)), TF32X3_MAX_WARPS)
+    while t.wh > 1 and t.wh // 2 >= out_h:
+        t = Tf32x3Tiling(t.nt, t.wh // 2)
+    while tf32x3_smem_bytes(t, c, window, stride, dilation) > SMEM_LIMIT and t.wh > 1:
+        t = Tf32x3Tiling(t.nt, t.wh // 2)
+    if tf32x3_smem_bytes(t, c, window, stride, dilation) > SMEM_LIMIT:
+        return "the 3xTF32 kernel's weights and input tiles do not fit in half an SM's shared memory"
+    return t
+
+
+def tf32x3_useful_fraction(t: Tf32x3Tiling, c: int, k_out: int, out_h: int, out_w: int) -> float:
+    """The share of the 3xTF32 kernel's products that are real: channel, row and column tails, and the input
+    channels padded to a multiple of 8."""
+    def share(n: int, tile: int) -> float:
+        return n / (math.ceil(n / tile) * tile)
+    return share(k_out, t.block_k) * share(out_h, t.tile_h) * share(out_w, TILE_W) * share(c, 8)

@@ -1,5 +1,5 @@
-// conv_3xtf32.cuh — fp32-class convolution on tensor cores (3xTF32 mma.sync) with a fused epilogue, for
-// convolutions with few input channels (C <= 16) and small windows, where eager's cuDNN is exact fp32 (FFMA).
+// tf32x3.cuh — fp32-class convolution on tensor cores (3xTF32 mma.sync) with a fused epilogue (the conv family's
+// kernel for few input channels, C <= 16, and small windows, where eager's cuDNN is exact fp32: FFMA).
 //
 // Precision: each product a * b runs as a_lo * b_hi + a_hi * b_lo + a_hi * b_hi on TF32 tensor cores, where
 // a_hi = tf32(a), a_lo = tf32(a - a_hi) (round to nearest): the dropped a_lo * b_lo and the representation
@@ -35,7 +35,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace ff_conv_3xtf32 {
+namespace ff_conv_tf32x3 {
 
 struct Geometry {
     int n, c, d, h, w;  // input
@@ -95,7 +95,7 @@ struct Config {
 
 template <int C, int KD, int KH, int KW, int NT, int WH, class Epi>
 __global__ void __launch_bounds__(Config<C, KD, KH, KW, NT, WH>::kThreads, 2)
-conv_3xtf32_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y,
+conv_tf32x3_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y,
                    const Geometry g, const Epi epi) {
     using Cfg = Config<C, KD, KH, KW, NT, WH>;
     constexpr int CP = Cfg::kCP, CB = Cfg::kCB, BK = Cfg::kBlockK;
@@ -231,7 +231,7 @@ template <int C, int KD, int KH, int KW, int NT, int WH, class Epi>
 cudaError_t launch(const float* x, const float* w, float* y, const Geometry& g, const Epi& epi,
                    cudaStream_t stream) {
     using Cfg = Config<C, KD, KH, KW, NT, WH>;
-    auto kernel = conv_3xtf32_kernel<C, KD, KH, KW, NT, WH, Epi>;
+    auto kernel = conv_tf32x3_kernel<C, KD, KH, KW, NT, WH, Epi>;
     if (g.c != C || (KD == 1 && (g.d != 1 || g.od != 1))) return cudaErrorInvalidValue;
     const size_t smem = Cfg::smem_bytes(g);
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
@@ -253,4 +253,4 @@ cudaError_t launch(const float* x, const float* w, float* y, const Geometry& g, 
     return cudaGetLastError();
 }
 
-}  // namespace ff_conv_3xtf32
+}  // namespace ff_conv_tf32x3
