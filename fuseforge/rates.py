@@ -79,6 +79,12 @@ CONV_TF32X3_FLOPS: dict[int, float] | None = None
 # with the bias, which PyTorch adds in a pass of its own (a read and a write of the output); without that pass,
 # 23.1-25.0 in 2-D and 6.9-14.5 in 3-D (each time less the output's round trip at BANDWIDTH).
 CUDNN_SHORT_DOT_FLOPS = {2: 24.0e12, 3: 10.0e12}
+# Eager's convolution with its bias (nn.Conv2d's own call: cuDNN, then PyTorch's bias pass) is priced in 2-D at the
+# rate measured with the bias, 16.1-17.1 TFLOP/s at 8 -> 64 channels, 3x3 (conv_direct.json, cudnn_conv: 57/73/85's,
+# 67/87's and 65's shapes); the no-bias rate alone priced those calls 1.40-1.47x fast, and eager's whole forward
+# 10-34 % fast. In 3-D the rates measured with the bias (6.6-11.7) spread with the window more than the bias pass
+# moves them, and the no-bias rate stays.
+CUDNN_SHORT_DOT_WITH_BIAS_FLOPS = {2: 16.6e12}
 SHORT_DOT_CHANNELS, SHORT_DOT_TERMS = 8, 192  # the range those measurements cover
 # The TF32 implicit-GEMM conv kernel of families/conv (igemm.cuh) reads, per output tile, an input box and a weight
 # tile from L2 for every tap and 32-channel block; its time is that traffic at a rate fitted to the H100 (the
@@ -120,14 +126,15 @@ SHORT_DOT_MEASURED_CHANNELS = 3
 def cudnn_conv_rate(channels: int, terms: int, dims: int, bias: bool = True) -> float:
     """cuDNN's rate on a (not transposed) NCHW convolution with `channels` input channels per group and `terms`
     products per output, `dims` spatial axes, with or without a bias (that the cost model counts as one FLOP per
-    output): short dot products at their measured rate, longer ones at CUDNN_OUTPUT_S per output element less the
-    bias pass, or CUDNN_TF32_FLOPS where that is longer, plus the bias pass where there is a bias."""
+    output): short dot products at their measured rate (in 2-D, the one measured with or without the bias pass),
+    longer ones at CUDNN_OUTPUT_S per output element less the bias pass, or CUDNN_TF32_FLOPS where that is longer,
+    plus the bias pass where there is a bias."""
     if dims not in CUDNN_SHORT_DOT_FLOPS:
         return CONV_FLOPS
     if is_short_dot(channels, terms):
         if dims == 3:
             return CUDNN_SHORT_DOT_FLOPS[3] * max(1.0, channels / SHORT_DOT_MEASURED_CHANNELS)
-        return CUDNN_SHORT_DOT_FLOPS[dims]
+        return CUDNN_SHORT_DOT_WITH_BIAS_FLOPS[dims] if bias else CUDNN_SHORT_DOT_FLOPS[dims]
     floor = CUDNN_OUTPUT_S[dims] - BIAS_PASS_S  # the convolution itself, a time per output
     per_output = max(floor, 2.0 * terms / CUDNN_TF32_FLOPS[dims]) + (BIAS_PASS_S if bias else 0.0)
     return (2.0 * terms + (1 if bias else 0)) / per_output

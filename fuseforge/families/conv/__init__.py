@@ -52,7 +52,7 @@ _HOW = {
     "direct": ("Conv kernels, direct: each thread sums 8 output channels x up to 8 rows of one column in fp32 "
                "registers, from the weights and a double-buffered input tile in shared memory "
                "(`families/conv/direct.cuh`)."),
-    "tf32x3": ("Conv kernels, 3xTF32: a block computes 8 rows x 32 columns of output pixels x up to 64 output "
+    "tf32x3": ("Conv kernels, 3xTF32: a block computes up to 4 rows x 32 columns of output pixels x up to 64 output "
                "channels, a warp a row, with mma.sync on the tensor cores; each product runs as three TF32 products "
                "(the operands split into high and low TF32 parts, the low x low term dropped: fp32-class), the "
                "weights split once per block in shared memory, a double-buffered input tile beside them "

@@ -181,16 +181,19 @@ conv_direct_kernel(const float* __restrict__ x, const float* __restrict__ w, flo
         const int ow = tw * Cfg::kTileW + lane;
         const int oh0 = th * Cfg::kTileH + wh * PH;
         if (ow < g.ow) {
+            // flat index of (k, oh0 + j): one 64-bit base, then steps by compile-time multiples of 64-bit strides
+            const int64_t row = g.ow, channel = static_cast<int64_t>(g.od) * g.oh * g.ow;
+            const int k_first = k0 + wk * KPT;
+            const int64_t at0 = ((static_cast<int64_t>(n) * g.k + k_first) * g.od + od) * g.oh * row + oh0 * row + ow;
+            float* yk = y + at0;  // the stores step a pointer (no 64-bit multiply per output)
 #pragma unroll
-            for (int kk = 0; kk < KPT; ++kk) {
-                const int k = k0 + wk * KPT + kk;
+            for (int kk = 0; kk < KPT; ++kk, yk += channel) {
+                const int k = k_first + kk;
                 if (k >= g.k) break;
-                const int64_t at_k = ((static_cast<int64_t>(n) * g.k + k) * g.od + od) * g.oh * g.ow + ow;
+                float* yj = yk;
 #pragma unroll
-                for (int j = 0; j < PH; ++j) {
-                    const int64_t at = at_k + static_cast<int64_t>(oh0 + j) * g.ow;
-                    if (oh0 + j < g.oh) y[at] = epi(acc[j][kk], k, at);
-                }
+                for (int j = 0; j < PH; ++j, yj += g.ow)
+                    if (oh0 + j < g.oh) *yj = epi(acc[j][kk], k, at0 + kk * channel + j * row);
             }
         }
         __syncthreads();  // all reads of `cur` done before it is refilled two tiles later

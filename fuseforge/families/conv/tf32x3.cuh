@@ -208,19 +208,23 @@ conv_tf32x3_kernel(const float* __restrict__ x, const float* __restrict__ w, flo
         const int n = t / tiles_w / tiles_h / g.od;
         const int oh = th * Cfg::kTileH + wh;
         if (oh < g.oh) {
+            // the stores step a pointer from one 64-bit base (no 64-bit multiply per output)
+            const int64_t channel = static_cast<int64_t>(g.od) * g.oh * g.ow;
+            const int kq = k0 + 2 * tig, ow0 = tw * Cfg::kTileW + grp;
+            const int64_t at0 = ((static_cast<int64_t>(n) * g.k + kq) * g.od + od) * g.oh * g.ow +
+                                static_cast<int64_t>(oh) * g.ow + ow0;
+            float* yn = y + at0;
 #pragma unroll
-            for (int nt = 0; nt < NT; ++nt)
+            for (int nt = 0; nt < NT; ++nt, yn += 8 * channel)
 #pragma unroll
                 for (int i = 0; i < 4; ++i) {
-                    const int k = k0 + nt * 8 + 2 * tig + (i & 1);
+                    const int k = kq + nt * 8 + (i & 1);
                     if (k >= g.k) continue;
-                    const int64_t at_k = ((static_cast<int64_t>(n) * g.k + k) * g.od + od) * g.oh * g.ow +
-                                         static_cast<int64_t>(oh) * g.ow;
+                    const int64_t at_i = at0 + (nt * 8 + (i & 1)) * channel + 8 * (i >> 1);
+                    float* yi = yn + ((i & 1) ? channel : 0) + 8 * (i >> 1);
 #pragma unroll
-                    for (int m = 0; m < 2; ++m) {
-                        const int ow = tw * Cfg::kTileW + m * 16 + grp + 8 * (i >> 1);
-                        if (ow < g.ow) y[at_k + ow] = epi(acc[m][nt][i], k, at_k + ow);
-                    }
+                    for (int m = 0; m < 2; ++m)
+                        if (ow0 + m * 16 + 8 * (i >> 1) < g.ow) yi[m * 16] = epi(acc[m][nt][i], k, at_i + m * 16);
                 }
         }
         __syncthreads();  // all reads of `cur` done before it is refilled two tiles later
