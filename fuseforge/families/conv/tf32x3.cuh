@@ -25,8 +25,8 @@
 //            padded so that plane % 32 == 8 (the A fragment's 4 channels x 8 pixels hit 32 distinct banks at
 //            unit stride). cp.async zero-fills the padding and channels C..CP-1; the next tile's copy is in
 //            flight while the current one is computed.
-//   step   = per m16 tile: its A fragment from shared memory (4 loads), split into hi/lo in registers; per n8
-//            tile one float4 of B and 3 mma.
+//   step   = both m16 tiles' A fragments from shared memory (8 loads), split into hi/lo in registers; per n8
+//            tile one 16-byte load of B (hi and lo) and 3 mma per m16 tile.
 //   epilogue = a functor `float operator()(float acc, int k, int64_t at) const` applied to each output value
 //            (k: its output channel, at: its flat index in y) before its one store.
 
@@ -184,19 +184,22 @@ conv_tf32x3_kernel(const float* __restrict__ x, const float* __restrict__ w, flo
                 for (int s = 0; s < KW; ++s) {
                     const float* xt = xk + r * g.dh * tw_in + s * g.dw;
                     const uint4* wstep = wb + ((kdcb * KH + r) * KW + s) * NT * 32;
+                    uint32_t ahi[2][4], alo[2][4];  // both m16 tiles' A: each B fragment is read once a step
 #pragma unroll
-                    for (int m = 0; m < 2; ++m) {  // one m16 tile at a time: 8 A registers live, B read twice
-                        uint32_t ahi[4], alo[4];
-                        split(xt[m * pix16], ahi[0], alo[0]);
-                        split(xt[m * pix16 + pix8], ahi[1], alo[1]);
-                        split(xt[m * pix16 + ch4], ahi[2], alo[2]);
-                        split(xt[m * pix16 + pix8 + ch4], ahi[3], alo[3]);
+                    for (int m = 0; m < 2; ++m) {
+                        split(xt[m * pix16], ahi[m][0], alo[m][0]);
+                        split(xt[m * pix16 + pix8], ahi[m][1], alo[m][1]);
+                        split(xt[m * pix16 + ch4], ahi[m][2], alo[m][2]);
+                        split(xt[m * pix16 + pix8 + ch4], ahi[m][3], alo[m][3]);
+                    }
 #pragma unroll
-                        for (int nt = 0; nt < NT; ++nt) {
-                            const uint4 b = wstep[nt * 32];
-                            mma_tf32(acc[m][nt], alo, b.x, b.y);
-                            mma_tf32(acc[m][nt], ahi, b.z, b.w);
-                            mma_tf32(acc[m][nt], ahi, b.x, b.y);
+                    for (int nt = 0; nt < NT; ++nt) {
+                        const uint4 b = wstep[nt * 32];
+#pragma unroll
+                        for (int m = 0; m < 2; ++m) {
+                            mma_tf32(acc[m][nt], alo[m], b.x, b.y);
+                            mma_tf32(acc[m][nt], ahi[m], b.z, b.w);
+                            mma_tf32(acc[m][nt], ahi[m], b.x, b.y);
                         }
                     }
                 }

@@ -171,7 +171,7 @@ def igemm_useful_fraction(t: IgemmTiling, k_out: int, out: tuple[int, int, int])
 # per step and n8 tile) and two input tiles with their halo, [KD][C padded][plane], each plane padded to 8 mod 32
 # floats. Four warps a block: with eight (two blocks an SM, at most 128 registers a thread) ptxas (nvcc 13.0, sm_90a)
 # spilled model 87's generated mish epilogue with NT = 8 (64 accumulators a thread); with four it takes 154 registers
-# and no spills, three blocks an SM (dev/kernels/conv_3xtf32 times both on a GPU).
+# and no spills, three blocks an SM.
 TF32X3_MAX_CHANNELS = 16
 TF32X3_MAX_WARPS = 4
 
