@@ -70,11 +70,6 @@ CONV_DIRECT_FLOPS = {2: 23.0e12, 3: 15.0e12}
 # work, as `families/conv/group.direct_seconds` counts them) and within 7 % on 48's: 5.5 ps an output + FLOPs at 35
 # TFLOP/s. The 2-D shapes measured all have 144 products an output, so CONV_DIRECT_FLOPS[2] alone prices them.
 CONV_DIRECT_3D = (5.5e-12, 35e12)  # (seconds per output element, FLOP/s)
-# The 3xTF32 tensor-core conv kernel of families/conv (tf32x3.cuh) takes the same short dot products on the tensor
-# cores, three TF32 products per fp32 product (fp32-class). Its rate (FLOP/s of the convolution's fp32 products, its
-# tiles' tails and padded channels counted as work) is not measured on a GPU yet: None keeps every plan on the direct
-# kernel until a measured rate replaces it (dev/kernels/conv_3xtf32/bench_conv_3xtf32.py, conv3x_tflops).
-CONV_TF32X3_FLOPS: dict[int, float] | None = None
 # cuDNN (eager's F.conv2d/conv3d, NCHW, PyTorch's default flags) took 16.1-17.1 TFLOP/s in 2-D and 6.6-11.7 in 3-D
 # with the bias, which PyTorch adds in a pass of its own (a read and a write of the output); without that pass,
 # 23.1-25.0 in 2-D and 6.9-14.5 in 3-D (each time less the output's round trip at BANDWIDTH).

@@ -1,5 +1,5 @@
-"""The 3xTF32 tensor-core convolution lab (the conv family's `tf32x3.cuh`): its instances, the CUDA source the bench
-builds, and a float64 numpy transliteration of the kernel's tiling, fragment layout and index math.
+"""The 3xTF32 tensor-core convolution lab (`conv_tf32x3.cuh`): its instances, the CUDA source the bench builds, and
+a float64 numpy transliteration of the kernel's tiling, fragment layout and index math.
 
 The transliteration follows the kernel step by step: the input tile copied into a flat shared-memory array at the
 kernel's addresses (NaN where the kernel writes nothing, so a read of an unwritten slot shows), the weights written
@@ -56,9 +56,8 @@ class Instance:
 
 
 INSTANCES = (
-    # the KernelBench development set's few-channel convolutions (dev/kernels/conv_direct/README.md), at the tiling
-    # the product's rule gives them (families/conv/tiling.choose_tf32x3: 4 warps a block, fewer where shared memory
-    # is short; 8 warps, capped at 128 registers for two blocks an SM, spilled)
+    # the KernelBench development set's few-channel convolutions (dev/kernels/conv_direct/README.md): 4 warps a block,
+    # fewer where half an SM's shared memory is short (8 warps, capped at 128 registers for two blocks an SM, spilled)
     Instance("c8_k3x3_n64_w4", 8, 1, 3, 3, 8, 4, direct=True),  # 57 65 67 73 85 87 (8 -> 64, 3x3)
     Instance("c3_k3x3x3_n16", 3, 3, 3, 3, 2, 4, direct=True),   # 48 83 (3 -> 16, 3x3x3)
     Instance("c3_k3x3x3_n24", 3, 3, 3, 3, 3, 4, direct=True),   # 24 (3 -> 24)
@@ -134,7 +133,7 @@ def lab_source(instances=INSTANCES) -> str:
         "#include <cstdint>\n#include <cuda_runtime.h>\n",
         (REPO / "fuseforge" / "cuda" / "prelude.cuh").read_text(),
         (REPO / "fuseforge" / "families" / "conv" / "direct.cuh").read_text(),
-        (REPO / "fuseforge" / "families" / "conv" / "tf32x3.cuh").read_text(),
+        (HERE / "conv_tf32x3.cuh").read_text(),
         EPILOGUES,
     ]
     parts += [_launcher(inst) for inst in instances]

@@ -1,14 +1,12 @@
 """Conv kernels: a 2-D or 3-D convolution and the pointwise chain after it, as one convolution kernel whose
 epilogue computes the chain: the direct exact-fp32 kernel for short dot products (few input channels, a small
-window), or for those the 3xTF32 tensor-core kernel (fp32-class) once its rate is measured, the TF32
-implicit-GEMM kernel on tensor cores where eager's cuDNN itself runs TF32 (measured on the GPU).
+window), the TF32 implicit-GEMM kernel on tensor cores where eager's cuDNN itself runs TF32 (measured on the GPU).
 
 - `group.py`: recognise such a convolution (which kernel), and how its group grows (the epilogue's operand classes);
 - `tiling.py`: how each kernel tiles one convolution (a rule of its channels, window and output extents);
 - `kernel.py`: the generated epilogue functor, launcher and binding of one group;
 - `reference.py`: the float64 reference of the convolution from the plan's geometry;
 - `direct.cuh`: the direct kernel (exact fp32 FFMA, weights and double-buffered input tiles in shared memory);
-- `tf32x3.cuh`: the 3xTF32 kernel (mma.sync, three TF32 products per fp32 product; the same tiles as direct.cuh);
 - `igemm.cuh`: the implicit-GEMM kernel (TMA boxes per tap, wgmma TF32; sm_90a);
 - `binding.h`: the binding's checks and output sizes; `igemm_binding.h`: the implicit-GEMM kernel's weight re-layout.
 """
@@ -22,7 +20,6 @@ from ...rates import (
     BANDWIDTH,
     CONV_DIRECT_3D,
     CONV_DIRECT_FLOPS,
-    CONV_TF32X3_FLOPS,
     CUDNN_SHORT_DOT_FLOPS,
     IGEMM_L2_BYTES_PER_S,
     LAUNCH_S,
@@ -42,7 +39,6 @@ from .reference import direct_conv
 
 DIRECT_KERNEL = cuda_source(__package__, "direct.cuh")  # the kernel and its launch template
 IGEMM_KERNEL = cuda_source(__package__, "igemm.cuh")  # the implicit-GEMM kernel and its launch template
-TF32X3_KERNEL = cuda_source(__package__, "tf32x3.cuh")  # the 3xTF32 kernel and its launch template
 CONV_BINDING = cuda_source(__package__, "binding.h")  # the binding's checks and output sizes
 IGEMM_BINDING = cuda_source(__package__, "igemm_binding.h")  # the implicit-GEMM kernel's weight re-layout
 IGEMM_CUDA_FLAGS = ("-gencode=arch=compute_90a,code=sm_90a",)  # wgmma needs sm_90a: H100/H200
@@ -52,11 +48,6 @@ _HOW = {
     "direct": ("Conv kernels, direct: each thread sums 8 output channels x up to 8 rows of one column in fp32 "
                "registers, from the weights and a double-buffered input tile in shared memory "
                "(`families/conv/direct.cuh`)."),
-    "tf32x3": ("Conv kernels, 3xTF32: a block computes up to 4 rows x 32 columns of output pixels x up to 64 output "
-               "channels, a warp a row, with mma.sync on the tensor cores; each product runs as three TF32 products "
-               "(the operands split into high and low TF32 parts, the low x low term dropped: fp32-class), the "
-               "weights split once per block in shared memory, a double-buffered input tile beside them "
-               "(`families/conv/tf32x3.cuh`)."),
     "igemm": ("Conv kernels, implicit GEMM: a block computes 128 output pixels x 64 or 128 output channels; per tap "
               "and 32 input channels the copy engine brings the shifted input box and the weight tile into shared "
               "memory and two warpgroups multiply them on the tensor cores in TF32 (wgmma); the weight is re-laid "
@@ -68,9 +59,6 @@ _EXPECTED = {
                f"{CONV_DIRECT_3D[0] * 1e12:.1f} ps an output plus the products at {CONV_DIRECT_3D[1] / 1e12:.0f} "
                "TFLOP/s (15-20 TFLOP/s in all; exact fp32, measured on an H100) where cuDNN ran such "
                f"convolutions at {CUDNN_SHORT_DOT_FLOPS[2] / 1e12:.0f} and {CUDNN_SHORT_DOT_FLOPS[3] / 1e12:.0f}"),
-    "tf32x3": ("3xTF32 conv kernels run at "
-               + (f"{CONV_TF32X3_FLOPS[2] / 1e12:.0f} TFLOP/s in 2-D and {CONV_TF32X3_FLOPS[3] / 1e12:.0f} in 3-D "
-                  "(fp32 products, measured on an H100)" if CONV_TF32X3_FLOPS else "a rate not measured yet")),
     "igemm": ("implicit-GEMM conv kernels take the time of their tiles' reads from L2 at "
               f"{IGEMM_L2_BYTES_PER_S[2] / 1e12:.1f} TB/s in 2-D and {IGEMM_L2_BYTES_PER_S[3] / 1e12:.1f} in 3-D "
               "(each tile reads its input box and weight tile per tap; fitted to its times on an H100)"),
@@ -110,10 +98,8 @@ class Conv(FamilyBase):
         c = group.spec.conv
         t = c.tiling
         bias = f" + {c.bias} (bias)" if c.bias else ""
-        kernel = {"igemm": lambda: f"TF32 implicit GEMM on tensor cores, {t.name}",
-                  "tf32x3": lambda: f"3xTF32 tensor cores, {t.block_k} channels x {t.wh} rows of 32 a block",
-                  "direct": lambda: f"direct fp32, {t.kpt} channels x {t.ph} rows a thread, {t.wk} x {t.wh} warps",
-                  }[c.kernel]()
+        kernel = (f"TF32 implicit GEMM on tensor cores, {t.name}" if c.kernel == "igemm" else
+                  f"direct fp32, {t.kpt} channels x {t.ph} rows a thread, {t.wk} x {t.wh} warps")
         return [f"    conv kernel: {c.op} ({c.x} * {c.w}{bias}) -> {list(group.shape)}, {c.geometry_text()}; "
                 f"{kernel}; epilogue of {len(group.nodes) - 1} pointwise ops",
                 f"    reads {', '.join([c.x + ' (input)', c.w + ' (weight)'] + [f'{i} ({k})' for i, k in group.spec.operands])}; "
@@ -123,15 +109,13 @@ class Conv(FamilyBase):
         return conv_kernel_source(group, by_name)
 
     def runtime(self) -> Runtime:
-        return Runtime((DIRECT_KERNEL, TF32X3_KERNEL, IGEMM_KERNEL), (CONV_BINDING, IGEMM_BINDING), IGEMM_CUDA_FLAGS)
+        return Runtime((DIRECT_KERNEL, IGEMM_KERNEL), (CONV_BINDING, IGEMM_BINDING), IGEMM_CUDA_FLAGS)
 
     def runtime_for(self, groups: list[KernelGroup]) -> Runtime:
-        """Each kernel's source only where a group uses it; the implicit-GEMM kernel (sm_90a) with its flags."""
-        kinds = _kinds(groups)
-        if "igemm" in kinds:
+        """The implicit-GEMM kernel (sm_90a) only where a group uses it."""
+        if any(g.spec.conv.kernel == "igemm" for g in groups):
             return self.runtime()
-        sources = [DIRECT_KERNEL] if "direct" in kinds or not kinds else []
-        return Runtime(tuple(sources + ([TF32X3_KERNEL] if "tf32x3" in kinds else [])), (CONV_BINDING,))
+        return Runtime((DIRECT_KERNEL,), (CONV_BINDING,))
 
     def check_operands(self, group: KernelGroup, inputs: dict) -> None:
         """The input and weight have the channels and window the kernel was generated for; each epilogue input
@@ -166,8 +150,7 @@ class Conv(FamilyBase):
         return {group.spec.anchor: convolved}
 
     def call_comment(self, group: KernelGroup) -> str:
-        kind = {"igemm": "TF32 tensor cores", "tf32x3": "3xTF32 tensor cores", "direct": "direct fp32"}[
-            group.spec.conv.kernel]
+        kind = "TF32 tensor cores" if group.spec.conv.kernel == "igemm" else "direct fp32"
         return f"one conv kernel ({kind}, epilogue fused)"
 
     def why_torch(self, node, on: bool) -> str | None:
@@ -187,20 +170,16 @@ class Conv(FamilyBase):
             return "conv kernel", (f"{with_article(c.op)} ({c.terms} products an output) as an implicit GEMM on "
                                    "tensor cores in TF32, the precision eager's cuDNN runs it at (measured on the "
                                    f"GPU before planning), expected faster than cuDNN{epilogue}")
-        if c.kernel == "tf32x3":
-            return "conv kernel", (f"{with_article(c.op)} with short dot products ({c.terms} products an output) on "
-                                   "tensor cores as three TF32 products each (fp32-class, the precision of eager's "
-                                   f"FFMA convolution), expected faster than cuDNN and the direct kernel{epilogue}")
         return "conv kernel", (f"{with_article(c.op)} with short dot products "
                                f"({c.terms} products an output) as exact-fp32 FFMAs, expected faster "
                                f"than cuDNN at this size{epilogue}")
 
     def how(self) -> list[str]:
-        return [_HOW["direct"], _HOW["tf32x3"], _HOW["igemm"], _HOW_EPILOGUE]
+        return [_HOW["direct"], _HOW["igemm"], _HOW_EPILOGUE]
 
     def how_for(self, groups: list[KernelGroup]) -> list[str]:
         kinds = _kinds(groups)
-        return [_HOW[k] for k in ("direct", "tf32x3", "igemm") if k in kinds] + [_HOW_EPILOGUE]
+        return [_HOW[k] for k in ("direct", "igemm") if k in kinds] + [_HOW_EPILOGUE]
 
     def call_shape(self, group: KernelGroup) -> str:
         c = group.spec.conv
@@ -209,11 +188,11 @@ class Conv(FamilyBase):
                    if group.spec.operands else ""))
 
     def expected(self) -> list[str]:
-        return [_EXPECTED["direct"], _EXPECTED["tf32x3"], _EXPECTED["igemm"]]
+        return [_EXPECTED["direct"], _EXPECTED["igemm"]]
 
     def expected_for(self, groups: list[KernelGroup]) -> list[str]:
         kinds = _kinds(groups)
-        return [_EXPECTED[k] for k in ("direct", "tf32x3", "igemm") if k in kinds]
+        return [_EXPECTED[k] for k in ("direct", "igemm") if k in kinds]
 
     def seconds(self, group: KernelGroup, by_name) -> float | None:
         """The kernel's measured rate with its tiles' tails, or its traffic where that takes longer."""

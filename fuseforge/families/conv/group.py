@@ -1,14 +1,12 @@
 """Convolution groups: a convolution and the pointwise chain after it, as one convolution kernel whose epilogue
-computes the chain: the direct fp32 kernel (`direct.cuh`) or the 3xTF32 tensor-core kernel (`tf32x3.cuh`,
-fp32-class too) for short dot products, the TF32 implicit-GEMM kernel on tensor cores (`igemm.cuh`) for longer ones
-that eager itself runs in TF32.
+computes the chain: the direct fp32 kernel (`direct.cuh`) for short dot products, the TF32 implicit-GEMM
+kernel on tensor cores (`igemm.cuh`) for longer ones that eager itself runs in TF32.
 
 Each anchor (`recognise`: aten.conv2d, conv3d or convolution, not transposed, one group, float32, a static
 weight) becomes a conv group where one of the kernels can take it:
 - the direct kernel: a dot product of at most `rates.SHORT_DOT_TERMS` products (input channels x window) over at
   most `rates.SHORT_DOT_CHANNELS` input channels, the range measured on an H100 (`rates.CONV_DIRECT_FLOPS`), and
-  a tiling (`tiling.py`) that fits; the 3xTF32 kernel instead where it has a tiling and is expected faster, once its
-  rate is measured (`rates.CONV_TF32X3_FLOPS`; until then it is never picked);
+  a tiling (`tiling.py`) that fits;
 - the implicit-GEMM kernel: stride 1, at least `IGEMM_MIN_CHANNELS` input channels, and eager's cuDNN measured
   TF32-class on this convolution on the GPU (the node's `EAGER_CLASS` meta, which the pipeline sets before
   partitioning where it has a GPU: `mark_eager_classes`). A TF32 kernel where eager is exact fp32 would fall
@@ -73,14 +71,12 @@ class ConvAnchor:
     stride: tuple[int, int, int]
     padding: tuple[int, int, int]
     dilation: tuple[int, int, int]
-    tiling: tiling.Tiling | tiling.IgemmTiling | tiling.Tf32x3Tiling  # the kernel's: direct, implicit GEMM, 3xTF32
+    tiling: tiling.Tiling | tiling.IgemmTiling  # the direct kernel's, or the implicit-GEMM kernel's
 
     @property
     def kernel(self) -> str:
-        """"direct" (exact fp32 FFMAs), "tf32x3" (fp32-class, 3xTF32 tensor cores) or "igemm" (TF32 tensor cores)."""
-        if isinstance(self.tiling, tiling.IgemmTiling):
-            return "igemm"
-        return "tf32x3" if isinstance(self.tiling, tiling.Tf32x3Tiling) else "direct"
+        """"direct" (exact fp32 FFMAs) or "igemm" (TF32 tensor cores)."""
+        return "igemm" if isinstance(self.tiling, tiling.IgemmTiling) else "direct"
 
     @property
     def terms(self) -> int:
@@ -120,8 +116,8 @@ def _triple(value, dims: int, fill: int) -> tuple[int, int, int] | None:
 
 
 def recognise(node: fx.Node) -> ConvAnchor | str:
-    """The anchor's convolution (with the tiling of the kernel that takes it: the direct kernel's, the 3xTF32
-    kernel's where it is expected faster, or the implicit-GEMM kernel's), or why it is no conv kernel."""
+    """The anchor's convolution (with the direct kernel's or the implicit-GEMM kernel's tiling), or why it is no
+    conv kernel."""
     op = CONV_OPS[str(node.target)]
     a = pointwise.bind_arguments(node, lambda n: n)
     x, w, bias = a["input"], a["weight"], a.get("bias")
@@ -159,20 +155,11 @@ def recognise(node: fx.Node) -> ConvAnchor | str:
                     f"{rates.SHORT_DOT_TERMS} products), and {igemm}")
         return ConvAnchor(op, x.name, w.name, bias.name if isinstance(bias, fx.Node) else None, dims, c, k, window,
                           *geometry, igemm)
-    anchors = [ConvAnchor(op, x.name, w.name, bias.name if isinstance(bias, fx.Node) else None, dims, c, k, window,
-                          *geometry, t) for t in (tiling.choose(c, k, window, geometry[0], geometry[2], out[-2]),
-                                                  _tf32x3_tiling(c, k, window, geometry, out[-2]))
-               if not isinstance(t, str)]
-    if not anchors:
-        return tiling.choose(c, k, window, geometry[0], geometry[2], out[-2])
-    return min(anchors, key=lambda a: direct_seconds(node, a))  # the direct kernel where they tie
-
-
-def _tf32x3_tiling(c: int, k: int, window, geometry, out_h: int) -> tiling.Tf32x3Tiling | str:
-    """The 3xTF32 kernel's tiling of a short-dot convolution, or why it is not a candidate."""
-    if rates.CONV_TF32X3_FLOPS is None:
-        return "the 3xTF32 kernel's rate is not measured yet"
-    return tiling.choose_tf32x3(c, k, window, geometry[0], geometry[2], out_h)
+    tiles = tiling.choose(c, k, window, geometry[0], geometry[2], out[-2])
+    if isinstance(tiles, str):
+        return tiles
+    return ConvAnchor(op, x.name, w.name, bias.name if isinstance(bias, fx.Node) else None, dims, c, k, window,
+                      *geometry, tiles)
 
 
 def igemm_candidate(node: fx.Node) -> bool:
@@ -217,14 +204,11 @@ def mark_eager_classes(graph: fx.Graph, classes: dict[str, str]) -> None:
 
 
 def direct_seconds(node: fx.Node, conv: ConvAnchor) -> float:
-    """The conv kernel's time (launch not included): the direct and 3xTF32 kernels at their measured rates, their
-    tiles' tails counted as work; the implicit-GEMM kernel by the L2 traffic of its tiles (`igemm_seconds`)."""
+    """The conv kernel's time (launch not included): the direct kernel at its measured rate, its tiles' tails
+    counted as work; the implicit-GEMM kernel by the L2 traffic of its tiles (`igemm_seconds`)."""
     if conv.kernel == "igemm":
         return igemm_seconds(node, conv)
     out = traced_shape(node)
-    if conv.kernel == "tf32x3":
-        fraction = tiling.tf32x3_useful_fraction(conv.tiling, conv.c, conv.k, out[-2], out[-1])
-        return 2.0 * conv.terms * cost.numel(node) / (rates.CONV_TF32X3_FLOPS[conv.dims] * fraction)
     fraction = tiling.useful_fraction(conv.tiling, conv.k, out[-2], out[-1])
     flops = 2.0 * conv.terms * cost.numel(node)
     if conv.dims == 3:  # a time per output and the products (rates.CONV_DIRECT_3D)
@@ -273,9 +257,6 @@ def _slower_than_cudnn(node: fx.Node, conv: ConvAnchor, epilogue: bool) -> str |
         extents = (out[2] if conv.dims == 3 else 1, out[-2], out[-1])
         useful = tiling.igemm_useful_fraction(conv.tiling, conv.k, extents)
         kernel = "the tensor-core kernel"
-    elif conv.kernel == "tf32x3":
-        useful = tiling.tf32x3_useful_fraction(conv.tiling, conv.c, conv.k, out[-2], out[-1])
-        kernel = "the 3xTF32 kernel"
     else:
         useful = tiling.useful_fraction(conv.tiling, conv.k, out[-2], out[-1])
         kernel = "the direct kernel"

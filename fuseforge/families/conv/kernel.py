@@ -1,7 +1,7 @@
 """Spell one planned conv kernel: its epilogue functor, launcher and binding.
 
-The functor is what `ff_conv_direct::launch` (`direct.cuh`), `ff_conv_tf32x3::launch` (`tf32x3.cuh`) or
-`ff_conv_igemm::launch` (`igemm.cuh`) calls for every output value before its one store:
+The functor is what `ff_conv_direct::launch` (`direct.cuh`) or `ff_conv_igemm::launch` (`igemm.cuh`) calls for
+every output value before its one store:
 
     __device__ float operator()(float acc, int k, int64_t at) const   // k: output channel, at: flat index
 
@@ -66,8 +66,6 @@ def _launcher_signature(group: KernelGroup) -> str:
 def _template_args(group: KernelGroup) -> str:
     c = group.spec.conv
     t = c.tiling
-    if c.kernel == "tf32x3":
-        return ", ".join(map(str, [c.c, *c.window, t.nt, t.wh]))
     unit_rows = c.stride[1] == 1 and c.dilation[1] == 1
     return ", ".join(map(str, [c.c, *c.window, t.kpt, t.wk, t.wh, t.ph])) + f", {'true' if unit_rows else 'false'}"
 
@@ -106,22 +104,17 @@ def _launcher(group: KernelGroup) -> str:
     if group.spec.conv.kernel == "igemm":
         return _igemm_launcher(group)
     c = group.spec.conv
-    t = c.tiling
-    namespace = "ff_conv_tf32x3" if c.kernel == "tf32x3" else "ff_conv_direct"  # the same geometry and launch form
     w = Writer()
     w.line(_launcher_signature(group) + " {")
     with w.indent():
         w.line(f"{group.name}_epilogue epi;")
         epilogue.assign_fields(w, group)
         w.line("// n c d h w, k od oh ow, stride, padding, dilation (depth, rows, columns)")
-        w.line(f"const {namespace}::Geometry g{{(int)ff_n, {c.c}, (int)ff_d, (int)ff_h, (int)ff_w_in, {c.k}, "
-               f"(int)ff_od, (int)ff_oh, (int)ff_ow, {', '.join(map(str, c.stride + c.padding + c.dilation))}}};")
-        if c.kernel == "tf32x3":
-            w.line(f"// C, KD, KH, KW; {t.block_k} output channels ({t.nt} n8 tiles) x {t.wh} rows of 32 a block, "
-                   "one row a warp")
-        else:
-            w.line(f"// C, KD, KH, KW; {t.kpt} channels x {t.ph} rows a thread, {t.wk} x {t.wh} warps; unit-row path")
-        w.line(f"return (int){namespace}::launch<{_template_args(group)}>(ff_x, ff_w, "
+        w.line(f"const ff_conv_direct::Geometry g{{(int)ff_n, {c.c}, (int)ff_d, (int)ff_h, (int)ff_w_in, {c.k}, (int)ff_od, "
+               f"(int)ff_oh, (int)ff_ow, {', '.join(map(str, c.stride + c.padding + c.dilation))}}};")
+        t = c.tiling
+        w.line(f"// C, KD, KH, KW; {t.kpt} channels x {t.ph} rows a thread, {t.wk} x {t.wh} warps; unit-row path")
+        w.line(f"return (int)ff_conv_direct::launch<{_template_args(group)}>(ff_x, ff_w, "
                f"{cpp_name(group.outputs[0])}, g, epi, static_cast<cudaStream_t>(stream));")
     w.line("}")
     return w.text()
@@ -164,8 +157,7 @@ def conv_kernel_source(group: KernelGroup, by_name: dict[str, fx.Node]) -> Kerne
     c = group.spec.conv
     ops = " -> ".join(f"{n} ({pointwise.op_key(by_name[n]).removeprefix('aten.')})" for n in group.nodes)
     reads = ", ".join([f"{c.x} (input)", f"{c.w} (weight)"] + [f"{i} ({k})" for i, k in group.spec.operands])
-    how = {"direct": "direct fp32", "tf32x3": "3xTF32 tensor cores, fp32-class",
-           "igemm": "TF32 implicit GEMM, tensor cores"}[c.kernel]
+    how = "direct fp32" if c.kernel == "direct" else "TF32 implicit GEMM, tensor cores"
     header = (f"// ---- {group.name} (conv kernel, {how}, {c.geometry_text()}): {ops}\n"
               f"// output {list(group.shape)}; reads {reads}; writes {', '.join(group.outputs)}\n")
     cuda = header + "\n".join([_functor(group, by_name), _launcher(group)])

@@ -1,5 +1,5 @@
-// tf32x3.cuh — fp32-class convolution on tensor cores (3xTF32 mma.sync) with a fused epilogue (the conv family's
-// kernel for few input channels, C <= 16, and small windows, where eager's cuDNN is exact fp32: FFMA).
+// conv_tf32x3.cuh — fp32-class convolution on tensor cores (3xTF32 mma.sync) with a fused epilogue (a lab kernel
+// for few input channels, C <= 16, and small windows, where eager's cuDNN is exact fp32: FFMA).
 //
 // Precision: each product a * b runs as a_lo * b_hi + a_hi * b_lo + a_hi * b_hi on TF32 tensor cores, where
 // a_hi = tf32(a), a_lo = tf32(a - a_hi) (round to nearest): the dropped a_lo * b_lo and the representation
