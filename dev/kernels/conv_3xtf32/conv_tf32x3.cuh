@@ -37,21 +37,12 @@
 
 namespace ff_conv_tf32x3 {
 
-struct Geometry {
-    int n, c, d, h, w;  // input
-    int k, od, oh, ow;  // output channels and extents
-    int sd, sh, sw;     // stride
-    int pd, ph, pw;     // padding
-    int dd, dh, dw;     // dilation
-};
-
-__device__ __forceinline__ void cp_async_4(float* smem, const float* gmem, bool valid) {
-    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gmem), "r"(valid ? 4 : 0)
-                 : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_one() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+// The direct kernel's geometry and copy helpers (fuseforge/families/conv/direct.cuh, which the lab source includes
+// first): the same geometry, the same zero-filling cp.async tile copies.
+using ff_conv_direct::Geometry;
+using ff_conv_direct::cp_async_4;
+using ff_conv_direct::cp_async_commit;
+using ff_conv_direct::cp_async_wait_one;
 
 // tf32(x), round to nearest (ties away), as the bits the mma reads.
 __device__ __forceinline__ uint32_t to_tf32(float x) {
