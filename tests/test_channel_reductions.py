@@ -152,6 +152,37 @@ def test_a_channel_reduction_model_gets_one_kernel_and_passes_the_float64_cpu_ch
     assert "- Channel-reduction and pool kernels: one thread per output position" in report
 
 
+STRIDED_POOL_THEN_FLATTEN = """import torch
+from torch import nn
+
+
+class Model(nn.Module):  # a window-1 strided max pool: its float64 reference is a strided slice, not contiguous
+    def forward(self, x):
+        x = nn.functional.max_pool3d(nn.functional.hardtanh(x), 1, stride=2, dilation=2).flatten(1)
+        return torch.where(x > 0, x, torch.zeros_like(x)).div(-4.0)  # zeros_like keeps the view apart
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 9, 5, 9)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_view_after_a_pool_kernel_reads_the_kernels_contiguous_output_in_the_float64_cpu_check(tmp_path):
+    """Every generated kernel writes contiguous outputs; the plan's float64 run must too, or a view after a
+    kernel whose reference is a strided slice raised there and the ladder left the plan (`fuseforge fuzz --seed
+    61034`, minimised)."""
+    source = tmp_path / "m.py"
+    source.write_text(STRIDED_POOL_THEN_FLATTEN)
+    run = optimize(OptimizeConfig(model_path=source, out_dir=tmp_path / "out", gpu=False))
+    assert not (tmp_path / "out" / "attempts").exists()  # the first plan was kept
+    assert run.cpu_check.passed, run.cpu_check.detail
+    assert any(_kind(g) == "pool" for g in run.plan.groups)
+
+
 class PoolThenPointwise(nn.Module):
     def forward(self, x):
         return torch.relu(nn.functional.max_pool2d(x, 3, 2, 1, ceil_mode=True)) * 2.0

@@ -61,7 +61,9 @@ def _run_node(node: fx.Node, env: dict[str, object]):
 
 
 def run_kernel_reference(group: KernelGroup, by_name: dict[str, fx.Node], inputs: dict[str, object]) -> dict:
-    """The kernel's reference implementation: its ops with torch, on its declared inputs only."""
+    """The kernel's reference implementation: its ops with torch, on its declared inputs only. Its tensor outputs
+    are contiguous, as every generated kernel writes them whatever the layout of its inputs (a view of the output
+    after it relies on that: a pool's reference over a strided slice, for one, is not)."""
     local = dict(inputs)
     references = group.family.references(group) if group.family is not None else {}
     if group.family is not None:
@@ -71,7 +73,7 @@ def run_kernel_reference(group: KernelGroup, by_name: dict[str, fx.Node], inputs
             local[name] = references[name](local)
         else:
             local[name] = _run_node(by_name[name], local)
-    return {o: local[o] for o in group.outputs}
+    return {o: local[o].contiguous() if isinstance(local[o], torch.Tensor) else local[o] for o in group.outputs}
 
 
 def run_plan(captured: Captured, plan: Plan, state: dict[str, torch.Tensor], user_inputs: list) -> tuple:
@@ -354,9 +356,7 @@ class _ReferenceKernels:
             *tensors, _stream = args
             assert len(tensors) == len(group.inputs), f"{name}: {len(tensors)} inputs for {group.inputs}"
             out = run_kernel_reference(group, self._by_name, dict(zip(group.inputs, tensors)))
-            # every generated kernel writes contiguous outputs, whatever the layout of its inputs (a view
-            # of the output after it relies on that)
-            values = [out[o].contiguous() if isinstance(out[o], torch.Tensor) else out[o] for o in group.outputs]
+            values = [out[o] for o in group.outputs]
             return values[0] if len(values) == 1 else values
 
         return call
