@@ -65,31 +65,37 @@ def replay(model: Path, folder: Path) -> dict:
             "same_plan": _steps(format_plan(plan)) == _steps(recorded)}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("jobs", type=Path, help="a record's jobs.tgz (optimize OUT folders)")
-    parser.add_argument("--only", nargs="*", default=[], help="model name prefixes")
-    parser.add_argument("--out", type=Path, default=None)
-    args = parser.parse_args()
+def replay_record(jobs: Path, only: list[str] = ()) -> list[dict]:
+    """One row per model of the record `jobs` (a jobs.tgz) whose name starts with one of `only` (all if empty)."""
     work = Path(tempfile.mkdtemp())
-    with tarfile.open(args.jobs) as tar:
-        tar.extractall(work, filter="data")
+    with tarfile.open(jobs) as tar:
+        members = [m for m in tar.getmembers() if not only or any(f"/{p}" in m.name for p in only)]
+        tar.extractall(work, members=members, filter="data")
     results = []
     for bench in sorted(work.glob("**/60_bench.json")):
         folder = bench.parent
         if "attempts" in folder.parts:
             continue
         name = folder.name.rsplit("-", 1)[0]
-        if args.only and not any(name.startswith(p) for p in args.only):
-            continue
         model = next(PROBLEMS.glob(f"*/{name}.py"), None)
-        if model is None:
+        if model is None or (only and not any(name.startswith(p) for p in only)):
             continue
         try:
-            row = replay(model, folder)
+            results.append(replay(model, folder))
         except Exception as exc:  # noqa: BLE001 - one model's failure is a row, the others go on
-            row = {"model": name, "error": repr(exc)}
-        results.append(row)
+            results.append({"model": name, "error": repr(exc)})
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("jobs", type=Path, help="a record's jobs.tgz (optimize OUT folders)")
+    parser.add_argument("--only", nargs="*", default=[], help="model name prefixes")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    results = replay_record(args.jobs, args.only)
+    for row in results:
+        name = row["model"]
         if "error" in row:
             print(f"{name:60s} error: {row['error'][:120]}")
         else:
