@@ -21,6 +21,7 @@ from .codegen import Extension
 from .codegen.writer import Writer
 from .plan import KernelStep, Plan
 from .pointwise import op_key
+from .traced import eager_dim_order
 
 
 class EmitError(Exception):
@@ -90,22 +91,6 @@ def _call(node: fx.Node, device_expr: str, memory_format: str | None = None) -> 
         args[:2] = [f"kernels.ff_channels_last({args[0]}, stream)", f"{args[1]}.contiguous(memory_format={memory_format})"]
     args += [f"{k}={_arg(v, device_expr)}" for k, v in node.kwargs.items()]
     return f"{fn}({', '.join(args)})"
-
-
-def eager_dim_order(node: fx.Node) -> list[int] | None:
-    """The order of the value's dims from outermost to innermost in eager's memory (from the strides the
-    trace recorded), or None where it is row-major (or cannot be told)."""
-    val = node.meta.get("val")
-    if not isinstance(val, torch.Tensor) or val.dim() < 2:
-        return None
-    try:
-        strides = [int(st) for st in val.stride()]
-        sizes = [int(sz) for sz in val.shape]
-    except Exception:  # a stride that is not a number here
-        return None
-    order = sorted(range(val.dim()), key=lambda d: (-strides[d], d))
-    dense = all(strides[order[i]] == strides[order[i + 1]] * sizes[order[i + 1]] for i in range(len(order) - 1))
-    return order if dense and order != list(range(val.dim())) else None
 
 
 def _in_eager_layout(value, text: str) -> str:

@@ -408,6 +408,37 @@ def test_dropout_of_a_value_a_kernel_wrote_gets_it_in_eagers_memory_order_and_dr
         tmp_path / "out" / "40_model_new.py").read_text()
 
 
+RANDOM_AFTER_A_BATCH_NORM_OF_A_TRANSPOSED_VALUE = '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(16, 60)
+        self.bn = nn.BatchNorm1d(5)
+
+    def forward(self, x):
+        x = self.bn(torch.relu(self.lin(x).view(x.shape[0], 12, 5).transpose(1, 2)))
+        return x * (torch.rand_like(x) > 0.25)
+
+
+def get_inputs():
+    return [torch.randn(6, 16)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_random_op_after_a_batch_norm_of_a_transposed_value_draws_in_eagers_row_major_layout(tmp_path):
+    """Eager's batch norm writes a transposed [N, C, L] input's output row-major (its input's suggested memory
+    format); the trace's meta kernel keeps the input's strides, and the emitted rand_like drew in that other
+    order: every rung's emitted forward failed the float64 check (`fuseforge fuzz --seed 62108`, minimised)."""
+    run = _run(tmp_path, RANDOM_AFTER_A_BATCH_NORM_OF_A_TRANSPOSED_VALUE)
+    assert run.cpu_check.passed and not run.ladder, (run.cpu_check.detail, run.ladder)
+    forward = (tmp_path / "out" / "40_model_new.py").read_text()
+    assert "rand_like.default(getitem, pin_memory=False)" in forward
+
+
 EVAL_SUBMODULE = '''
 class Model(nn.Module):
     def __init__(self):

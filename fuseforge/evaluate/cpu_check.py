@@ -25,6 +25,7 @@ from ..capture import Captured
 from ..load import LoadedModel
 from ..partition import partition
 from ..plan import KernelGroup, KernelStep, Plan
+from ..traced import in_eager_layout
 from .harness import LOWER_FLOATS, as_float64, float64_run, plain_tensors, to_device
 
 
@@ -57,6 +58,10 @@ def _run_node(node: fx.Node, env: dict[str, object]):
         return out.double() if out.dtype in LOWER_FLOATS else out
     if kwargs.get("dtype") in LOWER_FLOATS:  # factory ops and casts follow the float64 run (harness.float64_run)
         kwargs["dtype"] = torch.float64
+    if isinstance(node.target, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in node.target.tags:
+        # a random op draws in its input's memory order: eager's, as the emitted forward gives it (a kernel before
+        # it writes row-major)
+        args = tuple(in_eager_layout(v, a) if isinstance(a, fx.Node) else v for v, a in zip(args, node.args))
     return node.target(*args, **kwargs)
 
 
