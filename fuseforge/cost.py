@@ -106,9 +106,9 @@ def conv_flops(node: fx.Node) -> float:
     return 2.0 * macs + _conv_with_bias(node) * numel(node)
 
 
-def conv_seconds(node: fx.Node, channels_last: bool = False) -> float:
+def conv_seconds(node: fx.Node, channels_last: bool = False, exact_fp32: bool = False) -> float:
     """cuDNN's time on a convolution node, NCHW (eager's) or channels-last (a plan's layout step), measured rates
-    (`rates.cudnn_conv_seconds`)."""
+    (`rates.cudnn_conv_seconds`); `exact_fp32`: cuDNN was measured to run it in exact fp32."""
     ins = [a for a in node.all_input_nodes if isinstance(a.meta.get("val"), torch.Tensor)]
     x, w = ins[0].meta["val"], ins[1].meta["val"]
     transposed = _transposed(node)
@@ -118,7 +118,7 @@ def conv_seconds(node: fx.Node, channels_last: bool = False) -> float:
     strided = any(s != 1 for s in (stride if isinstance(stride, (list, tuple)) else [stride]))
     return cudnn_conv_seconds(numel(node), conv_flops(node), channels, terms, w.dim() - 2,
                               channels_last=channels_last, transposed=transposed, strided=strided,
-                              bias=_conv_with_bias(node))
+                              bias=_conv_with_bias(node), exact_fp32=exact_fp32)
 
 
 def channels_last_conv_seconds(node: fx.Node) -> float:
@@ -221,11 +221,13 @@ class EagerCost:
 @dataclass(frozen=True)
 class PricedConv:
     """A convolution of eager's graph: its call without the bias (the key its measurement is found by), whether
-    it has a bias, and the seconds the rates priced it at."""
+    it has a bias, and the seconds the rates priced it at: not knowing eager's precision class on it, and where
+    cuDNN runs it in exact fp32."""
 
     key: ConvCall
     bias: bool
     seconds: float
+    exact_fp32_seconds: float
 
 
 def measurement_key(node: fx.Node) -> ConvCall:
@@ -284,7 +286,8 @@ def eager_cost(captured: Captured) -> EagerCost:
             t, fl, m = _op_cost(n)
             seconds, moved, launches, total_flops = seconds + t, moved + m, launches + 1, total_flops + fl
             if is_conv(n):
-                convs.append(PricedConv(measurement_key(n), _conv_with_bias(n), t))
+                exact = t - conv_seconds(n) + conv_seconds(n, exact_fp32=True)
+                convs.append(PricedConv(measurement_key(n), _conv_with_bias(n), t, exact))
     units = [([a.name for a in n.all_input_nodes], [n.name]) for n in ops]
     keep = [([o for o in captured.user_outputs if o], [])]  # outputs stay alive to the end
     peak, held = _peak(units + keep, _sizes(by_name))
@@ -292,10 +295,14 @@ def eager_cost(captured: Captured) -> EagerCost:
 
 
 def _eager_measured(eager: EagerCost, by_key: dict[ConvCall, dict]) -> float:
-    """Eager's seconds with each measured convolution at its measured NCHW time in place of its price."""
+    """Eager's seconds with each measured convolution at its measured NCHW time in place of its price, or where
+    only its precision class was measured and it is exact fp32, at that class's price."""
     seconds = eager.seconds
     for conv in eager.convs:
-        t = measured_conv_seconds(by_key[conv.key], conv.bias) if conv.key in by_key else None
+        row = by_key.get(conv.key, {})
+        t = measured_conv_seconds(row, conv.bias)
+        if t is None and row.get("class") == "fp32":
+            t = conv.exact_fp32_seconds
         seconds += 0.0 if t is None else t - conv.seconds
     return seconds
 
@@ -305,9 +312,9 @@ def estimate(eager: EagerCost, captured: Captured, plan: Plan, measured: dict[st
     name -> `layout_precision.measured` row) timed on the GPU before planning; eager's and the plan's calls of them
     cost their measured times, not the rates' price."""
     by_name = {n.name: n for n in captured.graph.nodes}
-    timed = {name: row for name, row in (measured or {}).items()
-             if name in by_name and isinstance(row, dict) and "ms_nchw" in row}
-    by_key = {measurement_key(by_name[name]): row for name, row in timed.items()}
+    rows = {name: row for name, row in (measured or {}).items() if name in by_name and isinstance(row, dict)}
+    timed = {name: row for name, row in rows.items() if "ms_nchw" in row}
+    by_key = {measurement_key(by_name[name]): row for name, row in rows.items()}  # times, or classes only
     plan_s, plan_moved, plan_launches, torch_s = 0.0, 0, 0, 0.0
     units = []
     for step in plan.steps:

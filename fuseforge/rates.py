@@ -74,11 +74,13 @@ CONV_DIRECT_3D = (5.5e-12, 35e12)  # (seconds per output element, FLOP/s)
 # with the bias, which PyTorch adds in a pass of its own (a read and a write of the output); without that pass,
 # 23.1-25.0 in 2-D and 6.9-14.5 in 3-D (each time less the output's round trip at BANDWIDTH).
 CUDNN_SHORT_DOT_FLOPS = {2: 24.0e12, 3: 10.0e12}
-# Eager's convolution with its bias (nn.Conv2d's own call: cuDNN, then PyTorch's bias pass) is priced in 2-D at the
-# rate measured with the bias, 16.1-17.1 TFLOP/s at 8 -> 64 channels, 3x3 (conv_direct.json, cudnn_conv: 57/73/85's,
-# 67/87's and 65's shapes); the no-bias rate alone priced those calls 1.40-1.47x fast, and eager's whole forward
-# 10-34 % fast. In 3-D the rates measured with the bias (6.6-11.7) spread with the window more than the bias pass
-# moves them, and the no-bias rate stays.
+# Eager's convolution with its bias (nn.Conv2d's own call: cuDNN, then PyTorch's bias pass), where cuDNN runs it in
+# exact fp32 (eager's precision class, measured on the GPU before planning), is priced in 2-D at the rate measured
+# with the bias: 16.1-17.1 TFLOP/s at 8 -> 64 channels, 3x3 (conv_direct.json, cudnn_conv: 57/73/85's, 67/87's and
+# 65's shapes, all exact-fp32); the no-bias rate alone priced those calls 1.40-1.47x fast. Where cuDNN runs a short
+# dot product in TF32 (8 -> 128 channels, 3x3: 1.673 ms with the bias, 23 TFLOP/s, run4.json) or the class is not
+# measured, CUDNN_SHORT_DOT_FLOPS stays. In 3-D the rates measured with the bias (6.6-11.7) spread with the window
+# more than the bias pass moves them, and the no-bias rate stays.
 CUDNN_SHORT_DOT_WITH_BIAS_FLOPS = {2: 16.6e12}
 SHORT_DOT_CHANNELS, SHORT_DOT_TERMS = 8, 192  # the range those measurements cover
 # The TF32 implicit-GEMM conv kernel of families/conv (igemm.cuh) reads, per output tile, an input box and a weight
@@ -118,18 +120,18 @@ BIAS_PASS_S = 3.4e-12
 SHORT_DOT_MEASURED_CHANNELS = 3
 
 
-def cudnn_conv_rate(channels: int, terms: int, dims: int, bias: bool = True) -> float:
+def cudnn_conv_rate(channels: int, terms: int, dims: int, bias: bool = True, exact_fp32: bool = False) -> float:
     """cuDNN's rate on a (not transposed) NCHW convolution with `channels` input channels per group and `terms`
     products per output, `dims` spatial axes, with or without a bias (that the cost model counts as one FLOP per
-    output): short dot products at their measured rate (in 2-D, the one measured with or without the bias pass),
-    longer ones at CUDNN_OUTPUT_S per output element less the bias pass, or CUDNN_TF32_FLOPS where that is longer,
-    plus the bias pass where there is a bias."""
+    output): short dot products at their measured rate (in 2-D with a bias, where cuDNN was measured to run it in
+    exact fp32, the rate measured with the bias pass), longer ones at CUDNN_OUTPUT_S per output element less the
+    bias pass, or CUDNN_TF32_FLOPS where that is longer, plus the bias pass where there is a bias."""
     if dims not in CUDNN_SHORT_DOT_FLOPS:
         return CONV_FLOPS
     if is_short_dot(channels, terms):
         if dims == 3:
             return CUDNN_SHORT_DOT_FLOPS[3] * max(1.0, channels / SHORT_DOT_MEASURED_CHANNELS)
-        return CUDNN_SHORT_DOT_WITH_BIAS_FLOPS[dims] if bias else CUDNN_SHORT_DOT_FLOPS[dims]
+        return CUDNN_SHORT_DOT_WITH_BIAS_FLOPS[dims] if bias and exact_fp32 else CUDNN_SHORT_DOT_FLOPS[dims]
     floor = CUDNN_OUTPUT_S[dims] - BIAS_PASS_S  # the convolution itself, a time per output
     per_output = max(floor, 2.0 * terms / CUDNN_TF32_FLOPS[dims]) + (BIAS_PASS_S if bias else 0.0)
     return (2.0 * terms + (1 if bias else 0)) / per_output
@@ -168,7 +170,7 @@ def batch_norm_train_seconds(input_bytes: int, channels: int) -> float:
 
 def cudnn_conv_seconds(outputs: int, flops: float, channels: int, terms: int, dims: int, *,
                        channels_last: bool = False, transposed: bool = False, strided: bool = False,
-                       bias: bool = False) -> float:
+                       bias: bool = False, exact_fp32: bool = False) -> float:
     """cuDNN's time on a convolution of `outputs` output elements and `flops` (two per product), `channels` input
     channels per group and `terms` products per output, in NCHW or channels-last, transposed or not (`strided`:
     stride > 1 on some axis), with PyTorch's bias pass where there is a `bias`. 1-D and other convolutions: at
@@ -183,5 +185,5 @@ def cudnn_conv_seconds(outputs: int, flops: float, channels: int, terms: int, di
     elif channels_last:
         floor, rate = CUDNN_CHANNELS_LAST[dims]
     else:
-        return flops / cudnn_conv_rate(channels, terms, dims, bias)
+        return flops / cudnn_conv_rate(channels, terms, dims, bias, exact_fp32)
     return max(outputs * floor, flops / rate) + (outputs * BIAS_PASS_S if bias else 0.0)
