@@ -30,6 +30,14 @@ from fuseforge.suite.build import build_extension; build_extension(pathlib.Path(
         --junitxml="$OUT/corpus_$tag.xml" > "$OUT/corpus_$tag.log" 2>&1
     echo "corpus shard $shard pytest exit $?"; grep -E "FAILED|passed|failed" "$OUT/corpus_$tag.log" | tail -8
     ;;
+  conv-labs)  # the conv labs side by side (bench/GPU_RUNS.md, tenth session's item 0), then the conv kernels' GPU tests
+    timeout 220 $PY dev/kernels/conv_3xtf32/bench_conv_3xtf32.py --out "$OUT/conv3x.json" > "$OUT/conv3x.log" 2>&1
+    echo "conv_3xtf32 bench exit $?"; tail -12 "$OUT/conv3x.log"
+    timeout 120 $PY dev/kernels/conv_direct/bench_conv_mma.py --out "$OUT/conv_mma.json" > "$OUT/conv_mma.log" 2>&1
+    echo "conv_mma bench exit $?"; tail -8 "$OUT/conv_mma.log"
+    timeout 230 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_conv_kernels.py > "$OUT/conv_gpu_tests.log" 2>&1
+    echo "conv kernels' GPU tests exit $?"; tail -3 "$OUT/conv_gpu_tests.log"
+    ;;
   rows)  # the fused row kernels: their GPU tests, then optimize on the models that get one
     $PY -m pytest -q -p no:cacheprovider tests/test_rows.py > "$OUT/rows_pytest.log" 2>&1; tail -3 "$OUT/rows_pytest.log"
     for m in rmsnorm_residual gemm_softmax_rows gemm_layernorm_relu matmul_logsumexp_relu bmm_scale_softmax_bmm; do
