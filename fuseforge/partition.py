@@ -6,7 +6,8 @@ Kinds of kernel:
   one iteration shape; every op inside it broadcasts to it.
 - a kernel family's kernel (`fuseforge/families/`): an anchor (a reduction, a norm, a GEMM) with the
   pointwise groups around it that the family can compute with it; the families claim anchors in the
-  registry's order (`families.FAMILIES`).
+  registry's order (`families.FAMILIES`), after each family's `claim_first` (the groups it must form before
+  earlier families take their ops: a convolution that sums its epilogue over the spatial axes).
 Other anchors (those of no family in the plan, convolutions, views) stay torch calls.
 Whenever two neighbours end up apart, the reason is recorded (`WhyNotFused`).
 
@@ -194,10 +195,12 @@ def partition(graph: fx.Graph, families: Sequence[Family] = (), pointwise_kernel
     reach = _Reach(graph)
     claimed: list[tuple[set[str], Family, object]] = []
     standing: list[tuple[set[str], list[WhyNotFused]]] = []  # a family's members and its notes, which stand
-    for family in families:
+    for family, first in [(f, True) for f in families] + [(f, False) for f in families]:  # claim_first, then claim
         members_before = {n for members, _, _ in claimed for n in members}
         claim = Claim(graph, reach, frozenset(members_before), torch_reason)
-        pointwise_groups, formed = family.claim(claim, pointwise_groups, not_fused)
+        pointwise_groups, formed = (family.claim_first if first else family.claim)(claim, pointwise_groups, not_fused)
+        if first and not formed:
+            continue
         if family.notes_stand:
             standing.append(({n for members, _ in formed for n in members}, list(not_fused)))
         claimed += [(members, family, spec) for members, spec in formed]

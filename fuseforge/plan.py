@@ -53,6 +53,13 @@ class Family(Protocol):
         [(members, spec)]); `not_fused` is updated with the family's own notes about its groups' edges."""
         ...
 
+    def claim_first(self, claim: Claim, pointwise_groups: list[list[str]],
+                    not_fused: list[WhyNotFused]) -> tuple[list[list[str]], list[tuple[set[str], Any]]]:
+        """Like `claim`, before any family's `claim` (in the registry's order): the groups this family must form
+        before earlier families take their ops (an earlier family's kernel would take the anchor's tail and leave
+        the anchor to a torch call). Their anchors are in `Claim.claimed` for every claim after."""
+        ...
+
     def not_pointwise_note(self, node: fx.Node) -> str | None:
         """For a node of the family's table that cannot be its kernel, what the not-fused notes add to
         "is not pointwise, nor ..." (None: nothing)."""

@@ -71,8 +71,29 @@ def test_a_conv_with_64_input_channels_stays_cudnn_and_the_reason_counts_its_pro
     assert any("nor a conv kernel: 64 input channels" in w.reason for w in plan.not_fused)
 
 
+def test_a_2d_conv_with_gelu_and_global_average_pooling_is_one_conv_kernel_that_sums_its_values():
+    _, plan = _model_plan("67_Conv2d_GELU_GlobalAvgPool", *NAMES)
+    (group,) = plan.groups
+    assert group.kind == "conv" and _ops(group) == ["conv2d", "add", "gelu", "mean"]
+    red = group.spec.reduction
+    assert (red.op, red.data, red.keepdim) == ("mean", "gelu", True)
+    assert group.outputs == (red.node,)
+
+
+class _ConvGeluRowMean(nn.Module):
+    """67's convolution and GELU, then a mean over the last axis only: a row reduction, no spatial sum."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(8, 64, 3)
+
+    def forward(self, x):
+        return F.gelu(self.conv(x)).mean(-1)
+
+
 def test_a_2d_conv_whose_tail_went_into_a_row_kernel_stays_cudnn_and_the_report_reason_says_so():
-    captured, plan = _model_plan("67_Conv2d_GELU_GlobalAvgPool", *NAMES)
+    captured = _captured(_ConvGeluRowMean(), torch.randn(2, 8, 256, 256))
+    plan = _plan(captured, *NAMES)
     assert not any(g.kind == "conv" for g in plan.groups) and any(g.kind == "rows" for g in plan.groups)
     conv = next(n for n in captured.graph.nodes if str(n.target) == "aten.conv2d.default")
     reason = conv_op_reason(conv)
@@ -223,6 +244,89 @@ def test_the_generated_conv_binding_compiles(tmp_path):
 @pytest.mark.gpu
 def test_the_generated_conv_kernels_match_float64_on_odd_shapes_like_eager_does():
     captured, plan, ext = _every_form()
+    torch.backends.cudnn.allow_tf32 = False  # eager in fp32, as the direct kernel
+    failures = conv_kernel_failures(captured, plan, ext,
+                                    lambda batch: dict(zip(("x", "r", "v", "u"), _every_form_inputs(batch))))
+    assert not failures, "\n".join(failures)
+
+
+# ---------------------------------------------------------------------------------------- spatial sums
+
+class SpatialSums(nn.Module):
+    """Conv groups that end in a sum or mean over the spatial axes: a 2-D conv with stride 2, padding 1, dilation 2
+    and 13 output channels (channel and row tails), relu and a full residual, then a keepdim mean; a 3-D conv of 5
+    channels, tanh, then a sum without keepdim over negative dims; a conv with no bias and no epilogue, then a mean;
+    global average pooling after GELU (rewritten as a mean). Then two that are no spatial sum: a mean over the last
+    axis only, and a mean whose input is also an output of the model (the kernel would have to write it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(3, 13, 3, stride=2, padding=1, dilation=2)
+        self.b = nn.Conv3d(5, 16, (3, 2, 3), stride=(1, 2, 1), padding=(1, 0, 2), dilation=(2, 1, 1))
+        self.c = nn.Conv2d(8, 24, 2, bias=False)
+        self.d = nn.Conv2d(3, 8, 3)
+        self.e = nn.Conv2d(3, 8, 3)
+        self.f = nn.Conv2d(3, 8, 3)
+
+    def forward(self, x, r, v, u):
+        a = (torch.relu(self.a(x)) + r).mean(dim=(2, 3), keepdim=True)
+        b = torch.tanh(self.b(v)).sum(dim=(-1, -3, -2))
+        c = self.c(u).mean([2, 3])
+        d = F.adaptive_avg_pool2d(F.gelu(self.d(x)), 1)
+        e = torch.sigmoid(self.e(x)).mean(-1)
+        f = torch.relu(self.f(x))
+        return a, b, c, d, e, f, f.mean([2, 3])
+
+
+def _spatial_sums():
+    torch.manual_seed(0)
+    captured = _captured(SpatialSums(), *_every_form_inputs())
+    with mock.patch("fuseforge.families.conv.group._slower_than_cudnn", return_value=None):
+        plan = _plan(captured, *NAMES)
+    return captured, plan, generate(plan, captured.graph, "spatial_sums.py")
+
+
+def test_convolutions_ending_in_a_spatial_sum_or_mean_are_conv_kernels_that_write_only_the_sums():
+    captured, plan, _ = _spatial_sums()
+    by_name = {n.name: n for n in captured.graph.nodes}
+    summed = {g.spec.conv.k: g for g in plan.groups if g.kind == "conv" and g.spec.reduction}
+    assert sorted(summed) == [8, 13, 16, 24]  # a, b, c, d (8: d's; e's and f's are 8 too, but no spatial sum)
+    assert [(g.spec.reduction.op, g.spec.reduction.keepdim) for g in (summed[13], summed[16], summed[24], summed[8])] \
+        == [("mean", True), ("sum", False), ("mean", False), ("mean", True)]
+    for g in summed.values():
+        assert g.outputs == (g.spec.reduction.node,) and g.nodes[-1] == g.spec.reduction.node
+        assert str(by_name[g.spec.reduction.data].target) != "aten.mean.dim"
+    assert dict(summed[13].spec.operands)["r"] == "full"
+    assert _ops(summed[24]) == ["conv2d", "mean"]
+    # e: the mean over the last axis is a row kernel's; f: relu's value leaves the model, so the conv writes it
+    rows = [g for g in plan.groups if g.kind == "rows"]
+    assert len(rows) == 2
+    assert sum(1 for g in plan.groups if g.kind == "conv" and not g.spec.reduction) == 2
+
+
+def test_the_spatial_sums_plan_passes_the_float64_check_of_its_kernels_against_the_graphs_ops():
+    captured, plan, _ = _spatial_sums()
+    assert_conv_groups_match_the_graph_in_float64(captured, plan)
+
+
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc")
+def test_the_generated_spatial_sum_kernels_compile_for_hopper_without_spills(tmp_path):
+    _, _, ext = _spatial_sums()
+    assert ext.cuda.count("launch_spatial_sum<") == 4
+    report = assert_compiles_for_hopper_without_spills(ext.cuda, tmp_path, max_registers=170)
+    assert report.count("conv_direct_kernel") >= 6
+
+
+@pytest.mark.skipif(GXX is None, reason="needs g++")
+def test_the_generated_spatial_sum_binding_compiles(tmp_path):
+    _, _, ext = _spatial_sums()
+    result = compile_binding(ext, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+@pytest.mark.gpu
+def test_the_generated_spatial_sum_kernels_match_float64_on_odd_shapes_like_eager_does():
+    captured, plan, ext = _spatial_sums()
     torch.backends.cudnn.allow_tf32 = False  # eager in fp32, as the direct kernel
     failures = conv_kernel_failures(captured, plan, ext,
                                     lambda batch: dict(zip(("x", "r", "v", "u"), _every_form_inputs(batch))))

@@ -3,7 +3,8 @@
 GEMMs first: an epilogue inside the GEMM saves the write and read-back of the product, which a row or channel
 kernel after it cannot; then rows, then channel norms, then channel reductions and pools; convolutions last: a
 conv kernel's epilogue takes the pointwise ops that no reduction, norm or pool kernel took in (where those did,
-cuDNN's convolution is as fast in 2-D). A family's name is its folder's, its kind in plans and reports, and its command-line switch (`--no-<name>`, with dashes). Adding a
+cuDNN's convolution is as fast in 2-D) -- except a convolution whose epilogue ends in a sum over its spatial axes, which
+the conv family forms first (`claim_first`), before the row family would take that sum. A family's name is its folder's, its kind in plans and reports, and its command-line switch (`--no-<name>`, with dashes). Adding a
 family is one folder here and one line in FAMILIES (README: "Adding a kernel family").
 """
 

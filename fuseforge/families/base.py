@@ -16,6 +16,9 @@ class FamilyBase:
         """The command-line switch that turns the family off: `--no-<name>`, with dashes."""
         return "--no-" + self.name.replace("_", "-")
 
+    def claim_first(self, claim, pointwise_groups, not_fused):
+        return pointwise_groups, []  # no group before the families' claims
+
     def not_pointwise_note(self, node) -> str | None:
         return None
 

@@ -30,6 +30,7 @@ from .group import (
     conv_op_reason,
     direct_seconds,
     form_conv_groups,
+    form_conv_reduction_groups,
     igemm_candidate,
     is_conv_op,
     mark_eager_classes,
@@ -54,6 +55,9 @@ _HOW = {
               "and rounded to TF32 at each call (`families/conv/igemm.cuh`)."),
 }
 _HOW_EPILOGUE = "A conv kernel's generated epilogue functor applies the fused ops before the one store."
+_HOW_SUM = ("A conv kernel ending in a spatial sum stores nothing: each thread adds its rows' values, the warp its "
+            "columns (shuffles), and one lane adds the partial into a double per sample and channel (atomicAdd); "
+            "a small kernel then scales the sums into the float32 result.")
 _EXPECTED = {
     "direct": (f"direct conv kernels run at {CONV_DIRECT_FLOPS[2] / 1e12:.0f} TFLOP/s in 2-D and, in 3-D, "
                f"{CONV_DIRECT_3D[0] * 1e12:.1f} ps an output plus the products at {CONV_DIRECT_3D[1] / 1e12:.0f} "
@@ -75,6 +79,10 @@ class Conv(FamilyBase):
                "epilogue: direct fp32 for few input channels and a small window, TF32 tensor cores where eager's "
                "cuDNN runs TF32 (measured on the GPU)")
     order = 4
+
+    def claim_first(self, claim, pointwise_groups, not_fused):
+        """Convolutions whose epilogue ends in a spatial sum, before the row family would take that sum."""
+        return form_conv_reduction_groups(claim, pointwise_groups, not_fused)
 
     def claim(self, claim, pointwise_groups, not_fused):
         return form_conv_groups(claim, pointwise_groups, not_fused)
@@ -100,8 +108,11 @@ class Conv(FamilyBase):
         bias = f" + {c.bias} (bias)" if c.bias else ""
         kernel = (f"TF32 implicit GEMM on tensor cores, {t.name}" if c.kernel == "igemm" else
                   f"direct fp32, {t.kpt} channels x {t.ph} rows a thread, {t.wk} x {t.wh} warps")
+        red = group.spec.reduction
+        tail = (f"epilogue of {len(group.nodes) - 2} pointwise ops, then the {red.describe()}" if red else
+                f"epilogue of {len(group.nodes) - 1} pointwise ops")
         return [f"    conv kernel: {c.op} ({c.x} * {c.w}{bias}) -> {list(group.shape)}, {c.geometry_text()}; "
-                f"{kernel}; epilogue of {len(group.nodes) - 1} pointwise ops",
+                f"{kernel}; {tail}",
                 f"    reads {', '.join([c.x + ' (input)', c.w + ' (weight)'] + [f'{i} ({k})' for i, k in group.spec.operands])}; "
                 f"writes {', '.join(group.outputs)}"]
 
@@ -162,9 +173,14 @@ class Conv(FamilyBase):
         return "convolution kept as the cuDNN call eager makes: it is no conv kernel" + (f" ({reason})." if reason else ".")
 
     def replaced(self, group: KernelGroup) -> tuple[str, str]:
-        chain = len(group.nodes) - 1
+        red = group.spec.reduction
+        chain = len(group.nodes) - (2 if red else 1)
         epilogue = (f", its {counted(chain, 'pointwise op')} applied to each value before the one store, so the "
                     "convolution's output is never written and read back" if chain else "")
+        if red:
+            ops = f"its {counted(chain, 'pointwise op')} applied to each value and " if chain else ""
+            epilogue = (f", {ops}the {red.op} over the spatial axes taken as the values are computed, so the "
+                        "convolution's output is never written")
         c = group.spec.conv
         if c.kernel == "igemm":
             return "conv kernel", (f"{with_article(c.op)} ({c.terms} products an output) as an implicit GEMM on "
@@ -179,11 +195,13 @@ class Conv(FamilyBase):
 
     def how_for(self, groups: list[KernelGroup]) -> list[str]:
         kinds = _kinds(groups)
-        return [_HOW[k] for k in ("direct", "igemm") if k in kinds] + [_HOW_EPILOGUE]
+        sums = [_HOW_SUM] if any(g.spec.reduction for g in groups) else []
+        return [_HOW[k] for k in ("direct", "igemm") if k in kinds] + [_HOW_EPILOGUE] + sums
 
     def call_shape(self, group: KernelGroup) -> str:
-        c = group.spec.conv
-        return (f"{c.op} of {c.x} by {c.w} -> {list(group.shape)} ({c.geometry_text()})"
+        c, red = group.spec.conv, group.spec.reduction
+        summed = f", {red.op} over the spatial axes -> one value per (n, k)" if red else ""
+        return (f"{c.op} of {c.x} by {c.w} -> {list(group.shape)} ({c.geometry_text()}){summed}"
                 + (f", epilogue reads {', '.join(f'{i} ({k})' for i, k in group.spec.operands)}"
                    if group.spec.operands else ""))
 
@@ -197,7 +215,8 @@ class Conv(FamilyBase):
     def seconds(self, group: KernelGroup, by_name) -> float | None:
         """The kernel's measured rate with its tiles' tails, or its traffic where that takes longer."""
         moved = sum(nbytes(by_name[i]) for i in group.inputs) + sum(nbytes(by_name[o]) for o in group.outputs)
-        return max(direct_seconds(by_name[group.spec.anchor], group.spec.conv), moved / BANDWIDTH) + LAUNCH_S
+        launches = 3 if group.spec.reduction else 1  # a spatial sum: zeroing the sums, the kernel, their scaling
+        return max(direct_seconds(by_name[group.spec.anchor], group.spec.conv), moved / BANDWIDTH) + launches * LAUNCH_S
 
 
 FAMILY = Conv()

@@ -29,6 +29,12 @@
 //                then KH x PH x KPT FFMAs.
 //   epilogue   = a functor `float operator()(float acc, int k, int64_t at) const` applied to each output
 //                value (k: its output channel, at: its flat index in y) before the one store.
+//   spatial sum (kSum, `launch_spatial_sum`): instead of storing them, the epilogue's values are summed over
+//                the output's spatial axes, per (n, k): a thread adds its PH rows, the warp its 32 columns
+//                (shuffles, fp32), and lane 0 adds that partial into a double per (n, k) (one atomicAdd a warp,
+//                tile and channel); a second small kernel scales the doubles (1 or 1/spatial size, a mean) into
+//                the float32 result. The output itself is never written. Partials arrive in no fixed order, so
+//                the last bits of the double sums may differ between runs (fp32-class, far below its error).
 //
 // Measured on an H100 (dev/kernels/conv_direct/, bench/results/2026-11-27_h100/conv_direct.json): 15-26
 // TFLOP/s on 3- and 8-channel 3x3, 3x3x3 and 4x4x4 convolutions, 1.3-3.1x faster than cuDNN's.
@@ -73,11 +79,17 @@ struct Config {
     }
 };
 
-template <int C, int KD, int KH, int KW, int KPT, int WK, int WH, int PH, bool kUnitRows, class Epi>
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_down_sync(0xffffffffu, v, offset);
+    return v;  // in lane 0
+}
+
+template <int C, int KD, int KH, int KW, int KPT, int WK, int WH, int PH, bool kUnitRows, bool kSum, class Epi>
 __global__ void __launch_bounds__(Config<C, KD, KH, KW, KPT, WK, WH, PH>::kThreads,
                                   Config<C, KD, KH, KW, KPT, WK, WH, PH>::kMinBlocks)
 conv_direct_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y,
-                   const Geometry g, const Epi epi) {
+                   double* __restrict__ sums, const Geometry g, const Epi epi) {
     using Cfg = Config<C, KD, KH, KW, KPT, WK, WH, PH>;
     constexpr int BK = Cfg::kBlockK;
     extern __shared__ __align__(16) float smem[];
@@ -175,16 +187,28 @@ conv_direct_kernel(const float* __restrict__ x, const float* __restrict__ w, flo
             }
         }
 
-        // Epilogue and the one store per output value; lanes along OW (coalesced).
+        // Epilogue and the one store per output value (or the spatial sum); lanes along OW (coalesced).
         const int tw = t % tiles_w, th = (t / tiles_w) % tiles_h, od = (t / tiles_w / tiles_h) % g.od;
         const int n = t / tiles_w / tiles_h / g.od;
         const int ow = tw * Cfg::kTileW + lane;
         const int oh0 = th * Cfg::kTileH + wh * PH;
-        if (ow < g.ow) {
-            // flat index of (k, oh0 + j): one 64-bit base, then steps by compile-time multiples of 64-bit strides
-            const int64_t row = g.ow, channel = static_cast<int64_t>(g.od) * g.oh * g.ow;
-            const int k_first = k0 + wk * KPT;
-            const int64_t at0 = ((static_cast<int64_t>(n) * g.k + k_first) * g.od + od) * g.oh * row + oh0 * row + ow;
+        // flat index of (k, oh0 + j): one 64-bit base, then steps by compile-time multiples of 64-bit strides
+        const int64_t row = g.ow, channel = static_cast<int64_t>(g.od) * g.oh * g.ow;
+        const int k_first = k0 + wk * KPT;
+        const int64_t at0 = ((static_cast<int64_t>(n) * g.k + k_first) * g.od + od) * g.oh * row + oh0 * row + ow;
+        if constexpr (kSum) {  // every lane takes part in the shuffles; outputs outside the tensor add 0
+#pragma unroll
+            for (int kk = 0; kk < KPT; ++kk) {
+                const int k = k_first + kk;
+                if (k >= g.k) break;  // the same k for the whole warp
+                float s = 0.0f;
+#pragma unroll
+                for (int j = 0; j < PH; ++j)
+                    if (ow < g.ow && oh0 + j < g.oh) s += epi(acc[j][kk], k, at0 + kk * channel + j * row);
+                s = warp_sum(s);
+                if (lane == 0) atomicAdd(sums + static_cast<int64_t>(n) * g.k + k, static_cast<double>(s));
+            }
+        } else if (ow < g.ow) {
             float* yk = y + at0;  // the stores step a pointer (no 64-bit multiply per output)
 #pragma unroll
             for (int kk = 0; kk < KPT; ++kk, yk += channel) {
@@ -200,11 +224,11 @@ conv_direct_kernel(const float* __restrict__ x, const float* __restrict__ w, flo
     }
 }
 
-template <int C, int KD, int KH, int KW, int KPT, int WK, int WH, int PH, bool kUnitRows, class Epi>
-cudaError_t launch(const float* x, const float* w, float* y, const Geometry& g, const Epi& epi,
-                   cudaStream_t stream) {
+template <int C, int KD, int KH, int KW, int KPT, int WK, int WH, int PH, bool kUnitRows, bool kSum, class Epi>
+cudaError_t run(const float* x, const float* w, float* y, double* sums, const Geometry& g, const Epi& epi,
+                cudaStream_t stream) {
     using Cfg = Config<C, KD, KH, KW, KPT, WK, WH, PH>;
-    auto kernel = conv_direct_kernel<C, KD, KH, KW, KPT, WK, WH, PH, kUnitRows, Epi>;
+    auto kernel = conv_direct_kernel<C, KD, KH, KW, KPT, WK, WH, PH, kUnitRows, kSum, Epi>;
     if (g.c != C || (KD == 1 && (g.d != 1 || g.od != 1))) return cudaErrorInvalidValue;
     const size_t smem = Cfg::smem_bytes(g);
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
@@ -222,7 +246,35 @@ cudaError_t launch(const float* x, const float* w, float* y, const Geometry& g, 
     if (tiles > (1LL << 31) - 1 || groups > 65535) return cudaErrorInvalidValue;
     const long long resident = static_cast<long long>(per_sm) * sms / groups;
     const unsigned blocks = static_cast<unsigned>(tiles < resident ? tiles : (resident > 0 ? resident : 1));
-    kernel<<<dim3(blocks, groups), Cfg::kThreads, smem, stream>>>(x, w, y, g, epi);
+    kernel<<<dim3(blocks, groups), Cfg::kThreads, smem, stream>>>(x, w, y, sums, g, epi);
+    return cudaGetLastError();
+}
+
+// The convolution with its epilogue, y = epi(conv(x, w)) element by element.
+template <int C, int KD, int KH, int KW, int KPT, int WK, int WH, int PH, bool kUnitRows, class Epi>
+cudaError_t launch(const float* x, const float* w, float* y, const Geometry& g, const Epi& epi,
+                   cudaStream_t stream) {
+    return run<C, KD, KH, KW, KPT, WK, WH, PH, kUnitRows, false>(x, w, y, nullptr, g, epi, stream);
+}
+
+template <int kUnused = 0>  // a template: compiled only where a spatial sum instantiates it
+__global__ void scale_sums(const double* __restrict__ sums, float* __restrict__ out, int64_t count, double scale) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < count) out[i] = static_cast<float>(sums[i] * scale);
+}
+
+// The spatial sum of the epilogue's values per (n, k), times `scale`: out [N * K] = scale * sum over (od, oh, ow)
+// of epi(conv(x, w)); `sums` is scratch of N * K doubles (zeroed here).
+template <int C, int KD, int KH, int KW, int KPT, int WK, int WH, int PH, bool kUnitRows, class Epi>
+cudaError_t launch_spatial_sum(const float* x, const float* w, double* sums, float* out, const Geometry& g,
+                               const Epi& epi, double scale, cudaStream_t stream) {
+    const int64_t count = static_cast<int64_t>(g.n) * g.k;
+    if (count == 0) return cudaSuccess;
+    cudaError_t err = cudaMemsetAsync(sums, 0, sizeof(double) * static_cast<size_t>(count), stream);
+    if (err != cudaSuccess) return err;
+    err = run<C, KD, KH, KW, KPT, WK, WH, PH, kUnitRows, true>(x, w, nullptr, sums, g, epi, stream);
+    if (err != cudaSuccess) return err;
+    scale_sums<><<<static_cast<unsigned>((count + 255) / 256), 256, 0, stream>>>(sums, out, count, scale);
     return cudaGetLastError();
 }
 

@@ -21,13 +21,22 @@ The group then takes in the neighbouring pointwise groups while the whole stays 
 - every output of the group is float32 of shape F.
 
 The group is kept where the kernel is expected faster than cuDNN's convolution plus, where the group has an
-epilogue, the pass over the convolution's output it saves. The conv family claims after the row and channel
+epilogue, the pass over the convolution's output it saves.
+
+A group of the direct kernel may end in a *spatial sum*: a sum or mean over all the convolution's spatial axes of
+the epilogue's last value (`recognise_spatial_sum`; global average pooling is such a mean), which is then the
+group's only output, one value per (n, k). The kernel sums each value as it computes it, so the convolution's output
+is never written: sum_s f(conv(x, w))[n, k, s] = the kernel's per-(n, k) sum. Such groups are formed before the row
+family claims (`form_conv_reduction_groups`): a row kernel would take the same reduction with the epilogue as its
+prologue and leave the convolution to cuDNN, whose output it must then read back. They are kept where the kernel is
+expected faster than cuDNN plus that read. The conv family claims after the row and channel
 families, so an epilogue holds only the pointwise ops no reduction, norm or pool kernel took in as its prologue
 (a 2-D convolution of 8 channels runs as fast in cuDNN as in the direct kernel: it pays only through that pass).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -91,17 +100,53 @@ class ConvAnchor:
 
 
 @dataclass(frozen=True)
+class SpatialSum:
+    """The group's last op: out[n, k] = sum (or mean) over all spatial axes of `data`, the epilogue's last value."""
+
+    node: str
+    data: str
+    op: str  # "sum" or "mean"
+    keepdim: bool
+
+    def describe(self) -> str:
+        return f"{self.op} of {self.data} over its spatial axes"
+
+
+@dataclass(frozen=True)
 class ConvSpec(EpilogueOperands):
-    """How a conv kernel sees its group: the anchor and its epilogue operands' classes."""
+    """How a conv kernel sees its group: the anchor and its epilogue operands' classes (and its spatial sum)."""
 
     anchor: str
     conv: ConvAnchor
     operands: tuple[tuple[str, str], ...]  # (epilogue input, class): full, channel or scalar
     full_shape: tuple  # the convolution's output shape F (symbolic sizes as names)
+    reduction: SpatialSum | None = None  # the spatial sum the group ends in, if it does
 
 
 def is_conv_op(node: fx.Node) -> bool:
     return node.op == "call_function" and str(node.target) in CONV_OPS
+
+
+_SPATIAL_SUMS = {"aten.sum.dim_IntList": "sum", "aten.mean.dim": "mean"}
+
+
+def recognise_spatial_sum(node: fx.Node) -> SpatialSum | None:
+    """The spatial sum `node` computes: a float32 sum or mean over all axes past the first two of a rank-4 or -5
+    float32 tensor, keepdim or not, no dtype change; None when it is none."""
+    if node.op != "call_function" or str(node.target) not in _SPATIAL_SUMS:
+        return None
+    a = pointwise.bind_arguments(node, lambda n: n)
+    data, dims = a.get("self"), a.get("dim")
+    if not isinstance(data, fx.Node) or tensor_meta(data) is None or tensor_meta(node) is None:
+        return None
+    rank = tensor_meta(data).dim()
+    if rank not in (4, 5) or a.get("dtype") is not None or not isinstance(dims, (list, tuple)) or \
+            tensor_meta(data).dtype != torch.float32 or tensor_meta(node).dtype != torch.float32:
+        return None
+    axes = sorted(d % rank for d in dims if isinstance(d, int))
+    if len(axes) != len(dims) or axes != list(range(2, rank)):
+        return None
+    return SpatialSum(node.name, data.name, _SPATIAL_SUMS[str(node.target)], bool(a.get("keepdim")))
 
 
 def _triple(value, dims: int, fill: int) -> tuple[int, int, int] | None:
@@ -238,13 +283,15 @@ def igemm_seconds(node: fx.Node, conv: ConvAnchor) -> float:
     return seconds
 
 
-def _slower_than_cudnn(node: fx.Node, conv: ConvAnchor, epilogue: bool) -> str | None:
+def _slower_than_cudnn(node: fx.Node, conv: ConvAnchor, epilogue: bool, reduction: bool = False) -> str | None:
     """Why the group is not expected faster than cuDNN's convolution (as the cost model prices it: NCHW, or for a
     TF32-class one channels-last with its operands' conversion where that is faster) plus, where the group has an
     epilogue, the pass over the convolution's output that the epilogue saves (the kernel after cuDNN would read it
-    back)."""
+    back; with a spatial sum, the read of the row kernel that would sum it -- the kernel's own time is priced with
+    its stores, as if it wrote the output)."""
     ours = direct_seconds(node, conv)
-    saved = 2 * cost.nbytes(node) / rates.BANDWIDTH if epilogue else 0.0
+    passes = 1 if reduction else 2 if epilogue else 0
+    saved = passes * cost.nbytes(node) / rates.BANDWIDTH
     cudnn, layout = cost.conv_seconds(node), ""
     if conv.kernel == "igemm":  # TF32-class: the layout step may run cuDNN channels-last instead, in class
         channels_last = cost.channels_last_conv_seconds(node)
@@ -261,15 +308,30 @@ def _slower_than_cudnn(node: fx.Node, conv: ConvAnchor, epilogue: bool) -> str |
         useful = tiling.useful_fraction(conv.tiling, conv.k, out[-2], out[-1])
         kernel = "the direct kernel"
     return (f"{kernel} is expected to take {ours * 1e3:.3f} ms, {useful:.0%} of its tiles' work real output, "
-            f"against {theirs * 1e3:.3f} ms for cuDNN{layout}{' and the pass its epilogue saves' if epilogue else ''}: "
+            f"against {theirs * 1e3:.3f} ms for cuDNN{layout}"
+            f"{' and the read of its output that summing it takes' if reduction else ' and the pass its epilogue saves' if epilogue else ''}: "
             "cuDNN stays")
 
 
-def conv_spec(members: set[str], anchor: fx.Node, conv: ConvAnchor, by_name, reach) -> ConvSpec | str:
-    """The group's ConvSpec, or why `members` cannot be one direct conv kernel."""
+def conv_spec(members: set[str], anchor: fx.Node, conv: ConvAnchor, by_name, reach,
+              reduction: SpatialSum | None = None) -> ConvSpec | str:
+    """The group's ConvSpec, or why `members` cannot be one direct conv kernel (ending in `reduction`, a member,
+    where given)."""
     if not reach.convex(members):
         return "fusing would create a cycle through an op outside the kernel"
     full = traced_shape(anchor)
+    if reduction is not None:
+        if conv.kernel != "direct":
+            return "only the direct kernel sums its values over the spatial axes"
+        if reduction.data not in members:
+            return f"the spatial sum reads {reduction.data}, which the kernel does not compute"
+        inner = members - {reduction.node}
+        leaving = [n for n in inner if any(u.name not in members for u in by_name[n].users)]
+        if leaving:
+            return (f"{leaving[0]} is read outside the kernel, which would have to write the convolution's output "
+                    "as well as sum it")
+        spec = conv_spec(inner, anchor, conv, by_name, reach)
+        return spec if isinstance(spec, str) else dataclasses.replace(spec, reduction=reduction)
     order = [n for n in by_name if n in members]
     for operand in (conv.x, conv.w):
         if operand in members:
@@ -302,11 +364,47 @@ def conv_spec(members: set[str], anchor: fx.Node, conv: ConvAnchor, by_name, rea
     return ConvSpec(anchor.name, conv, tuple(classes.items()), full)
 
 
+def _spatial_sum_of(members: set[str], by_name) -> SpatialSum | None:
+    """The spatial sum that is the only reader of the group's only output, if there is one."""
+    outputs = [n for n in members if any(u.name not in members for u in by_name[n].users)]
+    if len(outputs) != 1 or len(by_name[outputs[0]].users) != 1:
+        return None
+    return recognise_spatial_sum(next(iter(by_name[outputs[0]].users)))
+
+
+def form_conv_reduction_groups(claim: Claim, pointwise_groups: list[list[str]], not_fused: list):
+    """Conv groups that end in a spatial sum, grown from `pointwise_groups` before the row family claims: returns
+    (pointwise groups left, [(members, ConvSpec)]). A convolution whose grown group ends in no spatial sum, or
+    whose kernel is not expected to pay with it, is left for `form_conv_groups`."""
+    grower = GroupGrower(claim, pointwise_groups)
+    for node in claim.graph.nodes:
+        if not is_conv_op(node) or node.name in claim.claimed:
+            continue
+        conv = recognise(node)
+        if isinstance(conv, str) or conv.kernel != "direct":
+            continue
+        taken = set(grower.taken)
+        grown = grower.grow(node.name, {node.name}, lambda members, node=node, conv=conv:
+                            conv_spec(members, node, conv, grower.by_name, claim.reach))
+        reduction = grown and _spatial_sum_of(grown[0], grower.by_name)
+        spec = reduction and conv_spec(grown[0] | {reduction.node}, node, conv, grower.by_name, claim.reach, reduction)
+        if not reduction or isinstance(spec, str) or _slower_than_cudnn(node, conv, True, reduction=True):
+            grower.taken = taken  # its units stay for the other families
+            grower.anchor_reasons.pop(node.name, None)
+            continue
+        grower.formed.append((grown[0] | {reduction.node}, spec))
+    conv_of = grower.group_of()
+    not_fused[:] = notes_outside(not_fused, conv_of) + edge_notes(grower, lambda i, other, after: epilogue_edge_reason(
+        grower, i, other, conv_of, after, "conv", "a conv kernel holds one convolution",
+        "a conv kernel's spatial sum is its last op (the ops after it read one value per sample and channel)"))
+    return grower.untaken(pointwise_groups), grower.formed
+
+
 def form_conv_groups(claim: Claim, pointwise_groups: list[list[str]], not_fused: list):
     """Conv groups grown from `pointwise_groups`: returns (pointwise groups left, [(members, ConvSpec)])."""
     grower = GroupGrower(claim, pointwise_groups)
     for node in claim.graph.nodes:
-        if not is_conv_op(node):
+        if not is_conv_op(node) or node.name in claim.claimed:  # claimed: a group ending in a spatial sum
             continue
         conv = recognise(node)
         if isinstance(conv, str):

@@ -13,6 +13,11 @@ kernel's template arguments (channels, window, tiling) and the convolution's str
 constants of the plan; the batch and spatial sizes are read from the tensors at each call. The implicit-GEMM
 kernel's binding also re-lays the weight as [K][taps][C rounded up to 32], rounded to TF32, at each call (a few
 hundred KB), and on its channels-last path gives the launcher a scratch tensor for the input's channels-last copy.
+
+A group ending in a spatial sum (`ConvSpec.reduction`) returns the summed value from the functor instead of its
+output; the launcher calls `ff_conv_direct::launch_spatial_sum` with a scratch of N x K doubles (the binding's) and
+the scale (1, or 1 / the spatial size for a mean), and the binding allocates the reduction's [N, K] result (with
+unit spatial axes where it keeps them).
 """
 
 from __future__ import annotations
@@ -41,7 +46,8 @@ def _functor(group: KernelGroup, by_name: dict[str, fx.Node]) -> str:
         with w.indent():
             bias = f" + {cpp_name(conv.bias)}" if conv.bias else ""
             anchor = f"const float {cpp_name(group.spec.anchor)} = ff_acc{bias};  // {conv.op}: the convolution's value"
-            epilogue.chain(w, group, by_name, _INDEX, anchor)
+            red = group.spec.reduction
+            epilogue.chain(w, group, by_name, _INDEX, anchor, (red.data, red.node) if red else None)
         w.line("}")
     w.line("};")
     return w.text()
@@ -50,6 +56,8 @@ def _functor(group: KernelGroup, by_name: dict[str, fx.Node]) -> str:
 def _main_pointers(group: KernelGroup) -> list[str]:
     if group.spec.conv.kernel == "igemm":  # the NCHW input, the re-laid weight, the channels-last scratch
         return ["const float* ff_x", "const float* ff_w_re", "float* ff_x_cl"]
+    if group.spec.reduction:  # the input, the weight, the scratch of the sums per (n, k)
+        return ["const float* ff_x", "const float* ff_w", "double* ff_sums"]
     return ["const float* ff_x", "const float* ff_w"]
 
 
@@ -114,8 +122,15 @@ def _launcher(group: KernelGroup) -> str:
                f"(int)ff_oh, (int)ff_ow, {', '.join(map(str, c.stride + c.padding + c.dilation))}}};")
         t = c.tiling
         w.line(f"// C, KD, KH, KW; {t.kpt} channels x {t.ph} rows a thread, {t.wk} x {t.wh} warps; unit-row path")
-        w.line(f"return (int)ff_conv_direct::launch<{_template_args(group)}>(ff_x, ff_w, "
-               f"{cpp_name(group.outputs[0])}, g, epi, static_cast<cudaStream_t>(stream));")
+        red = group.spec.reduction
+        if red:
+            scale = "1.0 / (static_cast<double>(ff_od) * ff_oh * ff_ow)" if red.op == "mean" else "1.0"
+            w.line(f"const double scale = {scale};  // {red.describe()}")
+            w.line(f"return (int)ff_conv_direct::launch_spatial_sum<{_template_args(group)}>(ff_x, ff_w, ff_sums, "
+                   f"{cpp_name(group.outputs[0])}, g, epi, scale, static_cast<cudaStream_t>(stream));")
+        else:
+            w.line(f"return (int)ff_conv_direct::launch<{_template_args(group)}>(ff_x, ff_w, "
+                   f"{cpp_name(group.outputs[0])}, g, epi, static_cast<cudaStream_t>(stream));")
     w.line("}")
     return w.text()
 
@@ -131,8 +146,14 @@ def _binding(group: KernelGroup) -> str:
         w.line(f"const FFConv c = ff_conv_prepare(kernel, {cpp_name(c.x)}, {cpp_name(c.w)}, {c.dims}, "
                f"{{{', '.join(map(str, geometry))}}});  // C K KD KH KW, stride, padding, dilation")
         epilogue.binding_operands(w, group, "ff_conv_operand", "c", _CLASS_ENUM)
+        red = group.spec.reduction
         for o in outs:
-            w.line(f"torch::Tensor {o} = torch::empty(c.out_sizes, c.x.options());")
+            if red:
+                ones = ", 1" * c.dims if red.keepdim else ""
+                w.line(f"torch::Tensor {o} = torch::empty({{c.n, {c.k}{ones}}}, c.x.options());  // {red.describe()}")
+                w.line(f"torch::Tensor sums = torch::empty({{c.n * {c.k}}}, c.x.options().dtype(torch::kDouble));")
+            else:
+                w.line(f"torch::Tensor {o} = torch::empty(c.out_sizes, c.x.options());")
         if c.kernel == "igemm":
             t = c.tiling
             w.line(f"const torch::Tensor w_re = ff_conv_igemm_weight(c.w, {t.cq});  // [K][taps][{t.cq}], TF32-rounded")
@@ -142,6 +163,8 @@ def _binding(group: KernelGroup) -> str:
                 w.line(f"const torch::Tensor x_cl = torch::empty({{c.n * c.d * c.h * c.w_ * {t.cp}}}, "
                        "c.x.options());  // the input's channels-last copy")
                 main = ["c.x.data_ptr<float>()", "w_re.data_ptr<float>()", "x_cl.data_ptr<float>()"]
+        elif red:
+            main = ["c.x.data_ptr<float>()", "c.w.data_ptr<float>()", "sums.data_ptr<double>()"]
         else:
             main = ["c.x.data_ptr<float>()", "c.w.data_ptr<float>()"]
         args = [*main, *epilogue.pointer_arguments(group)]
@@ -158,7 +181,10 @@ def conv_kernel_source(group: KernelGroup, by_name: dict[str, fx.Node]) -> Kerne
     ops = " -> ".join(f"{n} ({pointwise.op_key(by_name[n]).removeprefix('aten.')})" for n in group.nodes)
     reads = ", ".join([f"{c.x} (input)", f"{c.w} (weight)"] + [f"{i} ({k})" for i, k in group.spec.operands])
     how = "direct fp32" if c.kernel == "direct" else "TF32 implicit GEMM, tensor cores"
+    red = group.spec.reduction
+    output = (f"output {list(group.shape)}, summed over its spatial axes ({red.op}) as it is computed" if red
+              else f"output {list(group.shape)}")
     header = (f"// ---- {group.name} (conv kernel, {how}, {c.geometry_text()}): {ops}\n"
-              f"// output {list(group.shape)}; reads {reads}; writes {', '.join(group.outputs)}\n")
+              f"// {output}; reads {reads}; writes {', '.join(group.outputs)}\n")
     cuda = header + "\n".join([_functor(group, by_name), _launcher(group)])
     return KernelSource(group.name, cuda, _binding(group), _launcher_signature(group) + ";")

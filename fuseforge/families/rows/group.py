@@ -177,7 +177,7 @@ def form_row_groups(claim: Claim, pointwise_groups: list[list[str]], not_fused: 
     graph, reach = claim.graph, claim.reach
     grower = GroupGrower(claim, pointwise_groups)
     for node in graph.nodes:
-        if not table.is_row_op(node):
+        if not table.is_row_op(node) or node.name in claim.claimed:  # claimed: a conv kernel's spatial sum
             continue
         try:
             red = table.recognise_kernel(node)
