@@ -30,9 +30,7 @@ from fuseforge.suite.build import build_extension; build_extension(pathlib.Path(
         --junitxml="$OUT/corpus_$tag.xml" > "$OUT/corpus_$tag.log" 2>&1
     echo "corpus shard $shard pytest exit $?"; grep -E "FAILED|passed|failed" "$OUT/corpus_$tag.log" | tail -8
     ;;
-  conv-labs)  # the conv labs side by side (bench/GPU_RUNS.md, tenth session's item 0), then the conv kernels' GPU tests
-    timeout 220 $PY dev/kernels/conv_3xtf32/bench_conv_3xtf32.py --out "$OUT/conv3x.json" > "$OUT/conv3x.log" 2>&1
-    echo "conv_3xtf32 bench exit $?"; tail -12 "$OUT/conv3x.log"
+  conv-labs)  # the tensor-core conv lab beside the direct kernel, then the conv kernels' GPU tests
     timeout 120 $PY dev/kernels/conv_direct/bench_conv_mma.py --out "$OUT/conv_mma.json" > "$OUT/conv_mma.log" 2>&1
     echo "conv_mma bench exit $?"; tail -8 "$OUT/conv_mma.log"
     timeout 230 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_conv_kernels.py > "$OUT/conv_gpu_tests.log" 2>&1
