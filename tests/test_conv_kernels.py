@@ -225,31 +225,6 @@ def test_every_forms_plan_passes_the_float64_check_of_its_kernels_against_the_gr
     assert_conv_groups_match_the_graph_in_float64(captured, plan)
 
 
-@pytest.mark.skipif(NVCC is None, reason="needs nvcc")
-def test_the_generated_conv_kernels_compile_for_hopper_without_spills(tmp_path):
-    _, _, ext = _every_form()
-    report = assert_compiles_for_hopper_without_spills(ext.cuda, tmp_path, max_registers=170)
-    assert report.count("conv_direct_kernel") >= 3
-
-
-@pytest.mark.skipif(GXX is None, reason="needs g++")
-def test_the_generated_conv_binding_compiles(tmp_path):
-    _, _, ext = _every_form()
-    result = compile_binding(ext, tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-
-
-# ---------------------------------------------------------------------------------------- on a GPU
-
-@pytest.mark.gpu
-def test_the_generated_conv_kernels_match_float64_on_odd_shapes_like_eager_does():
-    captured, plan, ext = _every_form()
-    torch.backends.cudnn.allow_tf32 = False  # eager in fp32, as the direct kernel
-    failures = conv_kernel_failures(captured, plan, ext,
-                                    lambda batch: dict(zip(("x", "r", "v", "u"), _every_form_inputs(batch))))
-    assert not failures, "\n".join(failures)
-
-
 # ---------------------------------------------------------------------------------------- spatial sums
 
 class SpatialSums(nn.Module):
@@ -309,24 +284,36 @@ def test_the_spatial_sums_plan_passes_the_float64_check_of_its_kernels_against_t
     assert_conv_groups_match_the_graph_in_float64(captured, plan)
 
 
+# ---------------------------------------------------------------------------------------- generated code
+
+FORMS = {"every_form": _every_form, "spatial_sums": _spatial_sums}  # -> (captured, plan, extension)
+DIRECT_KERNELS = {"every_form": 3, "spatial_sums": 6}  # conv_direct_kernel instantiations at least
+SPATIAL_SUMS = {"every_form": 0, "spatial_sums": 4}
+
+
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc")
-def test_the_generated_spatial_sum_kernels_compile_for_hopper_without_spills(tmp_path):
-    _, _, ext = _spatial_sums()
-    assert ext.cuda.count("launch_spatial_sum<") == 4
+@pytest.mark.parametrize("form", FORMS)
+def test_the_generated_conv_kernels_compile_for_hopper_without_spills(form, tmp_path):
+    _, _, ext = FORMS[form]()
+    assert ext.cuda.count("launch_spatial_sum<") == SPATIAL_SUMS[form]
     report = assert_compiles_for_hopper_without_spills(ext.cuda, tmp_path, max_registers=170)
-    assert report.count("conv_direct_kernel") >= 6
+    assert report.count("conv_direct_kernel") >= DIRECT_KERNELS[form]
 
 
 @pytest.mark.skipif(GXX is None, reason="needs g++")
-def test_the_generated_spatial_sum_binding_compiles(tmp_path):
-    _, _, ext = _spatial_sums()
+@pytest.mark.parametrize("form", FORMS)
+def test_the_generated_conv_binding_compiles(form, tmp_path):
+    _, _, ext = FORMS[form]()
     result = compile_binding(ext, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
 
 
+# ---------------------------------------------------------------------------------------- on a GPU
+
 @pytest.mark.gpu
-def test_the_generated_spatial_sum_kernels_match_float64_on_odd_shapes_like_eager_does():
-    captured, plan, ext = _spatial_sums()
+@pytest.mark.parametrize("form", FORMS)
+def test_the_generated_conv_kernels_match_float64_on_odd_shapes_like_eager_does(form):
+    captured, plan, ext = FORMS[form]()
     torch.backends.cudnn.allow_tf32 = False  # eager in fp32, as the direct kernel
     failures = conv_kernel_failures(captured, plan, ext,
                                     lambda batch: dict(zip(("x", "r", "v", "u"), _every_form_inputs(batch))))
