@@ -324,7 +324,8 @@ def estimate(eager: EagerCost, captured: Captured, plan: Plan, measured: dict[st
             t = _time(float(numel(by_name[g.outputs[0]]) * len(g.nodes)), SGEMM_FLOPS, moved)
             own = g.family.seconds(g, by_name) if g.family is not None else None  # a family's own rate
             t = own if own is not None else t
-            plan_s, plan_moved, plan_launches = plan_s + t, plan_moved + moved, plan_launches + 1
+            launches = g.family.launches(g) if g.family is not None else 1
+            plan_s, plan_moved, plan_launches = plan_s + t, plan_moved + moved, plan_launches + launches
             units.append((list(g.inputs), list(g.outputs)))
         else:
             n = by_name[step.node]

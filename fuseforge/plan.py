@@ -108,6 +108,10 @@ class Family(Protocol):
         """The report's name of the group's kernel, and what it computes and why that pays (one clause)."""
         ...
 
+    def launches(self, group: KernelGroup) -> int:
+        """How many kernels the group's call launches (the cost model's and the report's count)."""
+        ...
+
     def fusion(self, group: KernelGroup, ops: str, count: int, saved: str) -> str | None:
         """The report's line on what the group's fusion saves (None: the pointwise kernels' line)."""
         ...

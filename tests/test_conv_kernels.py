@@ -78,6 +78,7 @@ def test_a_2d_conv_with_gelu_and_global_average_pooling_is_one_conv_kernel_that_
     red = group.spec.reduction
     assert (red.op, red.data, red.keepdim) == ("mean", "gelu", True)
     assert group.outputs == (red.node,)
+    assert group.family.launches(group) == 3  # zeroing the sums, the kernel, their scaling
 
 
 class _ConvGeluRowMean(nn.Module):

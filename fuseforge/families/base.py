@@ -43,6 +43,9 @@ class FamilyBase:
     def why_torch(self, node, on: bool) -> str | None:
         return None
 
+    def launches(self, group: KernelGroup) -> int:
+        return 1
+
     def fusion(self, group: KernelGroup, ops: str, count: int, saved: str) -> str | None:
         return None
 

@@ -83,6 +83,9 @@ class ChannelNorms(FamilyBase):
         return "channel kernels", (f"{with_article(group.spec.norm.describe)} is memory-bound: {launches} instead of "
                                    "eager's norm kernels and a pass per pointwise op")
 
+    def launches(self, group: KernelGroup) -> int:
+        return group.spec.launches
+
     def fusion(self, group: KernelGroup, ops: str, count: int, saved: str) -> str | None:
         launches, reads = (("one launch", "once") if group.spec.warp_units else ("two launches", "twice"))
         return (f"- `{group.name}` ({count} ops): {launches} instead of eager's norm kernels and one launch per "

@@ -190,6 +190,16 @@ class Conv(FamilyBase):
                                f"({c.terms} products an output) as exact-fp32 FFMAs, expected faster "
                                f"than cuDNN at this size{epilogue}")
 
+    def launches(self, group: KernelGroup) -> int:
+        return 3 if group.spec.reduction else 1  # a spatial sum: zeroing the sums, the kernel, their scaling
+
+    def fusion(self, group: KernelGroup, ops: str, count: int, saved: str) -> str | None:
+        if not group.spec.reduction:
+            return None
+        return (f"- `{group.name}` ({count} ops): three launches (zeroing the sums, the kernel, scaling them), and "
+                f"about {saved} less traffic per call: the convolution's output and the epilogue's values are never "
+                f"written; the kernel writes one value per sample and channel.")
+
     def how(self) -> list[str]:
         return [_HOW["direct"], _HOW["igemm"], _HOW_EPILOGUE]
 
@@ -215,8 +225,8 @@ class Conv(FamilyBase):
     def seconds(self, group: KernelGroup, by_name) -> float | None:
         """The kernel's measured rate with its tiles' tails, or its traffic where that takes longer."""
         moved = sum(nbytes(by_name[i]) for i in group.inputs) + sum(nbytes(by_name[o]) for o in group.outputs)
-        launches = 3 if group.spec.reduction else 1  # a spatial sum: zeroing the sums, the kernel, their scaling
-        return max(direct_seconds(by_name[group.spec.anchor], group.spec.conv), moved / BANDWIDTH) + launches * LAUNCH_S
+        return (max(direct_seconds(by_name[group.spec.anchor], group.spec.conv), moved / BANDWIDTH)
+                + self.launches(group) * LAUNCH_S)
 
 
 FAMILY = Conv()
