@@ -21,17 +21,19 @@ The group then takes in the neighbouring pointwise groups while the whole stays 
 - every output of the group is float32 of shape F.
 
 The group is kept where the kernel is expected faster than cuDNN's convolution plus, where the group has an
-epilogue, the pass over the convolution's output it saves.
-
-A group of the direct kernel may end in a *spatial sum*: a sum or mean over all the convolution's spatial axes of
-the epilogue's last value (`recognise_spatial_sum`; global average pooling is such a mean), which is then the
-group's only output, one value per (n, k). The kernel sums each value as it computes it, so the convolution's output
-is never written: sum_s f(conv(x, w))[n, k, s] = the kernel's per-(n, k) sum. Such groups are formed before the row
-family claims (`form_conv_reduction_groups`): a row kernel would take the same reduction with the epilogue as its
-prologue and leave the convolution to cuDNN, whose output it must then read back. They are kept where the kernel is
-expected faster than cuDNN plus that read. The conv family claims after the row and channel
+epilogue, the pass over the convolution's output it saves. The conv family claims after the row and channel
 families, so an epilogue holds only the pointwise ops no reduction, norm or pool kernel took in as its prologue
 (a 2-D convolution of 8 channels runs as fast in cuDNN as in the direct kernel: it pays only through that pass).
+
+One exception: a group of the direct kernel may end in a *spatial sum*, a sum or mean over all the convolution's
+spatial axes of the epilogue's last value (`recognise_spatial_sum`; global average pooling is such a mean), which
+is then the group's only output, one value per (n, k). The kernel sums each value as it computes it, so the
+convolution's output is never written: sum_s f(conv(x, w))[n, k, s] = the kernel's per-(n, k) sum. Such groups are
+formed before any family claims (`form_conv_reduction_groups`, the family's `claim_first`): the row family would
+take the same reduction with the epilogue as its prologue and leave the convolution to cuDNN, whose output it must
+then read back. They are kept where the kernel is expected faster than cuDNN plus that read. The group grows as an
+epilogue group does; where what it grew is not one value read only by one spatial sum, the convolution is left to
+`form_conv_groups`.
 """
 
 from __future__ import annotations
