@@ -21,7 +21,7 @@ from .codegen import Extension
 from .codegen.writer import Writer
 from .plan import KernelStep, Plan
 from .pointwise import op_key
-from .traced import eager_dim_order
+from .traced import IN_PLACE_DRAWS, eager_dim_order
 
 
 class EmitError(Exception):
@@ -87,6 +87,9 @@ def _call(node: fx.Node, device_expr: str, memory_format: str | None = None) -> 
     args = [_arg(a, device_expr) for a in node.args]
     if isinstance(node.target, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in node.target.tags:
         args = [_in_eager_layout(a, text) for a, text in zip(node.args, args)]
+        if op_key(node) in IN_PLACE_DRAWS:  # drawn in place into the input's layout, as eager drew it
+            rest = args[1:] + [f"{k}={_arg(v, device_expr)}" for k, v in node.kwargs.items()]
+            return f"torch.empty_like({args[0]}).{IN_PLACE_DRAWS[op_key(node)]}({', '.join(rest)})"
     if memory_format:
         args[:2] = [f"kernels.ff_channels_last({args[0]}, stream)", f"{args[1]}.contiguous(memory_format={memory_format})"]
     args += [f"{k}={_arg(v, device_expr)}" for k, v in node.kwargs.items()]

@@ -59,6 +59,14 @@ def eager_dim_order(node: fx.Node) -> list[int] | None:
     return order if dense and order != list(range(val.dim())) else None
 
 
+# Functional draws that a captured graph holds for the in-place draw they come from: `bernoulli.p(t, p)` is the
+# functional form of `t.bernoulli_(p)` (dropout's decomposition: `empty_like(x).bernoulli_(1 - p)`), which fills t's
+# memory in order, where the functional op allocates a row-major result and fills that: another element gets each
+# draw wherever t is not row-major. Run as `torch.empty_like(t).bernoulli_(p)` (t in eager's layout), they draw
+# eager's values.
+IN_PLACE_DRAWS = {"aten.bernoulli.p": "bernoulli_"}
+
+
 def in_eager_layout(value: torch.Tensor, node: fx.Node) -> torch.Tensor:
     """`value` (the traced `node`'s, in any layout) with eager's memory order: what a random op, which draws in
     the memory order of its input, must be given to draw eager's values."""

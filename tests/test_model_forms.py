@@ -439,6 +439,39 @@ def test_a_random_op_after_a_batch_norm_of_a_transposed_value_draws_in_eagers_ro
     assert "rand_like.default(getitem, pin_memory=False)" in forward
 
 
+IN_PLACE_DROPOUT_OF_A_PERMUTED_VALUE = '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.dropout = nn.Dropout(0.5, inplace=True)
+
+    def forward(self, x):
+        x = torch.log_softmax(x, dim=-2).permute(0, 1, 3, 2)
+        x = 1.5 - (x + torch.zeros(1, 5, 5))
+        return self.dropout(x)
+
+
+def get_inputs():
+    return [torch.randn(3, 2, 5, 5)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_an_in_place_dropout_of_a_permuted_value_draws_its_mask_in_place_in_eagers_layout(tmp_path):
+    """`nn.Dropout(inplace=True)` decomposes into empty_like(x).bernoulli_(1 - p), which the capture holds as the
+    functional bernoulli.p: that one fills a row-major result, eager's in-place draw fills x's permuted memory, so
+    another element got each draw and every rung failed the float64 check (`fuseforge fuzz --seed 64121`,
+    minimised). The emitted forward draws in place into eager's layout."""
+    run = _run(tmp_path, IN_PLACE_DROPOUT_OF_A_PERMUTED_VALUE)
+    assert run.cpu_check.passed and not run.ladder, (run.cpu_check.detail, run.ladder)
+    forward = (tmp_path / "out" / "40_model_new.py").read_text()
+    assert "torch.empty_like(empty_like.permute([0, 1, 3, 2]).contiguous().permute([0, 1, 3, 2])).bernoulli_(0.5)" \
+        in forward
+
+
 EVAL_SUBMODULE = '''
 class Model(nn.Module):
     def __init__(self):

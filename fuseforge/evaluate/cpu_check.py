@@ -25,7 +25,8 @@ from ..capture import Captured
 from ..load import LoadedModel
 from ..partition import partition
 from ..plan import KernelGroup, KernelStep, Plan
-from ..traced import in_eager_layout
+from ..pointwise import op_key
+from ..traced import IN_PLACE_DRAWS, in_eager_layout
 from .harness import LOWER_FLOATS, as_float64, float64_run, plain_tensors, to_device
 
 
@@ -62,6 +63,8 @@ def _run_node(node: fx.Node, env: dict[str, object]):
         # a random op draws in its input's memory order: eager's, as the emitted forward gives it (a kernel before
         # it writes row-major)
         args = tuple(in_eager_layout(v, a) if isinstance(a, fx.Node) else v for v, a in zip(args, node.args))
+        if op_key(node) in IN_PLACE_DRAWS:  # drawn in place into the input's layout, as eager drew it
+            return getattr(torch.empty_like(args[0]), IN_PLACE_DRAWS[op_key(node)])(*args[1:], **kwargs)
     return node.target(*args, **kwargs)
 
 
