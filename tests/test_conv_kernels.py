@@ -285,11 +285,65 @@ def test_the_spatial_sums_plan_passes_the_float64_check_of_its_kernels_against_t
     assert_conv_groups_match_the_graph_in_float64(captured, plan)
 
 
+# ---------------------------------------------------------------------------------------- channel reductions
+
+class ChannelReductions(nn.Module):
+    """Conv groups that end in a reduction over the output channels: a 2-D conv with stride 2, padding 1, dilation
+    2 and 13 output channels, relu and a full residual, then a keepdim amax; a 3-D conv of 5 channels, then the
+    values of torch.min over dim 1; a conv of 24 channels with no bias, then a sum whose tanh is another kernel's; a
+    mean over dim -3 (the channels of a rank-4 value). Then one that is none: 80 output channels, more than a block
+    of the direct kernel holds (its mean is the channel-reduction family's)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(3, 13, 3, stride=2, padding=1, dilation=2)
+        self.b = nn.Conv3d(5, 16, (3, 2, 3), stride=(1, 2, 1), padding=(1, 0, 2), dilation=(2, 1, 1))
+        self.c = nn.Conv2d(8, 24, 2, bias=False)
+        self.d = nn.Conv2d(3, 8, 3)
+        self.e = nn.Conv2d(3, 80, 3)
+
+    def forward(self, x, r, v, u):
+        a = (torch.relu(self.a(x)) + r).amax(dim=1, keepdim=True)
+        b = torch.min(self.b(v), dim=1)[0]
+        c = torch.tanh(self.c(u).sum(1))
+        d = torch.sigmoid(self.d(x)).mean(dim=-3)
+        e = self.e(x).mean(1)
+        return a, b, c, d, e
+
+
+def _channel_reductions():
+    torch.manual_seed(0)
+    captured = _captured(ChannelReductions(), *_every_form_inputs())
+    with mock.patch("fuseforge.families.conv.group._slower_than_cudnn", return_value=None):
+        plan = _plan(captured, *NAMES)
+    return captured, plan, generate(plan, captured.graph, "channel_reductions.py")
+
+
+def test_convolutions_ending_in_a_reduction_over_their_channels_are_conv_kernels_that_write_one_value_a_position():
+    _, plan, _ = _channel_reductions()
+    reduced = {g.spec.conv.k: g for g in plan.groups if g.kind == "conv" and g.spec.reduction}
+    assert sorted(reduced) == [8, 13, 16, 24]  # a, b, c, d; e's 80 channels do not fit one block
+    assert [(g.spec.reduction.op, g.spec.reduction.keepdim) for g in (reduced[13], reduced[16], reduced[24], reduced[8])] \
+        == [("amax", True), ("amin", False), ("sum", False), ("mean", False)]
+    assert all(g.spec.reduction.over == "channels" for g in reduced.values())
+    assert reduced[16].spec.reduction.values is not None and reduced[16].outputs == (reduced[16].spec.reduction.values,)
+    assert _ops(reduced[24]) == ["conv2d", "sum"]  # its tanh reads one value a position: another kernel
+    assert dict(reduced[13].spec.operands)["r"] == "full"
+    assert any(g.kind == "channel_reductions" for g in plan.groups)  # e's mean
+
+
+def test_the_channel_reductions_plan_passes_the_float64_check_of_its_kernels_against_the_graphs_ops():
+    captured, plan, _ = _channel_reductions()
+    assert_conv_groups_match_the_graph_in_float64(captured, plan)
+
+
 # ---------------------------------------------------------------------------------------- generated code
 
-FORMS = {"every_form": _every_form, "spatial_sums": _spatial_sums}  # -> (captured, plan, extension)
-DIRECT_KERNELS = {"every_form": 3, "spatial_sums": 6}  # conv_direct_kernel instantiations at least
-SPATIAL_SUMS = {"every_form": 0, "spatial_sums": 4}
+FORMS = {"every_form": _every_form, "spatial_sums": _spatial_sums,  # -> (captured, plan, extension)
+         "channel_reductions": _channel_reductions}
+DIRECT_KERNELS = {"every_form": 3, "spatial_sums": 6, "channel_reductions": 4}  # conv_direct_kernel instances
+SPATIAL_SUMS = {"every_form": 0, "spatial_sums": 4, "channel_reductions": 0}
+CHANNEL_REDUCTIONS = {"every_form": 0, "spatial_sums": 0, "channel_reductions": 4}
 
 
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc")
@@ -297,6 +351,7 @@ SPATIAL_SUMS = {"every_form": 0, "spatial_sums": 4}
 def test_the_generated_conv_kernels_compile_for_hopper_without_spills(form, tmp_path):
     _, _, ext = FORMS[form]()
     assert ext.cuda.count("launch_spatial_sum<") == SPATIAL_SUMS[form]
+    assert ext.cuda.count("launch_channel_reduce<") == CHANNEL_REDUCTIONS[form]
     report = assert_compiles_for_hopper_without_spills(ext.cuda, tmp_path, max_registers=170)
     assert report.count("conv_direct_kernel") >= DIRECT_KERNELS[form]
 

@@ -30,18 +30,18 @@ def fields(w: Writer, group: KernelGroup, roles: dict[str, str]) -> None:
 
 
 def chain(w: Writer, group: KernelGroup, by_name: dict[str, fx.Node], index: dict[str, str], anchor_line: str,
-          returns: tuple[str, str] | None = None) -> None:
+          returns: tuple[str, set[str]] | None = None) -> None:
     """The functor's body after its index locals: the operand loads, the anchor's value (`anchor_line`), the
     pointwise chain, the extra outputs' stores, and the return of the first output; or, with `returns` =
-    (value, reader), the return of member `value`, whose reader `reader` (a member) is the kernel's own code, not
-    the chain's (a conv kernel's spatial sum)."""
+    (value, readers), the return of member `value`, whose readers `readers` (members) are the kernel's own code, not
+    the chain's (a conv kernel's reduction)."""
     for name, cls in group.spec.operands:
         w.line(f"const float {cpp_name(name)} = __ldg({field(name, cls)} + {index[cls]});")
     for name in group.nodes:
         if name == group.spec.anchor:
             w.line(anchor_line)
             continue
-        if returns and name == returns[1]:
+        if returns and name in returns[1]:
             continue
         node = by_name[name]
         w.line(f"const {pointwise.result_type(node)} {cpp_name(name)} = {pointwise.spell(node, lambda n: cpp_name(n.name))};")

@@ -55,6 +55,9 @@ _HOW = {
               "and rounded to TF32 at each call (`families/conv/igemm.cuh`)."),
 }
 _HOW_EPILOGUE = "A conv kernel's generated epilogue functor applies the fused ops before the one store."
+_HOW_CHANNELS = ("A conv kernel ending in a channel reduction holds every output channel in one block: each thread "
+                 "combines its channels' values per position, the block's warps combine their partials through shared "
+                 "memory in a fixed order, and one value per position is stored.")
 _HOW_SUM = ("A conv kernel ending in a spatial sum stores nothing: each thread adds its rows' values, the warp its "
             "columns (shuffles), and one lane adds the partial into a double per sample and channel (atomicAdd); "
             "a small kernel then scales the sums into the float32 result.")
@@ -81,7 +84,8 @@ class Conv(FamilyBase):
     order = 4
 
     def claim_first(self, claim, pointwise_groups, not_fused):
-        """Convolutions whose epilogue ends in a spatial sum, before the row family would take that sum."""
+        """Convolutions whose epilogue ends in a reduction (a spatial sum, a channel reduction), before the row or
+        channel-reduction family would take it."""
         return form_conv_reduction_groups(claim, pointwise_groups, not_fused)
 
     def claim(self, claim, pointwise_groups, not_fused):
@@ -109,8 +113,8 @@ class Conv(FamilyBase):
         kernel = (f"TF32 implicit GEMM on tensor cores, {t.name}" if c.kernel == "igemm" else
                   f"direct fp32, {t.kpt} channels x {t.ph} rows a thread, {t.wk} x {t.wh} warps")
         red = group.spec.reduction
-        tail = (f"epilogue of {len(group.nodes) - 2} pointwise ops, then the {red.describe()}" if red else
-                f"epilogue of {len(group.nodes) - 1} pointwise ops")
+        chain = len(group.nodes) - 1 - (len(red.members) if red else 0)
+        tail = f"epilogue of {chain} pointwise ops" + (f", then the {red.describe()}" if red else "")
         return [f"    conv kernel: {c.op} ({c.x} * {c.w}{bias}) -> {list(group.shape)}, {c.geometry_text()}; "
                 f"{kernel}; {tail}",
                 f"    reads {', '.join([c.x + ' (input)', c.w + ' (weight)'] + [f'{i} ({k})' for i, k in group.spec.operands])}; "
@@ -174,12 +178,13 @@ class Conv(FamilyBase):
 
     def replaced(self, group: KernelGroup) -> tuple[str, str]:
         red = group.spec.reduction
-        chain = len(group.nodes) - (2 if red else 1)
+        chain = len(group.nodes) - 1 - (len(red.members) if red else 0)
         epilogue = (f", its {counted(chain, 'pointwise op')} applied to each value before the one store, so the "
                     "convolution's output is never written and read back" if chain else "")
         if red:
             ops = f"its {counted(chain, 'pointwise op')} applied to each value and " if chain else ""
-            epilogue = (f", {ops}the {red.op} over the spatial axes taken as the values are computed, so the "
+            axes = "spatial axes" if red.over == "spatial" else "output channels"
+            epilogue = (f", {ops}the {red.op} over the {axes} taken as the values are computed, so the "
                         "convolution's output is never written")
         c = group.spec.conv
         if c.kernel == "igemm":
@@ -191,11 +196,17 @@ class Conv(FamilyBase):
                                f"than cuDNN at this size{epilogue}")
 
     def launches(self, group: KernelGroup) -> int:
-        return 3 if group.spec.reduction else 1  # a spatial sum: zeroing the sums, the kernel, their scaling
+        red = group.spec.reduction  # a spatial sum: zeroing the sums, the kernel, their scaling
+        return 3 if red and red.over == "spatial" else 1
 
     def fusion(self, group: KernelGroup, ops: str, count: int, saved: str) -> str | None:
-        if not group.spec.reduction:
+        red = group.spec.reduction
+        if not red:
             return None
+        if red.over == "channels":
+            return (f"- `{group.name}` ({count} ops): one launch instead of {count}, and about {saved} less traffic per "
+                    "call: the convolution's output and the epilogue's values are never written; the kernel writes "
+                    "one value per position.")
         return (f"- `{group.name}` ({count} ops): three launches (zeroing the sums, the kernel, scaling them), and "
                 f"about {saved} less traffic per call: the convolution's output and the epilogue's values are never "
                 f"written; the kernel writes one value per sample and channel.")
@@ -205,12 +216,14 @@ class Conv(FamilyBase):
 
     def how_for(self, groups: list[KernelGroup]) -> list[str]:
         kinds = _kinds(groups)
-        sums = [_HOW_SUM] if any(g.spec.reduction for g in groups) else []
+        overs = {g.spec.reduction.over for g in groups if g.spec.reduction}
+        sums = [_HOW_SUM] * ("spatial" in overs) + [_HOW_CHANNELS] * ("channels" in overs)
         return [_HOW[k] for k in ("direct", "igemm") if k in kinds] + [_HOW_EPILOGUE] + sums
 
     def call_shape(self, group: KernelGroup) -> str:
         c, red = group.spec.conv, group.spec.reduction
-        summed = f", {red.op} over the spatial axes -> one value per (n, k)" if red else ""
+        summed = ("" if not red else f", {red.op} over the spatial axes -> one value per (n, k)" if red.over == "spatial"
+                  else f", {red.op} over the output channels -> one value per position")
         return (f"{c.op} of {c.x} by {c.w} -> {list(group.shape)} ({c.geometry_text()}){summed}"
                 + (f", epilogue reads {', '.join(f'{i} ({k})' for i, k in group.spec.operands)}"
                    if group.spec.operands else ""))

@@ -29,12 +29,17 @@
 //                then KH x PH x KPT FFMAs.
 //   epilogue   = a functor `float operator()(float acc, int k, int64_t at) const` applied to each output
 //                value (k: its output channel, at: its flat index in y) before the one store.
-//   spatial sum (kSum, `launch_spatial_sum`): instead of storing them, the epilogue's values are summed over
+//   spatial sum (kSpatialSum, `launch_spatial_sum`): instead of storing them, the epilogue's values are summed over
 //                the output's spatial axes, per (n, k): a thread adds its PH rows, the warp its 32 columns
 //                (shuffles, fp32), and lane 0 adds that partial into a double per (n, k) (one atomicAdd a warp,
 //                tile and channel); a second small kernel scales the doubles (1 or 1/spatial size, a mean) into
 //                the float32 result. The output itself is never written. Partials arrive in no fixed order, so
 //                the last bits of the double sums may differ between runs (fp32-class, far below its error).
+//   channel reduction (`launch_channel_reduce`, one channel group: BK >= K): the epilogue's values of each output
+//                position are reduced over the K output channels with the functor's init / combine / finish (sum,
+//                mean, amin, amax): a thread combines its KPT channels (in channel order), the WK warps of a row
+//                combine their partials through shared memory (in warp order, a fixed order: the same result on
+//                every run), and warp wk = 0 stores one value per position into y [N, OD, OH, OW].
 //
 // Measured on an H100 (dev/kernels/conv_direct/, bench/results/2026-11-27_h100/conv_direct.json): 15-26
 // TFLOP/s on 3- and 8-channel 3x3, 3x3x3 and 4x4x4 convolutions, 1.3-3.1x faster than cuDNN's.
@@ -74,8 +79,10 @@ struct Config {
     __host__ __device__ static int tw_in(const Geometry& g) { return (kTileW - 1) * g.sw + (KW - 1) * g.dw + 1; }
     __host__ __device__ static int th_in(const Geometry& g) { return (kTileH - 1) * g.sh + (KH - 1) * g.dh + 1; }
     __host__ __device__ static int tile_floats(const Geometry& g) { return C * KD * th_in(g) * tw_in(g); }
-    __host__ static size_t smem_bytes(const Geometry& g) {
-        return sizeof(float) * (static_cast<size_t>(kWeightFloats) + 2 * static_cast<size_t>(tile_floats(g)));
+    static constexpr int kReduceFloats = WK * WH * PH * 32;  // a channel reduction's partials, one a thread and row
+    __host__ static size_t smem_bytes(const Geometry& g, bool channel_reduce = false) {
+        return sizeof(float) * (static_cast<size_t>(kWeightFloats) + 2 * static_cast<size_t>(tile_floats(g)) +
+                                (channel_reduce ? static_cast<size_t>(kReduceFloats) : 0));
     }
 };
 
@@ -85,7 +92,9 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;  // in lane 0
 }
 
-template <int C, int KD, int KH, int KW, int KPT, int WK, int WH, int PH, bool kUnitRows, bool kSum, class Epi>
+enum Output { kStore = 0, kSpatialSum = 1, kChannelReduce = 2 };  // what the kernel does with the epilogue's values
+
+template <int C, int KD, int KH, int KW, int KPT, int WK, int WH, int PH, bool kUnitRows, int kOut, class Epi>
 __global__ void __launch_bounds__(Config<C, KD, KH, KW, KPT, WK, WH, PH>::kThreads,
                                   Config<C, KD, KH, KW, KPT, WK, WH, PH>::kMinBlocks)
 conv_direct_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y,
@@ -96,6 +105,7 @@ conv_direct_kernel(const float* __restrict__ x, const float* __restrict__ w, flo
     float* w_s = smem;                           // [C][KD][KW][KH][BK]
     float* x_s = smem + Cfg::kWeightFloats;      // 2 x [C][KD][TH_IN][TW_IN]
     const int tw_in = Cfg::tw_in(g), th_in = Cfg::th_in(g), tile_floats = Cfg::tile_floats(g);
+    float* red_s = x_s + 2 * tile_floats;        // a channel reduction's partials: [WH][PH][WK][32]
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int wk = warp % WK, wh = warp / WK;
     const int k0 = blockIdx.y * BK;
@@ -187,7 +197,7 @@ conv_direct_kernel(const float* __restrict__ x, const float* __restrict__ w, flo
             }
         }
 
-        // Epilogue and the one store per output value (or the spatial sum); lanes along OW (coalesced).
+        // Epilogue and the one store per output value (or a reduction); lanes along OW (coalesced).
         const int tw = t % tiles_w, th = (t / tiles_w) % tiles_h, od = (t / tiles_w / tiles_h) % g.od;
         const int n = t / tiles_w / tiles_h / g.od;
         const int ow = tw * Cfg::kTileW + lane;
@@ -196,7 +206,32 @@ conv_direct_kernel(const float* __restrict__ x, const float* __restrict__ w, flo
         const int64_t row = g.ow, channel = static_cast<int64_t>(g.od) * g.oh * g.ow;
         const int k_first = k0 + wk * KPT;
         const int64_t at0 = ((static_cast<int64_t>(n) * g.k + k_first) * g.od + od) * g.oh * row + oh0 * row + ow;
-        if constexpr (kSum) {  // every lane takes part in the shuffles; outputs outside the tensor add 0
+        if constexpr (kOut == kChannelReduce) {  // one channel group (k0 = 0): the block holds every channel
+            const bool col_ok = ow < g.ow;
+#pragma unroll
+            for (int j = 0; j < PH; ++j) {
+                float r = epi.init();
+                if (col_ok && oh0 + j < g.oh) {
+#pragma unroll
+                    for (int kk = 0; kk < KPT; ++kk)
+                        if (k_first + kk < g.k) r = epi.combine(r, epi(acc[j][kk], k_first + kk, at0 + kk * channel + j * row));
+                }
+                red_s[((wh * PH + j) * WK + wk) * 32 + lane] = r;
+            }
+            __syncthreads();
+            if (wk == 0 && col_ok) {
+                const int64_t plane = static_cast<int64_t>(g.oh) * g.ow;
+                float* yo = y + (static_cast<int64_t>(n) * g.od + od) * plane + static_cast<int64_t>(oh0) * g.ow + ow;
+#pragma unroll
+                for (int j = 0; j < PH; ++j) {
+                    if (oh0 + j >= g.oh) break;
+                    float r = red_s[(wh * PH + j) * WK * 32 + lane];
+#pragma unroll
+                    for (int q = 1; q < WK; ++q) r = epi.combine(r, red_s[((wh * PH + j) * WK + q) * 32 + lane]);
+                    yo[static_cast<int64_t>(j) * g.ow] = epi.finish(r);
+                }
+            }
+        } else if constexpr (kOut == kSpatialSum) {  // every lane takes part in the shuffles; outputs outside add 0
 #pragma unroll
             for (int kk = 0; kk < KPT; ++kk) {
                 const int k = k_first + kk;
@@ -224,13 +259,14 @@ conv_direct_kernel(const float* __restrict__ x, const float* __restrict__ w, flo
     }
 }
 
-template <int C, int KD, int KH, int KW, int KPT, int WK, int WH, int PH, bool kUnitRows, bool kSum, class Epi>
+template <int C, int KD, int KH, int KW, int KPT, int WK, int WH, int PH, bool kUnitRows, int kOut, class Epi>
 cudaError_t run(const float* x, const float* w, float* y, double* sums, const Geometry& g, const Epi& epi,
                 cudaStream_t stream) {
     using Cfg = Config<C, KD, KH, KW, KPT, WK, WH, PH>;
-    auto kernel = conv_direct_kernel<C, KD, KH, KW, KPT, WK, WH, PH, kUnitRows, kSum, Epi>;
+    auto kernel = conv_direct_kernel<C, KD, KH, KW, KPT, WK, WH, PH, kUnitRows, kOut, Epi>;
     if (g.c != C || (KD == 1 && (g.d != 1 || g.od != 1))) return cudaErrorInvalidValue;
-    const size_t smem = Cfg::smem_bytes(g);
+    if (kOut == kChannelReduce && g.k > Cfg::kBlockK) return cudaErrorInvalidValue;  // one block holds every channel
+    const size_t smem = Cfg::smem_bytes(g, kOut == kChannelReduce);
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (err != cudaSuccess) return err;
     int device = 0, sms = 0, per_sm = 0;
@@ -254,7 +290,7 @@ cudaError_t run(const float* x, const float* w, float* y, double* sums, const Ge
 template <int C, int KD, int KH, int KW, int KPT, int WK, int WH, int PH, bool kUnitRows, class Epi>
 cudaError_t launch(const float* x, const float* w, float* y, const Geometry& g, const Epi& epi,
                    cudaStream_t stream) {
-    return run<C, KD, KH, KW, KPT, WK, WH, PH, kUnitRows, false>(x, w, y, nullptr, g, epi, stream);
+    return run<C, KD, KH, KW, KPT, WK, WH, PH, kUnitRows, kStore>(x, w, y, nullptr, g, epi, stream);
 }
 
 template <int kUnused = 0>  // a template: compiled only where a spatial sum instantiates it
@@ -272,10 +308,18 @@ cudaError_t launch_spatial_sum(const float* x, const float* w, double* sums, flo
     if (count == 0) return cudaSuccess;
     cudaError_t err = cudaMemsetAsync(sums, 0, sizeof(double) * static_cast<size_t>(count), stream);
     if (err != cudaSuccess) return err;
-    err = run<C, KD, KH, KW, KPT, WK, WH, PH, kUnitRows, true>(x, w, nullptr, sums, g, epi, stream);
+    err = run<C, KD, KH, KW, KPT, WK, WH, PH, kUnitRows, kSpatialSum>(x, w, nullptr, sums, g, epi, stream);
     if (err != cudaSuccess) return err;
     scale_sums<><<<static_cast<unsigned>((count + 255) / 256), 256, 0, stream>>>(sums, out, count, scale);
     return cudaGetLastError();
+}
+
+// The reduction over the output channels of the epilogue's values, per position: y [N, OD, OH, OW] =
+// epi.finish(epi.combine over k of epi(conv(x, w))[n, k, ...]); the block must hold every channel (K <= BK).
+template <int C, int KD, int KH, int KW, int KPT, int WK, int WH, int PH, bool kUnitRows, class Epi>
+cudaError_t launch_channel_reduce(const float* x, const float* w, float* y, const Geometry& g, const Epi& epi,
+                                  cudaStream_t stream) {
+    return run<C, KD, KH, KW, KPT, WK, WH, PH, kUnitRows, kChannelReduce>(x, w, y, nullptr, g, epi, stream);
 }
 
 }  // namespace ff_conv_direct

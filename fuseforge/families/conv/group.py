@@ -25,14 +25,17 @@ epilogue, the pass over the convolution's output it saves. The conv family claim
 families, so an epilogue holds only the pointwise ops no reduction, norm or pool kernel took in as its prologue
 (a 2-D convolution of 8 channels runs as fast in cuDNN as in the direct kernel: it pays only through that pass).
 
-One exception: a group of the direct kernel may end in a *spatial sum*, a sum or mean over all the convolution's
-spatial axes of the epilogue's last value (`recognise_spatial_sum`; global average pooling is such a mean), which
-is then the group's only output, one value per (n, k). The kernel sums each value as it computes it, so the
-convolution's output is never written: sum_s f(conv(x, w))[n, k, s] = the kernel's per-(n, k) sum. Such groups are
-formed before any family claims (`form_conv_reduction_groups`, the family's `claim_first`): the row family would
-take the same reduction with the epilogue as its prologue and leave the convolution to cuDNN, whose output it must
-then read back. They are kept where the kernel is expected faster than cuDNN plus that read. The group grows as an
-epilogue group does; where what it grew is not one value read only by one spatial sum, the convolution is left to
+One exception: a group of the direct kernel may end in a *reduction* of the epilogue's last value
+(`recognise_reduction`), which is then the group's only output:
+- a *spatial sum*: a sum or mean over all the convolution's spatial axes (global average pooling is such a mean),
+  one value per (n, k): sum_s f(conv(x, w))[n, k, s] is summed as the values are computed;
+- a *channel reduction*: amin, amax, sum or mean over the output channels (dim 1; `torch.min(x, 1)[0]` too), one
+  value per position, where one block holds every output channel (the tiling's channel group >= K).
+Either way the convolution's output is never written. Such groups are formed before any family claims
+(`form_conv_reduction_groups`, the family's `claim_first`): the row or channel-reduction family would take the same
+reduction with the epilogue as its prologue and leave the convolution to cuDNN, whose output it must then read back.
+They are kept where the kernel is expected faster than cuDNN plus that read. The group grows as an epilogue group
+does; where what it grew is not one value read only by one reduction, the convolution is left to
 `form_conv_groups`.
 """
 
@@ -54,8 +57,10 @@ from ...partition_family import (
     restate_anchor_notes,
 )
 from ...plan import Claim
+from ...pointwise import NotSpellable
 from ...traced import size_hint, tensor_meta, traced_shape
 from ..base import EpilogueOperands, broadcasts_to, operand_class
+from ..channel_reductions import table as channel_table
 from . import tiling
 
 CONV_OPS = {"aten.conv2d.default": "conv2d", "aten.conv3d.default": "conv3d",
@@ -102,16 +107,27 @@ class ConvAnchor:
 
 
 @dataclass(frozen=True)
-class SpatialSum:
-    """The group's last op: out[n, k] = sum (or mean) over all spatial axes of `data`, the epilogue's last value."""
+class ConvReduction:
+    """The group's last op: a reduction of `data`, the epilogue's last value, over all its spatial axes (out[n, k])
+    or over its channels (out[n, (od,) oh, ow])."""
 
     node: str
     data: str
-    op: str  # "sum" or "mean"
+    op: str  # "sum" or "mean" (spatial); "amin", "amax", "sum" or "mean" (channels)
     keepdim: bool
+    over: str = "spatial"  # or "channels"
+    values: str | None = None  # min.dim / max.dim over the channels: the tuple access of the values
+
+    @property
+    def output(self) -> str:
+        return self.values or self.node
+
+    @property
+    def members(self) -> set[str]:
+        return {self.node} | ({self.values} if self.values else set())
 
     def describe(self) -> str:
-        return f"{self.op} of {self.data} over its spatial axes"
+        return f"{self.op} of {self.data} over its {'spatial axes' if self.over == 'spatial' else 'channels'}"
 
 
 @dataclass(frozen=True)
@@ -122,7 +138,7 @@ class ConvSpec(EpilogueOperands):
     conv: ConvAnchor
     operands: tuple[tuple[str, str], ...]  # (epilogue input, class): full, channel or scalar
     full_shape: tuple  # the convolution's output shape F (symbolic sizes as names)
-    reduction: SpatialSum | None = None  # the spatial sum the group ends in, if it does
+    reduction: ConvReduction | None = None  # the reduction the group ends in, if it does
 
 
 def is_conv_op(node: fx.Node) -> bool:
@@ -132,7 +148,22 @@ def is_conv_op(node: fx.Node) -> bool:
 _SPATIAL_SUMS = {"aten.sum.dim_IntList": "sum", "aten.mean.dim": "mean"}
 
 
-def recognise_spatial_sum(node: fx.Node) -> SpatialSum | None:
+def recognise_reduction(node: fx.Node) -> ConvReduction | None:
+    """The reduction `node` computes that a conv kernel can end in: a spatial sum, or a channel reduction of the
+    channel-reduction table (over axis 1 of a rank-4 or -5 float32 tensor); None when it is neither."""
+    found = recognise_spatial_sum(node)
+    if found is not None or not channel_table.is_channel_reduction_op(node):
+        return found
+    try:
+        red = channel_table.recognise(node)
+    except NotSpellable:
+        return None
+    if tensor_meta(node.args[0]).dim() not in (4, 5):
+        return None
+    return ConvReduction(node.name, red.data, red.op, red.keepdim, "channels", red.values)
+
+
+def recognise_spatial_sum(node: fx.Node) -> ConvReduction | None:
     """The spatial sum `node` computes: a float32 sum or mean over all axes past the first two of a rank-4 or -5
     float32 tensor, keepdim or not, no dtype change; None when it is none."""
     if node.op != "call_function" or str(node.target) not in _SPATIAL_SUMS:
@@ -148,7 +179,7 @@ def recognise_spatial_sum(node: fx.Node) -> SpatialSum | None:
     axes = sorted(d % rank for d in dims if isinstance(d, int))
     if len(axes) != len(dims) or axes != list(range(2, rank)):
         return None
-    return SpatialSum(node.name, data.name, _SPATIAL_SUMS[str(node.target)], bool(a.get("keepdim")))
+    return ConvReduction(node.name, data.name, _SPATIAL_SUMS[str(node.target)], bool(a.get("keepdim")))
 
 
 def _triple(value, dims: int, fill: int) -> tuple[int, int, int] | None:
@@ -311,12 +342,12 @@ def _slower_than_cudnn(node: fx.Node, conv: ConvAnchor, epilogue: bool, reductio
         kernel = "the direct kernel"
     return (f"{kernel} is expected to take {ours * 1e3:.3f} ms, {useful:.0%} of its tiles' work real output, "
             f"against {theirs * 1e3:.3f} ms for cuDNN{layout}"
-            f"{' and the read of its output that summing it takes' if reduction else ' and the pass its epilogue saves' if epilogue else ''}: "
+            f"{' and the read of its output that reducing it takes' if reduction else ' and the pass its epilogue saves' if epilogue else ''}: "
             "cuDNN stays")
 
 
 def conv_spec(members: set[str], anchor: fx.Node, conv: ConvAnchor, by_name, reach,
-              reduction: SpatialSum | None = None) -> ConvSpec | str:
+              reduction: ConvReduction | None = None) -> ConvSpec | str:
     """The group's ConvSpec, or why `members` cannot be one direct conv kernel (ending in `reduction`, a member,
     where given)."""
     if not reach.convex(members):
@@ -324,14 +355,18 @@ def conv_spec(members: set[str], anchor: fx.Node, conv: ConvAnchor, by_name, rea
     full = traced_shape(anchor)
     if reduction is not None:
         if conv.kernel != "direct":
-            return "only the direct kernel sums its values over the spatial axes"
+            return "only the direct kernel reduces its values"
         if reduction.data not in members:
-            return f"the spatial sum reads {reduction.data}, which the kernel does not compute"
-        inner = members - {reduction.node}
+            return f"the reduction reads {reduction.data}, which the kernel does not compute"
+        if reduction.over == "channels":
+            why = _channel_reduction_reason(conv)
+            if why:
+                return why
+        inner = members - reduction.members
         leaving = [n for n in inner if any(u.name not in members for u in by_name[n].users)]
         if leaving:
             return (f"{leaving[0]} is read outside the kernel, which would have to write the convolution's output "
-                    "as well as sum it")
+                    "as well as reduce it")
         spec = conv_spec(inner, anchor, conv, by_name, reach)
         return spec if isinstance(spec, str) else dataclasses.replace(spec, reduction=reduction)
     order = [n for n in by_name if n in members]
@@ -366,18 +401,30 @@ def conv_spec(members: set[str], anchor: fx.Node, conv: ConvAnchor, by_name, rea
     return ConvSpec(anchor.name, conv, tuple(classes.items()), full)
 
 
-def _spatial_sum_of(members: set[str], by_name) -> SpatialSum | None:
-    """The spatial sum that is the only reader of the group's only output, if there is one."""
+def _channel_reduction_reason(conv: ConvAnchor) -> str | None:
+    """Why the direct kernel cannot reduce this convolution's values over its channels (None: it can)."""
+    t = conv.tiling
+    if t.kpt * t.wk < conv.k:
+        return (f"a block of the direct kernel holds {t.kpt * t.wk} of the {conv.k} output channels: it cannot reduce "
+                "over them")
+    reduce_bytes = 4 * t.wk * t.wh * t.ph * 32
+    if tiling.smem_bytes(t, conv.c, conv.window, conv.stride, conv.dilation) + reduce_bytes > tiling.SMEM_LIMIT:
+        return "its channel reduction's partials would not fit in shared memory beside the tiles"
+    return None
+
+
+def _reduction_of(members: set[str], by_name) -> ConvReduction | None:
+    """The reduction that is the only reader of the group's only output, if there is one."""
     outputs = [n for n in members if any(u.name not in members for u in by_name[n].users)]
     if len(outputs) != 1 or len(by_name[outputs[0]].users) != 1:
         return None
-    return recognise_spatial_sum(next(iter(by_name[outputs[0]].users)))
+    return recognise_reduction(next(iter(by_name[outputs[0]].users)))
 
 
 def form_conv_reduction_groups(claim: Claim, pointwise_groups: list[list[str]], not_fused: list):
-    """Conv groups that end in a spatial sum, grown from `pointwise_groups` before the row family claims: returns
-    (pointwise groups left, [(members, ConvSpec)]). A convolution whose grown group ends in no spatial sum, or
-    whose kernel is not expected to pay with it, is left for `form_conv_groups`."""
+    """Conv groups that end in a reduction, grown from `pointwise_groups` before any family claims: returns
+    (pointwise groups left, [(members, ConvSpec)]). A convolution whose grown group ends in no reduction, or whose
+    kernel is not expected to pay with it, is left for `form_conv_groups`."""
     grower = GroupGrower(claim, pointwise_groups)
     for node in claim.graph.nodes:
         if not is_conv_op(node) or node.name in claim.claimed:
@@ -388,17 +435,24 @@ def form_conv_reduction_groups(claim: Claim, pointwise_groups: list[list[str]], 
         taken = set(grower.taken)
         grown = grower.grow(node.name, {node.name}, lambda members, node=node, conv=conv:
                             conv_spec(members, node, conv, grower.by_name, claim.reach))
-        reduction = grown and _spatial_sum_of(grown[0], grower.by_name)
-        spec = reduction and conv_spec(grown[0] | {reduction.node}, node, conv, grower.by_name, claim.reach, reduction)
+        reduction = grown and _reduction_of(grown[0], grower.by_name)
+        spec = reduction and conv_spec(grown[0] | reduction.members, node, conv, grower.by_name, claim.reach, reduction)
         if not reduction or isinstance(spec, str) or _slower_than_cudnn(node, conv, True, reduction=True):
             grower.taken = taken  # its units stay for the other families
             grower.anchor_reasons.pop(node.name, None)
             continue
-        grower.formed.append((grown[0] | {reduction.node}, spec))
+        grower.formed.append((grown[0] | reduction.members, spec))
     conv_of = grower.group_of()
-    not_fused[:] = notes_outside(not_fused, conv_of) + edge_notes(grower, lambda i, other, after: epilogue_edge_reason(
-        grower, i, other, conv_of, after, "conv", "a conv kernel holds one convolution",
-        "a conv kernel's spatial sum is its last op (the ops after it read one value per sample and channel)"))
+    last_op = "a conv kernel's reduction is its last op (the ops after it read the reduced values)"
+
+    def edge_reason(i, other, after):
+        red = grower.formed[i][1].reduction
+        if after and other.op == "call_function" and any(a.name == red.output for a in other.all_input_nodes):
+            return f"{pointwise.op_key(other)} reads the reduced values: {last_op}"
+        return epilogue_edge_reason(grower, i, other, conv_of, after, "conv", "a conv kernel holds one convolution",
+                                    last_op)
+
+    not_fused[:] = notes_outside(not_fused, conv_of) + edge_notes(grower, edge_reason)
     return grower.untaken(pointwise_groups), grower.formed
 
 

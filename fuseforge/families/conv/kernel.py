@@ -14,10 +14,12 @@ constants of the plan; the batch and spatial sizes are read from the tensors at 
 kernel's binding also re-lays the weight as [K][taps][C rounded up to 32], rounded to TF32, at each call (a few
 hundred KB), and on its channels-last path gives the launcher a scratch tensor for the input's channels-last copy.
 
-A group ending in a spatial sum (`ConvSpec.reduction`) returns the summed value from the functor instead of its
-output; the launcher calls `ff_conv_direct::launch_spatial_sum` with a scratch of N x K doubles (the binding's) and
-the scale (1, or 1 / the spatial size for a mean), and the binding allocates the reduction's [N, K] result (with
-unit spatial axes where it keeps them).
+A group ending in a reduction (`ConvSpec.reduction`) returns the reduced value from the functor instead of its
+output. For a spatial sum the launcher calls `ff_conv_direct::launch_spatial_sum` with a scratch of N x K doubles
+(the binding's) and the scale (1, or 1 / the spatial size for a mean), and the binding allocates the [N, K] result
+(with unit spatial axes where it keeps them). For a channel reduction the functor also spells the reduction
+(`init`, `combine`, `finish`: the channel-reduction table's C++), the launcher calls
+`ff_conv_direct::launch_channel_reduce`, and the binding allocates [N, (1,) (OD,) OH, OW].
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from ...codegen import epilogue
 from ...codegen.pointwise_kernel import KernelSource, binding_head, binding_return, cpp_name
 from ...codegen.writer import Writer
 from ...plan import KernelGroup
+from ..channel_reductions import table as channel_table
 
 _INDEX = {"full": "ff_at", "channel": "ff_k", "scalar": "0"}
 _ROLE = {"full": "one value per output element", "channel": "one value per output channel", "scalar": "one value"}
@@ -47,8 +50,16 @@ def _functor(group: KernelGroup, by_name: dict[str, fx.Node]) -> str:
             bias = f" + {cpp_name(conv.bias)}" if conv.bias else ""
             anchor = f"const float {cpp_name(group.spec.anchor)} = ff_acc{bias};  // {conv.op}: the convolution's value"
             red = group.spec.reduction
-            epilogue.chain(w, group, by_name, _INDEX, anchor, (red.data, red.node) if red else None)
+            epilogue.chain(w, group, by_name, _INDEX, anchor, (red.data, red.members) if red else None)
         w.line("}")
+        if red and red.over == "channels":  # the reduction over the output channels, in the table's C++
+            r = channel_table.ChannelReduction(red.op, red.data, red.keepdim, red.values)
+            w.line(f"// {red.describe()}")
+            w.line(f"__device__ __forceinline__ float init() const {{ return {channel_table.spell_init(r)}; }}")
+            w.line("__device__ __forceinline__ float combine(float a, float b) const { return "
+                   f"{channel_table.spell_combine(r, 'a', 'b')}; }}")
+            w.line(f"__device__ __forceinline__ float finish(float acc) const {{ return "
+                   f"{channel_table.spell_final(r, 'acc', str(conv.k))}; }}")
     w.line("};")
     return w.text()
 
@@ -56,7 +67,7 @@ def _functor(group: KernelGroup, by_name: dict[str, fx.Node]) -> str:
 def _main_pointers(group: KernelGroup) -> list[str]:
     if group.spec.conv.kernel == "igemm":  # the NCHW input, the re-laid weight, the channels-last scratch
         return ["const float* ff_x", "const float* ff_w_re", "float* ff_x_cl"]
-    if group.spec.reduction:  # the input, the weight, the scratch of the sums per (n, k)
+    if group.spec.reduction and group.spec.reduction.over == "spatial":  # and the scratch of the sums per (n, k)
         return ["const float* ff_x", "const float* ff_w", "double* ff_sums"]
     return ["const float* ff_x", "const float* ff_w"]
 
@@ -123,7 +134,10 @@ def _launcher(group: KernelGroup) -> str:
         t = c.tiling
         w.line(f"// C, KD, KH, KW; {t.kpt} channels x {t.ph} rows a thread, {t.wk} x {t.wh} warps; unit-row path")
         red = group.spec.reduction
-        if red:
+        if red and red.over == "channels":
+            w.line(f"return (int)ff_conv_direct::launch_channel_reduce<{_template_args(group)}>(ff_x, ff_w, "
+                   f"{cpp_name(group.outputs[0])}, g, epi, static_cast<cudaStream_t>(stream));  // {red.describe()}")
+        elif red:
             scale = "1.0 / (static_cast<double>(ff_od) * ff_oh * ff_ow)" if red.op == "mean" else "1.0"
             w.line(f"const double scale = {scale};  // {red.describe()}")
             w.line(f"return (int)ff_conv_direct::launch_spatial_sum<{_template_args(group)}>(ff_x, ff_w, ff_sums, "
@@ -148,7 +162,10 @@ def _binding(group: KernelGroup) -> str:
         epilogue.binding_operands(w, group, "ff_conv_operand", "c", _CLASS_ENUM)
         red = group.spec.reduction
         for o in outs:
-            if red:
+            if red and red.over == "channels":
+                sizes = ["c.n"] + (["1"] if red.keepdim else []) + (["c.od"] if c.dims == 3 else []) + ["c.oh", "c.ow"]
+                w.line(f"torch::Tensor {o} = torch::empty({{{', '.join(sizes)}}}, c.x.options());  // {red.describe()}")
+            elif red:
                 ones = ", 1" * c.dims if red.keepdim else ""
                 w.line(f"torch::Tensor {o} = torch::empty({{c.n, {c.k}{ones}}}, c.x.options());  // {red.describe()}")
                 w.line(f"torch::Tensor sums = torch::empty({{c.n * {c.k}}}, c.x.options().dtype(torch::kDouble));")
@@ -163,7 +180,7 @@ def _binding(group: KernelGroup) -> str:
                 w.line(f"const torch::Tensor x_cl = torch::empty({{c.n * c.d * c.h * c.w_ * {t.cp}}}, "
                        "c.x.options());  // the input's channels-last copy")
                 main = ["c.x.data_ptr<float>()", "w_re.data_ptr<float>()", "x_cl.data_ptr<float>()"]
-        elif red:
+        elif red and red.over == "spatial":
             main = ["c.x.data_ptr<float>()", "c.w.data_ptr<float>()", "sums.data_ptr<double>()"]
         else:
             main = ["c.x.data_ptr<float>()", "c.w.data_ptr<float>()"]
@@ -182,7 +199,7 @@ def conv_kernel_source(group: KernelGroup, by_name: dict[str, fx.Node]) -> Kerne
     reads = ", ".join([f"{c.x} (input)", f"{c.w} (weight)"] + [f"{i} ({k})" for i, k in group.spec.operands])
     how = "direct fp32" if c.kernel == "direct" else "TF32 implicit GEMM, tensor cores"
     red = group.spec.reduction
-    output = (f"output {list(group.shape)}, summed over its spatial axes ({red.op}) as it is computed" if red
+    output = (f"output {list(group.shape)}, reduced ({red.describe()}) as it is computed" if red
               else f"output {list(group.shape)}")
     header = (f"// ---- {group.name} (conv kernel, {how}, {c.geometry_text()}): {ops}\n"
               f"// {output}; reads {reads}; writes {', '.join(group.outputs)}\n")
