@@ -254,12 +254,18 @@ class SpatialSums(nn.Module):
         return a, b, c, d, e, f, f.mean([2, 3])
 
 
-def _spatial_sums():
+def _every_family_with_conv_kernels(module_class, name: str):
+    """The plan of `module_class()` on EveryForm's inputs with every family, every convolution a conv kernel (the
+    cost rule off: the odd shapes are for the kernel's tails), and its generated code."""
     torch.manual_seed(0)
-    captured = _captured(SpatialSums(), *_every_form_inputs())
+    captured = _captured(module_class(), *_every_form_inputs())
     with mock.patch("fuseforge.families.conv.group._slower_than_cudnn", return_value=None):
         plan = _plan(captured, *NAMES)
-    return captured, plan, generate(plan, captured.graph, "spatial_sums.py")
+    return captured, plan, generate(plan, captured.graph, f"{name}.py")
+
+
+def _spatial_sums():
+    return _every_family_with_conv_kernels(SpatialSums, "spatial_sums")
 
 
 def test_convolutions_ending_in_a_spatial_sum_or_mean_are_conv_kernels_that_write_only_the_sums():
@@ -312,11 +318,7 @@ class ChannelReductions(nn.Module):
 
 
 def _channel_reductions():
-    torch.manual_seed(0)
-    captured = _captured(ChannelReductions(), *_every_form_inputs())
-    with mock.patch("fuseforge.families.conv.group._slower_than_cudnn", return_value=None):
-        plan = _plan(captured, *NAMES)
-    return captured, plan, generate(plan, captured.graph, "channel_reductions.py")
+    return _every_family_with_conv_kernels(ChannelReductions, "channel_reductions")
 
 
 def test_convolutions_ending_in_a_reduction_over_their_channels_are_conv_kernels_that_write_one_value_a_position():
