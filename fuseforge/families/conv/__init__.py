@@ -79,8 +79,8 @@ def _kinds(groups: list[KernelGroup]) -> set[str]:
 class Conv(FamilyBase):
     name = "conv"
     summary = ("2-D/3-D convolutions with the pointwise chain after them, as one convolution kernel with a fused "
-               "epilogue: direct fp32 for few input channels and a small window, TF32 tensor cores where eager's "
-               "cuDNN runs TF32 (measured on the GPU)")
+               "epilogue: direct fp32 for few input channels and a small window (which may also reduce its values over "
+               "the spatial axes or the channels), TF32 tensor cores where eager's cuDNN runs TF32 (measured on the GPU)")
     order = 4
 
     def claim_first(self, claim, pointwise_groups, not_fused):
