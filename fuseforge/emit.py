@@ -21,7 +21,7 @@ from .codegen import Extension
 from .codegen.writer import Writer
 from .plan import KernelStep, Plan
 from .pointwise import op_key
-from .traced import IN_PLACE_DRAWS, eager_dim_order
+from .traced import IN_PLACE_DRAWS, eager_dim_order, is_random
 
 
 class EmitError(Exception):
@@ -85,11 +85,11 @@ def _call(node: fx.Node, device_expr: str, memory_format: str | None = None) -> 
     else:
         raise EmitError(f"cannot write a call of {node.target!r}")
     args = [_arg(a, device_expr) for a in node.args]
-    if isinstance(node.target, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in node.target.tags:
+    if is_random(node) and op_key(node) in IN_PLACE_DRAWS:  # drawn in place into eager's layout, as eager drew it
+        rest = args[1:] + [f"{k}={_arg(v, device_expr)}" for k, v in node.kwargs.items()]
+        return f"{_empty_in_eager_layout(node.args[0], args[0])}.{IN_PLACE_DRAWS[op_key(node)]}({', '.join(rest)})"
+    if is_random(node):
         args = [_in_eager_layout(a, text) for a, text in zip(node.args, args)]
-        if op_key(node) in IN_PLACE_DRAWS:  # drawn in place into the input's layout, as eager drew it
-            rest = args[1:] + [f"{k}={_arg(v, device_expr)}" for k, v in node.kwargs.items()]
-            return f"torch.empty_like({args[0]}).{IN_PLACE_DRAWS[op_key(node)]}({', '.join(rest)})"
     if memory_format:
         args[:2] = [f"kernels.ff_channels_last({args[0]}, stream)", f"{args[1]}.contiguous(memory_format={memory_format})"]
     args += [f"{k}={_arg(v, device_expr)}" for k, v in node.kwargs.items()]
@@ -104,6 +104,15 @@ def _in_eager_layout(value, text: str) -> str:
         return text
     inverse = [order.index(d) for d in range(len(order))]
     return f"{text}.permute({order}).contiguous().permute({inverse})"
+
+
+def _empty_in_eager_layout(value: fx.Node, text: str) -> str:
+    """`traced.empty_in_eager_layout`, spelled: an empty tensor like `text` in eager's memory order (no copy)."""
+    order = eager_dim_order(value)
+    if order is None:
+        return f"torch.empty_like({text}, memory_format=torch.contiguous_format)"
+    inverse = [order.index(d) for d in range(len(order))]
+    return f"torch.empty_like({text}.permute({order}), memory_format=torch.contiguous_format).permute({inverse})"
 
 
 _BN_FUNCTIONAL = "aten._native_batch_norm_legit_functional.default"

@@ -62,9 +62,24 @@ def eager_dim_order(node: fx.Node) -> list[int] | None:
 # Functional draws that a captured graph holds for the in-place draw they come from: `bernoulli.p(t, p)` is the
 # functional form of `t.bernoulli_(p)` (dropout's decomposition: `empty_like(x).bernoulli_(1 - p)`), which fills t's
 # memory in order, where the functional op allocates a row-major result and fills that: another element gets each
-# draw wherever t is not row-major. Run as `torch.empty_like(t).bernoulli_(p)` (t in eager's layout), they draw
-# eager's values.
+# draw wherever t is not row-major. Drawn in place into an empty tensor in t's eager layout (t's values are not
+# read), they draw eager's values.
 IN_PLACE_DRAWS = {"aten.bernoulli.p": "bernoulli_"}
+
+
+def is_random(node: fx.Node) -> bool:
+    """Whether the node's op draws from the random generator (which draws in its input's memory order)."""
+    return isinstance(node.target, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in node.target.tags
+
+
+def empty_in_eager_layout(value: torch.Tensor, node: fx.Node) -> torch.Tensor:
+    """An uninitialised tensor of `value`'s shape in eager's memory order of the traced `node`: what an in-place
+    draw (`IN_PLACE_DRAWS`) fills as eager filled it."""
+    order = eager_dim_order(node)
+    if order is None:
+        return torch.empty_like(value, memory_format=torch.contiguous_format)
+    inverse = [order.index(d) for d in range(len(order))]
+    return torch.empty_like(value.permute(order), memory_format=torch.contiguous_format).permute(inverse)
 
 
 def in_eager_layout(value: torch.Tensor, node: fx.Node) -> torch.Tensor:

@@ -26,7 +26,7 @@ from ..load import LoadedModel
 from ..partition import partition
 from ..plan import KernelGroup, KernelStep, Plan
 from ..pointwise import op_key
-from ..traced import IN_PLACE_DRAWS, in_eager_layout
+from ..traced import IN_PLACE_DRAWS, empty_in_eager_layout, in_eager_layout, is_random
 from .harness import LOWER_FLOATS, as_float64, float64_run, plain_tensors, to_device
 
 
@@ -59,12 +59,12 @@ def _run_node(node: fx.Node, env: dict[str, object]):
         return out.double() if out.dtype in LOWER_FLOATS else out
     if kwargs.get("dtype") in LOWER_FLOATS:  # factory ops and casts follow the float64 run (harness.float64_run)
         kwargs["dtype"] = torch.float64
-    if isinstance(node.target, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in node.target.tags:
+    if is_random(node) and op_key(node) in IN_PLACE_DRAWS:  # drawn in place into eager's layout, as eager drew it
+        return getattr(empty_in_eager_layout(args[0], node.args[0]), IN_PLACE_DRAWS[op_key(node)])(*args[1:], **kwargs)
+    if is_random(node):
         # a random op draws in its input's memory order: eager's, as the emitted forward gives it (a kernel before
         # it writes row-major)
         args = tuple(in_eager_layout(v, a) if isinstance(a, fx.Node) else v for v, a in zip(args, node.args))
-        if op_key(node) in IN_PLACE_DRAWS:  # drawn in place into the input's layout, as eager drew it
-            return getattr(torch.empty_like(args[0]), IN_PLACE_DRAWS[op_key(node)])(*args[1:], **kwargs)
     return node.target(*args, **kwargs)
 
 

@@ -3,6 +3,7 @@ epilogue computes the chain: the direct exact-fp32 kernel for short dot products
 window), the TF32 implicit-GEMM kernel on tensor cores where eager's cuDNN itself runs TF32 (measured on the GPU).
 
 - `group.py`: recognise such a convolution (which kernel), and how its group grows (the epilogue's operand classes);
+- `reduction.py`: the reductions a direct kernel's group may end in (over the spatial axes or the channels);
 - `tiling.py`: how each kernel tiles one convolution (a rule of its channels, window and output extents);
 - `kernel.py`: the generated epilogue functor, launcher and binding of one group;
 - `reference.py`: the float64 reference of the convolution from the plan's geometry;

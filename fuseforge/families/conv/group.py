@@ -26,7 +26,7 @@ families, so an epilogue holds only the pointwise ops no reduction, norm or pool
 (a 2-D convolution of 8 channels runs as fast in cuDNN as in the direct kernel: it pays only through that pass).
 
 One exception: a group of the direct kernel may end in a *reduction* of the epilogue's last value
-(`recognise_reduction`), which is then the group's only output:
+(`reduction.py`), which is then the group's only output:
 - a *spatial sum*: a sum or mean over all the convolution's spatial axes (global average pooling is such a mean),
   one value per (n, k): sum_s f(conv(x, w))[n, k, s] is summed as the values are computed;
 - a *channel reduction*: amin, amax, sum or mean over the output channels (dim 1; `torch.min(x, 1)[0]` too), one
@@ -57,11 +57,10 @@ from ...partition_family import (
     restate_anchor_notes,
 )
 from ...plan import Claim
-from ...pointwise import NotSpellable
 from ...traced import size_hint, tensor_meta, traced_shape
 from ..base import EpilogueOperands, broadcasts_to, operand_class
-from ..channel_reductions import table as channel_table
 from . import tiling
+from .reduction import ConvReduction, recognise_reduction
 
 CONV_OPS = {"aten.conv2d.default": "conv2d", "aten.conv3d.default": "conv3d",
             "aten.convolution.default": "convolution"}
@@ -107,30 +106,6 @@ class ConvAnchor:
 
 
 @dataclass(frozen=True)
-class ConvReduction:
-    """The group's last op: a reduction of `data`, the epilogue's last value, over all its spatial axes (out[n, k])
-    or over its channels (out[n, (od,) oh, ow])."""
-
-    node: str
-    data: str
-    op: str  # "sum" or "mean" (spatial); "amin", "amax", "sum" or "mean" (channels)
-    keepdim: bool
-    over: str = "spatial"  # or "channels"
-    values: str | None = None  # min.dim / max.dim over the channels: the tuple access of the values
-
-    @property
-    def output(self) -> str:
-        return self.values or self.node
-
-    @property
-    def members(self) -> set[str]:
-        return {self.node} | ({self.values} if self.values else set())
-
-    def describe(self) -> str:
-        return f"{self.op} of {self.data} over its {'spatial axes' if self.over == 'spatial' else 'channels'}"
-
-
-@dataclass(frozen=True)
 class ConvSpec(EpilogueOperands):
     """How a conv kernel sees its group: the anchor and its epilogue operands' classes (and its spatial sum)."""
 
@@ -143,43 +118,6 @@ class ConvSpec(EpilogueOperands):
 
 def is_conv_op(node: fx.Node) -> bool:
     return node.op == "call_function" and str(node.target) in CONV_OPS
-
-
-_SPATIAL_SUMS = {"aten.sum.dim_IntList": "sum", "aten.mean.dim": "mean"}
-
-
-def recognise_reduction(node: fx.Node) -> ConvReduction | None:
-    """The reduction `node` computes that a conv kernel can end in: a spatial sum, or a channel reduction of the
-    channel-reduction table (over axis 1 of a rank-4 or -5 float32 tensor); None when it is neither."""
-    found = recognise_spatial_sum(node)
-    if found is not None or not channel_table.is_channel_reduction_op(node):
-        return found
-    try:
-        red = channel_table.recognise(node)
-    except NotSpellable:
-        return None
-    if tensor_meta(node.args[0]).dim() not in (4, 5):
-        return None
-    return ConvReduction(node.name, red.data, red.op, red.keepdim, "channels", red.values)
-
-
-def recognise_spatial_sum(node: fx.Node) -> ConvReduction | None:
-    """The spatial sum `node` computes: a float32 sum or mean over all axes past the first two of a rank-4 or -5
-    float32 tensor, keepdim or not, no dtype change; None when it is none."""
-    if node.op != "call_function" or str(node.target) not in _SPATIAL_SUMS:
-        return None
-    a = pointwise.bind_arguments(node, lambda n: n)
-    data, dims = a.get("self"), a.get("dim")
-    if not isinstance(data, fx.Node) or tensor_meta(data) is None or tensor_meta(node) is None:
-        return None
-    rank = tensor_meta(data).dim()
-    if rank not in (4, 5) or a.get("dtype") is not None or not isinstance(dims, (list, tuple)) or \
-            tensor_meta(data).dtype != torch.float32 or tensor_meta(node).dtype != torch.float32:
-        return None
-    axes = sorted(d % rank for d in dims if isinstance(d, int))
-    if len(axes) != len(dims) or axes != list(range(2, rank)):
-        return None
-    return ConvReduction(node.name, data.name, _SPATIAL_SUMS[str(node.target)], bool(a.get("keepdim")))
 
 
 def _triple(value, dims: int, fill: int) -> tuple[int, int, int] | None:
@@ -407,8 +345,7 @@ def _channel_reduction_reason(conv: ConvAnchor) -> str | None:
     if t.kpt * t.wk < conv.k:
         return (f"a block of the direct kernel holds {t.kpt * t.wk} of the {conv.k} output channels: it cannot reduce "
                 "over them")
-    reduce_bytes = 4 * t.wk * t.wh * t.ph * 32
-    if tiling.smem_bytes(t, conv.c, conv.window, conv.stride, conv.dilation) + reduce_bytes > tiling.SMEM_LIMIT:
+    if tiling.smem_bytes(t, conv.c, conv.window, conv.stride, conv.dilation, channel_reduce=True) > tiling.SMEM_LIMIT:
         return "its channel reduction's partials would not fit in shared memory beside the tiles"
     return None
 

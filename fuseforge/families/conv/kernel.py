@@ -53,7 +53,7 @@ def _functor(group: KernelGroup, by_name: dict[str, fx.Node]) -> str:
             epilogue.chain(w, group, by_name, _INDEX, anchor, (red.data, red.members) if red else None)
         w.line("}")
         if red and red.over == "channels":  # the reduction over the output channels, in the table's C++
-            r = channel_table.ChannelReduction(red.op, red.data, red.keepdim, red.values)
+            r = red.channel
             w.line(f"// {red.describe()}")
             w.line(f"__device__ __forceinline__ float init() const {{ return {channel_table.spell_init(r)}; }}")
             w.line("__device__ __forceinline__ float combine(float a, float b) const { return "

@@ -78,12 +78,14 @@ def choose(c: int, k_out: int, window: tuple[int, int, int], stride: tuple[int, 
 
 
 def smem_bytes(t: Tiling, c: int, window: tuple[int, int, int], stride: tuple[int, int, int],
-               dilation: tuple[int, int, int]) -> int:
-    """Shared memory of one block: the channel group's weights and two input tiles with their halo."""
+               dilation: tuple[int, int, int], channel_reduce: bool = False) -> int:
+    """Shared memory of one block: the channel group's weights and two input tiles with their halo (and, for a
+    reduction over the channels, a partial per thread and row: direct.cuh's `Config::smem_bytes`)."""
     kd, kh, kw = window
     th_in = (t.tile_h - 1) * stride[1] + (kh - 1) * dilation[1] + 1
     tw_in = (TILE_W - 1) * stride[2] + (kw - 1) * dilation[2] + 1
-    return 4 * (c * kd * kh * kw * t.block_k + 2 * c * kd * th_in * tw_in)
+    partials = t.wk * t.wh * t.ph * 32 if channel_reduce else 0
+    return 4 * (c * kd * kh * kw * t.block_k + 2 * c * kd * th_in * tw_in + partials)
 
 
 def useful_fraction(t: Tiling, k_out: int, out_h: int, out_w: int) -> float:
