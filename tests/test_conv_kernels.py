@@ -44,9 +44,10 @@ def _ops(group):
     return [n.rstrip("_0123456789") for n in group.nodes]
 
 
-def _captured(module, *inputs):
+def _captured(module, *inputs, train=False):
     loaded = LoadedModel(path=types.SimpleNamespace(name="t.py", stem="t"), source="", module=None,
-                         model=module.eval(), init_args=[], inputs=list(inputs), outputs=[], output_is_tuple=False)
+                         model=module.train(train), init_args=[], inputs=list(inputs), outputs=[],
+                         output_is_tuple=False)
     return capture(loaded)
 
 
@@ -254,11 +255,11 @@ class SpatialSums(nn.Module):
         return a, b, c, d, e, f, f.mean([2, 3])
 
 
-def _every_family_with_conv_kernels(module_class, name: str):
+def _every_family_with_conv_kernels(module_class, name: str, train=False):
     """The plan of `module_class()` on EveryForm's inputs with every family, every convolution a conv kernel (the
     cost rule off: the odd shapes are for the kernel's tails), and its generated code."""
     torch.manual_seed(0)
-    captured = _captured(module_class(), *_every_form_inputs())
+    captured = _captured(module_class(), *_every_form_inputs(), train=train)
     with mock.patch("fuseforge.families.conv.group._slower_than_cudnn", return_value=None):
         plan = _plan(captured, *NAMES)
     return captured, plan, generate(plan, captured.graph, f"{name}.py")
@@ -339,13 +340,87 @@ def test_the_channel_reductions_plan_passes_the_float64_check_of_its_kernels_aga
     assert_conv_groups_match_the_graph_in_float64(captured, plan)
 
 
+# ---------------------------------------------------------------------------------------- channel norms
+
+class ChannelNorms(nn.Module):
+    """Conv groups whose output goes into a channel norm (in train mode): a 2-D conv with stride 2, padding 1, dilation
+    2 and 13 output channels (channel and row tails), relu, a batch norm with its running statistics, then a scale
+    and a full residual; a 3-D conv of 5 channels, a group norm of 4 groups, tanh; a conv of 24 channels with no
+    bias, an affine instance norm, a division. Then one that is none: a conv whose output is also the model's (the
+    batch norm after it is the channel family's)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(3, 13, 3, stride=2, padding=1, dilation=2)
+        self.bn = nn.BatchNorm2d(13)
+        self.b = nn.Conv3d(5, 16, (3, 2, 3), stride=(1, 2, 1), padding=(1, 0, 2), dilation=(2, 1, 1))
+        self.gn = nn.GroupNorm(4, 16)
+        self.c = nn.Conv2d(8, 24, 2, bias=False)
+        self.inorm = nn.InstanceNorm2d(24, affine=True)
+        self.d = nn.Conv2d(3, 8, 3)
+        self.bn2 = nn.BatchNorm2d(8)
+
+    def forward(self, x, r, v, u):
+        a = self.bn(torch.relu(self.a(x))) * 2.0 + r
+        b = torch.tanh(self.gn(self.b(v)))
+        c = self.inorm(self.c(u)) / 3.0
+        d = self.d(x)
+        return a, b, c, d, self.bn2(d)
+
+
+def _channel_norms():
+    return _every_family_with_conv_kernels(ChannelNorms, "channel_norms", train=True)
+
+
+def test_convolutions_going_into_a_channel_norm_are_conv_kernels_that_take_its_statistics_as_they_store():
+    _, plan, _ = _channel_norms()
+    normed = {g.spec.conv.k: g for g in plan.groups if g.kind == "conv" and g.spec.norm}
+    assert sorted(normed) == [13, 16, 24]  # a, b, c; d's output leaves the model
+    assert [normed[k].spec.norm.channel.norm.op for k in (13, 16, 24)] == ["batch_norm", "group_norm", "instance_norm"]
+    assert [normed[k].spec.norm.stat_groups for k in (13, 16, 24)] == [0, 4, 24]
+    bn = normed[13]
+    assert _ops(bn) == ["conv2d", "add", "relu", "_native_batch_norm_legit_functional", "getitem", "getitem",
+                        "getitem", "mul", "add"]
+    assert len(bn.outputs) == 3  # the result, the new running mean and variance
+    assert bn.spec.norm.data not in bn.outputs and dict(bn.spec.norm.channel.operands)[bn.spec.norm.data] == "full"
+    assert dict(bn.spec.norm.channel.operands)["r"] == "full"
+    assert [g.kind for g in plan.groups].count("channel_norms") == 1  # d's batch norm
+    assert bn.family.launches(bn) == 4
+
+
+def test_the_channel_norms_plan_passes_the_float64_check_of_its_kernels_against_the_graphs_ops():
+    captured, plan, _ = _channel_norms()
+    assert_conv_groups_match_the_graph_in_float64(captured, plan)
+
+
+def test_a_norm_whose_units_a_warp_holds_stays_the_channel_familys():
+    """A group norm of [N, 8, 6, 6] in 4 groups: 72 values a unit, which the channel kernels normalise in one
+    launch from registers; there is no statistics pass for the conv kernel to save."""
+    class Small(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3)
+            self.gn = nn.GroupNorm(4, 8)
+
+        def forward(self, x):
+            return self.gn(self.conv(x))
+
+    captured = _captured(Small(), torch.randn(2, 3, 8, 8))
+    with mock.patch("fuseforge.families.conv.group._slower_than_cudnn", return_value=None):
+        plan = _plan(captured, *NAMES)
+    assert not any(g.kind == "conv" and g.spec.norm for g in plan.groups)
+    assert any(g.kind == "channel_norms" for g in plan.groups)
+
+
 # ---------------------------------------------------------------------------------------- generated code
 
 FORMS = {"every_form": _every_form, "spatial_sums": _spatial_sums,  # -> (captured, plan, extension)
-         "channel_reductions": _channel_reductions}
-DIRECT_KERNELS = {"every_form": 3, "spatial_sums": 6, "channel_reductions": 4}  # conv_direct_kernel instances
-SPATIAL_SUMS = {"every_form": 0, "spatial_sums": 4, "channel_reductions": 0}
-CHANNEL_REDUCTIONS = {"every_form": 0, "spatial_sums": 0, "channel_reductions": 4}
+         "channel_reductions": _channel_reductions, "channel_norms": _channel_norms}
+DIRECT_KERNELS = {"every_form": 3, "spatial_sums": 6, "channel_reductions": 4,  # conv_direct_kernel instances
+                  "channel_norms": 4}
+SPATIAL_SUMS = {"every_form": 0, "spatial_sums": 4, "channel_reductions": 0, "channel_norms": 0}
+CHANNEL_REDUCTIONS = {"every_form": 0, "spatial_sums": 0, "channel_reductions": 4, "channel_norms": 0}
+STORE_STATS = {"every_form": 0, "spatial_sums": 0, "channel_reductions": 0, "channel_norms": 3}
 
 
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc")
@@ -354,6 +429,8 @@ def test_the_generated_conv_kernels_compile_for_hopper_without_spills(form, tmp_
     _, _, ext = FORMS[form]()
     assert ext.cuda.count("launch_spatial_sum<") == SPATIAL_SUMS[form]
     assert ext.cuda.count("launch_channel_reduce<") == CHANNEL_REDUCTIONS[form]
+    assert ext.cuda.count("launch_store_stats<") == STORE_STATS[form]
+    assert ext.cuda.count("ff_chan_launch_with_sums(") == STORE_STATS[form] + (STORE_STATS[form] > 0)
     report = assert_compiles_for_hopper_without_spills(ext.cuda, tmp_path, max_registers=170)
     assert report.count("conv_direct_kernel") >= DIRECT_KERNELS[form]
 

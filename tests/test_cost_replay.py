@@ -15,11 +15,12 @@ RECORD = ROOT / "bench/results/2026-11-27d_h100/conv37_jobs.tgz"  # the 37 conv 
 
 @pytest.mark.skipif(not cost_replay.PROBLEMS.exists(), reason="needs ../shared/problems")
 def test_2d_short_dot_conv_models_measured_exact_fp32_are_predicted_within_25_percent_of_their_speedup():
-    """65, 73, 85 (8 -> 64 channels, 3x3; the record measured eager's cuDNN exact-fp32 on each): eager's convolution
-    with its bias priced at the exact-fp32 rate measured with the bias. Catches the no-bias rate for that call,
-    which predicted 65 and 85 at 0.69-0.70 of their measured speedups."""
-    rows = cost_replay.replay_record(RECORD, ["65_", "73_", "85_"])
-    assert len(rows) == 3 and all("error" not in r for r in rows), rows
+    """65 (8 -> 64 channels, 3x3; the record measured eager's cuDNN exact-fp32 on it): eager's convolution with its
+    bias priced at the exact-fp32 rate measured with the bias. Catches the no-bias rate for that call, which
+    predicted 65 at 0.70 of its measured speedup. (73 and 85, the same convolution, were in this test until their
+    plans changed: their conv kernels now take their norms' statistics, which this record did not measure.)"""
+    rows = cost_replay.replay_record(RECORD, ["65_"])
+    assert len(rows) == 1 and all("error" not in r for r in rows), rows
     assert all(r["same_plan"] for r in rows), [r["model"] for r in rows if not r["same_plan"]]
     off = {r["model"]: round(r["ratio"], 2) for r in rows if not 0.75 <= r["ratio"] <= 1.25}
     assert not off, off

@@ -83,7 +83,7 @@ def generate(plan: Plan, graph: fx.Graph, model_name: str) -> Extension:
         _banner(model_name, "CUDA kernels"),
         "#include <cuda_runtime.h>\n#include <cstdint>\n#include <math.h>",
         TYPES, PRELUDE, KERNEL_RUNTIME,
-        *[part for r in runtimes for part in r.cuda],
+        *dict.fromkeys(part for r in runtimes for part in r.cuda),  # a part two families use, once
         *([LAYOUT_KERNEL_RUNTIME] if layouts else []),
         *[k.cuda for k in kernels],
     ])
@@ -91,7 +91,7 @@ def generate(plan: Plan, graph: fx.Graph, model_name: str) -> Extension:
         _banner(model_name, "torch binding"),
         "#include <torch/types.h>\n#include <torch/csrc/Exceptions.h>\n#include <vector>",
         TYPES, BINDING_RUNTIME,
-        *[part for r in runtimes for part in r.binding],
+        *dict.fromkeys(part for r in runtimes for part in r.binding),
         *[k.launcher_decl for k in kernels],
         "",
         *[k.binding for k in kernels],

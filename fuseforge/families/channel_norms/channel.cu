@@ -338,3 +338,44 @@ int ff_chan_launch(const Op& op, const FFChanDims& d, float* partial, void* stre
     }
     return (int)cudaGetLastError();
 }
+
+// Statistics taken elsewhere (a conv kernel that stored the normalised tensor: families/conv/direct.cuh's
+// launch_store_stats): sums[2u] and sums[2u + 1] are the sum and the sum of squares of unit u's values, in
+// doubles. Part 0 of each unit's partials gets (count, mean, M2) from them, M2 = sum of squares - sum * mean in
+// double (exact enough: the doubles hold each square exactly); the unit's other parts are empty (count 0, which
+// Chan's merge skips), so the apply kernel's merge in part order finds the unit's statistics.
+template <int kUnused = 0>  // a template: compiled only where a conv kernel's statistics instantiate it
+__global__ void ff_chan_partials_of_sums(const double* __restrict__ sums, float* __restrict__ partial, FFChanDims d) {
+    const int64_t u = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (u >= d.units) return;
+    const double count = (double)d.per_unit, sum = sums[2 * u], mean = sum / count;
+    const double m2 = fmax(sums[2 * u + 1] - sum * mean, 0.0);
+    float* p = partial + u * d.parts * 3;
+    p[0] = (float)count;
+    p[1] = (float)mean;
+    p[2] = (float)m2;
+    for (int part = 1; part < d.parts; ++part) p[3 * part] = p[3 * part + 1] = p[3 * part + 2] = 0.0f;
+}
+
+// Normalise with the statistics in `sums` (above): one small launch, then the plane path's apply launch. Where the
+// call's sizes take another path (a channels-last input, [N, C], units of at most kFFChanWarpUnit values), the
+// statistics are taken again from the input by that path instead (`ff_chan_launch`): the same results.
+template <class Op>
+int ff_chan_launch_with_sums(const Op& op, const FFChanDims& d, const double* sums, float* partial, void* stream) {
+    if (d.per_unit == 0 || d.units == 0) return 0;
+    if (d.nhwc || d.columns || d.per_unit <= kFFChanWarpUnit) return ff_chan_launch(op, d, partial, stream);
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    ff_chan_partials_of_sums<><<<(unsigned)((d.units + 255) / 256), 256, 0, s>>>(sums, partial, d);
+    int code = (int)cudaGetLastError();
+    if (code != 0) return code;
+    bool aligned = d.hw % 4 == 0;
+    for (int f = 0; f < Op::kFull; ++f) aligned = aligned && reinterpret_cast<uintptr_t>(op.full[f]) % 16 == 0;
+    for (int m = 0; m < Op::kOut; ++m) aligned = aligned && reinterpret_cast<uintptr_t>(op.out[m]) % 16 == 0;
+    const dim3 grid((unsigned)d.units, (unsigned)d.parts);
+    if (aligned) {
+        ff_chan_plane_apply<Op, true><<<grid, kFFChanThreads, 0, s>>>(op, d, partial);
+    } else {
+        ff_chan_plane_apply<Op, false><<<grid, kFFChanThreads, 0, s>>>(op, d, partial);
+    }
+    return (int)cudaGetLastError();
+}

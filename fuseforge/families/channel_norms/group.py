@@ -186,7 +186,7 @@ def form_channel_groups(claim: Claim, pointwise_groups: list[list[str]], not_fus
     graph, reach, elsewhere = claim.graph, claim.reach, claim.claimed  # elsewhere: members of row groups
     grower = GroupGrower(claim, pointwise_groups)
     for node in graph.nodes:
-        if not table.is_channel_op(node):
+        if not table.is_channel_op(node) or node.name in claim.claimed:  # claimed: a conv kernel takes statistics
             continue
         try:
             norm = table.recognise(node)

@@ -148,16 +148,16 @@ def _op_struct(lay: _Layout) -> str:
     return w.text()
 
 
-def _launcher_signature(lay: _Layout) -> str:
+def _launcher_signature(lay: _Layout, sums: bool = False) -> str:
     params = ([f"const float* {cpp_name(i)}" for i in lay.group.inputs]
               + [f"float* {cpp_name(o)}" for o in lay.full_outputs + lay.channel_outputs]
-              + ["FFChanDims dims", "float* partial", "void* stream"])
+              + ["FFChanDims dims", "float* partial"] + (["const double* sums"] if sums else []) + ["void* stream"])
     return f"int launch_{lay.group.name}({', '.join(params)})"
 
 
-def _launcher(lay: _Layout) -> str:
+def _launcher(lay: _Layout, sums: bool = False) -> str:
     w = Writer()
-    w.line(_launcher_signature(lay) + " {")
+    w.line(_launcher_signature(lay, sums) + " {")
     with w.indent():
         w.line(f"{lay.group.name}_op op;")
         for k, name in enumerate(lay.full):
@@ -171,7 +171,10 @@ def _launcher(lay: _Layout) -> str:
                 w.line(f"op.{cpp_name(name)}_{lay.classes[name]} = {cpp_name(name)};")
         for name in lay.channel_outputs:
             w.line(f"op.{cpp_name(name)}_out = {cpp_name(name)};")
-        w.line("return ff_chan_launch(op, dims, partial, stream);")
+        if sums:
+            w.line("return ff_chan_launch_with_sums(op, dims, sums, partial, stream);  // the statistics: `sums`")
+        else:
+            w.line("return ff_chan_launch(op, dims, partial, stream);")
     w.line("}")
     return w.text()
 
@@ -213,3 +216,11 @@ def channel_kernel_source(group: KernelGroup, by_name: dict[str, fx.Node]) -> Ke
               f"reads {reads}; writes {', '.join(group.outputs)}\n")
     cuda = header + "\n".join([_op_struct(lay), _launcher(lay)])
     return KernelSource(group.name, cuda, _binding(lay), _launcher_signature(lay) + ";")
+
+
+def channel_apply_source(group: KernelGroup, by_name: dict[str, fx.Node]) -> tuple[str, str]:
+    """The Op struct of a channel group whose statistics another kernel took (a conv kernel's sum and sum of squares
+    per unit, `ff_chan_launch_with_sums`), and its launcher: (CUDA, the launcher's signature). Its launcher takes
+    the sums after the partials' workspace."""
+    lay = _Layout(group, by_name)
+    return "\n".join([_op_struct(lay), _launcher(lay, sums=True)]), _launcher_signature(lay, sums=True)

@@ -4,6 +4,7 @@ window), the TF32 implicit-GEMM kernel on tensor cores where eager's cuDNN itsel
 
 - `group.py`: recognise such a convolution (which kernel), and how its group grows (the epilogue's operand classes);
 - `reduction.py`: the reductions a direct kernel's group may end in (over the spatial axes or the channels);
+- `norm.py`: the channel norm a direct kernel's output may go into (the kernel takes its statistics as it stores);
 - `tiling.py`: how each kernel tiles one convolution (a rule of its channels, window and output extents);
 - `kernel.py`: the generated epilogue functor, launcher and binding of one group;
 - `reference.py`: the float64 reference of the convolution from the plan's geometry;
@@ -27,6 +28,8 @@ from ...rates import (
 )
 from ...words import counted, with_article
 from ..base import FamilyBase
+from ..channel_norms import FAMILY as CHANNEL_NORMS
+from ..channel_norms import table as norm_table
 from .group import (
     conv_op_reason,
     direct_seconds,
@@ -37,6 +40,7 @@ from .group import (
     mark_eager_classes,
 )
 from .kernel import conv_kernel_source
+from .norm import split
 from .reference import direct_conv
 
 DIRECT_KERNEL = cuda_source(__package__, "direct.cuh")  # the kernel and its launch template
@@ -62,6 +66,12 @@ _HOW_CHANNELS = ("A conv kernel ending in a channel reduction holds every output
 _HOW_SUM = ("A conv kernel ending in a spatial sum stores nothing: each thread adds its rows' values, the warp its "
             "columns (shuffles), and one lane adds the partial into a double per sample and channel (atomicAdd); "
             "a small kernel then scales the sums into the float32 result.")
+_HOW_NORM = ("A conv kernel whose output goes into a channel norm stores it and, as it does, adds each unit's sum and "
+             "sum of squares (a unit: a channel, or one sample's group of channels) into doubles: each thread in double "
+             "over its rows, the warp over its columns (shuffles), a block's channels in shared memory (batch norm) or "
+             "straight into the unit's doubles (group norm; atomicAdd); a small kernel turns them into each unit's "
+             "count, mean and M2 (M2 = sum of squares - sum x mean, in double), and the channel kernels' normalising "
+             "pass applies them: no statistics pass over the convolution's output.")
 _EXPECTED = {
     "direct": (f"direct conv kernels run at {CONV_DIRECT_FLOPS[2] / 1e12:.0f} TFLOP/s in 2-D and, in 3-D, "
                f"{CONV_DIRECT_3D[0] * 1e12:.1f} ps an output plus the products at {CONV_DIRECT_3D[1] / 1e12:.0f} "
@@ -71,6 +81,12 @@ _EXPECTED = {
               f"{IGEMM_L2_BYTES_PER_S[2] / 1e12:.1f} TB/s in 2-D and {IGEMM_L2_BYTES_PER_S[3] / 1e12:.1f} in 3-D "
               "(each tile reads its input box and weight tile per tap; fitted to its times on an H100)"),
 }
+
+
+def _operands(group: KernelGroup) -> list[tuple[str, str]]:
+    """The epilogue's operands and, with a channel norm, its pass's (the normalised tensor is the kernel's own)."""
+    norm = group.spec.norm
+    return list(group.spec.operands) + [o for o in (norm.channel.operands if norm else ()) if o[0] != norm.data]
 
 
 def _kinds(groups: list[KernelGroup]) -> set[str]:
@@ -113,12 +129,14 @@ class Conv(FamilyBase):
         bias = f" + {c.bias} (bias)" if c.bias else ""
         kernel = (f"TF32 implicit GEMM on tensor cores, {t.name}" if c.kernel == "igemm" else
                   f"direct fp32, {t.kpt} channels x {t.ph} rows a thread, {t.wk} x {t.wh} warps")
-        red = group.spec.reduction
-        chain = len(group.nodes) - 1 - (len(red.members) if red else 0)
-        tail = f"epilogue of {chain} pointwise ops" + (f", then the {red.describe()}" if red else "")
+        red, norm = group.spec.reduction, group.spec.norm
+        chain = len(group.nodes) - 1 - (len(red.members) if red else 0) - (len(norm.members) if norm else 0)
+        tail = (f"epilogue of {chain} pointwise ops" + (f", then the {red.describe()}" if red else "")
+                + (f", its output's statistics per unit; then {norm.describe()} with {len(norm.members)} ops "
+                   "(channel kernels' normalising pass)" if norm else ""))
         return [f"    conv kernel: {c.op} ({c.x} * {c.w}{bias}) -> {list(group.shape)}, {c.geometry_text()}; "
                 f"{kernel}; {tail}",
-                f"    reads {', '.join([c.x + ' (input)', c.w + ' (weight)'] + [f'{i} ({k})' for i, k in group.spec.operands])}; "
+                f"    reads {', '.join([c.x + ' (input)', c.w + ' (weight)'] + [f'{i} ({k})' for i, k in _operands(group)])}; "
                 f"writes {', '.join(group.outputs)}"]
 
     def source(self, group: KernelGroup, by_name):
@@ -128,15 +146,21 @@ class Conv(FamilyBase):
         return Runtime((DIRECT_KERNEL, IGEMM_KERNEL), (CONV_BINDING, IGEMM_BINDING), IGEMM_CUDA_FLAGS)
 
     def runtime_for(self, groups: list[KernelGroup]) -> Runtime:
-        """The implicit-GEMM kernel (sm_90a) only where a group uses it."""
-        if any(g.spec.conv.kernel == "igemm" for g in groups):
-            return self.runtime()
-        return Runtime((DIRECT_KERNEL,), (CONV_BINDING,))
+        """The implicit-GEMM kernel (sm_90a) only where a group uses it; the channel kernels' runtime where a group
+        goes into a channel norm."""
+        base = (self.runtime() if any(g.spec.conv.kernel == "igemm" for g in groups)
+                else Runtime((DIRECT_KERNEL,), (CONV_BINDING,)))
+        if not any(g.spec.norm for g in groups):
+            return base
+        norms = CHANNEL_NORMS.runtime()
+        return Runtime(norms.cuda + base.cuda, norms.binding + base.binding, base.nvcc_flags)
 
     def check_operands(self, group: KernelGroup, inputs: dict) -> None:
         """The input and weight have the channels and window the kernel was generated for; each epilogue input
-        fits its class against the output they make (what the binding checks)."""
+        fits its class against the output they make (what the binding checks); so does each input of the norm's
+        pass."""
         c = group.spec.conv
+        operands = _operands(group)
         x, w = inputs[c.x], inputs[c.w]
         window = tuple(w.shape[2:])
         if x.dim() != c.dims + 2 or x.shape[1] != c.c or tuple(w.shape[:2]) != (c.k, c.c) or \
@@ -146,7 +170,7 @@ class Conv(FamilyBase):
         out = [x.shape[0], c.k] + [(size + 2 * p - d * (k - 1) - 1) // s + 1 for size, k, s, p, d in
                                    zip(x.shape[2:], *(t[3 - c.dims:] for t in (c.window, c.stride, c.padding,
                                                                                  c.dilation)))]
-        for name, cls in group.spec.operands:
+        for name, cls in operands:
             t = inputs[name]
             if cls == "full":
                 ok = list(t.shape) == out
@@ -158,12 +182,20 @@ class Conv(FamilyBase):
                 raise ValueError(f"{group.name}: input {name} of shape {list(t.shape)} is not {cls} for output {out}")
 
     def references(self, group: KernelGroup) -> dict:
+        """The convolution from the plan's geometry; a channel norm by the channel kernels' formulas."""
         c = group.spec.conv
 
         def convolved(local):
             return direct_conv(c, local[c.x], local[c.w], local[c.bias] if c.bias else None)
 
-        return {group.spec.anchor: convolved}
+        if not group.spec.norm:
+            return {group.spec.anchor: convolved}
+        norm = group.spec.norm.channel.norm
+
+        def normalised(local):
+            return norm_table.reference(norm, local[norm.data], {p: local[p] for p in norm.params})
+
+        return {group.spec.anchor: convolved, group.spec.norm.node: normalised}
 
     def call_comment(self, group: KernelGroup) -> str:
         kind = "TF32 tensor cores" if group.spec.conv.kernel == "igemm" else "direct fp32"
@@ -178,10 +210,14 @@ class Conv(FamilyBase):
         return "convolution kept as the cuDNN call eager makes: it is no conv kernel" + (f" ({reason})." if reason else ".")
 
     def replaced(self, group: KernelGroup) -> tuple[str, str]:
-        red = group.spec.reduction
-        chain = len(group.nodes) - 1 - (len(red.members) if red else 0)
+        red, norm = group.spec.reduction, group.spec.norm
+        chain = len(group.nodes) - 1 - (len(red.members) if red else 0) - (len(norm.members) if norm else 0)
         epilogue = (f", its {counted(chain, 'pointwise op')} applied to each value before the one store, so the "
                     "convolution's output is never written and read back" if chain else "")
+        if norm:
+            ops = f"its {counted(chain, 'pointwise op')} applied to each value, " if chain else ""
+            epilogue = (f", {ops}its output's statistics for the {norm.channel.norm.describe} taken as it is stored, "
+                        "so the channel kernels only normalise it: the output is read once, not twice")
         if red:
             ops = f"its {counted(chain, 'pointwise op')} applied to each value and " if chain else ""
             axes = "spatial axes" if red.over == "spatial" else "output channels"
@@ -198,10 +234,17 @@ class Conv(FamilyBase):
 
     def launches(self, group: KernelGroup) -> int:
         red = group.spec.reduction  # a spatial sum: zeroing the sums, the kernel, their scaling
+        if group.spec.norm:  # zeroing the sums, the kernel, the statistics from the sums, normalising
+            return 4
         return 3 if red and red.over == "spatial" else 1
 
     def fusion(self, group: KernelGroup, ops: str, count: int, saved: str) -> str | None:
         red = group.spec.reduction
+        if group.spec.norm:
+            return (f"- `{group.name}` ({count} ops): four launches (zeroing the sums, the conv kernel, the statistics "
+                    f"from its sums, the normalising pass), and about {saved} less traffic per call: the epilogue's "
+                    "values stay in registers, the convolution's output is written once and read once (no statistics "
+                    "pass), the normalised value and the ops after it stay in registers.")
         if not red:
             return None
         if red.over == "channels":
@@ -219,15 +262,18 @@ class Conv(FamilyBase):
         kinds = _kinds(groups)
         overs = {g.spec.reduction.over for g in groups if g.spec.reduction}
         sums = [_HOW_SUM] * ("spatial" in overs) + [_HOW_CHANNELS] * ("channels" in overs)
+        sums += [_HOW_NORM] * any(g.spec.norm for g in groups)
         return [_HOW[k] for k in ("direct", "igemm") if k in kinds] + [_HOW_EPILOGUE] + sums
 
     def call_shape(self, group: KernelGroup) -> str:
         c, red = group.spec.conv, group.spec.reduction
         summed = ("" if not red else f", {red.op} over the spatial axes -> one value per (n, k)" if red.over == "spatial"
                   else f", {red.op} over the output channels -> one value per position")
+        if group.spec.norm:
+            summed = f", its statistics per unit, then {group.spec.norm.describe()}"
         return (f"{c.op} of {c.x} by {c.w} -> {list(group.shape)} ({c.geometry_text()}){summed}"
-                + (f", epilogue reads {', '.join(f'{i} ({k})' for i, k in group.spec.operands)}"
-                   if group.spec.operands else ""))
+                + (f", epilogue reads {', '.join(f'{i} ({k})' for i, k in _operands(group))}"
+                   if _operands(group) else ""))
 
     def expected(self) -> list[str]:
         return [_EXPECTED["direct"], _EXPECTED["igemm"]]
@@ -237,10 +283,17 @@ class Conv(FamilyBase):
         return [_EXPECTED[k] for k in ("direct", "igemm") if k in kinds]
 
     def seconds(self, group: KernelGroup, by_name) -> float | None:
-        """The kernel's measured rate with its tiles' tails, or its traffic where that takes longer."""
-        moved = sum(nbytes(by_name[i]) for i in group.inputs) + sum(nbytes(by_name[o]) for o in group.outputs)
-        return (max(direct_seconds(by_name[group.spec.anchor], group.spec.conv), moved / BANDWIDTH)
-                + self.launches(group) * LAUNCH_S)
+        """The kernel's measured rate with its tiles' tails, or its traffic where that takes longer; with a channel
+        norm, the conv kernel writing its output, then the normalising pass: a memory-bound read of that output and
+        the norm part's other inputs, and its writes."""
+        parts = split(group, by_name) if group.spec.norm else (group,)
+        conv_part = parts[0]
+        moved = sum(nbytes(by_name[i]) for i in conv_part.inputs) + sum(nbytes(by_name[o]) for o in conv_part.outputs)
+        seconds = max(direct_seconds(by_name[group.spec.anchor], group.spec.conv), moved / BANDWIDTH)
+        for norm_part in parts[1:]:
+            seconds += (sum(nbytes(by_name[i]) for i in norm_part.inputs)
+                        + sum(nbytes(by_name[o]) for o in norm_part.outputs)) / BANDWIDTH
+        return seconds + self.launches(group) * LAUNCH_S
 
 
 FAMILY = Conv()

@@ -35,6 +35,15 @@
 //                tile and channel); a second small kernel scales the doubles (1 or 1/spatial size, a mean) into
 //                the float32 result. The output itself is never written. Partials arrive in no fixed order, so
 //                the last bits of the double sums may differ between runs (fp32-class, far below its error).
+//   store with statistics (kStoreStats, `launch_store_stats`): the values are stored as by `launch`, and each unit's
+//                sum and sum of squares of them are added into two doubles, for the channel-norm kernels that
+//                normalise the output (families/channel_norms). A unit is an output channel (stat_groups = 0: batch
+//                norm, every sample) or one sample's group of K / G consecutive channels (group norm; instance norm
+//                is G = K). A thread adds its PH rows in double (each value and its square exact in double), the
+//                warp its columns (shuffles); batch norm's lane 0 adds into the block's shared doubles of its
+//                channel, flushed into the global ones once, at the block's end (a block holds one channel group
+//                for all its tiles); group norm's lane 0 adds into the global doubles of (n, group) directly. The
+//                partials arrive in no fixed order: the last bits of the sums may differ between runs.
 //   channel reduction (`launch_channel_reduce`, one channel group: BK >= K): the epilogue's values of each output
 //                position are reduced over the K output channels with the functor's init / combine / finish (sum,
 //                mean, amin, amax): a thread combines its KPT channels (in channel order), the WK warps of a row
@@ -92,15 +101,27 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;  // in lane 0
 }
 
-enum Output { kStore = 0, kSpatialSum = 1, kChannelReduce = 2 };  // what the kernel does with the epilogue's values
+enum Output { kStore = 0, kSpatialSum = 1, kChannelReduce = 2, kStoreStats = 3 };  // what the kernel does with the
+                                                                                   // epilogue's values
+
+__device__ __forceinline__ double warp_sum(double v) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_down_sync(0xffffffffu, v, offset);
+    return v;  // in lane 0
+}
 
 template <int C, int KD, int KH, int KW, int KPT, int WK, int WH, int PH, bool kUnitRows, int kOut, class Epi>
 __global__ void __launch_bounds__(Config<C, KD, KH, KW, KPT, WK, WH, PH>::kThreads,
                                   Config<C, KD, KH, KW, KPT, WK, WH, PH>::kMinBlocks)
 conv_direct_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y,
-                   double* __restrict__ sums, const Geometry g, const Epi epi) {
+                   double* __restrict__ sums, const Geometry g, const Epi epi, const int stat_groups) {
     using Cfg = Config<C, KD, KH, KW, KPT, WK, WH, PH>;
     constexpr int BK = Cfg::kBlockK;
+    // kStoreStats of a batch norm: the block's sum and sum of squares per channel of its group, [BK][2]
+    __shared__ double stats_s[kOut == kStoreStats ? 2 * BK : 1];
+    if constexpr (kOut == kStoreStats) {
+        for (int i = threadIdx.x; i < 2 * BK; i += Cfg::kThreads) stats_s[i] = 0.0;  // before the loop's first sync
+    }
     extern __shared__ __align__(16) float smem[];
     float* w_s = smem;                           // [C][KD][KW][KH][BK]
     float* x_s = smem + Cfg::kWeightFloats;      // 2 x [C][KD][TH_IN][TW_IN]
@@ -243,6 +264,35 @@ conv_direct_kernel(const float* __restrict__ x, const float* __restrict__ w, flo
                 s = warp_sum(s);
                 if (lane == 0) atomicAdd(sums + static_cast<int64_t>(n) * g.k + k, static_cast<double>(s));
             }
+        } else if constexpr (kOut == kStoreStats) {  // every lane takes part in the shuffles; outputs outside add 0
+            float* yk = y + at0;
+#pragma unroll
+            for (int kk = 0; kk < KPT; ++kk, yk += channel) {
+                const int k = k_first + kk;
+                if (k >= g.k) break;  // the same k for the whole warp
+                double s = 0.0, q = 0.0;
+                float* yj = yk;
+#pragma unroll
+                for (int j = 0; j < PH; ++j, yj += g.ow)
+                    if (ow < g.ow && oh0 + j < g.oh) {
+                        const float v = epi(acc[j][kk], k, at0 + kk * channel + j * row);
+                        *yj = v;
+                        s += static_cast<double>(v);
+                        q = fma(static_cast<double>(v), static_cast<double>(v), q);
+                    }
+                s = warp_sum(s);
+                q = warp_sum(q);
+                if (lane == 0) {
+                    if (stat_groups == 0) {
+                        atomicAdd(stats_s + 2 * (k - k0), s);
+                        atomicAdd(stats_s + 2 * (k - k0) + 1, q);
+                    } else {
+                        const int64_t unit = static_cast<int64_t>(n) * stat_groups + k / (g.k / stat_groups);
+                        atomicAdd(sums + 2 * unit, s);
+                        atomicAdd(sums + 2 * unit + 1, q);
+                    }
+                }
+            }
         } else if (ow < g.ow) {
             float* yk = y + at0;  // the stores step a pointer (no 64-bit multiply per output)
 #pragma unroll
@@ -257,11 +307,17 @@ conv_direct_kernel(const float* __restrict__ x, const float* __restrict__ w, flo
         }
         __syncthreads();  // all reads of `cur` done before it is refilled two tiles later
     }
+    if constexpr (kOut == kStoreStats) {  // batch norm: the block's per-channel sums, once (the loop ended synced)
+        if (stat_groups == 0) {
+            for (int i = threadIdx.x; i < 2 * BK; i += Cfg::kThreads)
+                if (k0 + i / 2 < g.k) atomicAdd(sums + 2 * k0 + i, stats_s[i]);
+        }
+    }
 }
 
 template <int C, int KD, int KH, int KW, int KPT, int WK, int WH, int PH, bool kUnitRows, int kOut, class Epi>
 cudaError_t run(const float* x, const float* w, float* y, double* sums, const Geometry& g, const Epi& epi,
-                cudaStream_t stream) {
+                cudaStream_t stream, int stat_groups = 0) {
     using Cfg = Config<C, KD, KH, KW, KPT, WK, WH, PH>;
     auto kernel = conv_direct_kernel<C, KD, KH, KW, KPT, WK, WH, PH, kUnitRows, kOut, Epi>;
     if (g.c != C || (KD == 1 && (g.d != 1 || g.od != 1))) return cudaErrorInvalidValue;
@@ -282,7 +338,7 @@ cudaError_t run(const float* x, const float* w, float* y, double* sums, const Ge
     if (tiles > (1LL << 31) - 1 || groups > 65535) return cudaErrorInvalidValue;
     const long long resident = static_cast<long long>(per_sm) * sms / groups;
     const unsigned blocks = static_cast<unsigned>(tiles < resident ? tiles : (resident > 0 ? resident : 1));
-    kernel<<<dim3(blocks, groups), Cfg::kThreads, smem, stream>>>(x, w, y, sums, g, epi);
+    kernel<<<dim3(blocks, groups), Cfg::kThreads, smem, stream>>>(x, w, y, sums, g, epi, stat_groups);
     return cudaGetLastError();
 }
 
@@ -312,6 +368,19 @@ cudaError_t launch_spatial_sum(const float* x, const float* w, double* sums, flo
     if (err != cudaSuccess) return err;
     scale_sums<><<<static_cast<unsigned>((count + 255) / 256), 256, 0, stream>>>(sums, out, count, scale);
     return cudaGetLastError();
+}
+
+// The convolution with its epilogue, y = epi(conv(x, w)), and per unit the sum and sum of squares of y's values:
+// sums [units][2] doubles (zeroed here); units = K (stat_groups = 0, batch norm) or N * stat_groups (group norm,
+// K / stat_groups consecutive channels of one sample a unit).
+template <int C, int KD, int KH, int KW, int KPT, int WK, int WH, int PH, bool kUnitRows, class Epi>
+cudaError_t launch_store_stats(const float* x, const float* w, float* y, double* sums, const Geometry& g,
+                               const Epi& epi, int stat_groups, cudaStream_t stream) {
+    if (stat_groups < 0 || (stat_groups > 0 && g.k % stat_groups != 0)) return cudaErrorInvalidValue;
+    const int64_t units = stat_groups == 0 ? g.k : static_cast<int64_t>(g.n) * stat_groups;
+    cudaError_t err = cudaMemsetAsync(sums, 0, sizeof(double) * 2 * static_cast<size_t>(units), stream);
+    if (err != cudaSuccess) return err;
+    return run<C, KD, KH, KW, KPT, WK, WH, PH, kUnitRows, kStoreStats>(x, w, y, sums, g, epi, stream, stat_groups);
 }
 
 // The reduction over the output channels of the epilogue's values, per position: y [N, OD, OH, OW] =

@@ -60,6 +60,7 @@ from ...plan import Claim
 from ...traced import size_hint, tensor_meta, traced_shape
 from ..base import EpilogueOperands, broadcasts_to, operand_class
 from . import tiling
+from .norm import ConvNorm, grow_norm
 from .reduction import ConvReduction, recognise_reduction
 
 CONV_OPS = {"aten.conv2d.default": "conv2d", "aten.conv3d.default": "conv3d",
@@ -114,6 +115,8 @@ class ConvSpec(EpilogueOperands):
     operands: tuple[tuple[str, str], ...]  # (epilogue input, class): full, channel or scalar
     full_shape: tuple  # the convolution's output shape F (symbolic sizes as names)
     reduction: ConvReduction | None = None  # the reduction the group ends in, if it does
+    norm: ConvNorm | None = None  # the channel norm (and its ops) the kernel's output goes into, if it does
+
 
 
 def is_conv_op(node: fx.Node) -> bool:
@@ -254,14 +257,19 @@ def igemm_seconds(node: fx.Node, conv: ConvAnchor) -> float:
     return seconds
 
 
-def _slower_than_cudnn(node: fx.Node, conv: ConvAnchor, epilogue: bool, reduction: bool = False) -> str | None:
+_SAVED = {"epilogue": " and the pass its epilogue saves", "reduction": " and the read of its output that reducing it takes",
+          "norm": " and the statistics pass over its output that its norm's kernels would take", "": ""}
+
+
+def _slower_than_cudnn(node: fx.Node, conv: ConvAnchor, epilogue: bool, reduction: bool = False,
+                       norm: bool = False) -> str | None:
     """Why the group is not expected faster than cuDNN's convolution (as the cost model prices it: NCHW, or for a
     TF32-class one channels-last with its operands' conversion where that is faster) plus, where the group has an
     epilogue, the pass over the convolution's output that the epilogue saves (the kernel after cuDNN would read it
-    back; with a spatial sum, the read of the row kernel that would sum it -- the kernel's own time is priced with
-    its stores, as if it wrote the output)."""
+    back; with a spatial sum, the read of the row kernel that would sum it; with a channel norm, the read of its
+    statistics pass -- the kernel's own time is priced with its stores, as if it wrote the output)."""
     ours = direct_seconds(node, conv)
-    passes = 1 if reduction else 2 if epilogue else 0
+    passes = 1 if reduction or norm else 2 if epilogue else 0
     saved = passes * cost.nbytes(node) / rates.BANDWIDTH
     cudnn, layout = cost.conv_seconds(node), ""
     if conv.kernel == "igemm":  # TF32-class: the layout step may run cuDNN channels-last instead, in class
@@ -280,8 +288,7 @@ def _slower_than_cudnn(node: fx.Node, conv: ConvAnchor, epilogue: bool, reductio
         kernel = "the direct kernel"
     return (f"{kernel} is expected to take {ours * 1e3:.3f} ms, {useful:.0%} of its tiles' work real output, "
             f"against {theirs * 1e3:.3f} ms for cuDNN{layout}"
-            f"{' and the read of its output that reducing it takes' if reduction else ' and the pass its epilogue saves' if epilogue else ''}: "
-            "cuDNN stays")
+            f"{_SAVED['norm' if norm else 'reduction' if reduction else 'epilogue' if epilogue else '']}: cuDNN stays")
 
 
 def conv_spec(members: set[str], anchor: fx.Node, conv: ConvAnchor, by_name, reach,
@@ -358,10 +365,21 @@ def _reduction_of(members: set[str], by_name) -> ConvReduction | None:
     return recognise_reduction(next(iter(by_name[outputs[0]].users)))
 
 
+def _with_norm(grower: GroupGrower, node: fx.Node, conv: ConvAnchor, members: set[str], spec: ConvSpec,
+               reach) -> tuple[set[str], ConvSpec] | None:
+    """The conv group `members` with the channel norm its output goes into (`norm.py`), where there is one and the
+    kernel is expected to pay with it."""
+    found = grow_norm(grower, members, reach)
+    if found is None or _slower_than_cudnn(node, conv, True, norm=True):
+        return None
+    norm_members, norm = found
+    return members | norm_members, dataclasses.replace(spec, norm=norm)
+
+
 def form_conv_reduction_groups(claim: Claim, pointwise_groups: list[list[str]], not_fused: list):
-    """Conv groups that end in a reduction, grown from `pointwise_groups` before any family claims: returns
-    (pointwise groups left, [(members, ConvSpec)]). A convolution whose grown group ends in no reduction, or whose
-    kernel is not expected to pay with it, is left for `form_conv_groups`."""
+    """Conv groups that end in a reduction or go into a channel norm, grown from `pointwise_groups` before any
+    family claims: returns (pointwise groups left, [(members, ConvSpec)]). A convolution whose grown group ends in
+    neither, or whose kernel is not expected to pay with it, is left for `form_conv_groups`."""
     grower = GroupGrower(claim, pointwise_groups)
     for node in claim.graph.nodes:
         if not is_conv_op(node) or node.name in claim.claimed:
@@ -374,20 +392,26 @@ def form_conv_reduction_groups(claim: Claim, pointwise_groups: list[list[str]], 
                             conv_spec(members, node, conv, grower.by_name, claim.reach))
         reduction = grown and _reduction_of(grown[0], grower.by_name)
         spec = reduction and conv_spec(grown[0] | reduction.members, node, conv, grower.by_name, claim.reach, reduction)
-        if not reduction or isinstance(spec, str) or _slower_than_cudnn(node, conv, True, reduction=True):
-            grower.taken = taken  # its units stay for the other families
-            grower.anchor_reasons.pop(node.name, None)
+        if reduction and not isinstance(spec, str) and not _slower_than_cudnn(node, conv, True, reduction=True):
+            grower.formed.append((grown[0] | reduction.members, spec))
             continue
-        grower.formed.append((grown[0] | reduction.members, spec))
+        with_norm = grown and not reduction and _with_norm(grower, node, conv, *grown, claim.reach)
+        if with_norm:
+            grower.formed.append(with_norm)
+            continue
+        grower.taken = taken  # its units stay for the other families
+        grower.anchor_reasons.pop(node.name, None)
     conv_of = grower.group_of()
     last_op = "a conv kernel's reduction is its last op (the ops after it read the reduced values)"
+    after_norm = ("the normalising kernel after a conv kernel computes pointwise ops element by element (a reduction "
+                  "or pool reads the whole normalised tensor)")
 
     def edge_reason(i, other, after):
         red = grower.formed[i][1].reduction
-        if after and other.op == "call_function" and any(a.name == red.output for a in other.all_input_nodes):
+        if red and after and other.op == "call_function" and any(a.name == red.output for a in other.all_input_nodes):
             return f"{pointwise.op_key(other)} reads the reduced values: {last_op}"
         return epilogue_edge_reason(grower, i, other, conv_of, after, "conv", "a conv kernel holds one convolution",
-                                    last_op)
+                                    last_op if red else after_norm)
 
     not_fused[:] = notes_outside(not_fused, conv_of) + edge_notes(grower, edge_reason)
     return grower.untaken(pointwise_groups), grower.formed

@@ -31,11 +31,14 @@ from ...codegen import epilogue
 from ...codegen.pointwise_kernel import KernelSource, binding_head, binding_return, cpp_name
 from ...codegen.writer import Writer
 from ...plan import KernelGroup
+from ..channel_norms.kernel import channel_apply_source
 from ..channel_reductions import table as channel_table
+from .norm import split
 
 _INDEX = {"full": "ff_at", "channel": "ff_k", "scalar": "0"}
 _ROLE = {"full": "one value per output element", "channel": "one value per output channel", "scalar": "one value"}
 _CLASS_ENUM = {"full": "FF_CONV_FULL", "channel": "FF_CONV_CHANNEL", "scalar": "FF_CONV_SCALAR"}
+_CHANNEL_CLASS_ENUM = {"full": "FF_CHAN_FULL", "channel": "FF_CHAN_CHANNEL", "scalar": "FF_CHAN_SCALAR"}
 
 
 def _functor(group: KernelGroup, by_name: dict[str, fx.Node]) -> str:
@@ -67,8 +70,8 @@ def _functor(group: KernelGroup, by_name: dict[str, fx.Node]) -> str:
 def _main_pointers(group: KernelGroup) -> list[str]:
     if group.spec.conv.kernel == "igemm":  # the NCHW input, the re-laid weight, the channels-last scratch
         return ["const float* ff_x", "const float* ff_w_re", "float* ff_x_cl"]
-    if group.spec.reduction and group.spec.reduction.over == "spatial":  # and the scratch of the sums per (n, k)
-        return ["const float* ff_x", "const float* ff_w", "double* ff_sums"]
+    if (group.spec.reduction and group.spec.reduction.over == "spatial") or group.spec.norm:
+        return ["const float* ff_x", "const float* ff_w", "double* ff_sums"]  # and the sums per (n, k) or per unit
     return ["const float* ff_x", "const float* ff_w"]
 
 
@@ -137,6 +140,14 @@ def _launcher(group: KernelGroup) -> str:
         if red and red.over == "channels":
             w.line(f"return (int)ff_conv_direct::launch_channel_reduce<{_template_args(group)}>(ff_x, ff_w, "
                    f"{cpp_name(group.outputs[0])}, g, epi, static_cast<cudaStream_t>(stream));  // {red.describe()}")
+        elif group.spec.norm:
+            norm = group.spec.norm
+            unit = "one sample's group of channels" if norm.stat_groups else "one channel"
+            w.line(f"// stores {group.outputs[0]} and adds the sum and the sum of squares of each unit ({unit}) "
+                   f"for the {norm.channel.norm.describe}")
+            w.line(f"return (int)ff_conv_direct::launch_store_stats<{_template_args(group)}>(ff_x, ff_w, "
+                   f"{cpp_name(group.outputs[0])}, ff_sums, g, epi, {norm.stat_groups}, "
+                   "static_cast<cudaStream_t>(stream));")
         elif red:
             scale = "1.0 / (static_cast<double>(ff_od) * ff_oh * ff_ow)" if red.op == "mean" else "1.0"
             w.line(f"const double scale = {scale};  // {red.describe()}")
@@ -193,6 +204,57 @@ def _binding(group: KernelGroup) -> str:
     return w.text()
 
 
+def _norm_binding(group: KernelGroup, conv_part: KernelGroup, norm_part: KernelGroup) -> str:
+    """Both kernels of a conv group that goes into a channel norm: the conv kernel writes the normalised tensor (a
+    scratch of the binding) and the statistics' sums, the channel kernels normalise it."""
+    c, norm = group.spec.conv, group.spec.norm
+    ins, outs = [cpp_name(i) for i in group.inputs], [cpp_name(o) for o in group.outputs]
+    geometry = [c.c, c.k, *c.window, *c.stride, *c.padding, *c.dilation]
+    data, groups = cpp_name(norm.data), norm.stat_groups
+    channel_outputs = set(norm_part.spec.channel_nodes)
+    w = Writer()
+    w.line(binding_head(group.name, ins, outs))
+    with w.indent():
+        w.line(f'const char* kernel = "{group.name}";')
+        w.line(f"const FFConv c = ff_conv_prepare(kernel, {cpp_name(c.x)}, {cpp_name(c.w)}, {c.dims}, "
+               f"{{{', '.join(map(str, geometry))}}});  // C K KD KH KW, stride, padding, dilation")
+        epilogue.binding_operands(w, conv_part, "ff_conv_operand", "c", _CLASS_ENUM)
+        w.line(f"torch::Tensor {data} = torch::empty(c.out_sizes, c.x.options());  // the convolution's output")
+        units = "c.out_sizes[1]" if groups == 0 else f"c.n * {groups}"
+        w.line(f"torch::Tensor sums = torch::empty({{2 * {units}}}, c.x.options().dtype(torch::kDouble));  "
+               "// sum and sum of squares per unit")
+        args = ["c.x.data_ptr<float>()", "c.w.data_ptr<float>()", "sums.data_ptr<double>()",
+                *epilogue.pointer_arguments(conv_part),
+                "c.n", "c.d", "c.h", "c.w_", "c.od", "c.oh", "c.ow", "reinterpret_cast<void*>(stream)"]
+        w.line(f"ff_check(kernel, launch_{conv_part.name}({', '.join(args)}));")
+        w.line(f"const FFChanCall call = ff_channels_of(kernel, {data}, {groups}, false);")
+        for name in norm_part.inputs:
+            i = cpp_name(name)
+            w.line(f'const torch::Tensor {i}_c = ff_chan_operand(kernel, "{name}", {i}, call, {data}, '
+                   f"{_CHANNEL_CLASS_ENUM[norm_part.spec.operand_class(name)]});")
+        for name, o in zip(group.outputs, outs):
+            sizes = "{call.dims.channels}" if name in channel_outputs else "call.sizes"
+            w.line(f"torch::Tensor {o} = torch::empty({sizes}, {data}.options());")
+        w.line(f"torch::Tensor ff_partial = torch::empty({{ff_chan_workspace(call.dims)}}, {data}.options());")
+        full = [o for o in group.outputs if o not in channel_outputs]
+        args = [f"{cpp_name(i)}_c.data_ptr<float>()" for i in norm_part.inputs]
+        args += [f"{cpp_name(o)}.data_ptr<float>()" for o in full + [o for o in group.outputs if o in channel_outputs]]
+        args += ["call.dims", "ff_partial.data_ptr<float>()", "sums.data_ptr<double>()",
+                 "reinterpret_cast<void*>(stream)"]
+        w.line(f"ff_check(kernel, launch_{norm_part.name}({', '.join(args)}));")
+        w.line(binding_return(outs))
+    w.line("}")
+    return w.text()
+
+
+def _norm_source(group: KernelGroup, by_name: dict[str, fx.Node], header: str) -> KernelSource:
+    conv_part, norm_part = split(group, by_name)
+    apply, apply_signature = channel_apply_source(norm_part, by_name)
+    cuda = header + "\n".join([_functor(conv_part, by_name), _launcher(conv_part), apply])
+    return KernelSource(group.name, cuda, _norm_binding(group, conv_part, norm_part),
+                        f"{_launcher_signature(conv_part)};\n{apply_signature};")
+
+
 def conv_kernel_source(group: KernelGroup, by_name: dict[str, fx.Node]) -> KernelSource:
     c = group.spec.conv
     ops = " -> ".join(f"{n} ({pointwise.op_key(by_name[n]).removeprefix('aten.')})" for n in group.nodes)
@@ -200,8 +262,11 @@ def conv_kernel_source(group: KernelGroup, by_name: dict[str, fx.Node]) -> Kerne
     how = "direct fp32" if c.kernel == "direct" else "TF32 implicit GEMM, tensor cores"
     red = group.spec.reduction
     output = (f"output {list(group.shape)}, reduced ({red.describe()}) as it is computed" if red
-              else f"output {list(group.shape)}")
+              else f"output {list(group.shape)} and its statistics, then the {group.spec.norm.describe()}"
+              if group.spec.norm else f"output {list(group.shape)}")
     header = (f"// ---- {group.name} (conv kernel, {how}, {c.geometry_text()}): {ops}\n"
               f"// {output}; reads {reads}; writes {', '.join(group.outputs)}\n")
+    if group.spec.norm:
+        return _norm_source(group, by_name, header)
     cuda = header + "\n".join([_functor(group, by_name), _launcher(group)])
     return KernelSource(group.name, cuda, _binding(group), _launcher_signature(group) + ";")
