@@ -12,7 +12,7 @@ class Model(nn.Module):
 
     def forward(self, x):
         x = torch.log_softmax(x, dim=-2).permute(0, 1, 3, 2)
-        x = 1.5 - (x + torch.zeros(1, 64, 64))
+        x = 1.5 - (x + torch.zeros(1, 64, 64, device=x.device))
         return self.dropout(x)
 
 

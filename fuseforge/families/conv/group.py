@@ -31,12 +31,16 @@ One exception: a group of the direct kernel may end in a *reduction* of the epil
   one value per (n, k): sum_s f(conv(x, w))[n, k, s] is summed as the values are computed;
 - a *channel reduction*: amin, amax, sum or mean over the output channels (dim 1; `torch.min(x, 1)[0]` too), one
   value per position, where one block holds every output channel (the tiling's channel group >= K).
-Either way the convolution's output is never written. Such groups are formed before any family claims
-(`form_conv_reduction_groups`, the family's `claim_first`): the row or channel-reduction family would take the same
-reduction with the epilogue as its prologue and leave the convolution to cuDNN, whose output it must then read back.
-They are kept where the kernel is expected faster than cuDNN plus that read. The group grows as an epilogue group
-does; where what it grew is not one value read only by one reduction, the convolution is left to
-`form_conv_groups`.
+Either way the convolution's output is never written. Or it may go into a *channel norm* (`norm.py`): a train-mode
+batch norm, a group norm or an instance norm of the epilogue's last value, with the pointwise ops around the norm that
+a channel kernel pair takes; the kernel then stores its output and takes the norm's statistics as it does, and the
+channel kernels only normalise. Such groups are formed before any family claims
+(`form_conv_reduction_groups`, the family's `claim_first`): the row, channel-reduction or channel-norm family would
+take the same reduction or norm with the epilogue as its prologue and leave the convolution to cuDNN, whose output it
+must then read back.
+They are kept where the kernel is expected faster than cuDNN plus that read (the norm's: its statistics pass). The
+group grows as an epilogue group does; where what it grew is not one value read only by one reduction or channel norm,
+the convolution is left to `form_conv_groups`.
 """
 
 from __future__ import annotations
