@@ -30,13 +30,16 @@ def fields(w: Writer, group: KernelGroup, roles: dict[str, str]) -> None:
 
 
 def chain(w: Writer, group: KernelGroup, by_name: dict[str, fx.Node], index: dict[str, str], anchor_line: str,
-          returns: tuple[str, set[str]] | None = None) -> None:
+          returns: tuple[str, set[str]] | None = None, plain_loads: bool = False) -> None:
     """The functor's body after its index locals: the operand loads, the anchor's value (`anchor_line`), the
     pointwise chain, the extra outputs' stores, and the return of the first output; or, with `returns` =
     (value, readers), the return of member `value`, whose readers `readers` (members) are the kernel's own code, not
-    the chain's (a conv kernel's reduction)."""
+    the chain's (a conv kernel's reduction). The operands are read through the read-only cache (`__ldg`), or with
+    `plain_loads` as plain loads, which the compiler may merge where the kernel calls the functor for several
+    values of one channel with no store between (`__ldg`, an asm load, is never merged)."""
     for name, cls in group.spec.operands:
-        w.line(f"const float {cpp_name(name)} = __ldg({field(name, cls)} + {index[cls]});")
+        load = f"{field(name, cls)}[{index[cls]}]" if plain_loads else f"__ldg({field(name, cls)} + {index[cls]})"
+        w.line(f"const float {cpp_name(name)} = {load};")
     for name in group.nodes:
         if name == group.spec.anchor:
             w.line(anchor_line)

@@ -40,9 +40,10 @@
 //                normalise the output (families/channel_norms). A unit is an output channel (stat_groups = 0: batch
 //                norm, every sample) or one sample's group of K / G consecutive channels (group norm; instance norm
 //                is G = K). A thread adds its PH rows in double (each value and its square exact in double), the
-//                warp its columns (shuffles); batch norm's lane 0 adds into the block's shared doubles of its
-//                channel, flushed into the global ones once, at the block's end (a block holds one channel group
-//                for all its tiles); group norm's lane 0 adds into the global doubles of (n, group) directly. The
+//                warp its columns (shuffles; a group norm's thread first adds up its channels of one group); batch
+//                norm's lane 0 adds into the block's shared doubles of its channel, flushed into the global ones
+//                once, at the block's end (a block holds one channel group for all its tiles); group norm's lane 0
+//                adds into the global doubles of (n, group) directly. The
 //                partials arrive in no fixed order: the last bits of the sums may differ between runs.
 //   channel reduction (`launch_channel_reduce`, one channel group: BK >= K): the epilogue's values of each output
 //                position are reduced over the K output channels with the functor's init / combine / finish (sum,
@@ -227,6 +228,30 @@ conv_direct_kernel(const float* __restrict__ x, const float* __restrict__ w, flo
         const int64_t row = g.ow, channel = static_cast<int64_t>(g.od) * g.oh * g.ow;
         const int k_first = k0 + wk * KPT;
         const int64_t at0 = ((static_cast<int64_t>(n) * g.k + k_first) * g.od + od) * g.oh * row + oh0 * row + ow;
+        // A thread whose column and PH rows all lie in the output computes every row's epilogue unchecked, so the
+        // functor's per-channel loads are one per channel, not one per row; a thread at the output's edge checks
+        // each row (a full-shape operand must not be read past the output) and gives 0 for rows outside.
+        const bool inside = ow < g.ow && oh0 + PH <= g.oh;
+        auto values = [&](int kk, int k, float (&v)[PH]) {  // the epilogue's values of channel k at the rows
+            if (inside) {
+#pragma unroll
+                for (int j = 0; j < PH; ++j) v[j] = epi(acc[j][kk], k, at0 + kk * channel + j * row);
+            } else {
+#pragma unroll
+                for (int j = 0; j < PH; ++j)
+                    v[j] = ow < g.ow && oh0 + j < g.oh ? epi(acc[j][kk], k, at0 + kk * channel + j * row) : 0.0f;
+            }
+        };
+        auto store = [&](float* yk, const float (&v)[PH]) {  // the rows of one channel, from its first row's address
+            if (inside) {
+#pragma unroll
+                for (int j = 0; j < PH; ++j) yk[j * row] = v[j];
+            } else if (ow < g.ow) {
+#pragma unroll
+                for (int j = 0; j < PH; ++j)
+                    if (oh0 + j < g.oh) yk[j * row] = v[j];
+            }
+        };
         if constexpr (kOut == kChannelReduce) {  // one channel group (k0 = 0): the block holds every channel
             const bool col_ok = ow < g.ow;
 #pragma unroll
@@ -257,29 +282,34 @@ conv_direct_kernel(const float* __restrict__ x, const float* __restrict__ w, flo
             for (int kk = 0; kk < KPT; ++kk) {
                 const int k = k_first + kk;
                 if (k >= g.k) break;  // the same k for the whole warp
+                float v[PH];
+                values(kk, k, v);
                 float s = 0.0f;
 #pragma unroll
-                for (int j = 0; j < PH; ++j)
-                    if (ow < g.ow && oh0 + j < g.oh) s += epi(acc[j][kk], k, at0 + kk * channel + j * row);
+                for (int j = 0; j < PH; ++j) s += v[j];
                 s = warp_sum(s);
                 if (lane == 0) atomicAdd(sums + static_cast<int64_t>(n) * g.k + k, static_cast<double>(s));
             }
         } else if constexpr (kOut == kStoreStats) {  // every lane takes part in the shuffles; outputs outside add 0
             float* yk = y + at0;
+            const int per_unit = stat_groups == 0 ? 1 : g.k / stat_groups;  // consecutive channels of one unit
+            double s = 0.0, q = 0.0;  // the thread's sums over its rows of the channels of one unit so far
 #pragma unroll
             for (int kk = 0; kk < KPT; ++kk, yk += channel) {
                 const int k = k_first + kk;
                 if (k >= g.k) break;  // the same k for the whole warp
-                double s = 0.0, q = 0.0;
-                float* yj = yk;
+                float v[PH];
+                values(kk, k, v);
+                store(yk, v);
 #pragma unroll
-                for (int j = 0; j < PH; ++j, yj += g.ow)
-                    if (ow < g.ow && oh0 + j < g.oh) {
-                        const float v = epi(acc[j][kk], k, at0 + kk * channel + j * row);
-                        *yj = v;
-                        s += static_cast<double>(v);
-                        q = fma(static_cast<double>(v), static_cast<double>(v), q);
-                    }
+                for (int j = 0; j < PH; ++j) {
+                    s += static_cast<double>(v[j]);
+                    q = fma(static_cast<double>(v[j]), static_cast<double>(v[j]), q);
+                }
+                // the unit's last channel of the thread: the warp adds its lanes' sums and lane 0 adds them in (a
+                // group norm's channels of one group are added up in the thread first: fewer shuffles and atomics)
+                const bool unit_ends = kk == KPT - 1 || k + 1 >= g.k || (k + 1) / per_unit != k / per_unit;
+                if (!unit_ends) continue;
                 s = warp_sum(s);
                 q = warp_sum(q);
                 if (lane == 0) {
@@ -292,6 +322,8 @@ conv_direct_kernel(const float* __restrict__ x, const float* __restrict__ w, flo
                         atomicAdd(sums + 2 * unit + 1, q);
                     }
                 }
+                s = 0.0;
+                q = 0.0;
             }
         } else if (ow < g.ow) {
             float* yk = y + at0;  // the stores step a pointer (no 64-bit multiply per output)
@@ -299,10 +331,9 @@ conv_direct_kernel(const float* __restrict__ x, const float* __restrict__ w, flo
             for (int kk = 0; kk < KPT; ++kk, yk += channel) {
                 const int k = k_first + kk;
                 if (k >= g.k) break;
-                float* yj = yk;
-#pragma unroll
-                for (int j = 0; j < PH; ++j, yj += g.ow)
-                    if (oh0 + j < g.oh) *yj = epi(acc[j][kk], k, at0 + kk * channel + j * row);
+                float v[PH];
+                values(kk, k, v);
+                store(yk, v);
             }
         }
         __syncthreads();  // all reads of `cur` done before it is refilled two tiles later

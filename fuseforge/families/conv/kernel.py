@@ -53,7 +53,8 @@ def _functor(group: KernelGroup, by_name: dict[str, fx.Node]) -> str:
             bias = f" + {cpp_name(conv.bias)}" if conv.bias else ""
             anchor = f"const float {cpp_name(group.spec.anchor)} = ff_acc{bias};  // {conv.op}: the convolution's value"
             red = group.spec.reduction
-            epilogue.chain(w, group, by_name, _INDEX, anchor, (red.data, red.members) if red else None)
+            epilogue.chain(w, group, by_name, _INDEX, anchor, (red.data, red.members) if red else None,
+                           plain_loads=conv.kernel == "direct")  # direct.cuh computes a channel's rows before storing
         w.line("}")
         if red and red.over == "channels":  # the reduction over the output channels, in the table's C++
             r = red.channel
