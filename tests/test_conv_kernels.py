@@ -346,8 +346,9 @@ class ChannelNorms(nn.Module):
     """Conv groups whose output goes into a channel norm (in train mode): a 2-D conv with stride 2, padding 1, dilation
     2 and 13 output channels (channel and row tails), relu, a batch norm with its running statistics, then a scale
     and a full residual; a 3-D conv of 5 channels, a group norm of 4 groups, tanh; a conv of 24 channels with no
-    bias, an affine instance norm, a division. Then one that is none: a conv whose output is also the model's (the
-    batch norm after it is the channel family's)."""
+    bias, an affine instance norm, a division; a conv whose output is also the model's (the kernel returns the output
+    it writes anyway); a conv whose output the ops after its group norm read again (a residual add, as in
+    KernelBench's conv, group norm, tanh, hardswish, residual add)."""
 
     def __init__(self):
         super().__init__()
@@ -359,13 +360,16 @@ class ChannelNorms(nn.Module):
         self.inorm = nn.InstanceNorm2d(24, affine=True)
         self.d = nn.Conv2d(3, 8, 3)
         self.bn2 = nn.BatchNorm2d(8)
+        self.e = nn.Conv2d(3, 12, 3)
+        self.gn2 = nn.GroupNorm(3, 12)
 
     def forward(self, x, r, v, u):
         a = self.bn(torch.relu(self.a(x))) * 2.0 + r
         b = torch.tanh(self.gn(self.b(v)))
         c = self.inorm(self.c(u)) / 3.0
         d = self.d(x)
-        return a, b, c, d, self.bn2(d)
+        e = self.e(x)
+        return a, b, c, d, self.bn2(d), F.hardswish(torch.tanh(self.gn2(e))) + e
 
 
 def _channel_norms():
@@ -375,17 +379,21 @@ def _channel_norms():
 def test_convolutions_going_into_a_channel_norm_are_conv_kernels_that_take_its_statistics_as_they_store():
     _, plan, _ = _channel_norms()
     normed = {g.spec.conv.k: g for g in plan.groups if g.kind == "conv" and g.spec.norm}
-    assert sorted(normed) == [13, 16, 24]  # a, b, c; d's output leaves the model
-    assert [normed[k].spec.norm.channel.norm.op for k in (13, 16, 24)] == ["batch_norm", "group_norm", "instance_norm"]
-    assert [normed[k].spec.norm.stat_groups for k in (13, 16, 24)] == [0, 4, 24]
+    assert sorted(normed) == [8, 12, 13, 16, 24]  # a, b, c, d, e
+    assert [normed[k].spec.norm.channel.norm.op for k in (13, 16, 24, 8, 12)] == \
+        ["batch_norm", "group_norm", "instance_norm", "batch_norm", "group_norm"]
+    assert [normed[k].spec.norm.stat_groups for k in (13, 16, 24, 8, 12)] == [0, 4, 24, 0, 3]
     bn = normed[13]
     assert _ops(bn) == ["conv2d", "add", "relu", "_native_batch_norm_legit_functional", "getitem", "getitem",
                         "getitem", "mul", "add"]
     assert len(bn.outputs) == 3  # the result, the new running mean and variance
     assert bn.spec.norm.data not in bn.outputs and dict(bn.spec.norm.channel.operands)[bn.spec.norm.data] == "full"
     assert dict(bn.spec.norm.channel.operands)["r"] == "full"
-    assert [g.kind for g in plan.groups].count("channel_norms") == 1  # d's batch norm
+    assert "channel_norms" not in [g.kind for g in plan.groups]
     assert bn.family.launches(bn) == 4
+    d, e = normed[8], normed[12]
+    assert d.spec.norm.data in d.outputs and len(d.outputs) == 4  # the convolution's output, bn2's three results
+    assert e.spec.norm.data not in e.outputs and _ops(e)[-1] == "add"  # the residual add reads it inside
 
 
 def test_the_channel_norms_plan_passes_the_float64_check_of_its_kernels_against_the_graphs_ops():
@@ -417,10 +425,10 @@ def test_a_norm_whose_units_a_warp_holds_stays_the_channel_familys():
 FORMS = {"every_form": _every_form, "spatial_sums": _spatial_sums,  # -> (captured, plan, extension)
          "channel_reductions": _channel_reductions, "channel_norms": _channel_norms}
 DIRECT_KERNELS = {"every_form": 3, "spatial_sums": 6, "channel_reductions": 4,  # conv_direct_kernel instances
-                  "channel_norms": 4}
+                  "channel_norms": 5}
 SPATIAL_SUMS = {"every_form": 0, "spatial_sums": 4, "channel_reductions": 0, "channel_norms": 0}
 CHANNEL_REDUCTIONS = {"every_form": 0, "spatial_sums": 0, "channel_reductions": 4, "channel_norms": 0}
-STORE_STATS = {"every_form": 0, "spatial_sums": 0, "channel_reductions": 0, "channel_norms": 3}
+STORE_STATS = {"every_form": 0, "spatial_sums": 0, "channel_reductions": 0, "channel_norms": 5}
 
 
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc")

@@ -220,7 +220,8 @@ def _norm_binding(group: KernelGroup, conv_part: KernelGroup, norm_part: KernelG
         w.line(f"const FFConv c = ff_conv_prepare(kernel, {cpp_name(c.x)}, {cpp_name(c.w)}, {c.dims}, "
                f"{{{', '.join(map(str, geometry))}}});  // C K KD KH KW, stride, padding, dilation")
         epilogue.binding_operands(w, conv_part, "ff_conv_operand", "c", _CLASS_ENUM)
-        w.line(f"torch::Tensor {data} = torch::empty(c.out_sizes, c.x.options());  // the convolution's output")
+        read = "; an output too" if norm.data in group.outputs else ""
+        w.line(f"torch::Tensor {data} = torch::empty(c.out_sizes, c.x.options());  // the convolution's output{read}")
         units = "c.out_sizes[1]" if groups == 0 else f"c.n * {groups}"
         w.line(f"torch::Tensor sums = torch::empty({{2 * {units}}}, c.x.options().dtype(torch::kDouble));  "
                "// sum and sum of squares per unit")
@@ -233,13 +234,13 @@ def _norm_binding(group: KernelGroup, conv_part: KernelGroup, norm_part: KernelG
             i = cpp_name(name)
             w.line(f'const torch::Tensor {i}_c = ff_chan_operand(kernel, "{name}", {i}, call, {data}, '
                    f"{_CHANNEL_CLASS_ENUM[norm_part.spec.operand_class(name)]});")
-        for name, o in zip(group.outputs, outs):
+        for name in norm_part.outputs:
             sizes = "{call.dims.channels}" if name in channel_outputs else "call.sizes"
-            w.line(f"torch::Tensor {o} = torch::empty({sizes}, {data}.options());")
+            w.line(f"torch::Tensor {cpp_name(name)} = torch::empty({sizes}, {data}.options());")
         w.line(f"torch::Tensor ff_partial = torch::empty({{ff_chan_workspace(call.dims)}}, {data}.options());")
-        full = [o for o in group.outputs if o not in channel_outputs]
+        full = [o for o in norm_part.outputs if o not in channel_outputs]
         args = [f"{cpp_name(i)}_c.data_ptr<float>()" for i in norm_part.inputs]
-        args += [f"{cpp_name(o)}.data_ptr<float>()" for o in full + [o for o in group.outputs if o in channel_outputs]]
+        args += [f"{cpp_name(o)}.data_ptr<float>()" for o in full + [o for o in norm_part.outputs if o in channel_outputs]]
         args += ["call.dims", "ff_partial.data_ptr<float>()", "sums.data_ptr<double>()",
                  "reinterpret_cast<void*>(stream)"]
         w.line(f"ff_check(kernel, launch_{norm_part.name}({', '.join(args)}));")

@@ -45,19 +45,23 @@ class ConvNorm:
 
 
 def norm_after(members: set[str], by_name: dict[str, fx.Node]) -> tuple[fx.Node, norm_table.ChannelNorm] | None:
-    """The channel norm that is the only reader of the group's only output, and what it computes; None if there is
-    none."""
+    """The one channel norm among the readers of the group's only output, and what it computes; None if there is
+    none. (Its other readers may read it too: the ops after the norm that a channel kernel takes, such as a residual
+    add, read it as a full-shape input; any other reader gets it as an output of the kernel, which writes it anyway.)"""
     outputs = [n for n in members if any(u.name not in members for u in by_name[n].users)]
-    if len(outputs) != 1 or len(by_name[outputs[0]].users) != 1:
+    if len(outputs) != 1:
         return None
-    node = next(iter(by_name[outputs[0]].users))
-    if not norm_table.is_channel_op(node):
-        return None
-    try:
-        norm = norm_table.recognise(node)
-    except NotSpellable:
-        return None
-    return (node, norm) if norm.data == outputs[0] else None
+    found = []
+    for node in by_name[outputs[0]].users:
+        if not norm_table.is_channel_op(node):
+            continue
+        try:
+            norm = norm_table.recognise(node)
+        except NotSpellable:
+            continue
+        if norm.data == outputs[0]:
+            found.append((node, norm))
+    return found[0] if len(found) == 1 else None
 
 
 def _norm_spec(members: set[str], conv_members: set[str], node: fx.Node, norm: norm_table.ChannelNorm, by_name,
@@ -115,6 +119,7 @@ def split(group, by_name):
     conv_part = KernelGroup(f"{group.name}_conv", conv_nodes, conv_inputs, (norm.data,), group.shape, group.family,
                             group.spec.with_operand_order(conv_inputs))
     norm_inputs = _inputs(norm.members, by_name)
-    norm_part = KernelGroup(f"{group.name}_norm", norm.members, norm_inputs, group.outputs, group.shape,
+    norm_outputs = tuple(o for o in group.outputs if o != norm.data)  # the convolution's output, where read outside
+    norm_part = KernelGroup(f"{group.name}_norm", norm.members, norm_inputs, norm_outputs, group.shape,
                             CHANNEL_NORMS, norm.channel.with_operand_order(norm_inputs))
     return conv_part, norm_part
