@@ -38,6 +38,9 @@ def optimize(
     max_autotune: Annotated[bool, typer.Option(
         "--max-autotune", help="Also time torch.compile(mode='max-autotune') as a baseline "
                                "(adds minutes of autotuning per model).")] = False,
+    every_kernel: Annotated[bool, typer.Option(
+        "--every-kernel", help="Make every anchor a kernel can take that kernel, whatever the cost model expects "
+                               "(for testing the kernels; the plan may be slower).")] = False,
     *,
     families: frozenset[str],  # the families left on by the family switches (family_switches.py)
 ) -> None:
@@ -61,7 +64,7 @@ def optimize(
         console.print("[yellow]no CUDA GPU on this machine: running the CPU-side stages only (as --no-gpu)[/]")
     config = OptimizeConfig(model_path=model.resolve(), out_dir=out, gpu=gpu, gpu_skip_reason=skip_reason,
                             seeds=seeds, trials=trials, compile_baseline=not no_compile, max_autotune_baseline=max_autotune,
-                            families=families)
+                            families=families, every_kernel=every_kernel)
     names = [name for name, _ in STAGES]
     with console.status("starting") as status:
         def on_stage(name: str) -> None:

@@ -29,6 +29,9 @@ class OptimizeConfig:
     pointwise_kernels: bool = True  # chains of pointwise ops become generated kernels
     rewrites: bool = True  # algebraic identities (stage rewrite)
     capture: bool = True  # False: ModelNew runs the model's own forward (when even capture failed)
+    # Every anchor a kernel can take becomes that kernel, whatever the cost model expects (for testing the kernels,
+    # such as a fuzz campaign's small odd shapes, where the cost model keeps cuDNN or cuBLAS).
+    every_kernel: bool = False
 
     def __post_init__(self) -> None:
         named(*self.families)  # a name that is no family's is an error, not a family silently left off

@@ -178,10 +178,12 @@ def _schedule(graph: fx.Graph, groups: list[KernelGroup]) -> list[TorchStep | Ke
     return [units[u] for u in done]
 
 
-def partition(graph: fx.Graph, families: Sequence[Family] = (), pointwise_kernels: bool = True) -> Plan:
+def partition(graph: fx.Graph, families: Sequence[Family] = (), pointwise_kernels: bool = True,
+              every_kernel: bool = False) -> Plan:
     """The plan of GRAPH: pointwise groups, then each of `families` in turn (the registry's order) takes anchors
     with their pointwise neighbours out of them. Without `pointwise_kernels` (and no family), every op stays a
-    torch call."""
+    torch call. With `every_kernel`, a family takes every anchor its kernel can take, whatever the cost model
+    expects of it (for testing the kernels on shapes where cuDNN or cuBLAS would be kept)."""
     if not pointwise_kernels:
         if families:
             raise ValueError("kernel families need the pointwise kernels")
@@ -197,7 +199,7 @@ def partition(graph: fx.Graph, families: Sequence[Family] = (), pointwise_kernel
     standing: list[tuple[set[str], list[WhyNotFused]]] = []  # a family's members and its notes, which stand
     for family, first in [(f, True) for f in families] + [(f, False) for f in families]:  # claim_first, then claim
         members_before = {n for members, _, _ in claimed for n in members}
-        claim = Claim(graph, reach, frozenset(members_before), torch_reason)
+        claim = Claim(graph, reach, frozenset(members_before), torch_reason, every_kernel)
         pointwise_groups, formed = (family.claim_first if first else family.claim)(claim, pointwise_groups, not_fused)
         if first and not formed:
             continue

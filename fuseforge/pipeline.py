@@ -81,7 +81,10 @@ def stage_partition(run: Run) -> None:
     if c.gpu:  # what a family's claim needs measured on the GPU (the conv kernels: eager's precision class)
         for family in families:
             run.notes.extend(family.measure_on_gpu(graph, c.out_dir))
-    run.plan = partition(graph, families, c.pointwise_kernels)
+    run.plan = partition(graph, families, c.pointwise_kernels, c.every_kernel)
+    if c.every_kernel:
+        run.notes.append("every anchor a kernel can take is that kernel (--every-kernel): the cost model did not "
+                         "choose between the kernels and cuDNN or cuBLAS")
     if c.layout:
         run.plan.channels_last = channels_last_convs(run.plan, graph)
         if c.gpu and convs:  # channels-last only where measured in class and faster

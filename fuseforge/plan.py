@@ -23,6 +23,7 @@ class Claim:
     reach: Any  # descendant sets of every node: `reach.convex(members)`, `reach.below[name]`
     claimed: frozenset[str]  # members of the groups of the families that claimed before
     torch_reason: Callable[[fx.Node], str | None]  # why a node is not a pointwise kernel op (None: it is one)
+    every_kernel: bool = False  # every anchor a kernel can take is that kernel, whatever the cost model expects
 
 
 @dataclass(frozen=True)

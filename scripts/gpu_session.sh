@@ -75,7 +75,8 @@ from fuseforge.suite.build import build_extension; build_extension(pathlib.Path(
     pkill -9 -f "m [f]useforge" ; sleep 2
     ;;
   fuzz)  # the GPU fuzz campaign for $2 seconds: seeds $3.. ($4 models), $5 at a time, each verified ModelNew checked
-        # again; resumes from out/fuzz (a warm machine) or from the record named by FUZZ_RESUME (a fresh one)
+        # again; resumes from out/fuzz (a warm machine) or from the record named by FUZZ_RESUME (a fresh one);
+        # FUZZ_FLAGS="--every-kernel": every anchor a kernel can take is that kernel (the kernels on odd shapes)
     mkdir -p out/fuzz
     [ -f out/fuzz/fuzz.json ] || [ -z "${FUZZ_RESUME:-}" ] || cp "$FUZZ_RESUME" out/fuzz/fuzz.json
     # the record is copied out every 20 s: a command killed at the device's limit (in-flight jobs can take longer
@@ -84,7 +85,7 @@ from fuseforge.suite.build import build_extension; build_extension(pathlib.Path(
         && mv "$OUT/fuzz.json.part" "$OUT/fuzz.json"; done) &
     COPIER=$!
     timeout -s TERM -k 10 "$2" $PY -m fuseforge fuzz --seed "${3:-20000}" --count "${4:-300}" --jobs "${5:-10}" \
-        --out out/fuzz --timeout 600 --check --no-compile > "$OUT/fuzz.log" 2>&1
+        --out out/fuzz --timeout 600 --check --no-compile ${FUZZ_FLAGS:-} > "$OUT/fuzz.log" 2>&1
     echo "fuzz exit $? (124: stopped at $2 s; the same command goes on)"; grep -v "^\[" "$OUT/fuzz.log" | tail -25
     kill "$COPIER" 2>/dev/null
     cp out/fuzz/fuzz.json "$OUT/fuzz.json"

@@ -7,6 +7,8 @@ the generated kernels against float64 on odd shapes (stride, padding, dilation, 
 """
 
 import dataclasses
+import subprocess
+import sys
 import types
 from unittest import mock
 
@@ -30,9 +32,9 @@ from fuseforge.partition import partition
 from fuseforge.rewrite import rewrite
 
 
-def _plan(captured, *families):
+def _plan(captured, *families, every_kernel=False):
     rewrite(captured.graph, captured)
-    return partition(captured.graph, named(*families))
+    return partition(captured.graph, named(*families), every_kernel=every_kernel)
 
 
 def _model_plan(name, *families):
@@ -187,8 +189,7 @@ def _every_form():
     cost rule (tested on the problem models) would keep some of them cuDNN's."""
     torch.manual_seed(0)
     captured = _captured(EveryForm(), *_every_form_inputs())
-    with mock.patch("fuseforge.families.conv.group._slower_than_cudnn", return_value=False):
-        plan = _plan(captured, "conv")
+    plan = _plan(captured, "conv", every_kernel=True)
     return captured, plan, generate(plan, captured.graph, "every_form.py")
 
 
@@ -260,8 +261,7 @@ def _every_family_with_conv_kernels(module_class, name: str, train=False):
     cost rule off: the odd shapes are for the kernel's tails), and its generated code."""
     torch.manual_seed(0)
     captured = _captured(module_class(), *_every_form_inputs(), train=train)
-    with mock.patch("fuseforge.families.conv.group._slower_than_cudnn", return_value=None):
-        plan = _plan(captured, *NAMES)
+    plan = _plan(captured, *NAMES, every_kernel=True)
     return captured, plan, generate(plan, captured.graph, f"{name}.py")
 
 
@@ -414,10 +414,60 @@ def test_a_norm_whose_units_a_warp_holds_stays_the_channel_familys():
             return self.gn(self.conv(x))
 
     captured = _captured(Small(), torch.randn(2, 3, 8, 8))
-    with mock.patch("fuseforge.families.conv.group._slower_than_cudnn", return_value=None):
-        plan = _plan(captured, *NAMES)
+    plan = _plan(captured, *NAMES, every_kernel=True)
     assert not any(g.kind == "conv" and g.spec.norm for g in plan.groups)
     assert any(g.kind == "channel_norms" for g in plan.groups)
+
+
+def test_every_kernel_makes_a_conv_kernel_of_a_convolution_the_cost_model_leaves_to_cudnn():
+    """A 3 -> 8 channel convolution of an 8 x 8 image with relu: the cost model keeps cuDNN (the direct kernel's
+    launch and tails cost more than it saves at this size); `every_kernel` (optimize --every-kernel, fuzz
+    --every-kernel) plans it as a conv kernel with its epilogue, so the kernel runs on such shapes."""
+    class Small(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3)
+
+        def forward(self, x):
+            return torch.relu(self.conv(x))
+
+    costed = _plan(_captured(Small(), torch.randn(2, 3, 8, 8)), *NAMES)
+    assert not any(g.kind == "conv" for g in costed.groups)
+    every = _plan(_captured(Small(), torch.randn(2, 3, 8, 8)), *NAMES, every_kernel=True)
+    assert [_ops(g) for g in every.groups if g.kind == "conv"] == [["conv2d", "add", "relu"]]
+
+
+SMALL_CONV = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+
+    def forward(self, x):
+        return torch.relu(self.conv(x))
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 8, 8)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_optimize_every_kernel_plans_the_conv_kernel_and_the_report_says_the_cost_model_did_not_choose(tmp_path):
+    model = tmp_path / "small_conv.py"
+    model.write_text(SMALL_CONV)
+    run = subprocess.run([sys.executable, "-m", "fuseforge", "optimize", str(model), "-o", str(tmp_path / "out"),
+                          "--no-gpu", "--every-kernel"], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "kernel fused_conv2d_add_relu: conv2d" in (tmp_path / "out" / "20_partition.txt").read_text()
+    assert "(--every-kernel): the cost model did not choose" in (tmp_path / "out" / "report.md").read_text()
 
 
 # ---------------------------------------------------------------------------------------- generated code

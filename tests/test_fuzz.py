@@ -383,3 +383,11 @@ def test_aten_aliases_change_a_models_spelling_only(monkeypatch):
         for name, alias in aliases.items():
             src = src.replace(alias, name)
         assert src == plain
+
+
+def test_every_kernel_is_passed_to_each_models_optimize_run(tmp_path):
+    """`fuzz --every-kernel`: each model's optimize run plans every anchor a kernel can take as that kernel, so a
+    GPU campaign runs the kernels on the fuzzer's odd shapes (the cost model keeps cuDNN or cuBLAS at most of them)."""
+    model, out = tmp_path / "m.py", tmp_path / "o"
+    assert "--every-kernel" in CampaignConfig(out=tmp_path, every_kernel=True).argv(model, out)
+    assert "--every-kernel" not in CampaignConfig(out=tmp_path).argv(model, out)

@@ -53,6 +53,7 @@ class CampaignConfig:
     jobs: int = 1  # models run at once
     gpu_ids: Sequence[str] = ()  # the GPUs the runs are pinned to, in turn (empty: as the environment has it)
     check: bool = False  # grade each verified ModelNew again with `fuseforge check`
+    every_kernel: bool = False  # optimize --every-kernel: the kernels run on the fuzzer's shapes, whatever they cost
     # the check of a verified ModelNew: arguments with {python}, {model}, {candidate}, {json} filled in
     check_command: Sequence[str] = ("{python}", "-m", "fuseforge", "check", "{model}", "{candidate}", "--json",
                                     "{json}", "--no-compile", "--trials", "10", "--warmup", "2")
@@ -81,7 +82,8 @@ class CampaignConfig:
     def argv(self, model: Path, out: Path) -> list[str]:
         template = list(self.command) if self.command else [
             "{python}", "-m", "fuseforge", "optimize", "{model}", "-o", "{out}",
-            *([] if self.gpu else ["--no-gpu"]), *([] if self.compile_baseline else ["--no-compile"])]
+            *([] if self.gpu else ["--no-gpu"]), *([] if self.compile_baseline else ["--no-compile"]),
+            *(["--every-kernel"] if self.every_kernel else [])]
         return _filled(template, {"{python}": sys.executable, "{model}": str(model), "{out}": str(out)})
 
     def check_argv(self, model: Path, candidate: Path, record: Path) -> list[str]:

@@ -24,6 +24,9 @@ def fuzz(
         min=1, help="GPUs the models are spread over (default: every GPU visible).")] = None,
     check: Annotated[bool, typer.Option(
         "--check", help="Grade each verified ModelNew again with `fuseforge check` (GPU runs only).")] = False,
+    every_kernel: Annotated[bool, typer.Option(
+        "--every-kernel", help="Pass --every-kernel to optimize: every anchor a kernel can take is that kernel, "
+                               "whatever the cost model expects (the kernels run on the fuzzer's odd shapes).")] = False,
     generate_only: Annotated[bool, typer.Option(
         "--generate-only", help="Write the model files into OUT/models/ and stop.")] = False,
 ) -> None:
@@ -50,7 +53,7 @@ def fuzz(
 
     gpu_ids = [] if no_gpu else visible_gpu_ids()[:gpus]
     config = CampaignConfig(out=out, count=count, seed=seed, gpu=not no_gpu, compile_baseline=not no_compile,
-                            timeout_s=timeout, jobs=jobs, gpu_ids=gpu_ids, check=check)
+                            timeout_s=timeout, jobs=jobs, gpu_ids=gpu_ids, check=check, every_kernel=every_kernel)
     campaign = run_campaign(config, progress=lambda line: print(line, flush=True))
     for line in summary_lines(campaign.summary()):
         print(line)

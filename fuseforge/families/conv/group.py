@@ -369,12 +369,12 @@ def _reduction_of(members: set[str], by_name) -> ConvReduction | None:
     return recognise_reduction(next(iter(by_name[outputs[0]].users)))
 
 
-def _with_norm(grower: GroupGrower, node: fx.Node, conv: ConvAnchor, members: set[str], spec: ConvSpec,
-               reach) -> tuple[set[str], ConvSpec] | None:
+def _with_norm(grower: GroupGrower, claim: Claim, node: fx.Node, conv: ConvAnchor, members: set[str],
+               spec: ConvSpec) -> tuple[set[str], ConvSpec] | None:
     """The conv group `members` with the channel norm its output goes into (`norm.py`), where there is one and the
     kernel is expected to pay with it."""
-    found = grow_norm(grower, members, reach)
-    if found is None or _slower_than_cudnn(node, conv, True, norm=True):
+    found = grow_norm(grower, members, claim.reach)
+    if found is None or (not claim.every_kernel and _slower_than_cudnn(node, conv, True, norm=True)):
         return None
     norm_members, norm = found
     return members | norm_members, dataclasses.replace(spec, norm=norm)
@@ -396,10 +396,11 @@ def form_conv_reduction_groups(claim: Claim, pointwise_groups: list[list[str]], 
                             conv_spec(members, node, conv, grower.by_name, claim.reach))
         reduction = grown and _reduction_of(grown[0], grower.by_name)
         spec = reduction and conv_spec(grown[0] | reduction.members, node, conv, grower.by_name, claim.reach, reduction)
-        if reduction and not isinstance(spec, str) and not _slower_than_cudnn(node, conv, True, reduction=True):
+        if reduction and not isinstance(spec, str) and \
+                (claim.every_kernel or not _slower_than_cudnn(node, conv, True, reduction=True)):
             grower.formed.append((grown[0] | reduction.members, spec))
             continue
-        with_norm = grown and not reduction and _with_norm(grower, node, conv, *grown, claim.reach)
+        with_norm = grown and not reduction and _with_norm(grower, claim, node, conv, *grown)
         if with_norm:
             grower.formed.append(with_norm)
             continue
@@ -434,7 +435,7 @@ def form_conv_groups(claim: Claim, pointwise_groups: list[list[str]], not_fused:
         taken = set(grower.taken)
         grown = grower.grow(node.name, {node.name}, lambda members, node=node, conv=conv:
                             conv_spec(members, node, conv, grower.by_name, claim.reach))
-        slower = grown and _slower_than_cudnn(node, conv, epilogue=len(grown[0]) > 1)
+        slower = grown and not claim.every_kernel and _slower_than_cudnn(node, conv, epilogue=len(grown[0]) > 1)
         if slower:  # the group as grown is not worth it: its units go back to the pointwise kernels
             grower.anchor_reasons[node.name] = slower
             grower.taken = taken

@@ -89,8 +89,9 @@ def _args(node: fx.Node) -> dict:
     return pointwise.bind_arguments(node, lambda n: n)
 
 
-def recognise(node: fx.Node) -> GemmAnchor | str:
-    """The anchor's GEMM, or why it cannot be a GEMM kernel."""
+def recognise(node: fx.Node, every_kernel: bool = False) -> GemmAnchor | str:
+    """The anchor's GEMM, or why it cannot be a GEMM kernel (with `every_kernel`, even where cuBLAS is expected
+    faster)."""
     op = GEMM_OPS[str(node.target)]
     a = _args(node)
     x, w = {"linear": ("input", "weight"), "addmm": ("mat1", "mat2"), "matmul": ("self", "other")}.get(op, ("self", "mat2"))
@@ -127,7 +128,7 @@ def recognise(node: fx.Node) -> GemmAnchor | str:
         transposed = _stride(w, -1) == 1 or _stride(w, -2) != 1
     else:
         transposed = _stride(w, -2) == 1 and _stride(w, -1) != 1
-    slower = _slower_than_cublas(node, x, copies_b=not transposed)
+    slower = None if every_kernel else _slower_than_cublas(node, x, copies_b=not transposed)
     if slower:
         return slower
     if op == "addmm" and any(not isinstance(a[k], (int, float)) for k in ("beta", "alpha")):
@@ -241,7 +242,7 @@ def form_gemm_groups(claim: Claim, pointwise_groups: list[list[str]], not_fused:
     for node in graph.nodes:
         if not is_gemm_op(node):
             continue
-        gemm = recognise(node)
+        gemm = recognise(node, claim.every_kernel)
         if isinstance(gemm, str):
             grower.anchor_reasons[node.name] = gemm
             continue
