@@ -229,7 +229,9 @@ def test_a_dev_row_model_gets_one_row_kernel_and_passes_the_float64_cpu_check(na
 
 class EveryForm(nn.Module):
     """One model with a row kernel of every op and operand class: 1, 2, 3 and 5 full-shape inputs (5: the
-    two-pass path only), per-row outputs only, per-row inputs and scalars, no keepdim, a decomposed softmax."""
+    two-pass path only), per-row outputs only, per-row inputs and scalars, no keepdim, a decomposed softmax; a
+    comparison of the per-row value among the per-row values (a bool in the kernel's Row struct: `fuzz --seed 66182`
+    did not compile when the struct held floats only), kept per row and read per element."""
 
     def __init__(self, dim=8):
         super().__init__()
@@ -246,7 +248,10 @@ class EveryForm(nn.Module):
         g = RmsNorm.forward(self, x)
         h = torch.softmax(x * y + z * r - (u - x) * 2.0 + torch.tanh(t * z) + torch.exp(y), dim=-1) * (x + y + z)
         ex = torch.exp(x - x.amax(dim=-1, keepdim=True))
-        return a, b, c, d, e, f, g, h, ex / ex.sum(dim=-1, keepdim=True)
+        m = x.amin(dim=-1, keepdim=True)
+        i = torch.where(m > 0, m, m * 0.3)
+        j = y * (y.amax(dim=-1, keepdim=True) > 0.5)
+        return a, b, c, d, e, f, g, h, ex / ex.sum(dim=-1, keepdim=True), i, j
 
 
 def _every_form():
@@ -260,7 +265,8 @@ def test_every_form_of_the_test_model_is_a_row_kernel():
     _, plan, ext = _every_form()
     ops = sorted(g.spec.reduction.op for g in plan.groups if g.kind == "rows")
     assert ops == sorted(["softmax", "log_softmax", "layer_norm", "logsumexp", "sum", "amax", "amin", "mean",
-                          "softmax", "amax", "sum"])
+                          "softmax", "amax", "sum", "amin", "amax"])
+    assert "struct Row { float amin_1; bool gt; " in ext.cuda
     assert max(sum(c == "full" for _, c in g.spec.operands) for g in plan.groups if g.kind == "rows") == 5
     classes = {c for g in plan.groups if g.kind == "rows" for _, c in g.spec.operands}
     assert classes == {"full", "col", "row", "row-flat", "scalar"}

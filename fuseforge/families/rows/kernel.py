@@ -88,12 +88,17 @@ def _compute(lay: _Layout, name: str, w: Writer) -> None:
     w.line(f"const {pointwise.result_type(node)} {cpp_name(name)} = {expr};")
 
 
+def _row_type(lay: _Layout, name: str) -> str:
+    """The C++ type of a value with one per row: the reduction's float, or its pointwise op's (float or bool)."""
+    return "float" if name == lay.spec.anchor else pointwise.result_type(lay.by_name[name])
+
+
 def _body(lay: _Layout, names: list[str], w: Writer, row_from_struct: bool) -> None:
     for name in names:
         if name in lay.classes:
             _load(lay, name, w)
         elif row_from_struct and name in lay.row_nodes:
-            w.line(f"const float {cpp_name(name)} = ff_r.{cpp_name(name)};")
+            w.line(f"const {_row_type(lay, name)} {cpp_name(name)} = ff_r.{cpp_name(name)};")
         else:
             _compute(lay, name, w)
 
@@ -116,8 +121,12 @@ def _op_struct(lay: _Layout) -> str:
                 w.line(f"const float* {cpp_name(name)}_{_FIELD[cls]};  // {_ROLE[cls]}")
         for name in lay.row_outputs:
             w.line(f"float* {cpp_name(name)}_out;  // one value per row")
-        row_fields = [cpp_name(n) for n in g.nodes if n in lay.row_nodes]
-        w.line(f"struct Row {{{' float ' + ', '.join(row_fields) + '; ' if row_fields else ''}}};")
+        row_nodes = [n for n in g.nodes if n in lay.row_nodes]
+        row_fields = [cpp_name(n) for n in row_nodes]
+        if any(_row_type(lay, n) != "float" for n in row_nodes):  # a comparison's bool among them
+            w.line(f"struct Row {{ {' '.join(f'{_row_type(lay, n)} {cpp_name(n)};' for n in row_nodes)} }};")
+        else:
+            w.line(f"struct Row {{{' float ' + ', '.join(row_fields) + '; ' if row_fields else ''}}};")
         w.line("")
         w.line("// prologue: the value the statistics accumulate")
         w.line("FF_HD float reduced(const float* ff_in, int64_t ff_row, int ff_col) const {")
