@@ -25,6 +25,15 @@ def compile_binding(extension, tmp_path) -> subprocess.CompletedProcess:
                            *includes, str(source)], capture_output=True, text=True, timeout=300)
 
 
+def compiles_for_hopper(cuda: str, tmp_path) -> subprocess.CompletedProcess:
+    """nvcc -cubin for sm_90a of a generated kernel unit, as optimize's build compiles it (no warnings-as-errors, no
+    spill check: for units of random plans, whose few spills are a matter of speed, not of whether they build)."""
+    source = tmp_path / "unit.cu"
+    source.write_text(cuda)
+    return subprocess.run([NVCC, "-std=c++17", "-cubin", "-O3", "-gencode=arch=compute_90a,code=sm_90a", "-o",
+                           str(tmp_path / "unit.cubin"), str(source)], capture_output=True, text=True, timeout=600)
+
+
 def assert_compiles_for_hopper_without_spills(cuda: str, tmp_path, std: str = "c++17", max_registers: int = 128) -> str:
     """nvcc -cubin for sm_90a with warnings as errors and ptxas -v: no spills, no kernel over `max_registers`
     registers. Returns ptxas' report."""

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from compile_check import NVCC, compiles_for_hopper
 
 from fuseforge.fuzz.campaign import OUTCOMES, CampaignConfig, run_campaign
 from fuseforge.fuzz.generator import MAX_CHAIN, MIN_CHAIN, generate
@@ -391,3 +392,26 @@ def test_every_kernel_is_passed_to_each_models_optimize_run(tmp_path):
     model, out = tmp_path / "m.py", tmp_path / "o"
     assert "--every-kernel" in CampaignConfig(out=tmp_path, every_kernel=True).argv(model, out)
     assert "--every-kernel" not in CampaignConfig(out=tmp_path).argv(model, out)
+
+
+EVERY_KERNEL_SEED, EVERY_KERNEL_COUNT = 67000, 10  # conv, row and channel kernels among their plans
+
+
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc")
+def test_with_every_kernel_the_cpu_campaigns_kernel_units_all_compile_for_hopper(tmp_path):
+    """`fuzz --no-gpu --every-kernel` over fixed seeds, then each plan's CUDA unit through nvcc (sm_90a): the CPU
+    campaign builds nothing, so a kernel unit that does not compile (seed 66182's Row struct held a bool as a float)
+    would only show on a GPU, as a family dropped by the ladder. With --every-kernel the conv and GEMM kernels are in
+    the plans too, whatever they cost at the fuzzer's sizes."""
+    out = tmp_path / "campaign"
+    result = subprocess.run([sys.executable, "-m", "fuseforge", "fuzz", "--count", str(EVERY_KERNEL_COUNT), "--seed",
+                             str(EVERY_KERNEL_SEED), "--out", str(out), "--no-gpu", "--every-kernel", "--timeout", "300"],
+                            capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:]
+    units = sorted(out.glob("runs/*/30_kernels/kernels.cu"))
+    assert len(units) == EVERY_KERNEL_COUNT
+    plans = "".join(p.read_text() for p in out.glob("runs/*/20_partition.txt"))
+    assert "conv kernel:" in plans and "row kernel" in plans and "channel kernels:" in plans
+    for unit in units:
+        compiled = compiles_for_hopper(unit.read_text(), tmp_path)
+        assert compiled.returncode == 0, f"{unit}: {compiled.stderr[-2000:]}"
