@@ -103,3 +103,39 @@ def test_the_build_module_takes_optimize_s_kernel_family_flags_and_plans_with_ev
     assert build.main([str(model), str(tmp_path / "off"), "--no-extension", "--no-gemm"]) == 0
     assert "gemm kernel" not in (tmp_path / "off" / "20_partition.txt").read_text().lower()
     assert "gemm kernel" in (tmp_path / "default" / "20_partition.txt").read_text().lower()
+
+
+SMALL_CONV = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+
+    def forward(self, x):
+        return torch.relu(self.conv(x))
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 8, 8)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_suite_every_kernel_reaches_both_phases_and_the_build_plans_the_kernel_the_cost_model_would_not(tmp_path):
+    """`suite --every-kernel`: the flag goes into both phases' commands (so into the job key too), and the build
+    module plans a small convolution, which the cost model leaves to cuDNN, as a conv kernel."""
+    config = SuiteConfig(models=tmp_path, db=tmp_path / "r.sqlite", kernel_flags=("--every-kernel",))
+    assert all(t.split()[-1] == "--every-kernel" for t in config.commands())
+    model = tmp_path / "small_conv.py"
+    model.write_text(SMALL_CONV)
+    assert build.main([str(model), str(tmp_path / "costed"), "--no-extension"]) == 0
+    assert build.main([str(model), str(tmp_path / "every"), "--no-extension", "--every-kernel"]) == 0
+    assert "kernel fused_conv2d" not in (tmp_path / "costed" / "20_partition.txt").read_text()
+    assert "kernel fused_conv2d_add_relu: conv2d" in (tmp_path / "every" / "20_partition.txt").read_text()

@@ -66,13 +66,14 @@ def roofline(captured) -> dict:
                          "bandwidth": BANDWIDTH}}
 
 
-def _cpu_stages(model: Path, out: Path, families: frozenset[str]):
+def _cpu_stages(model: Path, out: Path, families: frozenset[str], every_kernel: bool = False):
     """optimize's CPU stages with these kernel families on; returns the captured graph (raises StageFailed)."""
     from fuseforge.config import OptimizeConfig
     from fuseforge.pipeline import optimize
 
     config = OptimizeConfig(model_path=model.resolve(), out_dir=out, gpu=False,
-                            gpu_skip_reason="suite build phase: CPU stages only", families=families)
+                            gpu_skip_reason="suite build phase: CPU stages only", families=families,
+                            every_kernel=every_kernel)
     return optimize(config).captured
 
 
@@ -132,13 +133,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-extension", action="store_true", help="skip step 3")
     for flag in SWITCHES:
         p.add_argument(flag, action="store_true", help="as fuseforge optimize's")
+    p.add_argument("--every-kernel", action="store_true", help="as fuseforge optimize's")
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     if args.candidate is None:
         from fuseforge.pipeline import StageFailed
 
         try:
-            captured = _cpu_stages(args.model, args.out, left_on(vars(args)))
+            captured = _cpu_stages(args.model, args.out, left_on(vars(args)), args.every_kernel)
         except StageFailed as exc:
             print(f"fuseforge: {args.model.name}: {first_line(exc)}", flush=True)
             return 1

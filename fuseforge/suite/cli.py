@@ -102,6 +102,9 @@ def register(app: typer.Typer) -> None:
         ray: Annotated[str | None, typer.Option(
             help="Run the jobs on a Ray cluster: 'auto', 'ray://HOST:10001' or 'local' "
                  "(needs the optional extra: pip install 'fuseforge\\[ray]').")] = None,
+        every_kernel: Annotated[bool, typer.Option(
+            "--every-kernel", help="optimize jobs: every anchor a kernel can take is that kernel, whatever the cost "
+                                   "model expects (testing the kernels; as `fuseforge optimize --every-kernel`).")] = False,
         *,
         families: frozenset[str],  # optimize jobs: the families left on, as `fuseforge optimize`'s switches
     ) -> None:
@@ -118,7 +121,7 @@ def register(app: typer.Typer) -> None:
                              build_timeout_s=build_timeout, run_timeout_s=run_timeout, max_attempts=max_attempts,
                              build_command=build_command, run_command=run_command, ray=ray,
                              max_autotune=max_autotune, run_slots=run_slots,
-                             kernel_flags=flags(families))
+                             kernel_flags=(*flags(families), *(["--every-kernel"] if every_kernel else [])))
         raise typer.Exit(suite(config))
 
     @app.command("report")
