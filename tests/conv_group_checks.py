@@ -5,6 +5,30 @@ import torch
 
 from fuseforge.evaluate.cpu_check import _run_node, run_kernel_reference
 
+# A model file whose 3 -> 8 channel convolution of an 8 x 8 image with relu the cost model leaves to cuDNN (the
+# direct kernel's launch and tails cost more than it saves at this size): for what `--every-kernel` changes.
+SMALL_CONV = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+
+    def forward(self, x):
+        return torch.relu(self.conv(x))
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 8, 8)]
+
+
+def get_init_inputs():
+    return []
+"""
+
 
 def shape_of(node):
     """The node's traced shape, a symbolic size taken as 2."""

@@ -79,7 +79,7 @@ def test_measured_tf32_the_tensor_core_kernel_is_priced_against_cudnn_channels_l
     assert not any(g.kind == "conv" for g in partition(captured.graph, named("conv")).groups)
     (conv,) = _convs(captured)
     anchor = recognise(conv)
-    reason = _slower_than_cudnn(conv, anchor, epilogue=True)
+    reason = _slower_than_cudnn(conv, anchor, "epilogue")
     assert reason.startswith("the tensor-core kernel is expected to take") and "cuDNN channels-last" in reason
     saved = 2 * cost.nbytes(conv) / rates.BANDWIDTH
     assert cost.channels_last_conv_seconds(conv) + saved < direct_seconds(conv, anchor) < cost.conv_seconds(conv) + saved

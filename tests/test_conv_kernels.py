@@ -17,7 +17,12 @@ import torch
 import torch.nn.functional as F
 from compile_check import GXX, NVCC, assert_compiles_for_hopper_without_spills, compile_binding
 from conftest import PROBLEMS
-from conv_group_checks import assert_conv_groups_match_the_graph_in_float64, conv_kernel_failures, shape_of
+from conv_group_checks import (
+    SMALL_CONV,
+    assert_conv_groups_match_the_graph_in_float64,
+    conv_kernel_failures,
+    shape_of,
+)
 from torch import nn
 
 from fuseforge.capture import capture
@@ -435,29 +440,6 @@ def test_every_kernel_makes_a_conv_kernel_of_a_convolution_the_cost_model_leaves
     assert not any(g.kind == "conv" for g in costed.groups)
     every = _plan(_captured(Small(), torch.randn(2, 3, 8, 8)), *NAMES, every_kernel=True)
     assert [_ops(g) for g in every.groups if g.kind == "conv"] == [["conv2d", "add", "relu"]]
-
-
-SMALL_CONV = """
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = nn.Conv2d(3, 8, 3)
-
-    def forward(self, x):
-        return torch.relu(self.conv(x))
-
-
-def get_inputs():
-    return [torch.randn(2, 3, 8, 8)]
-
-
-def get_init_inputs():
-    return []
-"""
 
 
 def test_optimize_every_kernel_plans_the_conv_kernel_and_the_report_says_the_cost_model_did_not_choose(tmp_path):

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conv_group_checks import SMALL_CONV
 from rich.console import Console
 
 from fuseforge.capture import capture
@@ -104,28 +105,6 @@ def test_the_build_module_takes_optimize_s_kernel_family_flags_and_plans_with_ev
     assert "gemm kernel" not in (tmp_path / "off" / "20_partition.txt").read_text().lower()
     assert "gemm kernel" in (tmp_path / "default" / "20_partition.txt").read_text().lower()
 
-
-SMALL_CONV = """
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = nn.Conv2d(3, 8, 3)
-
-    def forward(self, x):
-        return torch.relu(self.conv(x))
-
-
-def get_inputs():
-    return [torch.randn(2, 3, 8, 8)]
-
-
-def get_init_inputs():
-    return []
-"""
 
 
 def test_suite_every_kernel_reaches_both_phases_and_the_build_plans_the_kernel_the_cost_model_would_not(tmp_path):

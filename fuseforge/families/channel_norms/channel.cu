@@ -299,6 +299,27 @@ __global__ void __launch_bounds__(kFFChanThreads, 1) ff_chan_warp_units(Op op, F
 template <class Op>
 int ff_chan_nhwc_launch(const Op& op, const FFChanDims& d, float* workspace, void* stream);
 
+// The planes' 16-byte path: HW % 4 == 0 and every full-shape pointer aligned (four values never straddle a plane).
+template <class Op>
+bool ff_chan_planes_aligned(const Op& op, const FFChanDims& d) {
+    bool aligned = d.hw % 4 == 0;
+    for (int f = 0; f < Op::kFull; ++f) aligned = aligned && reinterpret_cast<uintptr_t>(op.full[f]) % 16 == 0;
+    for (int m = 0; m < Op::kOut; ++m) aligned = aligned && reinterpret_cast<uintptr_t>(op.out[m]) % 16 == 0;
+    return aligned;
+}
+
+// The planes' apply launch: finalise each unit's partials, normalise, the fused ops.
+template <class Op>
+int ff_chan_plane_apply_launch(const Op& op, const FFChanDims& d, const float* partial, cudaStream_t s) {
+    const dim3 grid((unsigned)d.units, (unsigned)d.parts);
+    if (ff_chan_planes_aligned(op, d)) {
+        ff_chan_plane_apply<Op, true><<<grid, kFFChanThreads, 0, s>>>(op, d, partial);
+    } else {
+        ff_chan_plane_apply<Op, false><<<grid, kFFChanThreads, 0, s>>>(op, d, partial);
+    }
+    return (int)cudaGetLastError();
+}
+
 // Launch `op` over d (checked by the binding): statistics into `partial` [units][parts][3], then apply.
 template <class Op>
 int ff_chan_launch(const Op& op, const FFChanDims& d, float* partial, void* stream) {
@@ -320,23 +341,15 @@ int ff_chan_launch(const Op& op, const FFChanDims& d, float* partial, void* stre
         ff_chan_warp_units<Op><<<(unsigned)((d.units + kWarps - 1) / kWarps), kFFChanThreads, 0, s>>>(op, d);
         return (int)cudaGetLastError();
     }
-    bool aligned = d.hw % 4 == 0;
-    for (int f = 0; f < Op::kFull; ++f) aligned = aligned && reinterpret_cast<uintptr_t>(op.full[f]) % 16 == 0;
-    for (int m = 0; m < Op::kOut; ++m) aligned = aligned && reinterpret_cast<uintptr_t>(op.out[m]) % 16 == 0;
     const dim3 grid((unsigned)d.units, (unsigned)d.parts);
-    if (aligned) {
+    if (ff_chan_planes_aligned(op, d)) {
         ff_chan_plane_stats<Op, true><<<grid, kFFChanThreads, 0, s>>>(op, d, partial);
     } else {
         ff_chan_plane_stats<Op, false><<<grid, kFFChanThreads, 0, s>>>(op, d, partial);
     }
     const int code = (int)cudaGetLastError();
     if (code != 0) return code;
-    if (aligned) {
-        ff_chan_plane_apply<Op, true><<<grid, kFFChanThreads, 0, s>>>(op, d, partial);
-    } else {
-        ff_chan_plane_apply<Op, false><<<grid, kFFChanThreads, 0, s>>>(op, d, partial);
-    }
-    return (int)cudaGetLastError();
+    return ff_chan_plane_apply_launch(op, d, partial, s);
 }
 
 // Statistics taken elsewhere (a conv kernel that stored the normalised tensor: families/conv/direct.cuh's
@@ -366,16 +379,7 @@ int ff_chan_launch_with_sums(const Op& op, const FFChanDims& d, const double* su
     if (d.nhwc || d.columns || d.per_unit <= kFFChanWarpUnit) return ff_chan_launch(op, d, partial, stream);
     cudaStream_t s = static_cast<cudaStream_t>(stream);
     ff_chan_partials_of_sums<><<<(unsigned)((d.units + 255) / 256), 256, 0, s>>>(sums, partial, d);
-    int code = (int)cudaGetLastError();
+    const int code = (int)cudaGetLastError();
     if (code != 0) return code;
-    bool aligned = d.hw % 4 == 0;
-    for (int f = 0; f < Op::kFull; ++f) aligned = aligned && reinterpret_cast<uintptr_t>(op.full[f]) % 16 == 0;
-    for (int m = 0; m < Op::kOut; ++m) aligned = aligned && reinterpret_cast<uintptr_t>(op.out[m]) % 16 == 0;
-    const dim3 grid((unsigned)d.units, (unsigned)d.parts);
-    if (aligned) {
-        ff_chan_plane_apply<Op, true><<<grid, kFFChanThreads, 0, s>>>(op, d, partial);
-    } else {
-        ff_chan_plane_apply<Op, false><<<grid, kFFChanThreads, 0, s>>>(op, d, partial);
-    }
-    return (int)cudaGetLastError();
+    return ff_chan_plane_apply_launch(op, d, partial, s);
 }

@@ -13,6 +13,8 @@ Per-channel and scalar inputs are read through the read-only cache (`ff_chan_ldg
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from torch import fx
 
 from ... import pointwise
@@ -179,28 +181,37 @@ def _launcher(lay: _Layout, sums: bool = False) -> str:
     return w.text()
 
 
+def _launch_lines(w: Writer, lay: _Layout, first: str, one_full: bool, sums: str | None = None) -> None:
+    """The binding's lines from its sizes to the launch: the call's sizes from tensor `first` (a full-shape input),
+    each input checked against its class, the outputs and the partials' workspace allocated, the launcher called
+    (with `sums`, the statistics another kernel took: `channel_apply_source`'s launcher)."""
+    g = lay.group
+    w.line(f"const FFChanCall call = ff_channels_of(kernel, {first}, {lay.norm.groups}, "
+           f"{'true' if one_full else 'false'});")
+    for name in g.inputs:
+        i = cpp_name(name)
+        w.line(f'const torch::Tensor {i}_c = ff_chan_operand(kernel, "{name}", {i}, call, {first}, '
+               f"{_CLASS_ENUM[lay.classes[name]]});")
+    for name in g.outputs:
+        sizes = "{call.dims.channels}" if name in lay.channel_nodes else "call.sizes"
+        w.line(f"torch::Tensor {cpp_name(name)} = torch::empty({sizes}, {first}.options());")
+    w.line(f"torch::Tensor ff_partial = torch::empty({{ff_chan_workspace(call.dims)}}, "
+           f"{first}.options());  // statistics per (unit, part)")
+    args = [f"{cpp_name(i)}_c.data_ptr<float>()" for i in g.inputs]
+    args += [f"{cpp_name(o)}.data_ptr<float>()" for o in lay.full_outputs + lay.channel_outputs]
+    args += ["call.dims", "ff_partial.data_ptr<float>()", *([f"{sums}.data_ptr<double>()"] if sums else []),
+             "reinterpret_cast<void*>(stream)"]
+    w.line(f"ff_check(kernel, launch_{g.name}({', '.join(args)}));")
+
+
 def _binding(lay: _Layout) -> str:
     g = lay.group
     ins, outs = [cpp_name(i) for i in g.inputs], [cpp_name(o) for o in g.outputs]
-    first = cpp_name(lay.full[0])
     w = Writer()
     w.line(binding_head(g.name, ins, outs))
     with w.indent():
         w.line(f'const char* kernel = "{g.name}";')
-        one_full = "true" if len(lay.full) == 1 else "false"
-        w.line(f"const FFChanCall call = ff_channels_of(kernel, {first}, {lay.norm.groups}, {one_full});")
-        for name, i in zip(g.inputs, ins):
-            w.line(f'const torch::Tensor {i}_c = ff_chan_operand(kernel, "{name}", {i}, call, {first}, '
-                   f"{_CLASS_ENUM[lay.classes[name]]});")
-        for name, o in zip(g.outputs, outs):
-            sizes = "{call.dims.channels}" if name in lay.channel_nodes else "call.sizes"
-            w.line(f"torch::Tensor {o} = torch::empty({sizes}, {first}.options());")
-        w.line(f"torch::Tensor ff_partial = torch::empty({{ff_chan_workspace(call.dims)}}, "
-               f"{first}.options());  // statistics per (unit, part)")
-        args = [f"{i}_c.data_ptr<float>()" for i in ins]
-        args += [f"{cpp_name(o)}.data_ptr<float>()" for o in lay.full_outputs + lay.channel_outputs]
-        args += ["call.dims", "ff_partial.data_ptr<float>()", "reinterpret_cast<void*>(stream)"]
-        w.line(f"ff_check(kernel, launch_{g.name}({', '.join(args)}));")
+        _launch_lines(w, lay, cpp_name(lay.full[0]), len(lay.full) == 1)
         w.line(binding_return(outs))
     w.line("}")
     return w.text()
@@ -218,9 +229,11 @@ def channel_kernel_source(group: KernelGroup, by_name: dict[str, fx.Node]) -> Ke
     return KernelSource(group.name, cuda, _binding(lay), _launcher_signature(lay) + ";")
 
 
-def channel_apply_source(group: KernelGroup, by_name: dict[str, fx.Node]) -> tuple[str, str]:
+def channel_apply_source(group: KernelGroup, by_name: dict[str, fx.Node]) -> tuple[str, str, Callable]:
     """The Op struct of a channel group whose statistics another kernel took (a conv kernel's sum and sum of squares
-    per unit, `ff_chan_launch_with_sums`), and its launcher: (CUDA, the launcher's signature). Its launcher takes
-    the sums after the partials' workspace."""
+    per unit, `ff_chan_launch_with_sums`), and its launcher: (CUDA, the launcher's signature, and the writer of the
+    binding's lines that launch it: `launch_lines(w, first, sums)`, with `first` the C++ tensor the group normalises
+    and `sums` the doubles' tensor). Its launcher takes the sums after the partials' workspace."""
     lay = _Layout(group, by_name)
-    return "\n".join([_op_struct(lay), _launcher(lay, sums=True)]), _launcher_signature(lay, sums=True)
+    return ("\n".join([_op_struct(lay), _launcher(lay, sums=True)]), _launcher_signature(lay, sums=True),
+            lambda w, first, sums: _launch_lines(w, lay, first, False, sums))

@@ -68,8 +68,9 @@ _HOW_SUM = ("A conv kernel ending in a spatial sum stores nothing: each thread a
             "a small kernel then scales the sums into the float32 result.")
 _HOW_NORM = ("A conv kernel whose output goes into a channel norm stores it and, as it does, adds each unit's sum and "
              "sum of squares (a unit: a channel, or one sample's group of channels) into doubles: each thread in double "
-             "over its rows, the warp over its columns (shuffles), a block's channels in shared memory (batch norm) or "
-             "straight into the unit's doubles (group norm; atomicAdd); a small kernel turns them into each unit's "
+             "over its rows, the warp over its columns (shuffles), a block's channels in shared memory (batch norm) or, "
+             "once the thread has added up its channels of one group, straight into the unit's doubles (group norm; "
+             "atomicAdd); a small kernel turns them into each unit's "
              "count, mean and M2 (M2 = sum of squares - sum x mean, in double), and the channel kernels' normalising "
              "pass applies them: no statistics pass over the convolution's output.")
 _EXPECTED = {

@@ -261,19 +261,20 @@ def igemm_seconds(node: fx.Node, conv: ConvAnchor) -> float:
     return seconds
 
 
-_SAVED = {"epilogue": " and the pass its epilogue saves", "reduction": " and the read of its output that reducing it takes",
-          "norm": " and the statistics pass over its output that its norm's kernels would take", "": ""}
+# What a group's tail saves beside cuDNN's convolution: passes over the convolution's output, and how it is said.
+_SAVED = {"": (0, ""), "epilogue": (2, " and the pass its epilogue saves"),
+          "reduction": (1, " and the read of its output that reducing it takes"),
+          "norm": (1, " and the statistics pass over its output that its norm's kernels would take")}
 
 
-def _slower_than_cudnn(node: fx.Node, conv: ConvAnchor, epilogue: bool, reduction: bool = False,
-                       norm: bool = False) -> str | None:
+def _slower_than_cudnn(node: fx.Node, conv: ConvAnchor, tail: str) -> str | None:
     """Why the group is not expected faster than cuDNN's convolution (as the cost model prices it: NCHW, or for a
-    TF32-class one channels-last with its operands' conversion where that is faster) plus, where the group has an
-    epilogue, the pass over the convolution's output that the epilogue saves (the kernel after cuDNN would read it
-    back; with a spatial sum, the read of the row kernel that would sum it; with a channel norm, the read of its
-    statistics pass -- the kernel's own time is priced with its stores, as if it wrote the output)."""
+    TF32-class one channels-last with its operands' conversion where that is faster) plus the passes over the
+    convolution's output that its `tail` saves (`_SAVED`): an epilogue, the pass of the kernel after cuDNN that would
+    read it back; a spatial sum or channel reduction, the read of the kernel that would reduce it; a channel norm, the
+    read of its statistics pass -- the kernel's own time is priced with its stores, as if it wrote the output."""
     ours = direct_seconds(node, conv)
-    passes = 1 if reduction or norm else 2 if epilogue else 0
+    passes, said = _SAVED[tail]
     saved = passes * cost.nbytes(node) / rates.BANDWIDTH
     cudnn, layout = cost.conv_seconds(node), ""
     if conv.kernel == "igemm":  # TF32-class: the layout step may run cuDNN channels-last instead, in class
@@ -292,7 +293,7 @@ def _slower_than_cudnn(node: fx.Node, conv: ConvAnchor, epilogue: bool, reductio
         kernel = "the direct kernel"
     return (f"{kernel} is expected to take {ours * 1e3:.3f} ms, {useful:.0%} of its tiles' work real output, "
             f"against {theirs * 1e3:.3f} ms for cuDNN{layout}"
-            f"{_SAVED['norm' if norm else 'reduction' if reduction else 'epilogue' if epilogue else '']}: cuDNN stays")
+            f"{said}: cuDNN stays")
 
 
 def conv_spec(members: set[str], anchor: fx.Node, conv: ConvAnchor, by_name, reach,
@@ -374,7 +375,7 @@ def _with_norm(grower: GroupGrower, claim: Claim, node: fx.Node, conv: ConvAncho
     """The conv group `members` with the channel norm its output goes into (`norm.py`), where there is one and the
     kernel is expected to pay with it."""
     found = grow_norm(grower, members, claim.reach)
-    if found is None or (not claim.every_kernel and _slower_than_cudnn(node, conv, True, norm=True)):
+    if found is None or (not claim.every_kernel and _slower_than_cudnn(node, conv, "norm")):
         return None
     norm_members, norm = found
     return members | norm_members, dataclasses.replace(spec, norm=norm)
@@ -397,7 +398,7 @@ def form_conv_reduction_groups(claim: Claim, pointwise_groups: list[list[str]], 
         reduction = grown and _reduction_of(grown[0], grower.by_name)
         spec = reduction and conv_spec(grown[0] | reduction.members, node, conv, grower.by_name, claim.reach, reduction)
         if reduction and not isinstance(spec, str) and \
-                (claim.every_kernel or not _slower_than_cudnn(node, conv, True, reduction=True)):
+                (claim.every_kernel or not _slower_than_cudnn(node, conv, "reduction")):
             grower.formed.append((grown[0] | reduction.members, spec))
             continue
         with_norm = grown and not reduction and _with_norm(grower, claim, node, conv, *grown)
@@ -435,7 +436,8 @@ def form_conv_groups(claim: Claim, pointwise_groups: list[list[str]], not_fused:
         taken = set(grower.taken)
         grown = grower.grow(node.name, {node.name}, lambda members, node=node, conv=conv:
                             conv_spec(members, node, conv, grower.by_name, claim.reach))
-        slower = grown and not claim.every_kernel and _slower_than_cudnn(node, conv, epilogue=len(grown[0]) > 1)
+        tail = "epilogue" if grown and len(grown[0]) > 1 else ""
+        slower = grown and not claim.every_kernel and _slower_than_cudnn(node, conv, tail)
         if slower:  # the group as grown is not worth it: its units go back to the pointwise kernels
             grower.anchor_reasons[node.name] = slower
             grower.taken = taken
@@ -457,10 +459,10 @@ def conv_op_reason(node: fx.Node) -> str | None:
     conv = recognise(node)
     if isinstance(conv, str):
         return conv
-    with_epilogue = _slower_than_cudnn(node, conv, epilogue=True)
+    with_epilogue = _slower_than_cudnn(node, conv, "epilogue")
     if with_epilogue:
         return with_epilogue
-    alone = _slower_than_cudnn(node, conv, epilogue=False)
+    alone = _slower_than_cudnn(node, conv, "")
     if alone:
         return f"the pointwise ops after it went into another kernel, and alone {alone}"
     return None

@@ -38,7 +38,6 @@ from .norm import split
 _INDEX = {"full": "ff_at", "channel": "ff_k", "scalar": "0"}
 _ROLE = {"full": "one value per output element", "channel": "one value per output channel", "scalar": "one value"}
 _CLASS_ENUM = {"full": "FF_CONV_FULL", "channel": "FF_CONV_CHANNEL", "scalar": "FF_CONV_SCALAR"}
-_CHANNEL_CLASS_ENUM = {"full": "FF_CHAN_FULL", "channel": "FF_CHAN_CHANNEL", "scalar": "FF_CHAN_SCALAR"}
 
 
 def _functor(group: KernelGroup, by_name: dict[str, fx.Node]) -> str:
@@ -161,17 +160,23 @@ def _launcher(group: KernelGroup) -> str:
     return w.text()
 
 
+def _prepare(w: Writer, group: KernelGroup, conv_part: KernelGroup) -> None:
+    """The binding's first lines: the convolution's operands checked (`ff_conv_prepare`), then its epilogue's."""
+    c = group.spec.conv
+    geometry = [c.c, c.k, *c.window, *c.stride, *c.padding, *c.dilation]
+    w.line(f'const char* kernel = "{group.name}";')
+    w.line(f"const FFConv c = ff_conv_prepare(kernel, {cpp_name(c.x)}, {cpp_name(c.w)}, {c.dims}, "
+           f"{{{', '.join(map(str, geometry))}}});  // C K KD KH KW, stride, padding, dilation")
+    epilogue.binding_operands(w, conv_part, "ff_conv_operand", "c", _CLASS_ENUM)
+
+
 def _binding(group: KernelGroup) -> str:
     c = group.spec.conv
     ins, outs = [cpp_name(i) for i in group.inputs], [cpp_name(o) for o in group.outputs]
-    geometry = [c.c, c.k, *c.window, *c.stride, *c.padding, *c.dilation]
     w = Writer()
     w.line(binding_head(group.name, ins, outs))
     with w.indent():
-        w.line(f'const char* kernel = "{group.name}";')
-        w.line(f"const FFConv c = ff_conv_prepare(kernel, {cpp_name(c.x)}, {cpp_name(c.w)}, {c.dims}, "
-               f"{{{', '.join(map(str, geometry))}}});  // C K KD KH KW, stride, padding, dilation")
-        epilogue.binding_operands(w, group, "ff_conv_operand", "c", _CLASS_ENUM)
+        _prepare(w, group, group)
         red = group.spec.reduction
         for o in outs:
             if red and red.over == "channels":
@@ -205,21 +210,17 @@ def _binding(group: KernelGroup) -> str:
     return w.text()
 
 
-def _norm_binding(group: KernelGroup, conv_part: KernelGroup, norm_part: KernelGroup) -> str:
+def _norm_binding(group: KernelGroup, conv_part: KernelGroup, launch_norm) -> str:
     """Both kernels of a conv group that goes into a channel norm: the conv kernel writes the normalised tensor (a
-    scratch of the binding) and the statistics' sums, the channel kernels normalise it."""
-    c, norm = group.spec.conv, group.spec.norm
+    scratch of the binding) and the statistics' sums, the channel kernels normalise it (`launch_norm`: the channel
+    family's lines that launch its normalising pass)."""
+    norm = group.spec.norm
     ins, outs = [cpp_name(i) for i in group.inputs], [cpp_name(o) for o in group.outputs]
-    geometry = [c.c, c.k, *c.window, *c.stride, *c.padding, *c.dilation]
     data, groups = cpp_name(norm.data), norm.stat_groups
-    channel_outputs = set(norm_part.spec.channel_nodes)
     w = Writer()
     w.line(binding_head(group.name, ins, outs))
     with w.indent():
-        w.line(f'const char* kernel = "{group.name}";')
-        w.line(f"const FFConv c = ff_conv_prepare(kernel, {cpp_name(c.x)}, {cpp_name(c.w)}, {c.dims}, "
-               f"{{{', '.join(map(str, geometry))}}});  // C K KD KH KW, stride, padding, dilation")
-        epilogue.binding_operands(w, conv_part, "ff_conv_operand", "c", _CLASS_ENUM)
+        _prepare(w, group, conv_part)
         read = "; an output too" if norm.data in group.outputs else ""
         w.line(f"torch::Tensor {data} = torch::empty(c.out_sizes, c.x.options());  // the convolution's output{read}")
         units = "c.out_sizes[1]" if groups == 0 else f"c.n * {groups}"
@@ -229,21 +230,7 @@ def _norm_binding(group: KernelGroup, conv_part: KernelGroup, norm_part: KernelG
                 *epilogue.pointer_arguments(conv_part),
                 "c.n", "c.d", "c.h", "c.w_", "c.od", "c.oh", "c.ow", "reinterpret_cast<void*>(stream)"]
         w.line(f"ff_check(kernel, launch_{conv_part.name}({', '.join(args)}));")
-        w.line(f"const FFChanCall call = ff_channels_of(kernel, {data}, {groups}, false);")
-        for name in norm_part.inputs:
-            i = cpp_name(name)
-            w.line(f'const torch::Tensor {i}_c = ff_chan_operand(kernel, "{name}", {i}, call, {data}, '
-                   f"{_CHANNEL_CLASS_ENUM[norm_part.spec.operand_class(name)]});")
-        for name in norm_part.outputs:
-            sizes = "{call.dims.channels}" if name in channel_outputs else "call.sizes"
-            w.line(f"torch::Tensor {cpp_name(name)} = torch::empty({sizes}, {data}.options());")
-        w.line(f"torch::Tensor ff_partial = torch::empty({{ff_chan_workspace(call.dims)}}, {data}.options());")
-        full = [o for o in norm_part.outputs if o not in channel_outputs]
-        args = [f"{cpp_name(i)}_c.data_ptr<float>()" for i in norm_part.inputs]
-        args += [f"{cpp_name(o)}.data_ptr<float>()" for o in full + [o for o in norm_part.outputs if o in channel_outputs]]
-        args += ["call.dims", "ff_partial.data_ptr<float>()", "sums.data_ptr<double>()",
-                 "reinterpret_cast<void*>(stream)"]
-        w.line(f"ff_check(kernel, launch_{norm_part.name}({', '.join(args)}));")
+        launch_norm(w, data, "sums")
         w.line(binding_return(outs))
     w.line("}")
     return w.text()
@@ -251,9 +238,9 @@ def _norm_binding(group: KernelGroup, conv_part: KernelGroup, norm_part: KernelG
 
 def _norm_source(group: KernelGroup, by_name: dict[str, fx.Node], header: str) -> KernelSource:
     conv_part, norm_part = split(group, by_name)
-    apply, apply_signature = channel_apply_source(norm_part, by_name)
+    apply, apply_signature, launch_norm = channel_apply_source(norm_part, by_name)
     cuda = header + "\n".join([_functor(conv_part, by_name), _launcher(conv_part), apply])
-    return KernelSource(group.name, cuda, _norm_binding(group, conv_part, norm_part),
+    return KernelSource(group.name, cuda, _norm_binding(group, conv_part, launch_norm),
                         f"{_launcher_signature(conv_part)};\n{apply_signature};")
 
 

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 
 from torch import fx
 
+from ...plan import KernelGroup
 from ...pointwise import NotSpellable
+from ..channel_norms import FAMILY as CHANNEL_NORMS
 from ..channel_norms import table as norm_table
 from ..channel_norms.group import ChannelSpec, channel_spec
 
@@ -107,12 +109,9 @@ def _inputs(nodes: tuple[str, ...], by_name) -> tuple[str, ...]:
     return tuple(found)
 
 
-def split(group, by_name):
+def split(group: KernelGroup, by_name) -> tuple[KernelGroup, KernelGroup]:
     """The group's two kernels as groups of their own: the conv kernel (its only output the normalised tensor) and
     the channel kernels' normalising pass (the group's outputs)."""
-    from ...plan import KernelGroup
-    from ..channel_norms import FAMILY as CHANNEL_NORMS
-
     norm = group.spec.norm
     conv_nodes = tuple(n for n in group.nodes if n not in norm.members)
     conv_inputs = _inputs(conv_nodes, by_name)
