@@ -1,6 +1,7 @@
 """Conv kernels: a 2-D or 3-D convolution and the pointwise chain after it, as one convolution kernel whose
 epilogue computes the chain: the direct exact-fp32 kernel for short dot products (few input channels, a small
-window), the TF32 implicit-GEMM kernel on tensor cores where eager's cuDNN itself runs TF32 (measured on the GPU).
+window), the TF32 implicit-GEMM kernel on tensor cores where eager's cuDNN itself runs TF32 (measured on the GPU),
+transposed convolutions included (one stride-1 implicit GEMM per output parity class).
 
 - `group.py`: recognise such a convolution (which kernel), and how its group grows (the epilogue's operand classes);
 - `reduction.py`: the reductions a direct kernel's group may end in (over the spatial axes or the channels);
@@ -57,7 +58,9 @@ _HOW = {
     "igemm": ("Conv kernels, implicit GEMM: a block computes 128 output pixels x 64 or 128 output channels; per tap "
               "and 32 input channels the copy engine brings the shifted input box and the weight tile into shared "
               "memory and two warpgroups multiply them on the tensor cores in TF32 (wgmma); the weight is re-laid "
-              "and rounded to TF32 at each call (`families/conv/igemm.cuh`)."),
+              "and rounded to TF32 at each call (`families/conv/igemm.cuh`). A transposed convolution of stride s is, "
+              "for each output parity class (o mod s per axis), an ordinary stride-1 convolution of its input with the "
+              "class's taps in reverse: one launch per class, each storing every s-th output."),
 }
 _HOW_EPILOGUE = "A conv kernel's generated epilogue functor applies the fused ops before the one store."
 _HOW_CHANNELS = ("A conv kernel ending in a channel reduction holds every output channel in one block: each thread "
@@ -164,13 +167,13 @@ class Conv(FamilyBase):
         operands = _operands(group)
         x, w = inputs[c.x], inputs[c.w]
         window = tuple(w.shape[2:])
-        if x.dim() != c.dims + 2 or x.shape[1] != c.c or tuple(w.shape[:2]) != (c.k, c.c) or \
+        channels = (c.c, c.k) if c.transposed else (c.k, c.c)  # a transposed convolution's weight is [C, K, window]
+        if x.dim() != c.dims + 2 or x.shape[1] != c.c or tuple(w.shape[:2]) != channels or \
                 window != c.window[3 - c.dims:]:
             raise ValueError(f"{group.name}: convolution of {list(x.shape)} by {list(w.shape)} is not the "
                              f"{c.c} -> {c.k} channels and window it was generated for")
-        out = [x.shape[0], c.k] + [(size + 2 * p - d * (k - 1) - 1) // s + 1 for size, k, s, p, d in
-                                   zip(x.shape[2:], *(t[3 - c.dims:] for t in (c.window, c.stride, c.padding,
-                                                                                 c.dilation)))]
+        out = [x.shape[0], c.k] + [c.out_extent(size, axis) for axis, size in
+                                   zip(range(3 - c.dims, 3), x.shape[2:])]
         for name, cls in operands:
             t = inputs[name]
             if cls == "full":
@@ -226,7 +229,9 @@ class Conv(FamilyBase):
                         "convolution's output is never written")
         c = group.spec.conv
         if c.kernel == "igemm":
-            return "conv kernel", (f"{with_article(c.op)} ({c.terms} products an output) as an implicit GEMM on "
+            how = ("as one stride-1 implicit GEMM per output parity class (each writes every stride-th output)"
+                   if c.transposed else "as an implicit GEMM")
+            return "conv kernel", (f"{with_article(c.op)} ({c.terms} products an output) {how} on "
                                    "tensor cores in TF32, the precision eager's cuDNN runs it at (measured on the "
                                    f"GPU before planning), expected faster than cuDNN{epilogue}")
         return "conv kernel", (f"{with_article(c.op)} with short dot products "

@@ -2,15 +2,17 @@
 computes the chain: the direct fp32 kernel (`direct.cuh`) for short dot products, the TF32 implicit-GEMM
 kernel on tensor cores (`igemm.cuh`) for longer ones that eager itself runs in TF32.
 
-Each anchor (`recognise`: aten.conv2d, conv3d or convolution, not transposed, one group, float32, a static
-weight) becomes a conv group where one of the kernels can take it:
+Each anchor (`recognise`: aten.conv2d, conv3d, convolution (not transposed), conv_transpose2d or conv_transpose3d, one
+group, float32, a static weight) becomes a conv group where one of the kernels can take it:
 - the direct kernel: a dot product of at most `rates.SHORT_DOT_TERMS` products (input channels x window) over at
   most `rates.SHORT_DOT_CHANNELS` input channels, the range measured on an H100 (`rates.CONV_DIRECT_FLOPS`), and
   a tiling (`tiling.py`) that fits;
 - the implicit-GEMM kernel: stride 1, at least `IGEMM_MIN_CHANNELS` input channels, and eager's cuDNN measured
   TF32-class on this convolution on the GPU (the node's `EAGER_CLASS` meta, which the pipeline sets before
   partitioning where it has a GPU: `mark_eager_classes`). A TF32 kernel where eager is exact fp32 would fall
-  outside the verifier's bound; without a measurement the convolution stays cuDNN's.
+  outside the verifier's bound; without a measurement the convolution stays cuDNN's. A transposed convolution (no
+  dilation, a window at least its stride) is this kernel's alone: per output parity class a stride-1 convolution
+  (`axis_class`, `parity_launches`; igemm.cuh's launch_transposed), sized by the largest class.
 The group then takes in the neighbouring pointwise groups while the whole stays a conv group:
 
 - convex (no path leaves the group and comes back);
@@ -68,7 +70,8 @@ from .norm import ConvNorm, grow_norm
 from .reduction import ConvReduction, recognise_reduction
 
 CONV_OPS = {"aten.conv2d.default": "conv2d", "aten.conv3d.default": "conv3d",
-            "aten.convolution.default": "convolution"}
+            "aten.convolution.default": "convolution", "aten.conv_transpose2d.input": "conv_transpose2d",
+            "aten.conv_transpose3d.input": "conv_transpose3d"}
 EAGER_CLASS = "ff_eager_conv_class"  # node meta: "tf32" or "fp32", eager's cuDNN on this convolution, measured
 # The implicit-GEMM kernel's k-tile is 32 input channels: at 8 it ran 0.48x and at 4 0.27x of torch.compile, at 16
 # 0.95-0.98x, at 32 and more 1.0-1.8x (conv + bias + relu, H100, bench/results/2026-11-27b_h100/conv_igemm)
@@ -92,6 +95,8 @@ class ConvAnchor:
     padding: tuple[int, int, int]
     dilation: tuple[int, int, int]
     tiling: tiling.Tiling | tiling.IgemmTiling  # the direct kernel's, or the implicit-GEMM kernel's
+    transposed: bool = False  # a transposed convolution (weight [C, K, window]; the implicit-GEMM kernel's only)
+    output_padding: tuple[int, int, int] = (0, 0, 0)  # a transposed convolution's extra output rows per axis
 
     @property
     def kernel(self) -> str:
@@ -106,8 +111,50 @@ class ConvAnchor:
         axes = slice(3 - self.dims, 3)
         def fmt(t):
             return "x".join(str(v) for v in t[axes])
-        return (f"{self.c} -> {self.k} channels, window {fmt(self.window)}, stride {fmt(self.stride)}, padding "
-                f"{fmt(self.padding)}, dilation {fmt(self.dilation)}")
+        extra = f", output padding {fmt(self.output_padding)}" if any(self.output_padding) else ""
+        return (f"{'transposed, ' if self.transposed else ''}{self.c} -> {self.k} channels, window {fmt(self.window)}, "
+                f"stride {fmt(self.stride)}, padding {fmt(self.padding)}, dilation {fmt(self.dilation)}{extra}")
+
+    def out_extent(self, size: int, axis: int) -> int:
+        """The output's extent along spatial axis `axis` (0 depth, 1 rows, 2 columns) for an input extent `size`."""
+        k, s, p, d = self.window[axis], self.stride[axis], self.padding[axis], self.dilation[axis]
+        if self.transposed:
+            return (size - 1) * s - 2 * p + d * (k - 1) + self.output_padding[axis] + 1
+        return (size + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+@dataclass(frozen=True)
+class AxisClass:
+    """One axis of one output parity class r of a transposed convolution (igemm.cuh's `axis_class`): the outputs
+    o = s q + r take the taps t0, t0 + s, .. (`taps` of them) at inputs q + e - j: a stride-1 convolution of
+    `taps` taps with padding `pad` over `extent` outputs q."""
+
+    t0: int
+    taps: int
+    pad: int
+    extent: int
+
+
+def axis_class(k: int, s: int, p: int, out: int, r: int) -> AxisClass:
+    t0 = (r + p) % s
+    taps = -(-(k - t0) // s) if t0 < k else 0
+    return AxisClass(t0, taps, taps - 1 - (r + p - t0) // s, -(-(out - r) // s) if out > r else 0)
+
+
+def parity_launches(conv: ConvAnchor, extents: tuple[int, int, int]) -> list[tuple[tuple[int, int, int], int]]:
+    """The implicit-GEMM kernel's launches for a convolution of output extents (OD, OH, OW): (its output extents,
+    its taps) each; one for an ordinary convolution, one per non-empty output parity class for a transposed one."""
+    if not conv.transposed:
+        return [(extents, conv.window[0] * conv.window[1] * conv.window[2])]
+    launches = []
+    for rd in range(conv.stride[0]):
+        for rh in range(conv.stride[1]):
+            for rw in range(conv.stride[2]):
+                axes = [axis_class(conv.window[a], conv.stride[a], conv.padding[a], extents[a], r)
+                        for a, r in enumerate((rd, rh, rw))]
+                if all(a.extent > 0 for a in axes):
+                    launches.append((tuple(a.extent for a in axes), math.prod(a.taps for a in axes)))
+    return launches
 
 
 @dataclass(frozen=True)
@@ -152,7 +199,8 @@ def recognise(node: fx.Node) -> ConvAnchor | str:
         if tensor_meta(t).dtype != torch.float32:
             return f"its {role} ({t.name}) has dtype {tensor_meta(t).dtype}; the conv kernels read float32"
     if op == "convolution" and (a.get("transposed") or any(a.get("output_padding") or [])):
-        return "a transposed convolution"
+        return "a transposed convolution written as aten.convolution (the conv kernels take conv_transpose ops)"
+    transposed = op.startswith("conv_transpose")
     if a.get("groups", 1) != 1:
         return f"a grouped convolution ({a.get('groups')} groups)"
     rank = tensor_meta(x).dim()
@@ -163,6 +211,8 @@ def recognise(node: fx.Node) -> ConvAnchor | str:
     if not all(isinstance(s, int) for s in wshape) or len(wshape) != rank:
         return "its weight's shape is not static"
     k, c, window = wshape[0], wshape[1], _triple(list(wshape[2:]), dims, 1)
+    if transposed:  # the weight of a transposed convolution is [C, K, window]
+        k, c = c, k
     geometry = [_triple(a.get(key), dims, fill) for key, fill in (("stride", 1), ("padding", 0), ("dilation", 1))]
     if any(g is None for g in geometry):
         return "its stride, padding or dilation is not a list of ints"
@@ -170,19 +220,40 @@ def recognise(node: fx.Node) -> ConvAnchor | str:
     out = traced_shape(node)
     if not all(isinstance(s, int) for s in out[1:]):
         return "its output's spatial size is not static"
+    bias_name = bias.name if isinstance(bias, fx.Node) else None
+    if transposed:
+        why = _transposed_reason(window, *geometry)
+        if why:
+            return why
+        output_padding = _triple(a.get("output_padding"), dims, 0)
+        if output_padding is None:
+            return "its output padding is not a list of ints"
+        igemm = _igemm_tiling(node, dims, c, k, (1, 1, 1), tuple(geometry[0]))
+        if isinstance(igemm, str):
+            return f"a transposed convolution: the tensor-core kernel takes it as one convolution per output parity, but {igemm}"
+        return ConvAnchor(op, x.name, w.name, bias_name, dims, c, k, window, *geometry, igemm, True, output_padding)
     if not rates.is_short_dot(c, terms):
         igemm = _igemm_tiling(node, dims, c, k, tuple(geometry[0]))
         if isinstance(igemm, str):
             return (f"{c} input channels x a {'x'.join(map(str, window[3 - dims:]))} window = {terms} products per "
                     f"output: past the direct kernel's measured range ({rates.SHORT_DOT_CHANNELS} channels, "
                     f"{rates.SHORT_DOT_TERMS} products), and {igemm}")
-        return ConvAnchor(op, x.name, w.name, bias.name if isinstance(bias, fx.Node) else None, dims, c, k, window,
-                          *geometry, igemm)
+        return ConvAnchor(op, x.name, w.name, bias_name, dims, c, k, window, *geometry, igemm)
     tiles = tiling.choose(c, k, window, geometry[0], geometry[2], out[-2])
     if isinstance(tiles, str):
         return tiles
-    return ConvAnchor(op, x.name, w.name, bias.name if isinstance(bias, fx.Node) else None, dims, c, k, window,
-                      *geometry, tiles)
+    return ConvAnchor(op, x.name, w.name, bias_name, dims, c, k, window, *geometry, tiles)
+
+
+def _transposed_reason(window, stride, padding, dilation) -> str | None:
+    """Why the implicit-GEMM kernel's output parity classes cannot compute a transposed convolution (None when they
+    can): every class needs a tap on every axis (window >= stride), and the taps of a class are s apart only
+    without dilation."""
+    if dilation != (1, 1, 1):
+        return "a dilated transposed convolution (the conv kernels take transposed ones without dilation)"
+    if any(k < s for k, s in zip(window, stride)):
+        return "a transposed convolution whose stride is larger than its window (outputs that no tap reaches)"
+    return None
 
 
 def igemm_candidate(node: fx.Node) -> bool:
@@ -197,8 +268,10 @@ def igemm_candidate(node: fx.Node) -> bool:
 _UNMEASURED = "eager's precision on it was not measured (no GPU at plan time): cuDNN stays"
 
 
-def _igemm_tiling(node: fx.Node, dims: int, c: int, k: int, stride: tuple[int, int, int]) -> tiling.IgemmTiling | str:
-    """The implicit-GEMM kernel's tiling of the convolution, or why that kernel does not take it."""
+def _igemm_tiling(node: fx.Node, dims: int, c: int, k: int, stride: tuple[int, int, int],
+                  parities: tuple[int, int, int] = (1, 1, 1)) -> tiling.IgemmTiling | str:
+    """The implicit-GEMM kernel's tiling of the convolution (of a transposed one with strides `parities`: of its
+    largest output parity class), or why that kernel does not take it."""
     if stride != (1, 1, 1):
         return "the tensor-core kernel takes stride 1 only: cuDNN stays"
     if c < IGEMM_MIN_CHANNELS:
@@ -216,7 +289,7 @@ def _igemm_tiling(node: fx.Node, dims: int, c: int, k: int, stride: tuple[int, i
         return "its input's width is not static"
     out = traced_shape(node)
     extents = (out[2] if dims == 3 else 1, out[-2], out[-1])
-    return tiling.choose_igemm(dims, c, k, w_in, extents)
+    return tiling.choose_igemm(dims, c, k, w_in, tuple(-(-e // s) for e, s in zip(extents, parities)))
 
 
 def mark_eager_classes(graph: fx.Graph, classes: dict[str, str]) -> None:
@@ -246,15 +319,16 @@ def igemm_seconds(node: fx.Node, conv: ConvAnchor) -> float:
     channels-last path first copies the input (a read and a write)."""
     t = conv.tiling
     out = traced_shape(node)
-    extents = (out[2] if conv.dims == 3 else 1, out[-2], out[-1])
     bd, bh, bw = t.box
     batch = size_hint(tensor_meta(node).shape[0])
-    tiles = (math.ceil(conv.k / t.bn) * math.ceil(extents[0] / bd) * math.ceil(extents[1] / bh)
-             * math.ceil(extents[2] / bw) * batch)
-    k_tiles = conv.window[0] * conv.window[1] * conv.window[2] * t.cq // tiling.IGEMM_BK
     a_box = (t.box_width * tiling.IGEMM_BK * bh * bd if t.nchw else tiling.IGEMM_BM * tiling.IGEMM_BK) * 4
     b_tile = t.bn * tiling.IGEMM_BK * 4
-    seconds = tiles * k_tiles * (a_box + b_tile) / rates.IGEMM_L2_BYTES_PER_S[conv.dims]
+    seconds = 0.0
+    for extents, taps in parity_launches(conv, (out[2] if conv.dims == 3 else 1, out[-2], out[-1])):
+        tiles = (math.ceil(conv.k / t.bn) * math.ceil(extents[0] / bd) * math.ceil(extents[1] / bh)
+                 * math.ceil(extents[2] / bw) * batch)
+        k_tiles = taps * t.cq // tiling.IGEMM_BK
+        seconds += tiles * k_tiles * (a_box + b_tile) / rates.IGEMM_L2_BYTES_PER_S[conv.dims]
     if not t.nchw:
         x_bytes = 4 * batch * t.cp * math.prod(size_hint(s) for s in tensor_meta(node.all_input_nodes[0]).shape[2:])
         seconds += 2 * x_bytes / rates.BANDWIDTH + rates.LAUNCH_S
@@ -285,7 +359,7 @@ def _slower_than_cudnn(node: fx.Node, conv: ConvAnchor, tail: str) -> str | None
         return None
     out = traced_shape(node)
     if conv.kernel == "igemm":
-        extents = (out[2] if conv.dims == 3 else 1, out[-2], out[-1])
+        extents = parity_launches(conv, (out[2] if conv.dims == 3 else 1, out[-2], out[-1]))[0][0]
         useful = tiling.igemm_useful_fraction(conv.tiling, conv.k, extents)
         kernel = "the tensor-core kernel"
     else:

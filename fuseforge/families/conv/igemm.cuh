@@ -23,6 +23,14 @@
 // NC(D)HW tensor (kNchw, described above the kernel) or as the channels-last copy prepare_input_kernel
 // makes: N x D x H x W x Cp (Cp = C rounded up to 4, for TMA's 16-byte strides), rounded the same way.
 //
+// A transposed convolution (stride s, padding p, dilation 1, window k >= s per axis; weight [C, K, window]):
+// y[o] = sum_{i, t : i s - p + t = o} x[i] w[t] per axis. Its outputs of one parity class o = s q + r take the taps
+// t = t0 + s j (t0 = (r + p) mod s, j < J = ceil((k - t0) / s)) at inputs i = q + e - j (e = (r + p - t0) / s): an
+// ordinary stride-1 convolution of x over q with the J taps in reverse, u = J - 1 - j, and padding J - 1 - e (below
+// zero where the class's first output reads past x's first element). launch_transposed re-lays the weight per class
+// ([K][taps of the class][Cq], every tap in exactly one class) and launches the kernel once per class, each storing
+// every s-th output pixel from r (`Geometry::sd`.., `out_pixel`).
+//
 // Measured on an H100 (bench/results/2026-11-27b_h100/): error vs float64 equal to cuDNN's TF32 error on every
 // TF32-class shape of the problem models; conv + bias + relu 1.4-2.0x faster than eager at 16 or more input
 // channels, at parity with torch.compile on 64-channel 3x3 convolutions.
@@ -62,7 +70,18 @@ struct Geometry {
   int dd, dh, dw;              // dilation
   int bd, bh, bw;              // pixel box of a tile (bd * bh * bw == 128)
   int bwb;                     // NCHW input: width of the A box (bw plus columns that spread the banks)
+  // Where the output pixels go: pixel (od, oh, ow) of this launch is pixel (od sd + rd, oh sh + rh, ow sw + rw) of an
+  // output of fd x fh x fw (0: od x oh x ow). An ordinary convolution writes its own grid (stride 1, offset 0); a
+  // transposed one launches once per output parity class, each writing every s-th pixel from its offset r.
+  int sd = 1, sh = 1, sw = 1;
+  int rd = 0, rh = 0, rw = 0;
+  int fd = 0, fh = 0, fw = 0;
 };
+
+// The flat index of this launch's output pixel (od, oh, ow) in its plane of fd x fh x fw pixels.
+__device__ __forceinline__ long long out_pixel(const Geometry& g, int od, int oh, int ow) {
+  return (static_cast<long long>(od * g.sd + g.rd) * g.fh + (oh * g.sh + g.rh)) * g.fw + (ow * g.sw + g.rw);
+}
 
 // ------------------------------------------------------------------------------------------- PTX
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
@@ -112,6 +131,13 @@ __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_grou
 template <int kPending>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+// Pins each accumulator register at this point: no instruction that reads it moves across (before the last wait,
+// a read of an accumulator that a wgmma in flight writes makes ptxas serialise every wgmma of the kernel).
+template <int kN>
+__device__ __forceinline__ void fence_accumulators(float (&acc)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(acc[i])::"memory");
 }
 
 // d += A(desc) . B(desc)^T over k8, m64n64 (32 accumulators per thread).
@@ -227,7 +253,7 @@ template <int kBN, bool kStaged, class Epilogue>
 __device__ __forceinline__ void store_tile(float* __restrict__ y, const Geometry& g, const float (&acc)[kBN / 2], int k0,
                                            int ow0, int oh0, int od0, int img, float* stage, int tid, Epilogue& epi) {
   const int cw = tid >> 7, q = (tid & 127) >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
-  const long long plane = static_cast<long long>(g.od) * g.oh * g.ow;
+  const long long plane = static_cast<long long>(g.fd) * g.fh * g.fw;
   if constexpr (kStaged) {
     constexpr int kRowStride = kBM + 4;
     asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
@@ -250,7 +276,7 @@ __device__ __forceinline__ void store_tile(float* __restrict__ y, const Geometry
         const int pw = p % g.bw, ph = (p / g.bw) % g.bh, pd = p / (g.bw * g.bh);
         const int ow = ow0 + pw, oh = oh0 + ph, od = od0 + pd;
         if (ow < g.ow && oh < g.oh && od < g.od) {
-          const long long at = chan + (static_cast<long long>(od) * g.oh + oh) * g.ow + ow;
+          const long long at = chan + out_pixel(g, od, oh, ow);
           y[at] = epi(stage[kc * kRowStride + p], k, at);
         }
       }
@@ -262,7 +288,7 @@ __device__ __forceinline__ void store_tile(float* __restrict__ y, const Geometry
       const int pw = r % g.bw, ph = (r / g.bw) % g.bh, pd = r / (g.bw * g.bh);
       const int ow = ow0 + pw, oh = oh0 + ph, od = od0 + pd;
       if (ow >= g.ow || oh >= g.oh || od >= g.od) continue;
-      const long long pix = (static_cast<long long>(od) * g.oh + oh) * g.ow + ow;
+      const long long pix = out_pixel(g, od, oh, ow);
 #pragma unroll
       for (int j = 0; j < kBN / 8; ++j) {
 #pragma unroll
@@ -455,6 +481,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     }
   }
   wgmma_wait<0>();
+  fence_accumulators(acc);
 
   store_tile<kBN, kStaged>(y, g, acc, k0, ow0, oh0, od0, img, reinterpret_cast<float*>(smem_raw + (ring - raw)),
                            tid, epi);
@@ -510,7 +537,13 @@ inline Encode encoder() {
 // 1004 a geometry this kernel does not take. kNchw: x is the model's NC(D)HW tensor (W % 4 == 0), else the
 // channels-last copy of prepare_input.
 template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, class Epilogue>
-int launch(const float* x, const float* w_re, float* y, const Geometry& g, Epilogue epi, cudaStream_t stream) {
+int launch(const float* x, const float* w_re, float* y, const Geometry& given, Epilogue epi, cudaStream_t stream) {
+  Geometry g = given;
+  if (g.fd == 0) {  // the launch writes its own output grid
+    g.fd = g.od;
+    g.fh = g.oh;
+    g.fw = g.ow;
+  }
   Encode encode = encoder();
   if (encode == nullptr) return 1001;
   if (g.bd * g.bh * g.bw != kBM || g.cq % kBK != 0 || g.cq < g.c) return 1004;
@@ -576,6 +609,93 @@ inline int prepare_input(const float* x, float* out, int n, int c, int cp, long 
                   static_cast<unsigned>(n));
   prepare_input_kernel<<<grid, dim3(32, 8), 0, stream>>>(x, out, c, cp, spatial);
   return static_cast<int>(cudaGetLastError());
+}
+
+// ------------------------------------------------------------------------------------------- transposed
+// One axis of one output parity class r of a transposed convolution of window k, stride s, padding p over an output
+// of `out` pixels: its first tap t0 and its taps' count, the padding of the class's ordinary convolution, and its
+// output pixels (r, r + s, ...).
+struct AxisClass {
+  int t0, taps, pad, extent;
+};
+
+__host__ __device__ inline AxisClass axis_class(int k, int s, int p, int out, int r) {
+  AxisClass a;
+  a.t0 = (r + p) % s;
+  a.taps = a.t0 < k ? (k - a.t0 + s - 1) / s : 0;
+  a.pad = a.taps - 1 - (r + p - a.t0) / s;
+  a.extent = out > r ? (out - r + s - 1) / s : 0;
+  return a;
+}
+
+// The weight [C, K, KD, KH, KW] of a transposed convolution -> per parity class (rd, rh, rw, the class index
+// (rd sh + rh) sw + rw), one after the other, [K][taps of the class][cq] with the class's taps in reverse (u = J - 1 - j)
+// and channels zero-padded to cq, TF32-rounded as ff_conv_igemm_weight rounds. A thread per (k, tap, channel < cq).
+struct TransposedWeight {
+  int c, k, cq;
+  int kd, kh, kw, sd, sh, sw, pd, ph, pw;
+};
+
+__global__ void transposed_weight_kernel(const float* __restrict__ w, float* __restrict__ out, TransposedWeight t) {
+  const long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int taps = t.kd * t.kh * t.kw;
+  if (i >= static_cast<long long>(t.k) * taps * t.cq) return;
+  const int ch = static_cast<int>(i % t.cq);
+  const int tap = static_cast<int>((i / t.cq) % taps);
+  const int k = static_cast<int>(i / (static_cast<long long>(t.cq) * taps));
+  const int td = tap / (t.kh * t.kw), th = (tap / t.kw) % t.kh, tw = tap % t.kw;
+  // the tap's class per axis: the r with (r + p - tap) = 0 mod s
+  const int rd = ((td - t.pd) % t.sd + t.sd) % t.sd, rh = ((th - t.ph) % t.sh + t.sh) % t.sh,
+            rw = ((tw - t.pw) % t.sw + t.sw) % t.sw;
+  long long base = 0;  // the classes before this one: K x their taps x cq
+  const int cls = (rd * t.sh + rh) * t.sw + rw;
+  for (int b = 0; b < cls; ++b) {
+    const int bd = b / (t.sh * t.sw), bh = (b / t.sw) % t.sh, bw = b % t.sw;
+    base += static_cast<long long>(t.k) * t.cq * axis_class(t.kd, t.sd, t.pd, 1, bd).taps *
+            axis_class(t.kh, t.sh, t.ph, 1, bh).taps * axis_class(t.kw, t.sw, t.pw, 1, bw).taps;
+  }
+  const AxisClass ad = axis_class(t.kd, t.sd, t.pd, 1, rd), ah = axis_class(t.kh, t.sh, t.ph, 1, rh),
+                  aw = axis_class(t.kw, t.sw, t.pw, 1, rw);
+  const int ud = ad.taps - 1 - (td - ad.t0) / t.sd, uh = ah.taps - 1 - (th - ah.t0) / t.sh,
+            uw = aw.taps - 1 - (tw - aw.t0) / t.sw;
+  const int class_taps = ad.taps * ah.taps * aw.taps;
+  const int u = (ud * ah.taps + uh) * aw.taps + uw;
+  float v = 0.0f;
+  if (ch < t.c) v = w[((static_cast<long long>(ch) * t.k + k) * t.kd + td) * t.kh * t.kw + th * t.kw + tw];
+  const uint32_t bits = (__float_as_uint(v) + 0x1000u) & 0xffffe000u;
+  out[base + (static_cast<long long>(k) * class_taps + u) * t.cq + ch] = __uint_as_float(bits);
+}
+
+// A transposed convolution: `g` has the whole window, padding and output (od, oh, ow), and the strides in sd, sh, sw
+// (dilation 1); `w` is the model's weight [C, K, window], `w_re` a scratch of K x taps x cq floats. Re-lays the weight,
+// then launches the kernel once per output parity class with a non-empty output. 0 on success, else launch's codes.
+template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, class Epilogue>
+int launch_transposed(const float* x, const float* w, float* w_re, float* y, const Geometry& g, Epilogue epi,
+                      cudaStream_t stream) {
+  if (g.dd != 1 || g.dh != 1 || g.dw != 1 || g.kd < g.sd || g.kh < g.sh || g.kw < g.sw) return 1004;
+  const TransposedWeight t{g.c, g.k, g.cq, g.kd, g.kh, g.kw, g.sd, g.sh, g.sw, g.pd, g.ph, g.pw};
+  const long long values = static_cast<long long>(g.k) * g.kd * g.kh * g.kw * g.cq;
+  transposed_weight_kernel<<<static_cast<unsigned>((values + 255) / 256), 256, 0, stream>>>(w, w_re, t);
+  int code = static_cast<int>(cudaGetLastError());
+  long long offset = 0;
+  for (int rd = 0; rd < g.sd && code == 0; ++rd) {
+    for (int rh = 0; rh < g.sh && code == 0; ++rh) {
+      for (int rw = 0; rw < g.sw && code == 0; ++rw) {
+        const AxisClass ad = axis_class(g.kd, g.sd, g.pd, g.od, rd), ah = axis_class(g.kh, g.sh, g.ph, g.oh, rh),
+                        aw = axis_class(g.kw, g.sw, g.pw, g.ow, rw);
+        Geometry c = g;
+        c.kd = ad.taps, c.kh = ah.taps, c.kw = aw.taps;
+        c.pd = ad.pad, c.ph = ah.pad, c.pw = aw.pad;
+        c.od = ad.extent, c.oh = ah.extent, c.ow = aw.extent;
+        c.rd = rd, c.rh = rh, c.rw = rw;
+        c.fd = g.od, c.fh = g.oh, c.fw = g.ow;
+        if (c.od > 0 && c.oh > 0 && c.ow > 0)
+          code = launch<kNchw, kBN, kStages, kMinBlocks, kStaged>(x, w_re + offset, y, c, epi, stream);
+        offset += static_cast<long long>(g.k) * c.kd * c.kh * c.kw * g.cq;
+      }
+    }
+  }
+  return code;
 }
 
 }  // namespace ff_conv_igemm

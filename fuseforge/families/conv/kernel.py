@@ -68,6 +68,8 @@ def _functor(group: KernelGroup, by_name: dict[str, fx.Node]) -> str:
 
 
 def _main_pointers(group: KernelGroup) -> list[str]:
+    if group.spec.conv.transposed:  # the input, the model's weight, the scratch of its re-laying per class, ..
+        return ["const float* ff_x", "const float* ff_w", "float* ff_w_re", "float* ff_x_cl"]
     if group.spec.conv.kernel == "igemm":  # the NCHW input, the re-laid weight, the channels-last scratch
         return ["const float* ff_x", "const float* ff_w_re", "float* ff_x_cl"]
     if (group.spec.reduction and group.spec.reduction.over == "spatial") or group.spec.norm:
@@ -102,10 +104,12 @@ def _igemm_launcher(group: KernelGroup) -> str:
     with w.indent():
         w.line(f"{group.name}_epilogue epi;")
         epilogue.assign_fields(w, group)
-        w.line("// n c cp cq d h w, k od oh ow, window, padding, dilation (depth, rows, columns), pixel box, NCHW box width")
+        strides = ", stride" if c.transposed else ""
+        w.line("// n c cp cq d h w, k od oh ow, window, padding, dilation (depth, rows, columns), pixel box, NCHW box width"
+               + strides)
         w.line(f"const ff_conv_igemm::Geometry g{{(int)ff_n, {c.c}, {t.cp}, {t.cq}, (int)ff_d, (int)ff_h, (int)ff_w_in, "
                f"{c.k}, (int)ff_od, (int)ff_oh, (int)ff_ow, {', '.join(map(str, c.window + c.padding + c.dilation))}, "
-               f"{bd}, {bh}, {bw}, {t.box_width}}};")
+               f"{bd}, {bh}, {bw}, {t.box_width}{''.join(f', {v}' for v in c.stride) if c.transposed else ''}}};")
         w.line("const cudaStream_t s = static_cast<cudaStream_t>(stream);")
         if t.nchw:
             w.line("(void)ff_x_cl;  // null: the NCHW path reads ff_x itself")
@@ -116,8 +120,12 @@ def _igemm_launcher(group: KernelGroup) -> str:
             w.line("if (ff_copied != 0) return ff_copied;")
             src = "ff_x_cl"
         w.line(f"// {t.name}; {t.stages} stages, {t.min_blocks} block(s) per SM")
-        w.line(f"return ff_conv_igemm::launch<{'true' if t.nchw else 'false'}, {t.bn}, {t.stages}, {t.min_blocks}, "
-               f"false>({src}, ff_w_re, {out}, g, epi, s);")
+        args = f"<{'true' if t.nchw else 'false'}, {t.bn}, {t.stages}, {t.min_blocks}, false>"
+        if c.transposed:
+            w.line("// the weight re-laid per output parity class, then one launch per class (its outputs s apart)")
+            w.line(f"return ff_conv_igemm::launch_transposed{args}({src}, ff_w, ff_w_re, {out}, g, epi, s);")
+        else:
+            w.line(f"return ff_conv_igemm::launch{args}({src}, ff_w_re, {out}, g, epi, s);")
     w.line("}")
     return w.text()
 
@@ -165,8 +173,13 @@ def _prepare(w: Writer, group: KernelGroup, conv_part: KernelGroup) -> None:
     c = group.spec.conv
     geometry = [c.c, c.k, *c.window, *c.stride, *c.padding, *c.dilation]
     w.line(f'const char* kernel = "{group.name}";')
-    w.line(f"const FFConv c = ff_conv_prepare(kernel, {cpp_name(c.x)}, {cpp_name(c.w)}, {c.dims}, "
-           f"{{{', '.join(map(str, geometry))}}});  // C K KD KH KW, stride, padding, dilation")
+    if c.transposed:
+        w.line(f"const FFConv c = ff_conv_prepare(kernel, {cpp_name(c.x)}, {cpp_name(c.w)}, {c.dims}, "
+               f"{{{', '.join(map(str, geometry))}}}, {{{', '.join(map(str, c.output_padding))}}});  "
+               "// C K KD KH KW, stride, padding, dilation; transposed: its output padding")
+    else:
+        w.line(f"const FFConv c = ff_conv_prepare(kernel, {cpp_name(c.x)}, {cpp_name(c.w)}, {c.dims}, "
+               f"{{{', '.join(map(str, geometry))}}});  // C K KD KH KW, stride, padding, dilation")
     epilogue.binding_operands(w, conv_part, "ff_conv_operand", "c", _CLASS_ENUM)
 
 
@@ -190,13 +203,20 @@ def _binding(group: KernelGroup) -> str:
                 w.line(f"torch::Tensor {o} = torch::empty(c.out_sizes, c.x.options());")
         if c.kernel == "igemm":
             t = c.tiling
-            w.line(f"const torch::Tensor w_re = ff_conv_igemm_weight(c.w, {t.cq});  // [K][taps][{t.cq}], TF32-rounded")
+            if c.transposed:
+                taps = c.window[0] * c.window[1] * c.window[2]
+                w.line(f"torch::Tensor w_re = torch::empty({{{c.k * taps * t.cq}}}, c.x.options());  "
+                       f"// per output parity class [K][its taps][{t.cq}], TF32-rounded by the launcher")
+            else:
+                w.line(f"const torch::Tensor w_re = ff_conv_igemm_weight(c.w, {t.cq});  // [K][taps][{t.cq}], "
+                       "TF32-rounded")
+            weight = ["c.w.data_ptr<float>()"] if c.transposed else []
             if t.nchw:  # the kernel reads the input itself: no channels-last copy
-                main = ["ff_conv_igemm_aligned(c.x).data_ptr<float>()", "w_re.data_ptr<float>()", "nullptr"]
+                main = ["ff_conv_igemm_aligned(c.x).data_ptr<float>()", *weight, "w_re.data_ptr<float>()", "nullptr"]
             else:
                 w.line(f"const torch::Tensor x_cl = torch::empty({{c.n * c.d * c.h * c.w_ * {t.cp}}}, "
                        "c.x.options());  // the input's channels-last copy")
-                main = ["c.x.data_ptr<float>()", "w_re.data_ptr<float>()", "x_cl.data_ptr<float>()"]
+                main = ["c.x.data_ptr<float>()", *weight, "w_re.data_ptr<float>()", "x_cl.data_ptr<float>()"]
         elif red and red.over == "spatial":
             main = ["c.x.data_ptr<float>()", "c.w.data_ptr<float>()", "sums.data_ptr<double>()"]
         else:

@@ -1,0 +1,199 @@
+"""Transposed convolutions on tensor cores: a conv_transpose2d/3d that eager's cuDNN runs TF32 (measured on the GPU)
+and the pointwise chain after it, as the implicit-GEMM kernel launched once per output parity class.
+
+The identity the kernel rests on (igemm.cuh, `axis_class`): per axis, the outputs o = s q + r of a transposed
+convolution of window k, stride s, padding p take the taps t0 + s j (t0 = (r + p) mod s) at inputs q + e - j: an
+ordinary stride-1 convolution over q with those taps in reverse and padding taps - 1 - e. Checked here in float64
+against torch's own conv_transpose on every parity class, then the plan, the generated code (nvcc, g++), the float64
+check of the plan against the graph's ops, and on a GPU the generated kernels against float64 on odd shapes.
+"""
+
+import itertools
+import types
+
+import pytest
+import torch
+import torch.nn.functional as F
+from compile_check import GXX, NVCC, assert_compiles_for_hopper_without_spills, compile_binding
+from conv_group_checks import assert_conv_groups_match_the_graph_in_float64, conv_kernel_failures
+from torch import nn
+
+from fuseforge.capture import capture
+from fuseforge.codegen import generate
+from fuseforge.families import named
+from fuseforge.families.conv.group import EAGER_CLASS, axis_class, conv_op_reason, igemm_candidate, recognise
+from fuseforge.load import LoadedModel
+from fuseforge.partition import partition
+from fuseforge.rewrite import rewrite
+
+
+def _captured(module, *inputs):
+    loaded = LoadedModel(path=types.SimpleNamespace(name="t.py", stem="t"), source="", module=None,
+                         model=module.eval(), init_args=[], inputs=list(inputs), outputs=[], output_is_tuple=False)
+    return capture(loaded)
+
+
+def _convs(captured):
+    return [n for n in captured.graph.nodes if str(n.target).startswith("aten.conv")]
+
+
+# ---------------------------------------------------------------------------------------- the identity
+
+def _by_parity_classes(x, w, stride, padding, output_padding):
+    """conv_transpose2d(x, w) as the kernel computes it: per output parity class (rh, rw) an ordinary stride-1
+    correlation of x with the class's taps in reverse, padded by the class's padding (cropped where it is negative),
+    written to every s-th output from r."""
+    n, c, h, wi = x.shape
+    k_out, (kh, kw) = w.shape[1], w.shape[2:]
+    oh = (h - 1) * stride[0] - 2 * padding[0] + kh + output_padding[0]
+    ow = (wi - 1) * stride[1] - 2 * padding[1] + kw + output_padding[1]
+    y = x.new_zeros(n, k_out, oh, ow)
+    for rh, rw in itertools.product(range(stride[0]), range(stride[1])):
+        a = axis_class(kh, stride[0], padding[0], oh, rh)
+        b = axis_class(kw, stride[1], padding[1], ow, rw)
+        if not (a.extent and b.extent):
+            continue
+        taps_h = [a.t0 + stride[0] * (a.taps - 1 - u) for u in range(a.taps)]
+        taps_w = [b.t0 + stride[1] * (b.taps - 1 - u) for u in range(b.taps)]
+        wc = w[:, :, taps_h][:, :, :, taps_w].transpose(0, 1)  # [K, C, taps_h, taps_w]
+        # padding `pad` before and enough after for `extent` outputs; a negative one drops input rows
+        def padded(t, dim, pad, taps, extent):
+            size = t.shape[dim]
+            after = extent + taps - 1 - pad - size
+            if pad < 0:
+                t, pad = t.narrow(dim, -pad, size + pad), 0
+            if after < 0:
+                t, after = t.narrow(dim, 0, t.shape[dim] + after), 0
+            pads = [0, 0, 0, 0]
+            pads[(3 - dim) * 2: (3 - dim) * 2 + 2] = [pad, after]
+            return F.pad(t, pads)
+        xc = padded(padded(x, 2, a.pad, a.taps, a.extent), 3, b.pad, b.taps, b.extent)
+        y[:, :, rh::stride[0], rw::stride[1]] = F.conv2d(xc, wc)
+    return y
+
+
+@pytest.mark.parametrize("k, s, p, op", [(3, 2, 1, 1), (4, 2, 0, 0), (5, 2, 2, 0), (3, 1, 1, 0), (3, 1, 0, 0),
+                                         (5, 3, 1, 2), (4, 2, 3, 1), (2, 2, 0, 0)])
+def test_each_output_parity_class_of_a_transposed_conv_is_a_stride_1_conv_with_its_taps_reversed(k, s, p, op):
+    torch.manual_seed(k * 100 + s * 10 + p)
+    x = torch.randn(2, 3, 7, 6, dtype=torch.float64)
+    w = torch.randn(3, 4, k, k - 1 if k > s else k, dtype=torch.float64)
+    stride, padding, output_padding = (s, s), (p, min(p, w.shape[3] - 1)), (op, op)
+    want = F.conv_transpose2d(x, w, stride=stride, padding=padding, output_padding=output_padding)
+    got = _by_parity_classes(x, w, stride, padding, output_padding)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_every_tap_of_the_window_falls_in_exactly_one_parity_class():
+    for k, s, p in itertools.product(range(1, 7), range(1, 4), range(0, 5)):
+        if k < s:
+            continue
+        taps = sorted(axis_class(k, s, p, 1, r).t0 + s * j for r in range(s) for j in range(axis_class(k, s, p, 1, r).taps))
+        assert taps == list(range(k)), (k, s, p, taps)
+
+
+# ---------------------------------------------------------------------------------------- small forms
+
+class TransposedForms(nn.Module):
+    """Transposed convolutions of every parity layout: 2-D 16 -> 70, stride 2, padding 1, output padding 1, then
+    relu and a full residual (W a multiple of 4: the NCHW path); 2-D 40 -> 33, window 4, stride 2, no padding, odd
+    width (channels-last path); 3-D 32 -> 20, window 3, stride 2 (8 classes) with a channel scale; 2-D stride 1
+    (one class) with padding past none; 2-D stride (1, 3) window (3, 5), padding (0, 2)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.ConvTranspose2d(16, 70, 3, stride=2, padding=1, output_padding=1)
+        self.b = nn.ConvTranspose2d(40, 33, 4, stride=2)
+        self.c = nn.ConvTranspose3d(32, 20, 3, stride=2, padding=1)
+        self.d = nn.ConvTranspose2d(24, 17, 3, padding=1, bias=False)
+        self.e = nn.ConvTranspose2d(20, 36, (3, 5), stride=(1, 3), padding=(0, 2))
+        self.scale = nn.Parameter(torch.randn(20, 1, 1, 1))
+
+    def forward(self, x, r, v, u, t, q):
+        y = torch.relu(self.a(x)) + r
+        z = torch.tanh(self.b(v))
+        w = torch.sigmoid(self.c(u)) * self.scale
+        return y, z, w, self.d(t) * 0.5, self.e(q) - 1.0
+
+
+def _forms_inputs(batch=2):
+    return (torch.randn(batch, 16, 6, 32), torch.randn(batch, 70, 12, 64), torch.randn(batch, 40, 7, 9),
+            torch.randn(batch, 32, 4, 6, 5), torch.randn(batch, 24, 9, 13), torch.randn(batch, 20, 6, 7))
+
+
+def _forms():
+    torch.manual_seed(0)
+    captured = _captured(TransposedForms(), *_forms_inputs())
+    rewrite(captured.graph, captured)
+    for node in _convs(captured):
+        if igemm_candidate(node):
+            node.meta[EAGER_CLASS] = "tf32"
+    plan = partition(captured.graph, named("conv"), every_kernel=True)
+    return captured, plan, generate(plan, captured.graph, "transposed_forms.py")
+
+
+def test_every_transposed_form_is_a_tensor_core_conv_kernel_launched_per_parity_class():
+    _, plan, ext = _forms()
+    groups = {g.spec.conv.k: g for g in plan.groups if g.kind == "conv"}
+    assert set(groups) == {70, 33, 20, 17, 36}
+    assert all(g.spec.conv.transposed and g.spec.conv.kernel == "igemm" for g in groups.values())
+    assert groups[70].spec.conv.output_padding == (0, 1, 1) and groups[70].spec.conv.tiling.nchw
+    assert not groups[33].spec.conv.tiling.nchw and groups[20].spec.conv.dims == 3
+    assert ext.cuda.count("ff_conv_igemm::launch_transposed<") == 5
+    assert "transposed: its output padding" in ext.binding
+
+
+def test_the_transposed_forms_plan_passes_the_float64_check_of_its_kernels_against_the_graphs_ops():
+    """The plan's reference (each input scattering its window, from the plan's geometry) equals aten's
+    conv_transpose and the epilogue in float64: a misread padding, stride or output padding would differ here."""
+    captured, plan, _ = _forms()
+    assert_conv_groups_match_the_graph_in_float64(captured, plan)
+
+
+def test_a_transposed_conv_unmeasured_dilated_or_strided_past_its_window_stays_cudnn_and_says_why():
+    class Refused(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.ConvTranspose2d(32, 32, 3, stride=2)  # not measured
+            self.b = nn.ConvTranspose2d(32, 32, 3, dilation=2)
+            self.c = nn.ConvTranspose2d(32, 32, 2, stride=3)
+            self.d = nn.ConvTranspose2d(8, 32, 3, stride=2)  # 8 input channels
+
+        def forward(self, x):
+            return self.a(x), self.b(x), self.c(x), self.d(x[:, :8])
+
+    captured = _captured(Refused(), torch.randn(1, 32, 8, 8))
+    a, b, c, d = _convs(captured)
+    assert igemm_candidate(a) and "was not measured" in recognise(a)
+    assert "dilated transposed convolution" in conv_op_reason(b)
+    assert "stride is larger than its window" in conv_op_reason(c)
+    d.meta[EAGER_CLASS] = "tf32"
+    assert "8 input channels" in conv_op_reason(d)
+    a.meta[EAGER_CLASS] = "fp32"
+    assert "fp32-class" in conv_op_reason(a)
+
+
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc")
+def test_the_generated_transposed_conv_kernels_compile_for_hopper_without_spills(tmp_path):
+    _, _, ext = _forms()
+    report = assert_compiles_for_hopper_without_spills(ext.cuda, tmp_path, max_registers=168)
+    assert report.count("conv_igemm_kernel") >= 5 and "transposed_weight_kernel" in report
+    assert "serialized" not in report
+
+
+@pytest.mark.skipif(GXX is None, reason="needs g++")
+def test_the_generated_transposed_conv_binding_compiles(tmp_path):
+    _, _, ext = _forms()
+    result = compile_binding(ext, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+# ---------------------------------------------------------------------------------------- on a GPU
+
+@pytest.mark.gpu
+def test_the_generated_transposed_conv_kernels_match_float64_of_their_tf32_operands_on_odd_shapes():
+    captured, plan, ext = _forms()
+    failures = conv_kernel_failures(captured, plan, ext,
+                                    lambda batch: dict(zip(("x", "r", "v", "u", "t", "q"), _forms_inputs(batch))),
+                                    tf32_operands=True)
+    assert not failures, "\n".join(failures)
