@@ -78,10 +78,11 @@ def _conv(b: Builder, dims: int, transposed: bool) -> None:
     groups = rng.choice([1, 1, 1, 2, 3]) if rng.random() < 0.7 else 1
     c_in = groups * rng.randint(1, 8 if groups == 1 else 4)
     c_out = groups * rng.randint(1, 12 if groups == 1 else 5)
-    # a quarter of the one-group convolutions get 16-64 input channels, the range of the conv family's tensor-core
-    # kernel; drawn from a side stream seeded by the main one's state, so every other draw of a seed stays the same
+    # a quarter of the one-group convolutions (transposed ones too) get 16-64 input channels, the range of the conv
+    # family's tensor-core kernel; drawn from a side stream seeded by the main one's state, so every other draw of a
+    # seed stays the same
     side = random.Random(sum((i + 1) * word for i, word in enumerate(rng.getstate()[1][:8])))
-    if groups == 1 and not transposed and dims >= 2 and side.random() < 0.25:
+    if groups == 1 and dims >= 2 and side.random() < 0.25:
         c_in = side.choice([16, 24, 32, 48, 64])
     if c_in < 2:
         c_in = groups * 2
