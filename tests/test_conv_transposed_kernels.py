@@ -1,5 +1,6 @@
 """Transposed convolutions on tensor cores: a conv_transpose2d/3d that eager's cuDNN runs TF32 (measured on the GPU)
-and the pointwise chain after it, as the implicit-GEMM kernel launched once per output parity class.
+and the pointwise chain after it, as the implicit-GEMM kernel computing each output parity class as a stride-1
+convolution (one launch, a block per class's tile).
 
 The identity the kernel rests on (igemm.cuh, `axis_class`): per axis, the outputs o = s q + r of a transposed
 convolution of window k, stride s, padding p take the taps t0 + s j (t0 = (r + p) mod s) at inputs q + e - j: an
@@ -132,7 +133,7 @@ def _forms():
     return captured, plan, generate(plan, captured.graph, "transposed_forms.py")
 
 
-def test_every_transposed_form_is_a_tensor_core_conv_kernel_launched_per_parity_class():
+def test_every_transposed_form_is_a_tensor_core_conv_kernel_of_output_parity_classes():
     _, plan, ext = _forms()
     groups = {g.spec.conv.k: g for g in plan.groups if g.kind == "conv"}
     assert set(groups) == {70, 33, 20, 17, 36}

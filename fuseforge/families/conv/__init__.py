@@ -60,7 +60,8 @@ _HOW = {
               "memory and two warpgroups multiply them on the tensor cores in TF32 (wgmma); the weight is re-laid "
               "and rounded to TF32 at each call (`families/conv/igemm.cuh`). A transposed convolution of stride s is, "
               "for each output parity class (o mod s per axis), an ordinary stride-1 convolution of its input with the "
-              "class's taps in reverse: one launch per class, each storing every s-th output."),
+              "class's taps in reverse: one launch computes every class, a block one class's tile, storing every s-th "
+              "output."),
 }
 _HOW_EPILOGUE = "A conv kernel's generated epilogue functor applies the fused ops before the one store."
 _HOW_CHANNELS = ("A conv kernel ending in a channel reduction holds every output channel in one block: each thread "

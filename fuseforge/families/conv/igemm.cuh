@@ -27,9 +27,10 @@
 // y[o] = sum_{i, t : i s - p + t = o} x[i] w[t] per axis. Its outputs of one parity class o = s q + r take the taps
 // t = t0 + s j (t0 = (r + p) mod s, j < J = ceil((k - t0) / s)) at inputs i = q + e - j (e = (r + p - t0) / s): an
 // ordinary stride-1 convolution of x over q with the J taps in reverse, u = J - 1 - j, and padding J - 1 - e (below
-// zero where the class's first output reads past x's first element). launch_transposed re-lays the weight per class
-// ([K][taps of the class][Cq], every tap in exactly one class) and launches the kernel once per class, each storing
-// every s-th output pixel from r (`Geometry::sd`.., `out_pixel`).
+// zero where the class's first output reads past x's first element). launch_transposed re-lays the weight with each
+// class's taps together ([K][taps][Cq], every tap in exactly one class) and launches the kernel once for all classes:
+// a block computes one class's tile (`Parities`, the class fastest after the channel tile, so that the classes of one
+// output box store side by side), storing every s-th output pixel from r (`Geometry::sd`.., `out_pixel`).
 //
 // Measured on an H100 (bench/results/2026-11-27b_h100/): error vs float64 equal to cuDNN's TF32 error on every
 // TF32-class shape of the problem models; conv + bias + relu 1.4-2.0x faster than eager at 16 or more input
@@ -72,11 +73,34 @@ struct Geometry {
   int bwb;                     // NCHW input: width of the A box (bw plus columns that spread the banks)
   // Where the output pixels go: pixel (od, oh, ow) of this launch is pixel (od sd + rd, oh sh + rh, ow sw + rw) of an
   // output of fd x fh x fw (0: od x oh x ow). An ordinary convolution writes its own grid (stride 1, offset 0); a
-  // transposed one launches once per output parity class, each writing every s-th pixel from its offset r.
+  // transposed one computes its output parity classes (`Parities`), each writing every s-th pixel from its offset r.
   int sd = 1, sh = 1, sw = 1;
   int rd = 0, rh = 0, rw = 0;
   int fd = 0, fh = 0, fw = 0;
+  int tap0 = 0;  // the first of this launch's taps in the re-laid weight's rows
 };
+
+// The output parity classes one launch computes (a block takes class blockIdx / k-tiles mod n): each one's window,
+// padding, output extents, offset r and first tap, over the launch's Geometry. One class (the Geometry's own
+// values) for an ordinary convolution; class 0 has the largest extents (the tile grid's).
+struct Parity {
+  int kd, kh, kw, pd, ph, pw, od, oh, ow, rd, rh, rw, tap0;
+};
+constexpr int kMaxParities = 8;
+struct Parities {
+  int n;
+  Parity c[kMaxParities];
+};
+
+__device__ __forceinline__ Geometry of_class(const Geometry& whole, const Parity& p) {
+  Geometry g = whole;
+  g.kd = p.kd, g.kh = p.kh, g.kw = p.kw;
+  g.pd = p.pd, g.ph = p.ph, g.pw = p.pw;
+  g.od = p.od, g.oh = p.oh, g.ow = p.ow;
+  g.rd = p.rd, g.rh = p.rh, g.rw = p.rw;
+  g.tap0 = p.tap0;
+  return g;
+}
 
 // The flat index of this launch's output pixel (od, oh, ow) in its plane of fd x fh x fw pixels.
 __device__ __forceinline__ long long out_pixel(const Geometry& g, int od, int oh, int ow) {
@@ -325,8 +349,8 @@ struct Slot {
 
 template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, class Epilogue>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
-    conv_igemm_kernel(float* __restrict__ y, const Geometry g, const __grid_constant__ CUtensorMap xmap,
-                      const __grid_constant__ CUtensorMap wmap, Epilogue epi) {
+    conv_igemm_kernel(float* __restrict__ y, const Geometry whole, const __grid_constant__ Parities par,
+                      const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap, Epilogue epi) {
   constexpr int kSlotBytes = Slot<kNchw, kBN>::kBytes;
   constexpr int kABytes = Slot<kNchw, kBN>::kABytes;
   constexpr int kAcc = kBN / 2;  // accumulators per consumer thread (64 rows x kBN / 128 threads)
@@ -338,12 +362,15 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 
   const int tid = static_cast<int>(threadIdx.x);
   int t = static_cast<int>(blockIdx.x);
-  const int k_tiles = (g.k + kBN - 1) / kBN;
-  const int w_tiles = (g.ow + g.bw - 1) / g.bw;
-  const int h_tiles = (g.oh + g.bh - 1) / g.bh;
-  const int d_tiles = (g.od + g.bd - 1) / g.bd;
+  const int k_tiles = (whole.k + kBN - 1) / kBN;
+  const int w_tiles = (par.c[0].ow + whole.bw - 1) / whole.bw;
+  const int h_tiles = (par.c[0].oh + whole.bh - 1) / whole.bh;
+  const int d_tiles = (par.c[0].od + whole.bd - 1) / whole.bd;
   const int k0 = (t % k_tiles) * kBN;
   t /= k_tiles;
+  // the classes of one output box run side by side: their stores fill each other's sectors while they are in L2
+  const Geometry g = of_class(whole, par.c[t % par.n]);
+  t /= par.n;
   const int ow0 = (t % w_tiles) * g.bw;
   t /= w_tiles;
   const int oh0 = (t % h_tiles) * g.bh;
@@ -383,7 +410,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
         } else {
           tma_load_5d(a, &xmap, cb * kBK, iw, ih, id, img, full_bar + 8 * s);
         }
-        const int tap = (kdi * g.kh + khi) * g.kw + kwi;
+        const int tap = g.tap0 + (kdi * g.kh + khi) * g.kw + kwi;
         tma_load_2d(a + kABytes, &wmap, tap * g.cq + cb * kBK, k0, full_bar + 8 * s);
         if (++cb == cblocks) {
           cb = 0;
@@ -537,13 +564,22 @@ inline Encode encoder() {
 // 1004 a geometry this kernel does not take. kNchw: x is the model's NC(D)HW tensor (W % 4 == 0), else the
 // channels-last copy of prepare_input.
 template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, class Epilogue>
-int launch(const float* x, const float* w_re, float* y, const Geometry& given, Epilogue epi, cudaStream_t stream) {
+int launch(const float* x, const float* w_re, float* y, const Geometry& given, Epilogue epi, cudaStream_t stream,
+           const Parities* parities = nullptr) {
   Geometry g = given;
   if (g.fd == 0) {  // the launch writes its own output grid
     g.fd = g.od;
     g.fh = g.oh;
     g.fw = g.ow;
   }
+  Parities par;
+  if (parities != nullptr) {
+    par = *parities;
+  } else {  // an ordinary convolution: one class, the geometry's own
+    par.n = 1;
+    par.c[0] = Parity{g.kd, g.kh, g.kw, g.pd, g.ph, g.pw, g.od, g.oh, g.ow, 0, 0, 0, 0};
+  }
+  if (par.n < 1 || par.n > kMaxParities) return 1004;
   Encode encode = encoder();
   if (encode == nullptr) return 1001;
   if (g.bd * g.bh * g.bw != kBM || g.cq % kBK != 0 || g.cq < g.c) return 1004;
@@ -593,10 +629,11 @@ int launch(const float* x, const float* w_re, float* y, const Geometry& given, E
   auto kernel = conv_igemm_kernel<kNchw, kBN, kStages, kMinBlocks, kStaged, Epilogue>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return static_cast<int>(err);
-  const long long tiles = static_cast<long long>((g.k + kBN - 1) / kBN) * ((g.ow + g.bw - 1) / g.bw) *
-                          ((g.oh + g.bh - 1) / g.bh) * ((g.od + g.bd - 1) / g.bd) * g.n;
+  const Parity& big = par.c[0];
+  const long long tiles = static_cast<long long>((g.k + kBN - 1) / kBN) * par.n * ((big.ow + g.bw - 1) / g.bw) *
+                          ((big.oh + g.bh - 1) / g.bh) * ((big.od + g.bd - 1) / g.bd) * g.n;
   if (tiles <= 0 || tiles > 0x7fffffffLL) return 1004;
-  kernel<<<static_cast<unsigned>(tiles), kThreads, smem, stream>>>(y, g, xmap, wmap, epi);
+  kernel<<<static_cast<unsigned>(tiles), kThreads, smem, stream>>>(y, g, par, xmap, wmap, epi);
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -628,13 +665,24 @@ __host__ __device__ inline AxisClass axis_class(int k, int s, int p, int out, in
   return a;
 }
 
-// The weight [C, K, KD, KH, KW] of a transposed convolution -> per parity class (rd, rh, rw, the class index
-// (rd sh + rh) sw + rw), one after the other, [K][taps of the class][cq] with the class's taps in reverse (u = J - 1 - j)
-// and channels zero-padded to cq, TF32-rounded as ff_conv_igemm_weight rounds. A thread per (k, tap, channel < cq).
+// The weight [C, K, KD, KH, KW] of a transposed convolution -> [K][taps][cq]: the taps grouped by parity class
+// (rd, rh, rw; class index (rd sh + rh) sw + rw), a class's taps in reverse (u = J - 1 - j) from its first tap, channels
+// zero-padded to cq, TF32-rounded as ff_conv_igemm_weight rounds. A thread per (k, tap, channel < cq).
 struct TransposedWeight {
   int c, k, cq;
   int kd, kh, kw, sd, sh, sw, pd, ph, pw;
 };
+
+// The taps of parity class (rd, rh, rw) and of the classes before it.
+__host__ __device__ inline int class_taps(const TransposedWeight& t, int rd, int rh, int rw) {
+  return axis_class(t.kd, t.sd, t.pd, 1, rd).taps * axis_class(t.kh, t.sh, t.ph, 1, rh).taps *
+         axis_class(t.kw, t.sw, t.pw, 1, rw).taps;
+}
+__host__ __device__ inline int first_tap(const TransposedWeight& t, int cls) {
+  int first = 0;
+  for (int b = 0; b < cls; ++b) first += class_taps(t, b / (t.sh * t.sw), (b / t.sw) % t.sh, b % t.sw);
+  return first;
+}
 
 __global__ void transposed_weight_kernel(const float* __restrict__ w, float* __restrict__ out, TransposedWeight t) {
   const long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -647,55 +695,45 @@ __global__ void transposed_weight_kernel(const float* __restrict__ w, float* __r
   // the tap's class per axis: the r with (r + p - tap) = 0 mod s
   const int rd = ((td - t.pd) % t.sd + t.sd) % t.sd, rh = ((th - t.ph) % t.sh + t.sh) % t.sh,
             rw = ((tw - t.pw) % t.sw + t.sw) % t.sw;
-  long long base = 0;  // the classes before this one: K x their taps x cq
-  const int cls = (rd * t.sh + rh) * t.sw + rw;
-  for (int b = 0; b < cls; ++b) {
-    const int bd = b / (t.sh * t.sw), bh = (b / t.sw) % t.sh, bw = b % t.sw;
-    base += static_cast<long long>(t.k) * t.cq * axis_class(t.kd, t.sd, t.pd, 1, bd).taps *
-            axis_class(t.kh, t.sh, t.ph, 1, bh).taps * axis_class(t.kw, t.sw, t.pw, 1, bw).taps;
-  }
   const AxisClass ad = axis_class(t.kd, t.sd, t.pd, 1, rd), ah = axis_class(t.kh, t.sh, t.ph, 1, rh),
                   aw = axis_class(t.kw, t.sw, t.pw, 1, rw);
   const int ud = ad.taps - 1 - (td - ad.t0) / t.sd, uh = ah.taps - 1 - (th - ah.t0) / t.sh,
             uw = aw.taps - 1 - (tw - aw.t0) / t.sw;
-  const int class_taps = ad.taps * ah.taps * aw.taps;
-  const int u = (ud * ah.taps + uh) * aw.taps + uw;
+  const int row = first_tap(t, (rd * t.sh + rh) * t.sw + rw) + (ud * ah.taps + uh) * aw.taps + uw;
   float v = 0.0f;
   if (ch < t.c) v = w[((static_cast<long long>(ch) * t.k + k) * t.kd + td) * t.kh * t.kw + th * t.kw + tw];
   const uint32_t bits = (__float_as_uint(v) + 0x1000u) & 0xffffe000u;
-  out[base + (static_cast<long long>(k) * class_taps + u) * t.cq + ch] = __uint_as_float(bits);
+  out[(static_cast<long long>(k) * taps + row) * t.cq + ch] = __uint_as_float(bits);
 }
 
 // A transposed convolution: `g` has the whole window, padding and output (od, oh, ow), and the strides in sd, sh, sw
 // (dilation 1); `w` is the model's weight [C, K, window], `w_re` a scratch of K x taps x cq floats. Re-lays the weight,
-// then launches the kernel once per output parity class with a non-empty output. 0 on success, else launch's codes.
+// then one launch computes every output parity class with a non-empty output (`Parities`). 0 on success, else
+// launch's codes.
 template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, class Epilogue>
 int launch_transposed(const float* x, const float* w, float* w_re, float* y, const Geometry& g, Epilogue epi,
                       cudaStream_t stream) {
-  if (g.dd != 1 || g.dh != 1 || g.dw != 1 || g.kd < g.sd || g.kh < g.sh || g.kw < g.sw) return 1004;
+  if (g.dd != 1 || g.dh != 1 || g.dw != 1 || g.kd < g.sd || g.kh < g.sh || g.kw < g.sw ||
+      g.sd * g.sh * g.sw > kMaxParities)
+    return 1004;
   const TransposedWeight t{g.c, g.k, g.cq, g.kd, g.kh, g.kw, g.sd, g.sh, g.sw, g.pd, g.ph, g.pw};
   const long long values = static_cast<long long>(g.k) * g.kd * g.kh * g.kw * g.cq;
   transposed_weight_kernel<<<static_cast<unsigned>((values + 255) / 256), 256, 0, stream>>>(w, w_re, t);
-  int code = static_cast<int>(cudaGetLastError());
-  long long offset = 0;
-  for (int rd = 0; rd < g.sd && code == 0; ++rd) {
-    for (int rh = 0; rh < g.sh && code == 0; ++rh) {
-      for (int rw = 0; rw < g.sw && code == 0; ++rw) {
-        const AxisClass ad = axis_class(g.kd, g.sd, g.pd, g.od, rd), ah = axis_class(g.kh, g.sh, g.ph, g.oh, rh),
-                        aw = axis_class(g.kw, g.sw, g.pw, g.ow, rw);
-        Geometry c = g;
-        c.kd = ad.taps, c.kh = ah.taps, c.kw = aw.taps;
-        c.pd = ad.pad, c.ph = ah.pad, c.pw = aw.pad;
-        c.od = ad.extent, c.oh = ah.extent, c.ow = aw.extent;
-        c.rd = rd, c.rh = rh, c.rw = rw;
-        c.fd = g.od, c.fh = g.oh, c.fw = g.ow;
-        if (c.od > 0 && c.oh > 0 && c.ow > 0)
-          code = launch<kNchw, kBN, kStages, kMinBlocks, kStaged>(x, w_re + offset, y, c, epi, stream);
-        offset += static_cast<long long>(g.k) * c.kd * c.kh * c.kw * g.cq;
-      }
-    }
+  const int code = static_cast<int>(cudaGetLastError());
+  if (code != 0) return code;
+  Parities par;
+  par.n = 0;
+  for (int cls = 0; cls < g.sd * g.sh * g.sw; ++cls) {
+    const int rd = cls / (g.sh * g.sw), rh = (cls / g.sw) % g.sh, rw = cls % g.sw;
+    const AxisClass ad = axis_class(g.kd, g.sd, g.pd, g.od, rd), ah = axis_class(g.kh, g.sh, g.ph, g.oh, rh),
+                    aw = axis_class(g.kw, g.sw, g.pw, g.ow, rw);
+    if (ad.extent > 0 && ah.extent > 0 && aw.extent > 0)
+      par.c[par.n++] = Parity{ad.taps, ah.taps, aw.taps, ad.pad, ah.pad, aw.pad, ad.extent, ah.extent, aw.extent,
+                              rd, rh, rw, first_tap(t, cls)};
   }
-  return code;
+  Geometry whole = g;
+  whole.fd = g.od, whole.fh = g.oh, whole.fw = g.ow;
+  return launch<kNchw, kBN, kStages, kMinBlocks, kStaged>(x, w_re, y, whole, epi, stream, &par);
 }
 
 }  // namespace ff_conv_igemm

@@ -122,7 +122,8 @@ def _igemm_launcher(group: KernelGroup) -> str:
         w.line(f"// {t.name}; {t.stages} stages, {t.min_blocks} block(s) per SM")
         args = f"<{'true' if t.nchw else 'false'}, {t.bn}, {t.stages}, {t.min_blocks}, false>"
         if c.transposed:
-            w.line("// the weight re-laid per output parity class, then one launch per class (its outputs s apart)")
+            w.line("// the weight re-laid with each output parity class's taps together, then one launch of every class (a "
+                   "block: one class's tile, its outputs s apart)")
             w.line(f"return ff_conv_igemm::launch_transposed{args}({src}, ff_w, ff_w_re, {out}, g, epi, s);")
         else:
             w.line(f"return ff_conv_igemm::launch{args}({src}, ff_w_re, {out}, g, epi, s);")
