@@ -90,6 +90,12 @@ SHORT_DOT_CHANNELS, SHORT_DOT_TERMS = 8, 192  # the range those measurements cov
 # It is a fit, not the bound: cuDNN's channels-last kernel with the same 128x128x32 tile ran 17's convolution in
 # 0.875 ms where this one took 2.10 (profile_kernels.json), so L2 traffic alone does not limit it.
 IGEMM_L2_BYTES_PER_S = {2: 5.1e12, 3: 7.3e12}
+# Its transposed convolutions of stride > 1 (a block per output parity class's tile, each storing every s-th output of
+# a row: half-written sectors that only L2 merges) store their output at an effective rate that limits them: measured
+# on an H100 (bench/results/2026-11-28c_gpu, 78f20bb; the whole model's time, the tail fused, over the output's bytes):
+# tiles of 32-pixel rows 0.57 (16) and 0.75 TB/s (20), tiles of 16-pixel rows 0.39 (93) and 0.455 (100). Keyed by the
+# tile's row width; narrower rows priced as 16.
+IGEMM_PARITY_STORE_BYTES_PER_S = {32: 0.57e12, 16: 0.39e12}
 
 
 def is_short_dot(channels: int, terms: int) -> bool:

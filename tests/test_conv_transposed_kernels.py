@@ -198,3 +198,37 @@ def test_the_generated_transposed_conv_kernels_match_float64_of_their_tf32_opera
                                     lambda batch: dict(zip(("x", "r", "v", "u", "t", "q"), _forms_inputs(batch))),
                                     tf32_operands=True)
     assert not failures, "\n".join(failures)
+
+
+# ---------------------------------------------------------------------------------------- the cost model
+
+def _problem_conv(name):
+    from conftest import PROBLEMS
+
+    from fuseforge.load import load_model_file
+    captured = capture(load_model_file(next(PROBLEMS.glob(f"*/{name}.py"))))
+    rewrite(captured.graph, captured)
+    (conv,) = [n for n in _convs(captured) if igemm_candidate(n)]
+    conv.meta[EAGER_CLASS] = "tf32"
+    return conv
+
+
+def test_a_stride_2_transposed_conv_is_priced_at_its_measured_strided_store_rate_and_stays_cudnn():
+    """Its parity classes store every second output of a row: an H100 measured the whole kernel at 0.39-0.75 TB/s of
+    output (rates.IGEMM_PARITY_STORE_BYTES_PER_S), slower than cuDNN's channels-last call plus the tail's pass on
+    every stride-2 problem model; priced by its L2 traffic alone it looked 1.4-4x faster than it ran."""
+    from fuseforge import cost, rates
+    from fuseforge.families.conv.group import igemm_seconds
+    conv = _problem_conv("93_ConvTranspose2d_Add_Min_GELU_Multiply")
+    anchor = recognise(conv)
+    assert anchor.transposed and anchor.stride == (1, 2, 2)
+    store = cost.nbytes(conv) / rates.IGEMM_PARITY_STORE_BYTES_PER_S[16]
+    assert igemm_seconds(conv, anchor) >= store
+    assert "cuDNN stays" in conv_op_reason(conv)
+
+
+def test_a_stride_1_transposed_conv_is_one_class_priced_by_its_traffic_and_taken():
+    conv = _problem_conv("61_ConvTranspose3d_ReLU_GroupNorm")
+    anchor = recognise(conv)
+    assert anchor.transposed and anchor.stride == (1, 1, 1) and anchor.kernel == "igemm"
+    assert conv_op_reason(conv) is None

@@ -329,6 +329,8 @@ def igemm_seconds(node: fx.Node, conv: ConvAnchor) -> float:
                  * math.ceil(extents[2] / bw) * batch)
         k_tiles = taps * t.cq // tiling.IGEMM_BK
         seconds += tiles * k_tiles * (a_box + b_tile) / rates.IGEMM_L2_BYTES_PER_S[conv.dims]
+    if conv.transposed and conv.stride != (1, 1, 1):  # strided stores of its parity classes (a measured rate)
+        seconds = max(seconds, cost.nbytes(node) / rates.IGEMM_PARITY_STORE_BYTES_PER_S[32 if bw >= 32 else 16])
     if not t.nchw:
         x_bytes = 4 * batch * t.cp * math.prod(size_hint(s) for s in tensor_meta(node.all_input_nodes[0]).shape[2:])
         seconds += 2 * x_bytes / rates.BANDWIDTH + rates.LAUNCH_S
