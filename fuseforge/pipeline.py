@@ -81,6 +81,9 @@ def stage_partition(run: Run) -> None:
     if c.gpu:  # what a family's claim needs measured on the GPU (the conv kernels: eager's precision class)
         for family in families:
             run.notes.extend(family.measure_on_gpu(graph, c.out_dir))
+    elif c.every_kernel:  # no GPU: what a family would measure is assumed, so that every kernel is generated
+        for family in families:
+            run.notes.extend(family.assume_unmeasured(graph))
     run.plan = partition(graph, families, c.pointwise_kernels, c.every_kernel)
     if c.every_kernel:
         run.notes.append("every anchor a kernel can take is that kernel (--every-kernel): the cost model did not "

@@ -232,3 +232,37 @@ def test_a_stride_1_transposed_conv_is_one_class_priced_by_its_traffic_and_taken
     anchor = recognise(conv)
     assert anchor.transposed and anchor.stride == (1, 1, 1) and anchor.kernel == "igemm"
     assert conv_op_reason(conv) is None
+
+
+# ---------------------------------------------------------------------------------------- without a GPU
+
+def test_every_kernel_without_a_gpu_takes_the_tensor_core_convolutions_as_tf32_and_says_so(tmp_path):
+    """`optimize --no-gpu --every-kernel` on a transposed convolution of 32 channels: planned as the tensor-core kernel
+    (eager's class assumed, not measured), the plan's float64 check passes, the report's notes say what was assumed;
+    without --every-kernel it stays cuDNN's (unmeasured)."""
+    from fuseforge import pipeline
+    from fuseforge.config import OptimizeConfig
+    model = tmp_path / "m.py"
+    model.write_text("""
+import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = nn.ConvTranspose2d(32, 24, 3, stride=2, padding=1, output_padding=1)
+    def forward(self, x):
+        return torch.tanh(self.up(x))
+def get_inputs():
+    return [torch.randn(2, 32, 5, 7)]
+def get_init_inputs():
+    return []
+""")
+    runs = {}
+    for every in (True, False):
+        out = tmp_path / f"every_{every}"
+        runs[every] = pipeline.optimize(OptimizeConfig(model_path=model, out_dir=out, gpu=False, every_kernel=every))
+    (group,) = [g for g in runs[True].plan.groups if g.kind == "conv"]
+    assert group.spec.conv.transposed and group.spec.conv.kernel == "igemm"
+    assert runs[True].cpu_check.passed, runs[True].cpu_check.detail
+    assert any("takes them as TF32-class (not measured)" in n for n in runs[True].notes)
+    assert not [g for g in runs[False].plan.groups if g.kind == "conv"]

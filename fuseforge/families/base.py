@@ -30,6 +30,12 @@ class FamilyBase:
         on the graph's nodes); returns notes for the report (a measurement that failed, and what that means)."""
         return []
 
+    def assume_unmeasured(self, graph) -> list[str]:
+        """Without a GPU, under `--every-kernel`: stand-ins for what `measure_on_gpu` would measure, chosen so that
+        every kernel the family has is planned and its code generated and checked on the CPU (never on a GPU run,
+        which measures); returns notes for the report that say what was assumed."""
+        return []
+
     def runtime_for(self, groups: list[KernelGroup]) -> Runtime:
         """The fixed C++ the family's `groups` of one plan need (by default all of `runtime()`)."""
         return self.runtime()

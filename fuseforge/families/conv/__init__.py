@@ -128,6 +128,17 @@ class Conv(FamilyBase):
         mark_eager_classes(graph, {name: row["class"] for name, row in rows.items() if "class" in row})
         return []
 
+    def assume_unmeasured(self, graph) -> list[str]:
+        """Every convolution the implicit-GEMM kernel could take is taken as TF32-class (as if measured so), so that
+        its kernel -- transposed ones too -- is planned and generated without a GPU."""
+        names = frozenset(n.name for n in graph.nodes if igemm_candidate(n))
+        if not names:
+            return []
+        mark_eager_classes(graph, dict.fromkeys(names, "tf32"))
+        return [f"no GPU to measure eager's precision on {counted(len(names), 'convolution')}: --every-kernel takes "
+                "them as TF32-class (not measured), so their tensor-core conv kernels are generated and checked on "
+                "the CPU only"]
+
     def describe(self, group: KernelGroup) -> list[str]:
         c = group.spec.conv
         t = c.tiling
