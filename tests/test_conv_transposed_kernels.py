@@ -159,15 +159,20 @@ def test_a_transposed_conv_unmeasured_dilated_or_strided_past_its_window_stays_c
             self.b = nn.ConvTranspose2d(32, 32, 3, dilation=2)
             self.c = nn.ConvTranspose2d(32, 32, 2, stride=3)
             self.d = nn.ConvTranspose2d(8, 32, 3, stride=2)  # 8 input channels
+            self.e = nn.ConvTranspose2d(32, 32, 3, stride=3)  # 9 parity classes
 
         def forward(self, x):
-            return self.a(x), self.b(x), self.c(x), self.d(x[:, :8])
+            return self.a(x), self.b(x), self.c(x), self.d(x[:, :8]), self.e(x)
 
     captured = _captured(Refused(), torch.randn(1, 32, 8, 8))
-    a, b, c, d = _convs(captured)
+    a, b, c, d, e = _convs(captured)
     assert igemm_candidate(a) and "was not measured" in recognise(a)
     assert "dilated transposed convolution" in conv_op_reason(b)
     assert "stride is larger than its window" in conv_op_reason(c)
+    assert "9 output parity classes" in conv_op_reason(e)
+    from fuseforge.families.conv import IGEMM_KERNEL
+    from fuseforge.families.conv.group import MAX_PARITY_CLASSES
+    assert f"constexpr int kMaxParities = {MAX_PARITY_CLASSES};" in IGEMM_KERNEL  # the launch's limit, the same
     d.meta[EAGER_CLASS] = "tf32"
     assert "8 input channels" in conv_op_reason(d)
     a.meta[EAGER_CLASS] = "fp32"

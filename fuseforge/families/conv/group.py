@@ -76,6 +76,7 @@ EAGER_CLASS = "ff_eager_conv_class"  # node meta: "tf32" or "fp32", eager's cuDN
 # The implicit-GEMM kernel's k-tile is 32 input channels: at 8 it ran 0.48x and at 4 0.27x of torch.compile, at 16
 # 0.95-0.98x, at 32 and more 1.0-1.8x (conv + bias + relu, H100, bench/results/2026-11-27b_h100/conv_igemm)
 IGEMM_MIN_CHANNELS = 16
+MAX_PARITY_CLASSES = 8  # igemm.cuh's kMaxParities: the output parity classes one launch of the kernel computes
 
 
 @dataclass(frozen=True)
@@ -253,6 +254,9 @@ def _transposed_reason(window, stride, padding, dilation) -> str | None:
         return "a dilated transposed convolution (the conv kernels take transposed ones without dilation)"
     if any(k < s for k, s in zip(window, stride)):
         return "a transposed convolution whose stride is larger than its window (outputs that no tap reaches)"
+    if math.prod(stride) > MAX_PARITY_CLASSES:
+        return (f"a transposed convolution of {math.prod(stride)} output parity classes (stride "
+                f"{'x'.join(map(str, stride))}; the kernel's launch holds at most {MAX_PARITY_CLASSES})")
     return None
 
 
