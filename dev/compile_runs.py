@@ -1,5 +1,6 @@
 """Compile the CUDA unit of every plan under a folder of optimize runs (a fuzz campaign's runs/, a suite's jobs) with
-nvcc for sm_90a and read ptxas' report: which units do not compile, which kernels spill. No GPU needed.
+nvcc for sm_90a and read ptxas' report: which units do not compile, which kernels spill, which have their wgmmas
+serialised (ptxas' warning: the tensor-core kernels would run far slower). No GPU needed.
 
     .venv/bin/python dev/compile_runs.py /tmp/fuzz/runs [--jobs 2] [--out compile.json]
 
@@ -27,10 +28,11 @@ def compile_unit(unit: Path) -> dict:
                               str(Path(tmp) / "k.cubin"), str(unit)], capture_output=True, text=True, timeout=600)
     spills = [line.strip() for line in run.stderr.splitlines()
               if "spill" in line and "0 bytes spill stores, 0 bytes spill loads" not in line]
+    serialized = [line.strip() for line in run.stderr.splitlines() if "serialized" in line]
     registers = [int(r) for r in re.findall(r"Used (\d+) registers", run.stderr)]
     error = next((line for line in run.stderr.splitlines() if "error" in line), run.stderr[-300:])
     return {"unit": str(unit), "ok": run.returncode == 0, "error": None if run.returncode == 0 else error,
-            "spills": spills, "max_registers": max(registers, default=0)}
+            "spills": spills, "serialized": serialized, "max_registers": max(registers, default=0)}
 
 
 def main() -> None:
@@ -47,9 +49,13 @@ def main() -> None:
             print(f"FAILED {r['unit']}: {r['error']}")
         elif r["spills"]:
             print(f"SPILLS {r['unit']}: {r['spills'][0]}")
+        if r["serialized"]:
+            print(f"SERIALIZED {r['unit']}: {r['serialized'][0][:200]}")
     failed = sum(not r["ok"] for r in results)
     spilled = sum(bool(r["spills"]) for r in results)
-    print(f"{len(results)} units: {len(results) - failed} compiled, {failed} failed, {spilled} with spills")
+    serial = sum(bool(r["serialized"]) for r in results)
+    print(f"{len(results)} units: {len(results) - failed} compiled, {failed} failed, {spilled} with spills, "
+          f"{serial} with serialised wgmmas")
     if args.out:
         args.out.write_text(json.dumps(results, indent=1))
 
