@@ -25,7 +25,7 @@ from fuseforge.capture import capture  # noqa: E402
 from fuseforge.config import OptimizeConfig  # noqa: E402
 from fuseforge.cost import eager_cost, estimate  # noqa: E402
 from fuseforge.families import switched_on  # noqa: E402
-from fuseforge.families.conv.group import mark_eager_classes  # noqa: E402
+from fuseforge.families.conv.group import mark_measured  # noqa: E402
 from fuseforge.layout import channels_last_convs  # noqa: E402
 from fuseforge.layout_precision import kept_channels_last  # noqa: E402
 from fuseforge.load import load_model_file  # noqa: E402
@@ -48,7 +48,7 @@ def replay(model: Path, folder: Path) -> dict:
     captured = capture(load_model_file(model))
     eager = eager_cost(captured)
     rewrite(captured.graph, captured)
-    mark_eager_classes(captured.graph, {n: r["class"] for n, r in rows.items() if isinstance(r, dict) and "class" in r})
+    mark_measured(captured.graph, {n: r for n, r in rows.items() if isinstance(r, dict)})
     plan = partition(captured.graph, switched_on(config), config.pointwise_kernels)
     plan.channels_last = channels_last_convs(plan, captured.graph)
     if rows:

@@ -75,6 +75,16 @@ def measured(names: frozenset[str], graph: fx.Graph, out_dir: Path, device: str 
     return rows
 
 
+ROW = "ff_conv_measured"  # node meta: the convolution's `measured` row, put there by the pipeline (`put_on_nodes`)
+
+
+def put_on_nodes(graph: fx.Graph, rows: dict[str, dict]) -> None:
+    """Each measured convolution's row on its node, for the stages after the measurement (the conv family's gate)."""
+    for node in graph.nodes:
+        if isinstance(rows.get(node.name), dict):
+            node.meta[ROW] = rows[node.name]
+
+
 def measured_or_error(names: frozenset[str], graph: fx.Graph, out_dir: Path) -> dict[str, dict]:
     """`measured`, or {"error": why} (one line: the child's last line of stderr) where the measurement failed."""
     try:

@@ -34,7 +34,7 @@ from .evaluate.cpu_check import (
 from .families import switched_on
 from .ladder import Failure, describe, next_rung, token_kernels
 from .layout import channels_last_convs
-from .layout_precision import graph_convolutions, kept_channels_last, measured_or_error
+from .layout_precision import graph_convolutions, kept_channels_last, measured_or_error, put_on_nodes
 from .load import load_model_file
 from .partition import format_plan, partition
 from .report import write_report
@@ -78,6 +78,8 @@ def stage_partition(run: Run) -> None:
         if "error" in run.conv_precision:
             run.notes.append(f"the convolutions could not be measured ({run.conv_precision['error']}): they run in "
                              "eager's layout, priced by the cost model's rates")
+        else:
+            put_on_nodes(graph, run.conv_precision)
     if c.gpu:  # what a family's claim needs measured on the GPU (the conv kernels: eager's precision class)
         for family in families:
             run.notes.extend(family.measure_on_gpu(graph, c.out_dir))

@@ -21,7 +21,15 @@ from fuseforge.capture import capture
 from fuseforge.codegen import generate
 from fuseforge.families import named
 from fuseforge.families.conv import FAMILY, tiling
-from fuseforge.families.conv.group import EAGER_CLASS, conv_op_reason, igemm_candidate
+from fuseforge.families.conv.group import (
+    CUDNN_MEASURED,
+    EAGER_CLASS,
+    _cudnn_seconds,
+    _slower_than_cudnn,
+    conv_op_reason,
+    igemm_candidate,
+    recognise,
+)
 from fuseforge.load import LoadedModel, load_model_file
 from fuseforge.partition import partition
 from fuseforge.rewrite import rewrite
@@ -129,17 +137,44 @@ def test_the_instance_rule_gives_the_lab_fastest_instance_of_each_tf32_shape():
         assert t.box[0] * t.box[1] * t.box[2] == tiling.IGEMM_BM
 
 
-def test_measuring_marks_each_candidate_with_eagers_class_and_a_failed_measurement_is_a_note(tmp_path):
+def test_measuring_marks_each_convolution_with_eagers_class_and_cudnns_times_and_a_failed_measurement_is_a_note(
+        tmp_path):
     captured = _model("52_Conv2d_Activation_BatchNorm")
     rewrite(captured.graph, captured)
     (conv,) = _convs(captured)
-    with mock.patch("fuseforge.layout_precision.measured", return_value={conv.name: {"class": "tf32"}}) as m:
+    row = {"class": "tf32", "channels_last_in_class": True, "ms_nchw": 3.0, "ms_nchw_no_bias": 2.0,
+           "ms_channels_last": 1.5, "ms_channels_last_no_bias": 0.5, "ms_to_channels_last": 0.25}
+    with mock.patch("fuseforge.layout_precision.measured", return_value={conv.name: row}) as m:
         assert FAMILY.measure_on_gpu(captured.graph, tmp_path) == []
     assert m.call_args.args[0] == frozenset({conv.name}) and conv.meta[EAGER_CLASS] == "tf32"
-    del conv.meta[EAGER_CLASS]
+    assert conv.meta[CUDNN_MEASURED] is row
+    del conv.meta[EAGER_CLASS], conv.meta[CUDNN_MEASURED]
     with mock.patch("fuseforge.layout_precision.measured", side_effect=OSError("no device")):
         (note,) = FAMILY.measure_on_gpu(captured.graph, tmp_path)
-    assert "could not be measured (no device): they stay cuDNN calls" in note and EAGER_CLASS not in conv.meta
+    assert "could not be measured (no device)" in note and "the tensor-core kernel could take stay cuDNN calls" in note
+    assert EAGER_CLASS not in conv.meta and CUDNN_MEASURED not in conv.meta
+
+
+def test_cudnn_is_priced_at_its_measured_time_where_the_gpu_measured_it():
+    """The gate's cuDNN side: the rates' price unmeasured; measured, the call the plan would make (this convolution's
+    bias is rewritten into the kernel after it: the no-bias time), channels-last with the input's conversion where
+    that is in eager's class and faster -- so a measured cuDNN 10x faster than the rates say keeps cuDNN."""
+    captured = _model("52_Conv2d_Activation_BatchNorm")
+    rewrite(captured.graph, captured)
+    (conv,) = _convs(captured)
+    conv.meta[EAGER_CLASS] = "tf32"
+    anchor = recognise(conv)
+    priced, layout = _cudnn_seconds(conv, anchor)
+    assert "measured" not in layout and priced > 0
+    row = {"class": "tf32", "channels_last_in_class": True, "ms_nchw": 30.0, "ms_nchw_no_bias": 20.0,
+           "ms_channels_last": 15.0, "ms_channels_last_no_bias": 5.0, "ms_to_channels_last": 1.0}
+    conv.meta[CUDNN_MEASURED] = row
+    assert _cudnn_seconds(conv, anchor) == (pytest.approx(6e-3), " channels-last (measured)")
+    row["channels_last_in_class"] = False
+    assert _cudnn_seconds(conv, anchor) == (pytest.approx(20e-3), " (measured)")
+    fast = {**row, "ms_nchw": priced * 1e3 / 20, "ms_nchw_no_bias": priced * 1e3 / 20}
+    conv.meta[CUDNN_MEASURED] = fast
+    assert "cuDNN" in _slower_than_cudnn(conv, anchor, "epilogue")
 
 
 # ---------------------------------------------------------------------------------------- small forms
@@ -285,3 +320,16 @@ def test_on_a_gpu_every_candidate_convolution_is_measured_and_marked_with_eagers
     assert len(candidates) == 3
     assert FAMILY.measure_on_gpu(captured.graph, tmp_path) == []
     assert all(n.meta.get(EAGER_CLASS) in ("tf32", "fp32") for n in candidates)
+
+
+def test_the_family_reads_the_pipelines_measurement_off_the_nodes_and_measures_nothing_twice(tmp_path):
+    from fuseforge.layout_precision import put_on_nodes
+    captured = _model("52_Conv2d_Activation_BatchNorm")
+    rewrite(captured.graph, captured)
+    (conv,) = _convs(captured)
+    row = {"class": "fp32", "ms_nchw": 3.0, "ms_nchw_no_bias": 2.0}
+    put_on_nodes(captured.graph, {conv.name: row})
+    with mock.patch("fuseforge.layout_precision.measured") as m:
+        assert FAMILY.measure_on_gpu(captured.graph, tmp_path) == []
+    m.assert_not_called()
+    assert conv.meta[EAGER_CLASS] == "fp32" and conv.meta[CUDNN_MEASURED] is row

@@ -200,7 +200,9 @@ def test_on_a_gpu_plan_a_convolution_measured_slower_channels_last_runs_in_eager
 
     run = _run(tmp_path, "batch-norm-reader")
     (name,) = run.plan.channels_last
-    run.config = dataclasses.replace(run.config, gpu=True)
+    # the conv kernels off: priced against the stub's cuDNN times (1 ms for this small convolution), the direct
+    # kernel would take the convolution, and no torch convolution would be left for the layout step
+    run.config = dataclasses.replace(run.config, gpu=True, families=run.config.families - {"conv"})
     in_class = {"error_nchw": 2e-4, "error_channels_last": 3e-4, "class": "tf32", "class_channels_last": "tf32",
                 "channels_last_in_class": True}
     asked = []

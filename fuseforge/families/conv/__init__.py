@@ -39,6 +39,7 @@ from .group import (
     igemm_candidate,
     is_conv_op,
     mark_eager_classes,
+    mark_measured,
 )
 from .kernel import conv_kernel_source
 from .norm import split
@@ -114,18 +115,25 @@ class Conv(FamilyBase):
         return form_conv_groups(claim, pointwise_groups, not_fused)
 
     def measure_on_gpu(self, graph, out_dir) -> list[str]:
-        """Eager's precision class on each convolution the implicit-GEMM kernel could take: it runs TF32, so it
-        takes only those that eager's cuDNN runs TF32 too (`layout_precision.measured`, a child process)."""
-        from ...layout_precision import measured_or_error  # the GPU side: imported where there is a GPU
+        """Each convolution's measurement (`layout_precision.measured`, a child process; the pipeline's own
+        measurement of every convolution makes it a lookup): eager's precision class, for the implicit-GEMM kernel,
+        which runs TF32 and so takes only those that eager's cuDNN runs TF32 too; and cuDNN's times, at which each
+        conv kernel's gate prices cuDNN."""
+        from ...layout_precision import ROW, measured_or_error  # the GPU side: imported where there is a GPU
 
-        names = frozenset(n.name for n in graph.nodes if igemm_candidate(n))
+        convs = [n for n in graph.nodes if is_conv_op(n)]
+        names = frozenset(n.name for n in convs)
         if not names:
             return []
-        rows = measured_or_error(names, graph, out_dir)
-        if "error" in rows:  # a failed measurement leaves cuDNN's convolutions as they are, and says so
-            return [f"eager's precision on {counted(len(names), 'convolution')} could not be measured "
-                    f"({rows['error']}): they stay cuDNN calls"]
-        mark_eager_classes(graph, {name: row["class"] for name, row in rows.items() if "class" in row})
+        known = {n.name: n.meta[ROW] for n in convs if ROW in n.meta}  # the pipeline's measurement of every conv
+        rows = measured_or_error(names - set(known), graph, out_dir) if names - set(known) else {}
+        rows = rows if "error" in rows else {**known, **rows}
+        if "error" in rows:  # a failed measurement leaves the tensor-core kernel's convolutions cuDNN's, and says so
+            candidates = sum(1 for n in graph.nodes if igemm_candidate(n))
+            return [f"the {counted(len(names), 'convolution')} could not be measured ({rows['error']}): cuDNN is priced "
+                    f"by the rates" + (f", and the {counted(candidates, 'convolution')} the tensor-core kernel could "
+                                      "take stay cuDNN calls" if candidates else "")]
+        mark_measured(graph, rows)
         return []
 
     def assume_unmeasured(self, graph) -> list[str]:

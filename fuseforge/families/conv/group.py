@@ -73,6 +73,7 @@ CONV_OPS = {"aten.conv2d.default": "conv2d", "aten.conv3d.default": "conv3d",
             "aten.convolution.default": "convolution", "aten.conv_transpose2d.input": "conv_transpose2d",
             "aten.conv_transpose3d.input": "conv_transpose3d"}
 EAGER_CLASS = "ff_eager_conv_class"  # node meta: "tf32" or "fp32", eager's cuDNN on this convolution, measured
+CUDNN_MEASURED = "ff_cudnn_measured"  # node meta: cuDNN's times on this convolution (a layout_precision.measured row)
 # The implicit-GEMM kernel's k-tile is 32 input channels: at 8 it ran 0.48x and at 4 0.27x of torch.compile, at 16
 # 0.95-0.98x, at 32 and more 1.0-1.8x (conv + bias + relu, H100, bench/results/2026-11-27b_h100/conv_igemm)
 IGEMM_MIN_CHANNELS = 16
@@ -296,6 +297,16 @@ def _igemm_tiling(node: fx.Node, dims: int, c: int, k: int, stride: tuple[int, i
     return tiling.choose_igemm(dims, c, k, w_in, tuple(-(-e // s) for e, s in zip(extents, parities)))
 
 
+def mark_measured(graph: fx.Graph, rows: dict[str, dict]) -> None:
+    """Record each named convolution's measurement (`layout_precision.measured` rows) on its node: eager's precision
+    class and, where the row has them (a GPU's), cuDNN's times, at which `_slower_than_cudnn` then prices cuDNN."""
+    mark_eager_classes(graph, {name: row["class"] for name, row in rows.items() if "class" in row})
+    for node in graph.nodes:
+        row = rows.get(node.name)
+        if isinstance(row, dict) and "ms_nchw" in row:
+            node.meta[CUDNN_MEASURED] = row
+
+
 def mark_eager_classes(graph: fx.Graph, classes: dict[str, str]) -> None:
     """Record eager's measured precision class ("tf32"/"fp32") of each named convolution on its node."""
     for node in graph.nodes:
@@ -341,6 +352,26 @@ def igemm_seconds(node: fx.Node, conv: ConvAnchor) -> float:
     return seconds
 
 
+def _cudnn_seconds(node: fx.Node, conv: ConvAnchor) -> tuple[float, str]:
+    """cuDNN's time on the convolution (without the bias the plan's graph does not give it) and how its layout is said:
+    NCHW or, for a TF32-class one the layout step may run channels-last, the faster of the two (the input's conversion
+    included); as measured on the GPU before planning where it was (`mark_measured`, "measured"), else the rates'
+    price."""
+    bias = cost.conv_has_bias(node)
+    row = node.meta.get(CUDNN_MEASURED)
+    if row is not None:
+        options = [(cost.measured_conv_seconds(row, bias), " (measured)")]
+        if conv.kernel == "igemm" and row.get("channels_last_in_class") and "ms_channels_last" in row:
+            options.append((cost.measured_conv_seconds(row, bias, channels_last=True)
+                            + row.get("ms_to_channels_last", 0.0) / 1e3, " channels-last (measured)"))
+        return min(options)
+    cudnn, layout = cost.conv_seconds(node), ""
+    if conv.kernel == "igemm":  # TF32-class: the layout step may run cuDNN channels-last instead, in class
+        channels_last = cost.channels_last_conv_seconds(node)
+        cudnn, layout = min(cudnn, channels_last), " channels-last" if channels_last < cudnn else ""
+    return cudnn, layout
+
+
 # What a group's tail saves beside cuDNN's convolution: passes over the convolution's output, and how it is said.
 _SAVED = {"": (0, ""), "epilogue": (2, " and the pass its epilogue saves"),
           "reduction": (1, " and the read of its output that reducing it takes"),
@@ -356,10 +387,7 @@ def _slower_than_cudnn(node: fx.Node, conv: ConvAnchor, tail: str) -> str | None
     ours = direct_seconds(node, conv)
     passes, said = _SAVED[tail]
     saved = passes * cost.nbytes(node) / rates.BANDWIDTH
-    cudnn, layout = cost.conv_seconds(node), ""
-    if conv.kernel == "igemm":  # TF32-class: the layout step may run cuDNN channels-last instead, in class
-        channels_last = cost.channels_last_conv_seconds(node)
-        cudnn, layout = min(cudnn, channels_last), " channels-last" if channels_last < cudnn else ""
+    cudnn, layout = _cudnn_seconds(node, conv)
     theirs = cudnn + saved
     if ours < theirs:
         return None
