@@ -320,6 +320,7 @@ def test_on_a_gpu_every_candidate_convolution_is_measured_and_marked_with_eagers
     assert len(candidates) == 3
     assert FAMILY.measure_on_gpu(captured.graph, tmp_path) == []
     assert all(n.meta.get(EAGER_CLASS) in ("tf32", "fp32") for n in candidates)
+    assert all(n.meta[CUDNN_MEASURED]["ms_nchw_no_bias"] > 0 for n in _convs(captured))  # cuDNN's times, for the gate
 
 
 def test_the_family_reads_the_pipelines_measurement_off_the_nodes_and_measures_nothing_twice(tmp_path):
