@@ -55,3 +55,18 @@ def test_a_conv_kernel_that_takes_its_norms_statistics_is_planned_as_on_the_gpu_
     assert all(r["same_plan"] for r in rows), [r["model"] for r in rows if not r["same_plan"]]
     off = {r["model"]: round(r["ratio"], 2) for r in rows if not 0.75 <= r["ratio"] <= 1.25}
     assert not off, off
+
+
+TRANSPOSED_RECORD = ROOT / "bench/results/2026-11-28c_gpu/run3_jobs.tgz"  # the transposed models at 78f20bb, H100
+
+
+@pytest.mark.skipif(not cost_replay.PROBLEMS.exists(), reason="needs ../shared/problems")
+def test_a_stride_1_transposed_conv_kernel_is_planned_as_on_the_gpu_and_a_stride_2_one_is_left_to_cudnn():
+    """61 (transposed 3-D conv 64 -> 128, stride 1, relu, group norm): the GPU run planned one tensor-core kernel of
+    one parity class and measured 1.90x vs eager; the replay must make that plan and predict within 25 %. 93
+    (transposed 2-D conv, stride 2): the run's kernel plan measured 0.67x of compile; priced at its measured strided
+    store rate, the replay must not plan that kernel again (a plan other than the record's)."""
+    rows = {r["model"][:3]: r for r in cost_replay.replay_record(TRANSPOSED_RECORD, ["61_", "93_"])}
+    assert set(rows) == {"61_", "93_"} and all("error" not in r for r in rows.values()), rows
+    assert rows["61_"]["same_plan"] and 0.75 <= rows["61_"]["ratio"] <= 1.25, rows["61_"]
+    assert not rows["93_"]["same_plan"], rows["93_"]
