@@ -271,3 +271,11 @@ def get_init_inputs():
     assert runs[True].cpu_check.passed, runs[True].cpu_check.detail
     assert any("takes them as TF32-class (not measured)" in n for n in runs[True].notes)
     assert not [g for g in runs[False].plan.groups if g.kind == "conv"]
+
+
+def test_the_report_says_how_a_transposed_conv_kernel_computes_its_convolution():
+    from fuseforge.families.conv import FAMILY
+    _, plan, _ = _forms()
+    said = {g.spec.conv.k: FAMILY.replaced(g)[1] for g in plan.groups if g.kind == "conv"}
+    assert "8 classes in one launch" in said[20] and "4 classes in one launch" in said[70]
+    assert "the stride-1 convolution it is (its window's taps in reverse)" in said[17]

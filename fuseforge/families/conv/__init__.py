@@ -249,8 +249,11 @@ class Conv(FamilyBase):
                         "convolution's output is never written")
         c = group.spec.conv
         if c.kernel == "igemm":
-            how = ("as one stride-1 implicit GEMM per output parity class (each writes every stride-th output)"
-                   if c.transposed else "as an implicit GEMM")
+            classes = c.stride[0] * c.stride[1] * c.stride[2]
+            how = ("as an implicit GEMM" if not c.transposed else
+                   "as the implicit GEMM of the stride-1 convolution it is (its window's taps in reverse)" if classes == 1
+                   else f"as one stride-1 implicit GEMM per output parity class ({classes} classes in one launch, "
+                        "each writing every stride-th output)")
             return "conv kernel", (f"{with_article(c.op)} ({c.terms} products an output) {how} on "
                                    "tensor cores in TF32, the precision eager's cuDNN runs it at (measured on the "
                                    f"GPU before planning), expected faster than cuDNN{epilogue}")
