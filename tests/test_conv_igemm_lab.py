@@ -19,6 +19,7 @@ import torch.nn.functional as F
 LAB = Path(__file__).resolve().parents[1] / "dev" / "kernels" / "conv_igemm"
 sys.path.insert(0, str(LAB))
 import bench_conv_igemm as lab  # noqa: E402
+import bench_transposed as transposed_lab  # noqa: E402
 
 SOURCE = LAB / "conv_igemm.cu"
 GENCODE = "-gencode=arch=compute_90a,code=sm_90a"
@@ -39,7 +40,9 @@ def ptxas_log(tmp_path_factory):
 def test_every_instance_compiles_for_sm90a_with_no_spills_and_unserialised_wgmmas(ptxas_log):
     kernels = re.findall(r"Compiling entry function '(\w+)'", ptxas_log)
     conv_kernels = [k for k in kernels if "conv_igemm_kernel" in k or "conv_igemm_halo_kernel" in k]
-    assert len(conv_kernels) == len(lab.INSTANCES), ptxas_log
+    # the transposed launchers' unpaired kernels are the conv instances' own; the paired ones are kernels of their own
+    paired = [n for n in transposed_lab.INSTANCES if n.endswith("_pair")]
+    assert len(conv_kernels) == len(lab.INSTANCES) + len(paired), ptxas_log
     spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", ptxas_log)
     assert len(spills) == len(kernels) and all(s == ("0", "0") for s in spills), ptxas_log
     # C7513 and kin: "wgmma.mma_async instructions are serialized" (an earlier NCHW main loop that defined the
@@ -51,6 +54,8 @@ def test_every_instance_compiles_for_sm90a_with_no_spills_and_unserialised_wgmma
 def test_the_binding_names_every_instance_the_cuda_file_defines():
     defined = set(re.findall(r"^CONV_IGEMM_(?:INSTANCE|HALO)\((\w+),", SOURCE.read_text(), re.M))
     assert defined == set(lab.INSTANCES)
+    defined = set(re.findall(r"^CONV_IGEMM_TRANSPOSED\((\w+),", SOURCE.read_text(), re.M))
+    assert defined == set(transposed_lab.INSTANCES)
 
 
 @pytest.mark.parametrize("extent", [(1, 126, 126), (1, 254, 254), (30, 62, 62), (34, 34, 34), (20, 36, 36),
