@@ -278,7 +278,7 @@ def _paired_writes(x_shape, k, window, stride, padding, output_padding, bn):
     """The paired store of igemm.cuh (`kPaired`: the block decode of `conv_igemm_kernel` and `store_paired`),
     transliterated: each block's tile holds, per (channel, pixel), the output its class computed there; returns how
     often each output element is stored and every mismatch between the element stored and the one its value is of."""
-    from fuseforge.families.conv.group import axis_class
+    from fuseforge.families.conv.parity import axis_class
     g, out_shape = transposed_lab.geometry(x_shape, k, window, stride, padding, output_padding)
     n_img, k_out, fd, fh, fw = g[0], g[7], g[8], g[9], g[10]
     win, st, pad = g[11:14], g[24:27], g[14:17]

@@ -22,7 +22,8 @@ from torch import nn
 from fuseforge.capture import capture
 from fuseforge.codegen import generate
 from fuseforge.families import named
-from fuseforge.families.conv.group import EAGER_CLASS, axis_class, conv_op_reason, igemm_candidate, recognise
+from fuseforge.families.conv.group import EAGER_CLASS, conv_op_reason, igemm_candidate, recognise
+from fuseforge.families.conv.parity import axis_class
 from fuseforge.load import LoadedModel
 from fuseforge.partition import partition
 from fuseforge.rewrite import rewrite
@@ -171,7 +172,7 @@ def test_a_transposed_conv_unmeasured_dilated_or_strided_past_its_window_stays_c
     assert "stride is larger than its window" in conv_op_reason(c)
     assert "9 output parity classes" in conv_op_reason(e)
     from fuseforge.families.conv import IGEMM_KERNEL
-    from fuseforge.families.conv.group import MAX_PARITY_CLASSES
+    from fuseforge.families.conv.parity import MAX_PARITY_CLASSES
     assert f"constexpr int kMaxParities = {MAX_PARITY_CLASSES};" in IGEMM_KERNEL  # the launch's limit, the same
     d.meta[EAGER_CLASS] = "tf32"
     assert "8 input channels" in conv_op_reason(d)

@@ -7,7 +7,8 @@ convolutions of the problem models with stride 2.
     .venv/bin/python dev/kernels/conv_igemm/bench_transposed.py [--out transposed.json] [--trials 30]
 
 Needs an sm_90a GPU. Prints one line per (shape, variant): error vs float64 of the TF32-rounded operands (the kernel's
-own rounding, so what is left is its fp32 accumulation: at most 1e-4 of the output's RMS), median ms.
+own rounding, so what is left is its fp32 accumulation: at most 1e-4 of the output's RMS), median ms after an L2 flush
+(`labtools.timed`).
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2]))
+sys.path.insert(0, str(HERE.parent))
 from bench_conv_igemm import KERNELBENCH, PACKAGE_CONV, round_up  # noqa: E402
+from labtools import timed  # noqa: E402
 
 from fuseforge.families.conv.tiling import NCHW_BOX_WIDTH, pixel_box  # noqa: E402
 
@@ -118,6 +120,7 @@ def run_case(lab, shape, k, window, stride, padding, output_padding, trials: int
     x_cl = torch.empty(shape[0] * g[2] * g[4] * g[5] * g[6], device="cuda")
     w_re = torch.empty(k * g[11] * g[12] * g[13] * g[3], device="cuda")
     rows = []
+    flush = torch.empty(64 << 20, device="cuda")  # 256 MB, past L2: zeroed before each timed call
 
     def ours(name):
         y = torch.empty(out_shape, device="cuda")
@@ -144,15 +147,7 @@ def run_case(lab, shape, k, window, stride, padding, output_padding, trials: int
         error = ((y - truth).abs().max().item() / rms) if name not in ("cudnn_nchw", "cudnn_channels_last") else None
         row = {"variant": name, "error": error}
         if time_it:
-            times = []
-            for _ in range(trials):
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                fn()
-                end.record()
-                torch.cuda.synchronize()
-                times.append(start.elapsed_time(end))
-            row["ms"] = statistics.median(times)
+            row["ms"] = timed(fn, trials, flush)
         rows.append(row)
     return rows
 

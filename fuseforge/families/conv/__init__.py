@@ -6,6 +6,8 @@ transposed convolutions included (one stride-1 implicit GEMM per output parity c
 - `group.py`: recognise such a convolution (which kernel), and how its group grows (the epilogue's operand classes);
 - `reduction.py`: the reductions a direct kernel's group may end in (over the spatial axes or the channels);
 - `norm.py`: the channel norm a direct kernel's output may go into (the kernel takes its statistics as it stores);
+- `parity.py`: a transposed convolution as the implicit-GEMM kernel computes it (one stride-1 convolution per output
+  parity class);
 - `tiling.py`: how each kernel tiles one convolution (a rule of its channels, window and output extents);
 - `kernel.py`: the generated epilogue functor, launcher and binding of one group;
 - `reference.py`: the float64 reference of the convolution from the plan's geometry;

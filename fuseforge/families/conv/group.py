@@ -12,7 +12,7 @@ group, float32, a static weight) becomes a conv group where one of the kernels c
   partitioning where it has a GPU: `mark_eager_classes`). A TF32 kernel where eager is exact fp32 would fall
   outside the verifier's bound; without a measurement the convolution stays cuDNN's. A transposed convolution (no
   dilation, a window at least its stride) is this kernel's alone: per output parity class a stride-1 convolution
-  (`axis_class`, `parity_launches`; igemm.cuh's launch_transposed), sized by the largest class.
+  (`parity.py`; igemm.cuh's launch_transposed), sized by the largest class.
 The group then takes in the neighbouring pointwise groups while the whole stays a conv group:
 
 - convex (no path leaves the group and comes back);
@@ -67,6 +67,7 @@ from ...traced import size_hint, tensor_meta, traced_shape
 from ..base import EpilogueOperands, broadcasts_to, operand_class
 from . import tiling
 from .norm import ConvNorm, grow_norm
+from .parity import parity_launches, transposed_reason
 from .reduction import ConvReduction, recognise_reduction
 
 CONV_OPS = {"aten.conv2d.default": "conv2d", "aten.conv3d.default": "conv3d",
@@ -77,7 +78,6 @@ CUDNN_MEASURED = "ff_cudnn_measured"  # node meta: cuDNN's times on this convolu
 # The implicit-GEMM kernel's k-tile is 32 input channels: at 8 it ran 0.48x and at 4 0.27x of torch.compile, at 16
 # 0.95-0.98x, at 32 and more 1.0-1.8x (conv + bias + relu, H100, bench/results/2026-11-27b_h100/conv_igemm)
 IGEMM_MIN_CHANNELS = 16
-MAX_PARITY_CLASSES = 8  # igemm.cuh's kMaxParities: the output parity classes one launch of the kernel computes
 
 
 @dataclass(frozen=True)
@@ -123,40 +123,6 @@ class ConvAnchor:
         if self.transposed:
             return (size - 1) * s - 2 * p + d * (k - 1) + self.output_padding[axis] + 1
         return (size + 2 * p - d * (k - 1) - 1) // s + 1
-
-
-@dataclass(frozen=True)
-class AxisClass:
-    """One axis of one output parity class r of a transposed convolution (igemm.cuh's `axis_class`): the outputs
-    o = s q + r take the taps t0, t0 + s, .. (`taps` of them) at inputs q + e - j: a stride-1 convolution of
-    `taps` taps with padding `pad` over `extent` outputs q."""
-
-    t0: int
-    taps: int
-    pad: int
-    extent: int
-
-
-def axis_class(k: int, s: int, p: int, out: int, r: int) -> AxisClass:
-    t0 = (r + p) % s
-    taps = -(-(k - t0) // s) if t0 < k else 0
-    return AxisClass(t0, taps, taps - 1 - (r + p - t0) // s, -(-(out - r) // s) if out > r else 0)
-
-
-def parity_launches(conv: ConvAnchor, extents: tuple[int, int, int]) -> list[tuple[tuple[int, int, int], int]]:
-    """The implicit-GEMM kernel's launches for a convolution of output extents (OD, OH, OW): (its output extents,
-    its taps) each; one for an ordinary convolution, one per non-empty output parity class for a transposed one."""
-    if not conv.transposed:
-        return [(extents, conv.window[0] * conv.window[1] * conv.window[2])]
-    launches = []
-    for rd in range(conv.stride[0]):
-        for rh in range(conv.stride[1]):
-            for rw in range(conv.stride[2]):
-                axes = [axis_class(conv.window[a], conv.stride[a], conv.padding[a], extents[a], r)
-                        for a, r in enumerate((rd, rh, rw))]
-                if all(a.extent > 0 for a in axes):
-                    launches.append((tuple(a.extent for a in axes), math.prod(a.taps for a in axes)))
-    return launches
 
 
 @dataclass(frozen=True)
@@ -224,7 +190,7 @@ def recognise(node: fx.Node) -> ConvAnchor | str:
         return "its output's spatial size is not static"
     bias_name = bias.name if isinstance(bias, fx.Node) else None
     if transposed:
-        why = _transposed_reason(window, *geometry)
+        why = transposed_reason(window, *geometry)
         if why:
             return why
         output_padding = _triple(a.get("output_padding"), dims, 0)
@@ -245,20 +211,6 @@ def recognise(node: fx.Node) -> ConvAnchor | str:
     if isinstance(tiles, str):
         return tiles
     return ConvAnchor(op, x.name, w.name, bias_name, dims, c, k, window, *geometry, tiles)
-
-
-def _transposed_reason(window, stride, padding, dilation) -> str | None:
-    """Why the implicit-GEMM kernel's output parity classes cannot compute a transposed convolution (None when they
-    can): every class needs a tap on every axis (window >= stride), and the taps of a class are s apart only
-    without dilation."""
-    if dilation != (1, 1, 1):
-        return "a dilated transposed convolution (the conv kernels take transposed ones without dilation)"
-    if any(k < s for k, s in zip(window, stride)):
-        return "a transposed convolution whose stride is larger than its window (outputs that no tap reaches)"
-    if math.prod(stride) > MAX_PARITY_CLASSES:
-        return (f"a transposed convolution of {math.prod(stride)} output parity classes (stride "
-                f"{'x'.join(map(str, stride))}; the kernel's launch holds at most {MAX_PARITY_CLASSES})")
-    return None
 
 
 def igemm_candidate(node: fx.Node) -> bool:

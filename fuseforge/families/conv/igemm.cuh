@@ -102,9 +102,13 @@ __device__ __forceinline__ Geometry of_class(const Geometry& whole, const Parity
   return g;
 }
 
-// The flat index of this launch's output pixel (od, oh, ow) in its plane of fd x fh x fw pixels.
+// The flat index of the first pixel of this launch's output row (od, oh) in its plane of fd x fh x fw pixels, and of
+// its pixel (od, oh, ow).
+__device__ __forceinline__ long long out_row(const Geometry& g, int od, int oh) {
+  return (static_cast<long long>(od * g.sd + g.rd) * g.fh + (oh * g.sh + g.rh)) * g.fw;
+}
 __device__ __forceinline__ long long out_pixel(const Geometry& g, int od, int oh, int ow) {
-  return (static_cast<long long>(od * g.sd + g.rd) * g.fh + (oh * g.sh + g.rh)) * g.fw + (ow * g.sw + g.rw);
+  return out_row(g, od, oh) + (ow * g.sw + g.rw);
 }
 
 // ------------------------------------------------------------------------------------------- PTX
@@ -290,6 +294,21 @@ struct Mma<128> {
 // the accumulators go to a [kBN][kBM + 4] tile, then each warp stores whole rows of one channel, 32 consecutive
 // pixels a store (128 bytes where bw = 32). A fragment write of lane (g, t) goes to word (8j + 2t + e) * 132 + 16q +
 // g: 2t * 132 = 8t (mod 32), so a warp's 32 writes land in 32 banks. Otherwise straight from the fragment.
+// The accumulator fragments into a [kBN][kBM + 4] tile at `stage` (channel-major: a channel's pixels in a row).
+template <int kBN>
+__device__ __forceinline__ void stage_accumulators(const float (&acc)[kBN / 2], float* stage, int tid) {
+  const int cw = tid >> 7, q = (tid & 127) >> 5, gq = (tid & 31) >> 2, tq = tid & 3;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = 64 * cw + 16 * q + gq + 8 * half;
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) stage[(8 * j + 2 * tq + e) * (kBM + 4) + r] = acc[4 * j + 2 * half + e];
+    }
+  }
+}
+
 template <int kBN, bool kStaged, class Epilogue>
 __device__ __forceinline__ void store_tile(float* __restrict__ y, const Geometry& g, const float (&acc)[kBN / 2], int k0,
                                            int ow0, int oh0, int od0, int img, float* stage, int tid, Epilogue& epi) {
@@ -298,15 +317,7 @@ __device__ __forceinline__ void store_tile(float* __restrict__ y, const Geometry
   if constexpr (kStaged) {
     constexpr int kRowStride = kBM + 4;
     asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int r = 64 * cw + 16 * q + gq + 8 * half;
-#pragma unroll
-      for (int j = 0; j < kBN / 8; ++j) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) stage[(8 * j + 2 * tq + e) * kRowStride + r] = acc[4 * j + 2 * half + e];
-      }
-    }
+    stage_accumulators<kBN>(acc, stage, tid);
     asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
     for (int kc = tid >> 5; kc < kBN; kc += kConsumers / 32) {
       const int k = k0 + kc;
@@ -356,16 +367,8 @@ __device__ __forceinline__ void store_paired(float* __restrict__ y, const Geomet
                                              int k0, int ow0, int oh0, int od0, int img, float* stage,
                                              uint32_t stage_addr, int tid, Epilogue& epi) {
   constexpr int kRowStride = kBM + 4;
-  const int cw = tid >> 7, q = (tid & 127) >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int r = 64 * cw + 16 * q + gq + 8 * half;
-#pragma unroll
-    for (int j = 0; j < kBN / 8; ++j) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) stage[(8 * j + 2 * tq + e) * kRowStride + r] = acc[4 * j + 2 * half + e];
-    }
-  }
+  const int lane = tid & 31;
+  stage_accumulators<kBN>(acc, stage, tid);
   cluster_sync();  // both classes' tiles staged
   const uint32_t rank = cluster_rank();
   const long long plane = static_cast<long long>(g.fd) * g.fh * g.fw;
@@ -384,7 +387,7 @@ __device__ __forceinline__ void store_paired(float* __restrict__ y, const Geomet
       if (od >= g.od || oh >= g.oh || ow_full >= g.fw) continue;
       const int p = (pd * g.bh + ph) * g.bw + qw;  // the pixel of the class's tile
       const float v = ld_cluster(stage_addr + static_cast<uint32_t>((kc * kRowStride + p) * 4), static_cast<uint32_t>(rw));
-      const long long at = chan + (static_cast<long long>(od * g.sd + g.rd) * g.fh + (oh * g.sh + g.rh)) * g.fw + ow_full;
+      const long long at = chan + out_row(g, od, oh) + ow_full;
       y[at] = epi(v, k, at);
     }
   }
