@@ -161,12 +161,14 @@ def problem_cases():
     from fuseforge.load import load_model_file
 
     for name in MODELS:
-        captured = capture(load_model_file(KERNELBENCH / f"{name}.py"))
+        loaded = load_model_file(KERNELBENCH / f"{name}.py")
+        captured = capture(loaded)
         for node in captured.graph.nodes:
-            if "conv_transpose" in str(node.target):
+            if node.op == "call_function" and "conv_transpose" in str(node.target):
                 x, w = node.args[0].meta["val"], node.args[1].meta["val"]
                 args, dims = list(node.args) + [None] * 8, w.dim() - 2
-                yield name, (tuple(x.shape), w.shape[1], tuple(w.shape[2:]), _per_axis(args[3], 1, dims),
+                shape = (loaded.inputs[0].shape[0],) + tuple(int(s) for s in x.shape[1:])  # the file's batch
+                yield name, (shape, w.shape[1], tuple(w.shape[2:]), _per_axis(args[3], 1, dims),
                              _per_axis(args[4], 0, dims), _per_axis(args[5], 0, dims))
 
 
