@@ -164,13 +164,15 @@ def test_the_useful_fraction_counts_channel_row_and_column_tails():
 class EveryForm(nn.Module):
     """Conv groups of every form: a 2-D conv with stride 2, padding 1, dilation 2 and 13 output channels whose
     epilogue reads a full residual and a scalar tensor and writes a second output; a 3-D conv with per-axis
-    stride, padding and dilation and 5 input channels; a conv with no bias."""
+    stride, padding and dilation and 5 input channels; a conv with no bias; a 3-D conv whose window has depth 1
+    (a 1x1x1 window, stride 2 in depth) over several input planes."""
 
     def __init__(self):
         super().__init__()
         self.a = nn.Conv2d(3, 13, 3, stride=2, padding=1, dilation=2)
         self.b = nn.Conv3d(5, 16, (3, 2, 3), stride=(1, 2, 1), padding=(1, 0, 2), dilation=(2, 1, 1))
         self.c = nn.Conv2d(8, 24, 2, bias=False)
+        self.d = nn.Conv3d(5, 3, 1, stride=(2, 1, 1))
         self.register_buffer("scale", torch.tensor(0.75))
 
     def forward(self, x, r, v, u):
@@ -178,7 +180,7 @@ class EveryForm(nn.Module):
         y = torch.relu(y) + r * self.scale
         z = torch.tanh(self.b(v)) * 2.0
         w = F.gelu(self.c(u))
-        return y, torch.sigmoid(y), z, w
+        return y, torch.sigmoid(y), z, w, self.d(v) - 1.0
 
 
 def _every_form_inputs(batch=2):
@@ -201,13 +203,14 @@ def _every_form():
 def test_every_form_is_a_conv_kernel_with_its_operand_classes():
     _, plan, _ = _every_form()
     groups = [g for g in plan.groups if g.kind == "conv"]
-    assert len(groups) == 3
+    assert len(groups) == 4
     first = next(g for g in groups if g.spec.conv.k == 13)
     assert (first.spec.conv.stride, first.spec.conv.padding, first.spec.conv.dilation) == \
         ((1, 2, 2), (0, 1, 1), (1, 2, 2))
     assert sorted(dict(first.spec.operands).values()) == ["channel", "full", "scalar"]
     assert len(first.outputs) == 2
-    third = next(g for g in groups if g.spec.conv.dims == 3)
+    assert any(g.spec.conv.dims == 3 and g.spec.conv.window == (1, 1, 1) for g in groups)
+    third = next(g for g in groups if g.spec.conv.dims == 3 and g.spec.conv.window == (3, 2, 3))
     assert (third.spec.conv.stride, third.spec.conv.padding, third.spec.conv.dilation) == \
         ((1, 2, 1), (1, 0, 2), (2, 1, 1))
 

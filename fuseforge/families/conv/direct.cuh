@@ -351,7 +351,7 @@ cudaError_t run(const float* x, const float* w, float* y, double* sums, const Ge
                 cudaStream_t stream, int stat_groups = 0) {
     using Cfg = Config<C, KD, KH, KW, KPT, WK, WH, PH>;
     auto kernel = conv_direct_kernel<C, KD, KH, KW, KPT, WK, WH, PH, kUnitRows, kOut, Epi>;
-    if (g.c != C || (KD == 1 && (g.d != 1 || g.od != 1))) return cudaErrorInvalidValue;
+    if (g.c != C) return cudaErrorInvalidValue;  // any depth: a 3-D window of depth 1 (KD = 1) is a 3-D convolution too
     if (kOut == kChannelReduce && g.k > Cfg::kBlockK) return cudaErrorInvalidValue;  // one block holds every channel
     const size_t smem = Cfg::smem_bytes(g, kOut == kChannelReduce);
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
