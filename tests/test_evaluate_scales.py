@@ -232,3 +232,87 @@ def test_the_mean_of_a_normalised_tensor_off_by_one_percent_of_its_operands_fail
     record = _verify(tmp_path, NORMALISED_MEAN_MODEL, NORMALISED_MEAN_CANDIDATE.format(expression=expression),
                      *_device_flags(device))
     assert record["verdict"] == "incorrect", record["reason"]
+
+
+def test_a_batch_norms_running_mean_of_cancelling_values_carries_its_inputs_scale():
+    x = _x(64, 3, offset=2.0) * 6
+    bn = torch.nn.BatchNorm1d(3).double()
+    tracker = ScaleTracker()
+    with torch.no_grad(), tracker:
+        centred = x - x.mean(0, keepdim=True)  # each channel's batch mean: ~0 by cancellation
+        bn(centred)
+    assert rms(bn.running_mean) < 1e-14
+    assert tracker.scale_of(centred) == pytest.approx(rms(x), rel=1e-9)  # x - its mean carries x's scale
+    assert tracker.scale_of(bn.running_mean) == pytest.approx(bn.momentum * rms(x), rel=1e-9)
+    assert tracker.scale_of(bn.running_var) == pytest.approx(rms(bn.running_var), rel=1e-9)  # its own RMS
+
+
+def test_an_eval_mode_batch_norm_leaves_its_running_mean_at_its_own_rms():
+    bn = torch.nn.BatchNorm1d(3).double().eval()
+    bn.running_mean.fill_(1e-9)
+    tracker = ScaleTracker()
+    with torch.no_grad(), tracker:
+        bn(_x(64, 3) * 6)
+    assert tracker.scale_of(bn.running_mean) == pytest.approx(1e-9, rel=1e-9)
+
+
+CENTRED_BATCH_NORM_MODEL = """
+class Model(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.linear = nn.Linear(features, features)
+        self.bn = nn.BatchNorm1d(features)
+
+    def forward(self, x):
+        y = self.linear(x) * 8
+        y = y - y.mean(0, keepdim=True)  # each feature's batch mean: ~0 by cancellation
+        return self.bn(y)
+
+
+def get_inputs():
+    return [torch.rand(48, 16)]
+
+
+def get_init_inputs():
+    return [16]
+"""
+
+CENTRED_BATCH_NORM_CANDIDATE = """
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.linear = nn.Linear(features, features)
+        self.bn = nn.BatchNorm1d(features)
+
+    def forward(self, x):
+        y = (x @ self.linear.weight.t() + self.linear.bias) * 8
+        n = y.shape[0]
+        y = y - y.flip(0).sum(0, keepdim=True) / n  # another order of summation
+        mean = y.flip(0).sum(0) / n
+        var = ((y - mean) ** 2).mean(0)
+        m = self.bn.momentum
+        with torch.no_grad():
+            self.bn.running_mean.mul_(1 - m).add_({running_mean})
+            self.bn.running_var.mul_(1 - m).add_(m * var * n / (n - 1))
+            self.bn.num_batches_tracked.add_(1)
+        return (y - mean) * torch.rsqrt(var + self.bn.eps) * self.bn.weight + self.bn.bias
+"""
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_a_running_mean_that_is_zero_by_cancellation_computed_in_another_order_is_correct(tmp_path, device):
+    record = _verify(tmp_path, CENTRED_BATCH_NORM_MODEL, CENTRED_BATCH_NORM_CANDIDATE.format(running_mean="m * mean"),
+                     *_device_flags(device))
+    assert record["verdict"] == "correct", record["reason"]
+    for case in record["cases"]:
+        check = next(b for b in case["buffers"] if b["name"] == "buffer bn.running_mean")
+        assert check["operand_scale"] > 1e3 * check["truth_rms"]  # judged against the centred values
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_a_running_mean_off_by_one_percent_of_its_inputs_fails(tmp_path, device):
+    record = _verify(tmp_path, CENTRED_BATCH_NORM_MODEL,
+                     CENTRED_BATCH_NORM_CANDIDATE.format(running_mean="m * (mean + 0.01 * y.abs().mean())"),
+                     *_device_flags(device))
+    assert record["verdict"] == "incorrect"
+    assert "bn.running_mean" in record["reason"]

@@ -20,6 +20,9 @@ and a computed one carries what its operands hand on, by the kind of op that com
     products         a product by a scalar (a Python number or a one-element tensor) carries the other
                      operand's scale times |c| (divided by |c| for a division by it); an elementwise product
                      of two tensors carries max(scale(a) RMS(b), RMS(a) scale(b)).
+    running mean     a train-mode batch norm's new running mean, (1 - m) old + m mean(x) over its input x: the
+                     units of x, and near zero where x's values cancel, so it carries (1 - m) scale(old) +
+                     m scale(x) (its running variance, a mean of squares, keeps its own RMS).
     everything else  nothing (carried = 0): contractions (matmul, linear, convolution: their operands have
                      other units), norms and softmax (they remove the units), exp, log, sigmoid, division by a
                      tensor (other units, or errors they can grow). Their result gets its own RMS.
@@ -63,6 +66,13 @@ SAME_UNITS = frozenset("""
     channel_shuffle tanh sin atan erf gelu silu mish hardswish elu celu lerp
 """.split())
 PRODUCTS = frozenset(("mul", "multiply", "div", "divide", "true_divide"))
+# Batch norms that update running statistics: the positions of the running mean, the momentum and the training flag
+# (None: always training) among the arguments, and of the new running mean among the results (None: updated in place).
+RUNNING_MEANS = {
+    "native_batch_norm": (3, 6, 5, None), "_native_batch_norm_legit": (3, 6, 5, None),
+    "cudnn_batch_norm": (3, 6, 5, None), "_native_batch_norm_legit_functional": (3, 6, 5, 3),
+    "_batch_norm_with_update": (3, 5, None, None), "_batch_norm_with_update_functional": (3, 5, None, 4),
+}
 
 
 def rms_tensor(t: torch.Tensor) -> torch.Tensor:
@@ -99,12 +109,42 @@ class ScaleTracker(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        name = func.overloadpacket.__name__
+        running = None
+        try:
+            running = self._running_mean_before(name, args)
+        except Exception:  # noqa: BLE001 - bookkeeping must never change the reference run
+            pass
         out = func(*args, **kwargs)
         try:
-            self._record(func.overloadpacket.__name__.rstrip("_"), args, kwargs, out)
+            self._record(name.rstrip("_"), args, kwargs, out)
+            if running is not None:
+                self._running_mean_after(running, out)
         except Exception:  # noqa: BLE001 - bookkeeping must never change the reference run
             pass
         return out
+
+    def _running_mean_before(self, name: str, args) -> tuple | None:
+        """(the running mean's tensor or None, the scale its new value carries, the result index) of a train-mode
+        batch norm's call, taken before the call updates it in place."""
+        where = RUNNING_MEANS.get(name)
+        if where is None or len(args) <= max(i for i in where[:3] if i is not None):
+            return None
+        mean_at, momentum_at, training_at, result_at = where
+        running, momentum = args[mean_at], _number(args[momentum_at])
+        if not _floating(args[0]) or not _floating(running) or momentum is None:
+            return None
+        if training_at is not None and args[training_at] is not True:
+            return None
+        carried = self._scale(running) * (1.0 - momentum) + self._scale(args[0]) * momentum
+        return (running if result_at is None else None), carried, result_at
+
+    def _running_mean_after(self, running: tuple, out) -> None:
+        tensor, carried, result_at = running
+        if tensor is None:
+            tensor = out[result_at]
+        own = rms_tensor(tensor)
+        self._scales[tensor] = torch.maximum(own, carried.to(own.device))
 
     def _record(self, name: str, args, kwargs, out) -> None:
         results = [t for t in tree_flatten(out)[0] if _floating(t)]

@@ -100,9 +100,10 @@ def _output_checks(got, got_tuple, eager, eager_tuple, truth, factor, scales) ->
     return [compare(n, g, e, t, factor, scale) for n, g, e, t, scale in zip(names, got, eager, truth, scales)]
 
 
-def _buffer_checks(cand_sd, eager_sd, truth_sd, params, factor) -> list[TensorCheck]:
-    """Every persistent buffer (not parameter) of the model, after the forward."""
-    return [compare(f"buffer {name}", cand_sd[name], eager_sd[name], truth_sd[name], factor)
+def _buffer_checks(cand_sd, eager_sd, truth_sd, params, factor, scales: dict) -> list[TensorCheck]:
+    """Every persistent buffer (not parameter) of the model, after the forward; `scales`: those the truth's run
+    tracked (a batch norm's running mean carries its input's)."""
+    return [compare(f"buffer {name}", cand_sd[name], eager_sd[name], truth_sd[name], factor, scales.get(name))
             for name in eager_sd if name not in params]
 
 
@@ -131,6 +132,7 @@ class _Reference:
     eager_sd: dict
     params: set
     label: str
+    buffer_scales: dict  # buffer name -> the scale its truth was computed from (scales.py), where tracked
 
 
 def _reference_run(ref, inputs, dev, precision, laps: _Laps, label: str) -> _Reference:
@@ -145,13 +147,14 @@ def _reference_run(ref, inputs, dev, precision, laps: _Laps, label: str) -> _Ref
         with Float32Draws(), tracker, harness.float64_run():
             truth, _ = harness.forward(truth_model, truth_inputs, dev, "Model (float64)", ReferenceFailed)
         scales = [tracker.scale_of(t) for t in truth]
+        buffer_scales = {name: tracker.scale_of(b) for name, b in truth_model.named_buffers()}
     except ReferenceFailed:  # run it as it is: the error (or the result) is the model's own
         truth_model = harness.as_float64(copy.deepcopy(ref))
         torch.manual_seed(FORWARD_SEED)
         with Float32Draws(), harness.float64_run():
             truth, _ = harness.forward(truth_model, harness.to_device(inputs, dev, torch.float64), dev,
                                        "Model (float64)", ReferenceFailed)
-        scales = [None] * len(truth)
+        scales, buffer_scales = [None] * len(truth), {}
     laps.lap("truth")
     torch.manual_seed(FORWARD_SEED)
     eager, eager_tuple = harness.forward(eager_model, harness.to_device(inputs, dev), dev, "Model",
@@ -159,7 +162,7 @@ def _reference_run(ref, inputs, dev, precision, laps: _Laps, label: str) -> _Ref
     laps.lap("eager")
     params = {name for name, _ in eager_model.named_parameters()}
     return _Reference(truth, eager, eager_tuple, scales, truth_model.state_dict(), eager_model.state_dict(),
-                      params, label)
+                      params, label, buffer_scales)
 
 
 def run_case(progs: Programs, settings: VerifySettings, seed: int, distribution: str,
@@ -193,7 +196,7 @@ def run_case(progs: Programs, settings: VerifySettings, seed: int, distribution:
         outputs = _output_checks(got, got_tuple, reference.eager, reference.eager_tuple, reference.truth,
                                  settings.factor, reference.scales)
         buffers = _buffer_checks(cand_model.state_dict(), reference.eager_sd, reference.truth_sd,
-                                 reference.params, settings.factor)
+                                 reference.params, settings.factor, reference.buffer_scales)
         laps.lap("compare")
     failed = [c for c in outputs + buffers if not c.passed]
     allclose = [c.allclose for c in outputs]
