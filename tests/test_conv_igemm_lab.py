@@ -40,9 +40,8 @@ def ptxas_log(tmp_path_factory):
 def test_every_instance_compiles_for_sm90a_with_no_spills_and_unserialised_wgmmas(ptxas_log):
     kernels = re.findall(r"Compiling entry function '(\w+)'", ptxas_log)
     conv_kernels = [k for k in kernels if "conv_igemm_kernel" in k or "conv_igemm_halo_kernel" in k]
-    # the transposed launchers' unpaired kernels are the conv instances' own; the paired ones are kernels of their own
-    paired = [n for n in transposed_lab.INSTANCES if n.endswith("_pair")]
-    assert len(conv_kernels) == len(lab.INSTANCES) + len(paired), ptxas_log
+    # the transposed launchers' kernels are the conv instances' own
+    assert len(conv_kernels) == len(lab.INSTANCES), ptxas_log
     spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", ptxas_log)
     assert len(spills) == len(kernels) and all(s == ("0", "0") for s in spills), ptxas_log
     # C7513 and kin: "wgmma.mma_async instructions are serialized" (an earlier NCHW main loop that defined the
@@ -272,74 +271,3 @@ def test_the_kernels_epilogue_stores_every_output_element_exactly_once(shape, st
     for bn in (64, 128):
         counts = _written(g, bn, staged)
         assert len(counts) == g["n"] * g["k"] * g["od"] * g["oh"] * g["ow"] and set(counts.values()) == {1}
-
-
-def _paired_writes(x_shape, k, window, stride, padding, output_padding, bn):
-    """The paired store of igemm.cuh (`kPaired`: the block decode of `conv_igemm_kernel` and `store_paired`),
-    transliterated: each block's tile holds, per (channel, pixel), the output its class computed there; returns how
-    often each output element is stored and every mismatch between the element stored and the one its value is of."""
-    from fuseforge.families.conv.parity import axis_class
-    g, out_shape = transposed_lab.geometry(x_shape, k, window, stride, padding, output_padding)
-    n_img, k_out, fd, fh, fw = g[0], g[7], g[8], g[9], g[10]
-    win, st, pad = g[11:14], g[24:27], g[14:17]
-    bd, bh, bw = g[20:23]
-    classes = []
-    for cls in range(st[0] * st[1] * st[2]):
-        r = (cls // (st[1] * st[2]), (cls // st[2]) % st[1], cls % st[2])
-        axes = [axis_class(win[a], st[a], pad[a], (fd, fh, fw)[a], r[a]) for a in range(3)]
-        classes.append((r, tuple(a.extent for a in axes)))
-    assert all(min(e) > 0 for _, e in classes) and st[2] == 2
-    n = len(classes)
-    k_tiles = -(-k_out // bn)
-    big = classes[0][1]
-    w_tiles, h_tiles, d_tiles = -(-big[2] // bw), -(-big[1] // bh), -(-big[0] // bd)
-    tiles = k_tiles * n * w_tiles * h_tiles * d_tiles * n_img
-    blocks = {}
-    for b in range(tiles):
-        rw, t = b & 1, b >> 1
-        cls = 2 * ((t // k_tiles) % (n // 2)) + rw
-        k0 = (t % k_tiles) * bn
-        t //= k_tiles
-        t //= n // 2
-        ow0 = (t % w_tiles) * bw
-        t //= w_tiles
-        oh0 = (t % h_tiles) * bh
-        t //= h_tiles
-        od0 = (t % d_tiles) * bd
-        blocks[b] = (cls, k0, ow0, oh0, od0, t // d_tiles)
-    counts, wrong = {}, []
-    for b in range(0, tiles, 2):  # a cluster: blocks b (rank 0) and b + 1 (rank 1)
-        pair = [blocks[b], blocks[b + 1]]
-        assert pair[0][1:] == pair[1][1:], "the two blocks of a cluster share their box and channels"
-        for rank in (0, 1):
-            cls, k0, ow0, oh0, od0, img = pair[rank]
-            (rd, rh, _), (ed, eh, _) = classes[cls]
-            for kc in range(rank * bn // 2, (rank + 1) * bn // 2):
-                kk = k0 + kc
-                if kk >= k_out:
-                    break
-                for i in range(bd * bh * 2 * bw):
-                    col, row = i % (2 * bw), i // (2 * bw)
-                    rw, qw, ph, pd = col & 1, col >> 1, row % bh, row // bh
-                    od, oh, ow_full = od0 + pd, oh0 + ph, 2 * (ow0 + qw) + rw
-                    if od >= ed or oh >= eh or ow_full >= fw:
-                        continue
-                    src_cls = pair[rw][0]  # the value: block rw's tile at pixel (pd, ph, qw), channel kc
-                    (srd, srh, srw), _ = classes[src_cls]
-                    of = (od * st[0] + srd, oh * st[1] + srh, (ow0 + qw) * 2 + srw)
-                    stored = (od * st[0] + rd, oh * st[1] + rh, ow_full)
-                    if of != stored:
-                        wrong.append((b, rank, kc, i, of, stored))
-                    at = (img, kk, *stored)
-                    counts[at] = counts.get(at, 0) + 1
-    return counts, wrong, n_img * k_out * fd * fh * fw
-
-
-@pytest.mark.parametrize("case", [((2, 16, 6, 32), 70, (3, 3), (2, 2), (1, 1), (1, 1)),
-                                  ((1, 40, 5, 9), 33, (4, 4), (2, 2), (0, 0), (0, 0)),
-                                  ((1, 32, 3, 4, 5), 20, (3, 3, 3), (2, 2, 2), (1, 1, 1), (0, 1, 0))])
-def test_the_paired_store_writes_every_output_of_a_transposed_conv_once_from_its_own_class(case):
-    for bn in (64, 128):
-        counts, wrong, total = _paired_writes(*case, bn)
-        assert not wrong, wrong[:3]
-        assert len(counts) == total and set(counts.values()) == {1}

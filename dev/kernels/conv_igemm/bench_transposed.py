@@ -1,8 +1,9 @@
-"""Lab bench of the tensor-core kernel's transposed convolutions (igemm.cuh's `launch_transposed`): each output parity
-class stored by its own blocks (the product's store: a class writes every second output of a row, half a sector) against
-the column classes stored in pairs by clusters of two blocks (`store_paired`: whole rows), and cuDNN's transposed call
-(NCHW and channels-last, without the bias pass) -- on odd shapes against float64 first, then on the transposed
-convolutions of the problem models with stride 2.
+"""Lab bench of the tensor-core kernel's transposed convolutions (igemm.cuh's `launch_transposed`: each output parity
+class stored by its own blocks, a class writing every second output of a row at stride 2) against cuDNN's transposed
+call (NCHW and channels-last, without the bias pass) -- on odd shapes against float64 first, then on the transposed
+convolutions of the problem models with stride 2. (A paired store, two column classes of a box stored together by a
+cluster of two blocks through distributed shared memory, was measured here on an H200 and removed: 1.7-3x slower than
+each class's own store, bench/results/2026-11-28d_gpu/.)
 
     .venv/bin/python dev/kernels/conv_igemm/bench_transposed.py [--out transposed.json] [--trials 30]
 
@@ -27,7 +28,7 @@ from labtools import timed  # noqa: E402
 
 from fuseforge.families.conv.tiling import NCHW_BOX_WIDTH, pixel_box  # noqa: E402
 
-INSTANCES = ("cl_n128", "cl_n64", "cl_n128_pair", "cl_n64_pair", "nchw_n128_pair")  # conv_igemm.cu's transposed
+INSTANCES = ("cl_n128", "cl_n64")  # conv_igemm.cu's transposed
 MODELS = ("16_ConvTranspose2d_Mish_Add_Hardtanh_Scaling", "20_ConvTranspose3d_Sum_ResidualAdd_Multiply_ResidualAdd",
           "93_ConvTranspose2d_Add_Min_GELU_Multiply", "100_ConvTranspose3d_Clamp_Min_Divide")
 # (input shape, C -> K, window, stride, padding, output padding): odd sizes, every class non-empty

@@ -251,21 +251,17 @@ CONV_IGEMM_HALO(halo_n64_st, 64, true)
 
 // Transposed convolutions (the product's launch_transposed): geometry ints as above (the whole window, padding and
 // output) then the strides sd sh sw (27); w the model's weight [C, K, window], w_re a scratch of K x taps x cq floats.
-// PAIRED: the column classes stored in pairs by clusters of two blocks (`store_paired`; stride 2 along the columns).
-#define CONV_IGEMM_TRANSPOSED(NAME, NCHW, BN, STAGES, MINB, PAIRED)                                              \
+#define CONV_IGEMM_TRANSPOSED(NAME, NCHW, BN, STAGES, MINB)                                                      \
   extern "C" int conv_igemm_transposed_##NAME(const float* x, const float* w, float* w_re, const float* bias,    \
                                               float* y, const int* geom, int act, void* stream) {               \
     ff_conv_igemm::Geometry g = geometry_from(geom);                                                          \
     g.sd = geom[24], g.sh = geom[25], g.sw = geom[26];                                                         \
-    return ff_conv_igemm::launch_transposed<NCHW, BN, STAGES, MINB, false, ff_conv_igemm::BiasAct, PAIRED>(     \
+    return ff_conv_igemm::launch_transposed<NCHW, BN, STAGES, MINB, false, ff_conv_igemm::BiasAct>(             \
         x, w, w_re, y, g, ff_conv_igemm::BiasAct{bias, act}, static_cast<cudaStream_t>(stream));               \
   }
-// name              x NCHW  BN  stages min-blocks/SM  paired column classes
-CONV_IGEMM_TRANSPOSED(cl_n128, false, 128, 4, 1, false)
-CONV_IGEMM_TRANSPOSED(cl_n64, false, 64, 4, 2, false)
-CONV_IGEMM_TRANSPOSED(cl_n128_pair, false, 128, 4, 1, true)
-CONV_IGEMM_TRANSPOSED(cl_n64_pair, false, 64, 4, 2, true)
-CONV_IGEMM_TRANSPOSED(nchw_n128_pair, true, 128, 4, 1, true)
+// name              x NCHW  BN  stages min-blocks/SM
+CONV_IGEMM_TRANSPOSED(cl_n128, false, 128, 4, 1)
+CONV_IGEMM_TRANSPOSED(cl_n64, false, 64, 4, 2)
 
 extern "C" int conv_igemm_prepare_input(const float* x, float* out, int n, int c, int cp, long long spatial,
                                         void* stream) {

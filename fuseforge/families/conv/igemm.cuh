@@ -167,23 +167,6 @@ __device__ __forceinline__ void fence_accumulators(float (&acc)[kN]) {
 #pragma unroll
   for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(acc[i])::"memory");
 }
-// Thread block clusters (the paired store): every thread of both blocks arrives and waits; the shared memory of the
-// block of rank `rank` in the cluster, read through its cluster address.
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
-}
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ float ld_cluster(uint32_t addr, uint32_t rank) {
-  uint32_t remote;
-  float v;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(addr), "r"(rank));
-  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(remote) : "memory");
-  return v;
-}
 
 // d += A(desc) . B(desc)^T over k8, m64n64 (32 accumulators per thread).
 __device__ __forceinline__ void wgmma_n64(float (&d)[32], uint64_t da, uint64_t db) {
@@ -356,43 +339,6 @@ __device__ __forceinline__ void store_tile(float* __restrict__ y, const Geometry
   }
 }
 
-// The paired store of a transposed convolution whose columns have stride 2 (lab: not used by the plans yet). The two
-// blocks of a cluster computed the tiles of classes rw = 0 and 1 of one box (same rows, the same q columns); each
-// stages its accumulators as [kBN][kBM + 4] at `stage` (the ring's start, as the staged store), then block r stores
-// channels r kBN / 2 .. (r + 1) kBN / 2 - 1 for both classes, column 2 q + rw of its output row from block rw's
-// stage: a warp writes 32 consecutive outputs of a row (whole sectors) where each class alone wrote every second one.
-// The caller syncs the cluster after (the partner may still read this block's stage).
-template <int kBN, class Epilogue>
-__device__ __forceinline__ void store_paired(float* __restrict__ y, const Geometry& g, const float (&acc)[kBN / 2],
-                                             int k0, int ow0, int oh0, int od0, int img, float* stage,
-                                             uint32_t stage_addr, int tid, Epilogue& epi) {
-  constexpr int kRowStride = kBM + 4;
-  const int lane = tid & 31;
-  stage_accumulators<kBN>(acc, stage, tid);
-  cluster_sync();  // both classes' tiles staged
-  const uint32_t rank = cluster_rank();
-  const long long plane = static_cast<long long>(g.fd) * g.fh * g.fw;
-  const int row_outputs = 2 * g.bw;  // a box row's columns of both classes
-  for (int kc = static_cast<int>(rank) * (kBN / 2) + (tid >> 5); kc < static_cast<int>(rank + 1) * (kBN / 2);
-       kc += kConsumers / 32) {
-    const int k = k0 + kc;
-    if (k >= g.k) break;
-    const long long chan = (static_cast<long long>(img) * g.k + k) * plane;
-    for (int i = lane; i < g.bd * g.bh * row_outputs; i += 32) {
-      const int col = i % row_outputs, row = i / row_outputs;  // row: (pd, ph) of the box
-      const int rw = col & 1, qw = col >> 1;
-      const int ph = row % g.bh, pd = row / g.bh;
-      const int od = od0 + pd, oh = oh0 + ph;
-      const int ow_full = 2 * (ow0 + qw) + rw;
-      if (od >= g.od || oh >= g.oh || ow_full >= g.fw) continue;
-      const int p = (pd * g.bh + ph) * g.bw + qw;  // the pixel of the class's tile
-      const float v = ld_cluster(stage_addr + static_cast<uint32_t>((kc * kRowStride + p) * 4), static_cast<uint32_t>(rw));
-      const long long at = chan + out_row(g, od, oh) + ow_full;
-      y[at] = epi(v, k, at);
-    }
-  }
-}
-
 // ------------------------------------------------------------------------------------------- the kernel
 // kNchw false: x is the channels-last copy (prepare_input); A boxes land K-major in the 128-byte swizzle and
 // the wgmmas read both operands from shared memory.
@@ -412,9 +358,7 @@ struct Slot {
   static constexpr int kBytes = kABytes + kBN * kBK * 4;
 };
 
-// kPaired: the classes of a transposed convolution's column parity in pairs, a cluster of two blocks each (the
-// class the block's rank in it), stored by `store_paired`.
-template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, class Epilogue, bool kPaired = false>
+template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, class Epilogue>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     conv_igemm_kernel(float* __restrict__ y, const Geometry whole, const __grid_constant__ Parities par,
                       const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap, Epilogue epi) {
@@ -433,18 +377,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   const int w_tiles = (par.c[0].ow + whole.bw - 1) / whole.bw;
   const int h_tiles = (par.c[0].oh + whole.bh - 1) / whole.bh;
   const int d_tiles = (par.c[0].od + whole.bd - 1) / whole.bd;
-  int cls;
-  if constexpr (kPaired) {  // the pair's two classes are consecutive blocks: one cluster
-    const int rw = t & 1;
-    t >>= 1;
-    cls = 2 * ((t / k_tiles) % (par.n / 2)) + rw;
-  }
   const int k0 = (t % k_tiles) * kBN;
   t /= k_tiles;
   // the classes of one output box run side by side: their stores fill each other's sectors while they are in L2
-  if constexpr (!kPaired) cls = t % par.n;
-  const Geometry g = of_class(whole, par.c[cls]);
-  t /= kPaired ? par.n / 2 : par.n;
+  const Geometry g = of_class(whole, par.c[t % par.n]);
+  t /= par.n;
   const int ow0 = (t % w_tiles) * g.bw;
   t /= w_tiles;
   const int oh0 = (t % h_tiles) * g.bh;
@@ -501,10 +438,6 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
           phase ^= 1u;
         }
       }
-    }
-    if constexpr (kPaired) {  // every thread of the cluster takes part in the store's two cluster barriers
-      cluster_sync();
-      cluster_sync();
     }
     return;
   }
@@ -588,15 +521,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   wgmma_wait<0>();
   fence_accumulators(acc);
 
-  if constexpr (kPaired) {
-    asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");  // both warpgroups past the ring
-    store_paired<kBN>(y, g, acc, k0, ow0, oh0, od0, img, reinterpret_cast<float*>(smem_raw + (ring - raw)), ring, tid,
-                      epi);
-    cluster_sync();  // the partner has read this block's stage
-  } else {
-    store_tile<kBN, kStaged>(y, g, acc, k0, ow0, oh0, od0, img, reinterpret_cast<float*>(smem_raw + (ring - raw)),
-                             tid, epi);
-  }
+  store_tile<kBN, kStaged>(y, g, acc, k0, ow0, oh0, od0, img, reinterpret_cast<float*>(smem_raw + (ring - raw)),
+                           tid, epi);
 }
 
 // ------------------------------------------------------------------------------------------- input
@@ -648,7 +574,7 @@ inline Encode encoder() {
 // 0 on success; otherwise a code the caller reports: 1001 no driver entry point, 1002 x's map, 1003 w's map,
 // 1004 a geometry this kernel does not take. kNchw: x is the model's NC(D)HW tensor (W % 4 == 0), else the
 // channels-last copy of prepare_input.
-template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, class Epilogue, bool kPaired = false>
+template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, class Epilogue>
 int launch(const float* x, const float* w_re, float* y, const Geometry& given, Epilogue epi, cudaStream_t stream,
            const Parities* parities = nullptr) {
   Geometry g = given;
@@ -710,31 +636,14 @@ int launch(const float* x, const float* w_re, float* y, const Geometry& given, E
       return 1003;
   }
   const int smem = kStages * Slot<kNchw, kBN>::kBytes + 1024 + 16 * kStages;
-  static_assert(!(kStaged || kPaired) || kBN * (kBM + 4) * 4 <= kStages * Slot<kNchw, kBN>::kBytes,
-                "staging tile fits the ring");
-  if (kPaired && (par.n % 2 != 0 || g.sw != 2)) return 1004;
-  auto kernel = conv_igemm_kernel<kNchw, kBN, kStages, kMinBlocks, kStaged, Epilogue, kPaired>;
+  static_assert(!kStaged || kBN * (kBM + 4) * 4 <= kStages * Slot<kNchw, kBN>::kBytes, "staging tile fits the ring");
+  auto kernel = conv_igemm_kernel<kNchw, kBN, kStages, kMinBlocks, kStaged, Epilogue>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return static_cast<int>(err);
   const Parity& big = par.c[0];
   const long long tiles = static_cast<long long>((g.k + kBN - 1) / kBN) * par.n * ((big.ow + g.bw - 1) / g.bw) *
                           ((big.oh + g.bh - 1) / g.bh) * ((big.od + g.bd - 1) / g.bd) * g.n;
   if (tiles <= 0 || tiles > 0x7fffffffLL) return 1004;
-  if constexpr (kPaired) {  // clusters of two blocks: the two column classes of one box
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(static_cast<unsigned>(tiles));
-    config.blockDim = dim3(kThreads);
-    config.dynamicSmemBytes = static_cast<size_t>(smem);
-    config.stream = stream;
-    cudaLaunchAttribute attribute[1];
-    attribute[0].id = cudaLaunchAttributeClusterDimension;
-    attribute[0].val.clusterDim.x = 2;
-    attribute[0].val.clusterDim.y = 1;
-    attribute[0].val.clusterDim.z = 1;
-    config.attrs = attribute;
-    config.numAttrs = 1;
-    return static_cast<int>(cudaLaunchKernelEx(&config, kernel, y, g, par, xmap, wmap, epi));
-  }
   kernel<<<static_cast<unsigned>(tiles), kThreads, smem, stream>>>(y, g, par, xmap, wmap, epi);
   return static_cast<int>(cudaGetLastError());
 }
@@ -812,8 +721,7 @@ __global__ void transposed_weight_kernel(const float* __restrict__ w, float* __r
 // (dilation 1); `w` is the model's weight [C, K, window], `w_re` a scratch of K x taps x cq floats. Re-lays the weight,
 // then one launch computes every output parity class with a non-empty output (`Parities`). 0 on success, else
 // launch's codes.
-// kPaired (lab): the column classes stored in pairs (`store_paired`); every class must be non-empty and sw = 2.
-template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, class Epilogue, bool kPaired = false>
+template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, class Epilogue>
 int launch_transposed(const float* x, const float* w, float* w_re, float* y, const Geometry& g, Epilogue epi,
                       cudaStream_t stream) {
   if (g.dd != 1 || g.dh != 1 || g.dw != 1 || g.kd < g.sd || g.kh < g.sh || g.kw < g.sw ||
@@ -836,8 +744,7 @@ int launch_transposed(const float* x, const float* w, float* w_re, float* y, con
   }
   Geometry whole = g;
   whole.fd = g.od, whole.fh = g.oh, whole.fw = g.ow;
-  if (kPaired && par.n != g.sd * g.sh * g.sw) return 1004;  // a pair needs both of its classes
-  return launch<kNchw, kBN, kStages, kMinBlocks, kStaged, Epilogue, kPaired>(x, w_re, y, whole, epi, stream, &par);
+  return launch<kNchw, kBN, kStages, kMinBlocks, kStaged, Epilogue>(x, w_re, y, whole, epi, stream, &par);
 }
 
 }  // namespace ff_conv_igemm
