@@ -61,7 +61,10 @@ The record, schema "fuseforge.check/1" (JSON; non-finite floats as strings):
                    l2_flush_bytes, pool_size, speedup: {vs_eager, vs_compile, vs_compile_max_autotune}}
                   (a baseline's status: "ok"|"skipped"|"error"; a speedup is null without its median)
     gpu           {own_kernel_share, profile: {kernels: [{name, us, stream, owner}], own_share,
-                   side_stream_kernels, ...}, roofline: {flops, min_bytes, ceilings, floor_ms}} | null
+                   side_stream_kernels, ...}, side_stream_excused (library kernels on side streams excused
+                   because the reference's own profiled call ran them on side streams too),
+                   reference_side_stream_kernels (null: no reference profile),
+                   roofline: {flops, min_bytes, ceilings, floor_ms}} | null
     stages        {reference, candidate, grader: [[stage, seconds], ...]}: where the check's time went, each
                   worker's stages named by its progress events ("built": waiting for the GPU's gate; the
                   reference's "untimed": writing its results); a cached reference: [["from the cache", 0]]

@@ -5,7 +5,9 @@ returns every kernel of the call with its GPU time and stream; kernels are the c
 name contains a kernel name the candidate defines (static.kernel_names), torch's/vendor's when it looks
 like a library kernel, and "unknown" otherwise (counted as own only when the candidate's kernel names are
 not known). A kernel on a stream other than the
-marker's ran on a side stream.
+marker's ran on a side stream. The reference's call is profiled the same way (reference_role.py), so that
+library kernels the model itself runs on side streams (cuDNN does for some convolutions) are excused in a
+candidate (evidence.side_stream_split); the candidate's own and unknown kernels never are.
 
 `measure_ceilings` measures the device's copy bandwidth and its TF32 tensor-core matmul rate (the fastest
 any fp32-class kernel could go: 3xTF32 needs three such products), `count_flops` the model's FLOPs with
@@ -22,7 +24,8 @@ from fuseforge.check.timing import _elapsed, _Event, _record, synchronize
 
 _LIBRARY = re.compile(r"at::|at_cuda_detail|c10::|cutlass|cublas|cudnn|xmma|nvjet|gemm|gemv|sm\d\d_|ampere_|volta_|"
                       r"turing_|hopper_|elementwise_kernel|reduce_kernel|nchwToNhwc|nhwcToNchw|triton_|"
-                      r"splitKreduce|cunn_|Memcpy|Memset|memcpy|memset|flush|vectorized|unrolled")
+                      r"splitKreduce|cunn_|Memcpy|Memset|memcpy|memset|flush|vectorized|unrolled|"
+                      r"convolveNd_|implicit_convolve|explicit_convolve|convolve_common_engine|fft[23]d_")
 
 
 def _kernel_events(prof) -> list[tuple[str, float, int, int, int]]:

@@ -400,7 +400,10 @@ def _gpu(facts: dict, meta: dict) -> dict | None:
     floor = None
     if meta.get("ceilings") and meta.get("flops") is not None:
         floor = roofline_floor_ms(meta["flops"], meta["min_bytes"], meta["ceilings"])
+    excused = evidence.side_stream_split(profile, meta.get("profile"))[1] if (profile or {}).get("available") else []
     return {"own_kernel_share": (profile or {}).get("own_share"), "profile": profile,
+            "side_stream_excused": excused,
+            "reference_side_stream_kernels": (meta.get("profile") or {}).get("side_stream_kernels"),
             "roofline": {"flops": meta.get("flops"), "min_bytes": meta.get("min_bytes"),
                          "ceilings": meta.get("ceilings"), "floor_ms": floor}}
 

@@ -124,7 +124,9 @@ CHECKS: dict[str, Check] = {
     # runtime, CUDA only
     "own_kernel_share": Check("torch_fallback", "gpu",
                               "a candidate that defines kernels spends GPU time in them (profiler)"),
-    "kernel_streams": Check("side_stream", "gpu", "all kernels of a call run on the current stream (profiler)"),
+    "kernel_streams": Check("side_stream", "gpu",
+                            "all kernels of a call run on the current stream (profiler), but library kernels the "
+                            "reference's own call also ran on a side stream"),
     "event_wall_gap": Check("side_stream", "gpu",
                             "wall time of call+synchronize is not far above event time while kernels run on a "
                             "side stream"),

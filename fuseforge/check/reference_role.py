@@ -7,7 +7,7 @@ holds the secret): `feed/NAME.pt`, the items the candidate's process is handed o
 it needs them (feed.py), each written as soon as it is drawn; `outputs/NAME.pt`, what the grader compares
 against, one file per call, written as the call returns: whole, or at sampled positions beyond the check's
 budget for them (stored_outputs.py); `meta.json`, the plan, the reference's ops and dtypes, timings, FLOPs,
-ceilings.
+ceilings, and on CUDA the profile of one call (its kernels and their streams, as the candidate's is profiled).
 
 Secrets. Every input, every state_dict and every fingerprint position is drawn from job["secret"] (drawn
 by the parent per reference run), so none can be derived from fuseforge's source and the model file:
@@ -396,6 +396,24 @@ def _compiled_variant(model, feed: dict, timer, job, dev, wanted: bool, off_reas
         return {"status": "error", "reason": harness.one_line(exc)}
 
 
+def _profile(model, inputs: list, dev) -> dict:
+    """One call of the model (after a warm-up call) profiled as the candidate's call is (candidate_role.py,
+    gpu.profile_call): which kernels torch and its vendor libraries run on side streams of their own for this
+    model, which the grader then excuses in a candidate (evidence.side_stream_split). {"available": False,
+    "reason"} where the profiler fails: nothing is excused then."""
+    def call():
+        torch.manual_seed(FORWARD_SEED)
+        with torch.no_grad():
+            return model(*harness.to_device(inputs, dev))
+
+    try:
+        call()
+        synchronize(dev)
+        return gpu.profile_call(call, dev, [])
+    except Exception as exc:
+        return {"available": False, "reason": harness.one_line(exc)}
+
+
 def run(job: dict, io, result: dict) -> None:
     dev = torch.device(job["device"])
     harness.check_device(dev)
@@ -420,7 +438,8 @@ def run(job: dict, io, result: dict) -> None:
             "pool_size": (plan["timing"] or {}).get("pool_size", 0),
             "min_bytes": _nbytes(first) + case0["bytes"] + _nbytes(model.state_dict().values()),
             "io_bytes": _nbytes(first) + case0["bytes"],
-            "timing": None, "flops": None, "ceilings": None, "environment": harness.environment(dev)}
+            "timing": None, "flops": None, "ceilings": None, "profile": None,
+            "environment": harness.environment(dev)}
     if plan["timing"]:
         io.event("baselines")
         meta["timing"] = _timings(progs, job, dev, ref.feed, plan["timing"])
@@ -429,6 +448,7 @@ def run(job: dict, io, result: dict) -> None:
         model.load_state_dict(ref.feed["state_0"])
         meta["flops"] = gpu.count_flops(model.to(dev), harness.to_device(first, dev))
         meta["ceilings"] = job.get("ceilings") or gpu.measure_ceilings(dev)
+        meta["profile"] = _profile(model, first, dev)
     io.event("untimed")  # writing the results is not timed (a grading waiting for the GPU may start)
     io.write_json(private_dir / "meta.json", meta)
     result["ok"] = True
