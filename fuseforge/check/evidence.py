@@ -217,7 +217,9 @@ def passes(outs: list | None, ref: dict, factor: float) -> bool:
     if outs is None or len(outs) != len(ref["eager"]):
         return False
     outs = on_positions(outs, ref)
-    return all(compare("o", o, e, t, factor).passed for o, e, t in zip(outs, ref["eager"], ref["truth"]))
+    scales = ref.get("scales") or [None] * len(outs)  # of the values each output was computed from (scales.py)
+    return all(compare("o", o, e, t, factor, s).passed
+               for o, e, t, s in zip(outs, ref["eager"], ref["truth"], scales))
 
 
 def probe_findings(case_outs: dict, probes: dict, ref_out: dict, case_checks: dict, factor: float,
@@ -245,7 +247,9 @@ def probe_findings(case_outs: dict, probes: dict, ref_out: dict, case_checks: di
     if 0 in case_outs and "stale_sentinel" in probes and "stale_repeat" in probes:
         ran.add("stale_memory")
         ref0 = ref_out["case_0"]
-        bounds = [compare("o", e, e, t, factor).bound or 0.0 for e, t in zip(ref0["eager"], ref0["truth"])]
+        scales = ref0.get("scales") or [None] * len(ref0["eager"])
+        bounds = [compare("o", e, e, t, factor, s).bound or 0.0
+                  for e, t, s in zip(ref0["eager"], ref0["truth"], scales)]
         runs = {"NaN poison": case_outs[0], "finite poison": probes["stale_sentinel"],
                 "repeated call": probes["stale_repeat"]}
         names = list(runs)

@@ -89,11 +89,14 @@ def compare_outputs(saved: dict, ref: dict, factor: float, buffers: bool = True)
                 "far_off": True, "outputs_far_off": True}
     names = [f"output {j}" for j in range(len(ref["eager"]))] if ref["is_tuple"] else ["output"]
     mine = saved["outputs"] if "shapes" in saved else on_positions(saved["outputs"], ref)
-    outputs = [compare(n, o, e, t, factor) for n, o, e, t in zip(names, mine, ref["eager"], ref["truth"])]
+    scales = ref.get("scales") or [None] * len(names)  # of the values each output was computed from (scales.py)
+    outputs = [compare(n, o, e, t, factor, s) for n, o, e, t, s in zip(names, mine, ref["eager"], ref["truth"], scales)]
     checked = []
+    buffer_scales = ref.get("buffer_scales") or {}
     for name, (eager, truth) in (ref.get("buffers") or {}).items() if buffers else ():
         got = (saved.get("buffers") or {}).get(name)
-        checked.append(compare(f"buffer {name}", got if got is not None else torch.empty(0), eager, truth, factor))
+        checked.append(compare(f"buffer {name}", got if got is not None else torch.empty(0), eager, truth, factor,
+                               buffer_scales.get(name)))
     failed = [c for c in outputs + checked if not c.passed]
 
     def far(checks) -> bool:
@@ -359,7 +362,8 @@ def _state_findings(sequence: list[dict], timed: dict | None, ref_timed: dict | 
         ran.add("state_over_calls")
         for name, (eager, truth) in ref_timed["buffers"].items():
             got = (timed.get("buffers") or {}).get(name)
-            check = compare(f"buffer {name}", got if got is not None else torch.empty(0), eager, truth, factor)
+            check = compare(f"buffer {name}", got if got is not None else torch.empty(0), eager, truth, factor,
+                            (ref_timed.get("buffer_scales") or {}).get(name))
             if not check.passed:
                 calls = (meta.get("plan") or {}).get("timing") or {}
                 found.append(Finding("state_over_calls", f"after {calls.get('warmup', 0)} warm-up and "

@@ -315,7 +315,7 @@ def _picked(ref: ReferenceData, picks: dict) -> ReferenceData:
     for name, chosen in picks.items():
         pool = "pool_" + name.removeprefix("positions_")
         picked[pool] = {key: [v if c is None else v[c] for v, c in zip(ref.outputs[pool][key], chosen)]
-                        for key in ("eager", "truth")}
+                        for key in ("eager", "truth")} | {"scales": ref.outputs[pool].get("scales")}
     return ReferenceData(ref.meta, ChainMap(picked, ref.outputs), ref.feed, ref.order)
 
 

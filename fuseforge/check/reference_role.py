@@ -47,6 +47,7 @@ from fuseforge.check.timing import Timer, pinned_for_timing, stats, synchronize
 from fuseforge.evaluate import harness
 from fuseforge.evaluate.harness import ReferenceFailed
 from fuseforge.evaluate.random_draws import FORWARD_SEED, Float32Draws
+from fuseforge.evaluate.scales import ScaleTracker
 
 FINGERPRINT_SIZE = 4096  # positions compared per output of a timed call ...
 CANDIDATE_POSITIONS = 4 * FINGERPRINT_SIZE  # ... picked by the grading process among these, per candidate
@@ -166,10 +167,7 @@ class Program:
             # there (the same values, without two more transfers of every input per call)
             eager_inputs = harness.to_device(inputs, self.dev)
             pristine = harness.to_device(eager_inputs, self.dev)
-            torch.manual_seed(FORWARD_SEED)
-            with Float32Draws(), harness.float64_run():
-                truth, _ = harness.forward(self.truth, harness.to_device(eager_inputs, self.dev, torch.float64),
-                                           self.dev, "Model (float64)", ReferenceFailed)
+            truth, scales, buffer_scales = self._truth(eager_inputs)
             torch.manual_seed(FORWARD_SEED)
             if recorder is not None:
                 with recorder:
@@ -184,7 +182,25 @@ class Program:
         aliases = ["input" if o.untyped_storage().data_ptr() in inputs_at else
                    "state" if o.untyped_storage().data_ptr() in state_at else None for o in eager]
         return {"eager": eager, "truth": truth, "is_tuple": is_tuple, "changed": changed, "mutated": mutated,
-                "aliases": aliases}
+                "aliases": aliases, "scales": scales, "buffer_scales": buffer_scales}
+
+    def _truth(self, eager_inputs: list) -> tuple[list, list, dict]:
+        """The float64 outputs, the scale of the values each was computed from and each buffer's (scales.py, as the
+        verifier judges them: an output or a running mean ~0 by cancellation is judged against those values)."""
+        tracker = ScaleTracker()
+        try:
+            torch.manual_seed(FORWARD_SEED)
+            with Float32Draws(), harness.float64_run(), tracker:
+                truth, _ = harness.forward(self.truth, harness.to_device(eager_inputs, self.dev, torch.float64),
+                                           self.dev, "Model (float64)", ReferenceFailed)
+            return truth, [tracker.scale_of(t) for t in truth], \
+                {n: tracker.scale_of(b) for n, b in self.truth.named_buffers()}
+        except ReferenceFailed:  # run it as it is: the error (or the result) is the model's own
+            torch.manual_seed(FORWARD_SEED)
+            with Float32Draws(), harness.float64_run():
+                truth, _ = harness.forward(self.truth, harness.to_device(eager_inputs, self.dev, torch.float64),
+                                           self.dev, "Model (float64)", ReferenceFailed)
+            return truth, [None] * len(truth), {}
 
     def values(self, names) -> dict:
         """Eager's and the truth's values of state entries, on the CPU."""
@@ -255,7 +271,8 @@ class Reference:
         program.note_changes(result["changed"])
         names = sorted(program.mutable)
         outputs = {"eager": result["eager"], "truth": result["truth"], "is_tuple": result["is_tuple"],
-                   "buffers": program.values(names), "changed": result["changed"]}
+                   "buffers": program.values(names), "changed": result["changed"], "scales": result["scales"],
+                   "buffer_scales": {n: result["buffer_scales"].get(n) for n in names}}
         facts = {"output_bytes": [t.numel() * t.element_size() for t in result["eager"]],
                  "mutated_inputs": result["mutated"], "output_aliases": result["aliases"],
                  "input_shapes": [list(x.shape) if isinstance(x, torch.Tensor) else None for x in inputs]}
@@ -339,6 +356,7 @@ class Reference:
         for _ in range(warmup):
             self.step(program, inputs0)
         gen = torch.Generator().manual_seed(secret_seed(self.secret, "positions"))
+        buffer_scales = {}  # the buffers' after the last timed call
         for t in range(size):
             name = f"pool_{t}"
             inputs = self.draw(name)
@@ -346,11 +364,15 @@ class Reference:
             positions = [None if e.numel() <= WHOLE_OUTPUT else draw_positions(e.numel(), CANDIDATE_POSITIONS, gen)
                          for e in result["eager"]]
             self.outputs.write(name, {"eager": [take(e, p) for e, p in zip(result["eager"], positions)],
-                                      "truth": [take(x, p) for x, p in zip(result["truth"], positions)]})
+                                      "truth": [take(x, p) for x, p in zip(result["truth"], positions)],
+                                      "scales": result["scales"]})
+            buffer_scales = result["buffer_scales"]
             del result
             self.give(name, inputs)
             self.give(f"positions_{t}", positions)
-        self.outputs.write("timed_state", {"buffers": program.values(sorted(program.mutable or ()))})
+        names = sorted(program.mutable or ())
+        self.outputs.write("timed_state", {"buffers": program.values(names),
+                                           "buffer_scales": {n: buffer_scales.get(n) for n in names}})
         return {"state": TIMING_STATE, "warmup": warmup, "pool_size": size}
 
 
