@@ -11,6 +11,10 @@ Two rows per shape [N, C, H, W] (or 5-D):
             transpose) as the floor
 Medians of --reps CUDA-event timings, L2 flushed before each; the rate counts one read and one write.
 Every result is compared with PyTorch's values before it is timed. Prints a table last.
+
+    --tile-logs 11,12   our kernels built once per tile size (log2 of a tile's elements, tiles.cuh's FF_TILE_LOG):
+                        the first is the product's; the others' times go in "<key>_log<L>" columns
+    --shapes "128,128,130,130;64,64,128,128"   other shapes than SHAPES
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ def _fmt(dim):
     return torch.channels_last if dim == 4 else torch.channels_last_3d
 
 
-def _build(model, example):
+def _build(model, example, tile_log: int | None = None):
     from test_partition import _captured
     from torch.utils.cpp_extension import load_inline
 
@@ -56,11 +60,30 @@ def _build(model, example):
     (group,) = plan.groups
     ext = generate(plan, captured.graph, f"bench_tiles_{example.dim()}d.py")
     # the pointwise kernel plus ff_channels_last (which a plan adds only for a channels-last convolution)
-    lib = load_inline(name=ext.name + "_cl", cpp_sources=[ext.binding + LAYOUT_BINDING_RUNTIME],
-                      cuda_sources=[ext.cuda + LAYOUT_KERNEL_RUNTIME],
-                      functions=[*ext.functions, "ff_channels_last"], extra_cflags=["-O3"], extra_cuda_cflags=["-O3"],
-                      no_implicit_headers=True)
+    tile = [] if tile_log is None else [f"-DFF_TILE_LOG={tile_log}"]
+    lib = load_inline(name=ext.name + "_cl" + (f"_log{tile_log}" if tile_log else ""),
+                      cpp_sources=[ext.binding + LAYOUT_BINDING_RUNTIME], cuda_sources=[ext.cuda + LAYOUT_KERNEL_RUNTIME],
+                      functions=[*ext.functions, "ff_channels_last"], extra_cflags=["-O3"],
+                      extra_cuda_cflags=["-O3", *tile], no_implicit_headers=True)
     return group, lib
+
+
+def bench_variant(shape, group, lib, reps: int, flush: torch.Tensor, suffix: str) -> dict:
+    """Our two kernels only (ff_channels_last, the tiled epilogue), checked against PyTorch first."""
+    dim, fmt = len(shape), _fmt(len(shape))
+    stream = torch.cuda.current_stream().cuda_stream
+    model = BiasTanhScale(shape[1]).cuda()
+    bias_view = model.bias.detach().view(-1, *[1] * (dim - 2))
+    x = torch.randn(shape, device="cuda")
+    x_cl = x.contiguous(memory_format=fmt)
+    ours_cl = lib.ff_channels_last(x, stream)
+    assert ours_cl.is_contiguous(memory_format=fmt) and torch.equal(ours_cl, x), shape
+    kernel = getattr(lib, group.name)
+    with torch.no_grad():
+        got = kernel(x_cl, bias_view, stream)
+        torch.testing.assert_close(got, model(x), rtol=1e-6, atol=1e-6)
+        return {f"to_cl_ours_ms{suffix}": timed(lambda: lib.ff_channels_last(x, stream), reps, flush),
+                f"epilogue_ours_ms{suffix}": timed(lambda: kernel(x_cl, bias_view, stream), reps, flush)}
 
 
 def bench_shape(shape, group, lib, reps: int, flush: torch.Tensor) -> dict:
@@ -87,6 +110,7 @@ def bench_shape(shape, group, lib, reps: int, flush: torch.Tensor) -> dict:
         row["epilogue_compile_ms"] = timed(lambda: compiled(x_cl), reps, flush)
         row["epilogue_flat_ms"] = timed(lambda: kernel(x, bias_view, stream), reps, flush)
     gbytes = 2 * x.numel() * 4 / 1e9
+    row["gbytes"] = gbytes
     for key in [k for k in row if k.endswith("_ms")]:
         row[key.replace("_ms", "_gbps")] = gbytes / (row[key] / 1e3)
     return row
@@ -96,15 +120,23 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--reps", type=int, default=50)
+    parser.add_argument("--tile-logs", default="")
+    parser.add_argument("--shapes", default="")
     args = parser.parse_args()
+    shapes = [tuple(int(v) for v in s.split(",")) for s in args.shapes.split(";")] if args.shapes else SHAPES
+    logs = [int(v) for v in args.tile_logs.split(",")] if args.tile_logs else [None]
     flush = torch.empty(64 * 2**20, device="cuda")
     built = {}
     rows = []
-    for shape in SHAPES:
+    for shape in shapes:
         dim = len(shape)
-        if dim not in built:
-            built[dim] = _build(BiasTanhScale(3), torch.randn(2, 3, *[5] * (dim - 2)))
-        rows.append(bench_shape(shape, *built[dim], args.reps, flush))
+        for log in logs:
+            if (dim, log) not in built:
+                built[dim, log] = _build(BiasTanhScale(3), torch.randn(2, 3, *[5] * (dim - 2)), log)
+        row = bench_shape(shape, *built[dim, logs[0]], args.reps, flush)
+        for log in logs[1:]:
+            row |= bench_variant(shape, *built[dim, log], args.reps, flush, f"_log{log}")
+        rows.append(row)
         print(json.dumps(rows[-1]), flush=True)
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}
     if args.out:
