@@ -6,93 +6,16 @@ or a running mean of centred values) failed at a floor of 1e-12."""
 import textwrap
 
 import pytest
+from test_evaluate_scales import (  # the verifier's cases of the same rule
+    CENTRED_BATCH_NORM_CANDIDATE,
+    CENTRED_BATCH_NORM_MODEL,
+    EQUAL_TERMS_CANDIDATE,
+    EQUAL_TERMS_MODEL,
+    HEADER,
+)
 
 from fuseforge.check.orchestrate import CheckSettings, check_files, clear_reference_cache
 
-EQUAL_TERMS_MODEL = '''
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def __init__(self, features):
-        super().__init__()
-        self.linear = nn.Linear(features, features)
-
-    def forward(self, x):
-        y = self.linear(x)
-        return y * 2 - y - y  # ~0 by cancellation (exactly 0 in eager)
-
-
-def get_inputs():
-    return [torch.rand(16, 32)]
-
-
-def get_init_inputs():
-    return [32]
-'''
-EQUAL_TERMS_CANDIDATE = '''
-import torch
-import torch.nn as nn
-
-
-class ModelNew(nn.Module):
-    def __init__(self, features):
-        super().__init__()
-        self.linear = nn.Linear(features, features)
-
-    def forward(self, x):
-        y = x @ self.linear.weight.t() + self.linear.bias
-        return {expression}
-'''
-CENTRED_BATCH_NORM_MODEL = '''
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def __init__(self, features):
-        super().__init__()
-        self.linear = nn.Linear(features, features)
-        self.bn = nn.BatchNorm1d(features)
-
-    def forward(self, x):
-        y = self.linear(x) * 8
-        y = y - y.mean(0, keepdim=True)  # each feature's batch mean: ~0 by cancellation
-        return self.bn(y)
-
-
-def get_inputs():
-    return [torch.rand(48, 16)]
-
-
-def get_init_inputs():
-    return [16]
-'''
-CENTRED_BATCH_NORM_CANDIDATE = '''
-import torch
-import torch.nn as nn
-
-
-class ModelNew(nn.Module):
-    def __init__(self, features):
-        super().__init__()
-        self.linear = nn.Linear(features, features)
-        self.bn = nn.BatchNorm1d(features)
-
-    def forward(self, x):
-        y = (x @ self.linear.weight.t() + self.linear.bias) * 8
-        n = y.shape[0]
-        y = y - y.flip(0).sum(0, keepdim=True) / n  # another order of summation
-        mean = y.flip(0).sum(0) / n
-        var = ((y - mean) ** 2).mean(0)
-        m = self.bn.momentum
-        with torch.no_grad():
-            self.bn.running_mean.mul_(1 - m).add_({running_mean})
-            self.bn.running_var.mul_(1 - m).add_(m * var * n / (n - 1))
-            self.bn.num_batches_tracked.add_(1)
-        return (y - mean) * torch.rsqrt(var + self.bn.eps) * self.bn.weight + self.bn.bias
-'''
 SETTINGS = CheckSettings(device="cpu", seeds=1, trials=3, warmup=1, build_timeout_s=120, run_timeout_s=120)
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
@@ -106,8 +29,8 @@ def cache():
 
 def _check(tmp_path, cache, model: str, candidate: str, device: str) -> dict:
     model_path, candidate_path = tmp_path / "model.py", tmp_path / "candidate.py"
-    model_path.write_text(model)
-    candidate_path.write_text(textwrap.dedent(candidate))
+    model_path.write_text(HEADER + textwrap.dedent(model))
+    candidate_path.write_text(HEADER + textwrap.dedent(candidate))
     return check_files(model_path, candidate_path, CheckSettings(**{**SETTINGS.__dict__, "device": device}), cache)
 
 
@@ -132,14 +55,14 @@ def test_a_real_bug_in_an_output_that_is_zero_by_cancellation_is_incorrect(tmp_p
 @pytest.mark.parametrize("device", DEVICES)
 def test_a_running_mean_that_is_zero_by_cancellation_computed_in_another_order_is_correct(tmp_path, cache, device):
     record = _check(tmp_path, cache, CENTRED_BATCH_NORM_MODEL,
-                    CENTRED_BATCH_NORM_CANDIDATE.replace("{running_mean}", "m * mean"), device)
+                    CENTRED_BATCH_NORM_CANDIDATE.format(running_mean="m * mean"), device)
     assert record["verdict"] == "correct", (record["reason"], _decisive(record))
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_a_running_mean_off_by_one_percent_of_its_inputs_is_incorrect(tmp_path, cache, device):
     record = _check(tmp_path, cache, CENTRED_BATCH_NORM_MODEL,
-                    CENTRED_BATCH_NORM_CANDIDATE.replace("{running_mean}", "m * (mean + 0.01 * y.abs().mean())"),
+                    CENTRED_BATCH_NORM_CANDIDATE.format(running_mean="m * (mean + 0.01 * y.abs().mean())"),
                     device)
     assert record["verdict"] == "incorrect", record["reason"]
     assert "running_mean" in record["reason"]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -68,52 +69,51 @@ def _build(model, example, tile_log: int | None = None):
     return group, lib
 
 
-def bench_variant(shape, group, lib, reps: int, flush: torch.Tensor, suffix: str) -> dict:
-    """Our two kernels only (ff_channels_last, the tiled epilogue), checked against PyTorch first."""
-    dim, fmt = len(shape), _fmt(len(shape))
-    stream = torch.cuda.current_stream().cuda_stream
-    model = BiasTanhScale(shape[1]).cuda()
-    bias_view = model.bias.detach().view(-1, *[1] * (dim - 2))
-    x = torch.randn(shape, device="cuda")
-    x_cl = x.contiguous(memory_format=fmt)
-    ours_cl = lib.ff_channels_last(x, stream)
-    assert ours_cl.is_contiguous(memory_format=fmt) and torch.equal(ours_cl, x), shape
-    kernel = getattr(lib, group.name)
-    with torch.no_grad():
-        got = kernel(x_cl, bias_view, stream)
-        torch.testing.assert_close(got, model(x), rtol=1e-6, atol=1e-6)
-        return {f"to_cl_ours_ms{suffix}": timed(lambda: lib.ff_channels_last(x, stream), reps, flush),
-                f"epilogue_ours_ms{suffix}": timed(lambda: kernel(x_cl, bias_view, stream), reps, flush)}
+class Case:
+    """One shape's tensors: x contiguous and channels-last, the bias model; our kernels checked against PyTorch."""
+
+    def __init__(self, shape):
+        dim = len(shape)
+        self.fmt = _fmt(dim)
+        self.stream = torch.cuda.current_stream().cuda_stream
+        self.model = BiasTanhScale(shape[1]).cuda()
+        self.bias_view = self.model.bias.detach().view(-1, *[1] * (dim - 2))
+        self.x = torch.randn(shape, device="cuda")
+        self.x_cl = self.x.contiguous(memory_format=self.fmt)
+
+    def ours(self, group, lib, reps: int, flush: torch.Tensor, suffix: str = "") -> dict:
+        """ff_channels_last and the tiled epilogue (times under `suffix`), each checked against PyTorch first."""
+        x, x_cl, bias_view, stream = self.x, self.x_cl, self.bias_view, self.stream
+        ours_cl = lib.ff_channels_last(x, stream)
+        assert ours_cl.is_contiguous(memory_format=self.fmt) and torch.equal(ours_cl, x), x.shape
+        kernel = getattr(lib, group.name)
+        with torch.no_grad():
+            got = kernel(x_cl, bias_view, stream)
+            assert got.is_contiguous(), x.shape
+            torch.testing.assert_close(got, self.model(x), rtol=1e-6, atol=1e-6)
+            return {f"to_cl_ours_ms{suffix}": timed(lambda: lib.ff_channels_last(x, stream), reps, flush),
+                    f"epilogue_ours_ms{suffix}": timed(lambda: kernel(x_cl, bias_view, stream), reps, flush)}
 
 
-def bench_shape(shape, group, lib, reps: int, flush: torch.Tensor) -> dict:
-    dim, fmt = len(shape), _fmt(len(shape))
-    stream = torch.cuda.current_stream().cuda_stream
-    model = BiasTanhScale(shape[1]).cuda()
-    bias_view = model.bias.detach().view(-1, *[1] * (dim - 2))
-    x = torch.randn(shape, device="cuda")
-    x_cl = x.contiguous(memory_format=fmt)
-    ours_cl = lib.ff_channels_last(x, stream)
-    assert ours_cl.is_contiguous(memory_format=fmt) and torch.equal(ours_cl, x), shape
+def bench_shape(case: Case, group, lib, reps: int, flush: torch.Tensor) -> dict:
+    """Ours (the product's tile size), PyTorch's and compile's, and the flat path's floor."""
+    x, fmt = case.x, case.fmt
     to_cl = torch.compile(lambda t: t.contiguous(memory_format=fmt))
-    row = {"shape": list(shape),
-           "to_cl_ours_ms": timed(lambda: lib.ff_channels_last(x, stream), reps, flush),
+    row = {"shape": list(x.shape), **case.ours(group, lib, reps, flush),
            "to_cl_torch_ms": timed(lambda: x.contiguous(memory_format=fmt), reps, flush),
            "to_cl_compile_ms": timed(lambda: to_cl(x), reps, flush)}
     kernel = getattr(lib, group.name)
     with torch.no_grad():
-        got = kernel(x_cl, bias_view, stream)
-        assert got.is_contiguous(), shape
-        torch.testing.assert_close(got, model(x), rtol=1e-6, atol=1e-6)
-        compiled = torch.compile(model)
-        row["epilogue_ours_ms"] = timed(lambda: kernel(x_cl, bias_view, stream), reps, flush)
-        row["epilogue_compile_ms"] = timed(lambda: compiled(x_cl), reps, flush)
-        row["epilogue_flat_ms"] = timed(lambda: kernel(x, bias_view, stream), reps, flush)
-    gbytes = 2 * x.numel() * 4 / 1e9
-    row["gbytes"] = gbytes
-    for key in [k for k in row if k.endswith("_ms")]:
-        row[key.replace("_ms", "_gbps")] = gbytes / (row[key] / 1e3)
+        compiled = torch.compile(case.model)
+        row["epilogue_compile_ms"] = timed(lambda: compiled(case.x_cl), reps, flush)
+        row["epilogue_flat_ms"] = timed(lambda: kernel(x, case.bias_view, case.stream), reps, flush)
     return row
+
+
+def _rates(row: dict) -> dict:
+    gbytes = 2 * math.prod(row["shape"]) * 4 / 1e9  # one read and one write
+    return row | {"gbytes": gbytes} | {k.replace("_ms", "_gbps"): gbytes / (v / 1e3) for k, v in row.items()
+                                       if k.endswith("_ms") or "_ms_" in k}
 
 
 def main() -> None:
@@ -133,10 +133,12 @@ def main() -> None:
         for log in logs:
             if (dim, log) not in built:
                 built[dim, log] = _build(BiasTanhScale(3), torch.randn(2, 3, *[5] * (dim - 2)), log)
-        row = bench_shape(shape, *built[dim, logs[0]], args.reps, flush)
+        case = Case(shape)
+        row = bench_shape(case, *built[dim, logs[0]], args.reps, flush)
         for log in logs[1:]:
-            row |= bench_variant(shape, *built[dim, log], args.reps, flush, f"_log{log}")
-        rows.append(row)
+            row |= case.ours(*built[dim, log], args.reps, flush, f"_log{log}")
+        rows.append(_rates(row))
+        del case
         print(json.dumps(rows[-1]), flush=True)
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}
     if args.out:
