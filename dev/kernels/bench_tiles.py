@@ -12,8 +12,9 @@ Two rows per shape [N, C, H, W] (or 5-D):
 Medians of --reps CUDA-event timings, L2 flushed before each; the rate counts one read and one write.
 Every result is compared with PyTorch's values before it is timed. Prints a table last.
 
-    --tile-logs 11,12   our kernels built once per tile size (log2 of a tile's elements, tiles.cuh's FF_TILE_LOG):
-                        the first is the product's; the others' times go in "<key>_log<L>" columns
+    --tile-logs 11,12   our kernels built once per tile size (log2 of a tile's elements, replaced in the text of
+                        tiles.cuh for the lab build): the first's times are the main columns, the others' go in
+                        "<key>_log<L>" columns
     --shapes "128,128,130,130;64,64,128,128"   other shapes than SHAPES
 """
 
@@ -31,6 +32,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 
+PRODUCT_TILE = "FF_TILE_ELEMENTS = 2048, FF_TILE_LOG_ELEMENTS = 11"  # fuseforge/cuda/tiles.cuh's tile size
 SHAPES = [(64, 16, 128, 128), (32, 16, 256, 256), (64, 16, 256, 256), (32, 4, 18, 66, 66), (64, 32, 64, 64), (64, 32, 128, 128),
           (64, 64, 128, 128), (8, 5, 100, 100)]
 
@@ -61,11 +63,14 @@ def _build(model, example, tile_log: int | None = None):
     (group,) = plan.groups
     ext = generate(plan, captured.graph, f"bench_tiles_{example.dim()}d.py")
     # the pointwise kernel plus ff_channels_last (which a plan adds only for a channels-last convolution)
-    tile = [] if tile_log is None else [f"-DFF_TILE_LOG={tile_log}"]
+    cuda = ext.cuda + LAYOUT_KERNEL_RUNTIME
+    if tile_log is not None:  # tiles.cuh's tile size, replaced in this lab build's text only
+        assert PRODUCT_TILE in cuda
+        cuda = cuda.replace(PRODUCT_TILE, f"FF_TILE_ELEMENTS = {1 << tile_log}, FF_TILE_LOG_ELEMENTS = {tile_log}")
     lib = load_inline(name=ext.name + "_cl" + (f"_log{tile_log}" if tile_log else ""),
-                      cpp_sources=[ext.binding + LAYOUT_BINDING_RUNTIME], cuda_sources=[ext.cuda + LAYOUT_KERNEL_RUNTIME],
-                      functions=[*ext.functions, "ff_channels_last"], extra_cflags=["-O3"],
-                      extra_cuda_cflags=["-O3", *tile], no_implicit_headers=True)
+                      cpp_sources=[ext.binding + LAYOUT_BINDING_RUNTIME], cuda_sources=[cuda],
+                      functions=[*ext.functions, "ff_channels_last"], extra_cflags=["-O3"], extra_cuda_cflags=["-O3"],
+                      no_implicit_headers=True)
     return group, lib
 
 

@@ -11,12 +11,8 @@
 // 2.3-2.9 TB/s against 1.5-1.9 TB/s scalar; two quads per thread and one tile per block 2.86-2.91 TB/s on
 // [64, 32 or 64, 16384], one quad with 8 blocks per multiprocessor looping over tiles 2.69-2.74, a copy 2.88-2.96.)
 // (an enum: units without a tiled kernel leave them unused, which a constexpr variable would warn about)
-// FF_TILE_LOG: log2 of a tile's elements (a lab build may define it: dev/kernels/bench_tiles.py --tile-logs).
-#ifndef FF_TILE_LOG
-#define FF_TILE_LOG 11
-#endif
 enum : int {
-    FF_TILE_THREADS = 256, FF_TILE_ELEMENTS = 1 << FF_TILE_LOG, FF_TILE_LOG_ELEMENTS = FF_TILE_LOG,
+    FF_TILE_THREADS = 256, FF_TILE_ELEMENTS = 2048, FF_TILE_LOG_ELEMENTS = 11,
     FF_TILE_QUADS = FF_TILE_ELEMENTS / (4 * FF_TILE_THREADS),  // quads per thread
     FF_TILE_SLOTS = FF_TILE_ELEMENTS + 4 * 32,  // width * (span + 4) for width <= 32
 };
