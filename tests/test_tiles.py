@@ -189,3 +189,22 @@ def test_tiles_cover_every_element_once_and_keep_every_lane_busy(checker):
 def test_the_tile_phases_transpose_to_channels_last_and_read_it_back_into_the_same_tile(checker):
     run = subprocess.run([str(checker), "phases"], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0 and "failures 0" in run.stdout, run.stdout
+
+
+def test_the_transpose_lab_compiles_for_hopper_without_spills(tmp_path):
+    """dev/kernels/transpose_lab.cu, the tiles' design lab (run on a GPU by hand): every kernel builds for sm_90a with
+    no spills, the persistent prefetching variant included."""
+    import re
+    import shutil
+    from pathlib import Path
+
+    if shutil.which("nvcc") is None:
+        pytest.skip("needs nvcc")
+    lab = Path(__file__).resolve().parents[1] / "dev" / "kernels" / "transpose_lab.cu"
+    proc = subprocess.run(["nvcc", "-O3", "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas", "-v", "-c", str(lab),
+                           "-o", str(tmp_path / "lab.o")], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    kernels = re.findall(r"Compiling entry function '(\w+)'", proc.stderr)
+    assert any("prefetch_rows_kernel" in k for k in kernels), proc.stderr
+    spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", proc.stderr)
+    assert len(spills) == len(kernels) and all(s == ("0", "0") for s in spills), proc.stderr

@@ -2,6 +2,9 @@
 //
 //   nvcc -O3 -arch=sm_90a -o transpose_lab dev/kernels/transpose_lab.cu && ./transpose_lab
 //
+// (2026-11-28: prefetch_rows_kernel, a persistent grid that loads its next tile while storing this one, with and
+// without the product's kind of epilogue; 93's and 16's tail shapes. Not run on a GPU yet: bench/GPU_RUNS.md.)
+//
 // Which design makes the transposing kernels (ff_channels_last, the pointwise tiled path, the NHWC
 // normalise) run near the copy rate: scalar 4-byte accesses with 8 elements per thread (what the kernels
 // do now), 16-byte accesses on one or both sides, and 16 elements per thread. Tiles are W channels x P
@@ -160,6 +163,61 @@ __global__ void __launch_bounds__(256) vector_rows_kernel(const float* __restric
     }
 }
 
+// To NCHW like vector_rows_kernel, on a persistent grid whose blocks load their next tile's quads into registers
+// before they store this one's (the loads in flight while the stores go out), with the pointwise tanh(x + b[c]) * 0.5
+// of the product's tiled epilogue where kEpilogue (bias: one value per channel). One tile per block (grid = tiles)
+// when launched so: then it is vector_rows_kernel with the epilogue.
+template <int QPT, bool kEpilogue>
+__global__ void __launch_bounds__(256) prefetch_rows_kernel(const float* __restrict__ in, float* __restrict__ out,
+                                                            const float* __restrict__ bias, Geo g) {
+    __shared__ __align__(16) float tile[2048 * QPT];
+    const int qw = g.W / 4, qp = g.P / 4, pitch = g.P + 4;
+    float4 v[QPT];
+    int at[QPT];
+    auto load = [&](int64_t t) {
+        const int64_t s0 = (t % g.st) * g.P, c0 = (t / g.st % g.ct) * g.W, n = t / g.st / g.ct;
+#pragma unroll
+        for (int j = 0; j < QPT; ++j) {
+            const int q = j * 256 + threadIdx.x;
+            const int c = (q % qw) * 4, p = q / qw;
+            const int64_t s = s0 + p, cc = c0 + c;
+            at[j] = s < g.S && cc < g.C ? c * pitch + p : -1;
+            if (at[j] >= 0) v[j] = __ldg(reinterpret_cast<const float4*>(in + (n * g.S + s) * g.C + cc));
+        }
+    };
+    int64_t t = blockIdx.x;
+    if (t < g.count) load(t);
+    for (; t < g.count; t += gridDim.x) {
+        const int64_t s0 = (t % g.st) * g.P, c0 = (t / g.st % g.ct) * g.W, n = t / g.st / g.ct;
+#pragma unroll
+        for (int j = 0; j < QPT; ++j)
+            if (at[j] >= 0) {
+                tile[at[j]] = v[j].x;
+                tile[at[j] + pitch] = v[j].y;
+                tile[at[j] + 2 * pitch] = v[j].z;
+                tile[at[j] + 3 * pitch] = v[j].w;
+            }
+        __syncthreads();
+        if (t + gridDim.x < g.count) load(t + gridDim.x);  // the next tile's loads, in flight during the stores
+#pragma unroll
+        for (int j = 0; j < QPT; ++j) {
+            const int q = j * 256 + threadIdx.x;
+            const int p = (q % qp) * 4, c = q / qp;
+            const int64_t s = s0 + p, cc = c0 + c;
+            if (s < g.S && cc < g.C) {
+                float4 o = *reinterpret_cast<const float4*>(tile + c * pitch + p);
+                if (kEpilogue) {
+                    const float b = __ldg(bias + cc);
+                    o = make_float4(tanhf(o.x + b) * 0.5f, tanhf(o.y + b) * 0.5f, tanhf(o.z + b) * 0.5f,
+                                    tanhf(o.w + b) * 0.5f);
+                }
+                *reinterpret_cast<float4*>(out + (n * g.C + cc) * g.S + s) = o;
+            }
+        }
+        __syncthreads();
+    }
+}
+
 template <class F>
 static float time_ms(F launch, float* flush, size_t flush_bytes) {
     cudaEvent_t a, b;
@@ -184,7 +242,9 @@ static float time_ms(F launch, float* flush, size_t flush_bytes) {
 int main() {
     int sms = 0;
     CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-    const int64_t shapes[][3] = {{64, 16, 16384}, {64, 32, 4096}, {64, 32, 16384}, {64, 64, 16384}, {32, 4, 78408}, {64, 16, 65536}};
+    // the last two: the tails of 93 ([128, 128, 130, 130]) and 16 ([128, 64, 256, 256]), channels-last -> NCHW
+    const int64_t shapes[][3] = {{64, 16, 16384}, {64, 32, 4096}, {64, 32, 16384}, {64, 64, 16384}, {32, 4, 78408},
+                                 {64, 16, 65536}, {128, 128, 16900}, {128, 64, 65536}};
     const size_t flush_bytes = 256u << 20;
     float* flush;
     CHECK(cudaMalloc(&flush, flush_bytes));
@@ -266,6 +326,31 @@ int main() {
                     CHECK(cudaDeviceSynchronize());
                     verify(qpt == 1 ? "rows1x8" : qpt == 2 ? "rows2x8" : qpt == -1 ? "rows1x0" : "rows2x0", ms);
                 }
+                // the persistent grid with the next tile's loads in flight (blocks per SM), then the same with the
+                // epilogue tanh(x + b[c]) * 0.5, against one tile per block with it (x0: the product's shape of work)
+                for (int bps : {4, 6, 8}) {
+                    const Geo g = geo(N, C, S, 2048);
+                    const int blocks = (int)std::min<int64_t>(g.count, (int64_t)sms * bps);
+                    auto launch = [&] { prefetch_rows_kernel<2, false><<<blocks, 256>>>(in, out, nullptr, g); };
+                    const float ms = time_ms(launch, flush, flush_bytes);
+                    launch();
+                    CHECK(cudaDeviceSynchronize());
+                    char name[32];
+                    snprintf(name, sizeof(name), "prefetch2x%d", bps);
+                    verify(name, ms);
+                }
+                float* bias;
+                CHECK(cudaMalloc(&bias, C * 4));
+                CHECK(cudaMemset(bias, 0, C * 4));
+                for (int bps : {0, 6, 8}) {
+                    const Geo g = geo(N, C, S, 2048);
+                    const int blocks = (int)(bps ? std::min<int64_t>(g.count, (int64_t)sms * bps) : g.count);
+                    auto launch = [&] { prefetch_rows_kernel<2, true><<<blocks, 256>>>(in, out, bias, g); };
+                    const float ms = time_ms(launch, flush, flush_bytes);
+                    // the epilogue's values are not the input's: timed only (the layout is prefetch2x's, checked above)
+                    printf("  to_nchw epilogue2x%d   %.3f ms %5.0f GB/s (timed only)\n", bps, ms, gb / ms * 1e3);
+                }
+                CHECK(cudaFree(bias));
             }
         }
         CHECK(cudaFree(in));
