@@ -16,7 +16,8 @@ with L2 flush and reset on a stream taken before the candidate was imported (tim
 measurements (gpu.py: profiler, ceilings, FLOPs), where the output's data comes from (provenance.py);
 the grader (judge.py, evidence.py) compares what they saved, in this process, one call's outputs at a time
 (stored_outputs.py). The fp64 correctness rule
-is the evaluator's (fuseforge/evaluate/numerics.py). The vocabulary of verdicts, cheat kinds and checks
+is the evaluator's (fuseforge/evaluate/numerics.py), with the scale of the values each output and buffer was
+computed from tracked in the reference's float64 run (fuseforge/evaluate/scales.py), as the verifier does. The vocabulary of verdicts, cheat kinds and checks
 is kinds.py; the terminal summary and JSON, report.py.
 
 Verdicts (exactly these strings): "correct", "incorrect", "interface_mismatch", "build_failed",
