@@ -46,8 +46,8 @@ from fuseforge.check.stored_outputs import SAMPLE_PREFIX, OutputWriter, draw_pos
 from fuseforge.check.timing import Timer, pinned_for_timing, stats, synchronize
 from fuseforge.evaluate import harness
 from fuseforge.evaluate.harness import ReferenceFailed
-from fuseforge.evaluate.random_draws import FORWARD_SEED, Float32Draws
-from fuseforge.evaluate.scales import ScaleTracker
+from fuseforge.evaluate.random_draws import FORWARD_SEED
+from fuseforge.evaluate.scales import tracked_truth
 
 FINGERPRINT_SIZE = 4096  # positions compared per output of a timed call ...
 CANDIDATE_POSITIONS = 4 * FINGERPRINT_SIZE  # ... picked by the grading process among these, per candidate
@@ -167,7 +167,7 @@ class Program:
             # there (the same values, without two more transfers of every input per call)
             eager_inputs = harness.to_device(inputs, self.dev)
             pristine = harness.to_device(eager_inputs, self.dev)
-            truth, scales, buffer_scales = self._truth(eager_inputs)
+            truth, scales, buffer_scales = tracked_truth(self.truth, eager_inputs, self.dev)
             torch.manual_seed(FORWARD_SEED)
             if recorder is not None:
                 with recorder:
@@ -183,24 +183,6 @@ class Program:
                    "state" if o.untyped_storage().data_ptr() in state_at else None for o in eager]
         return {"eager": eager, "truth": truth, "is_tuple": is_tuple, "changed": changed, "mutated": mutated,
                 "aliases": aliases, "scales": scales, "buffer_scales": buffer_scales}
-
-    def _truth(self, eager_inputs: list) -> tuple[list, list, dict]:
-        """The float64 outputs, the scale of the values each was computed from and each buffer's (scales.py, as the
-        verifier judges them: an output or a running mean ~0 by cancellation is judged against those values)."""
-        tracker = ScaleTracker()
-        try:
-            torch.manual_seed(FORWARD_SEED)
-            with Float32Draws(), harness.float64_run(), tracker:
-                truth, _ = harness.forward(self.truth, harness.to_device(eager_inputs, self.dev, torch.float64),
-                                           self.dev, "Model (float64)", ReferenceFailed)
-            return truth, [tracker.scale_of(t) for t in truth], \
-                {n: tracker.scale_of(b) for n, b in self.truth.named_buffers()}
-        except ReferenceFailed:  # run it as it is: the error (or the result) is the model's own
-            torch.manual_seed(FORWARD_SEED)
-            with Float32Draws(), harness.float64_run():
-                truth, _ = harness.forward(self.truth, harness.to_device(eager_inputs, self.dev, torch.float64),
-                                           self.dev, "Model (float64)", ReferenceFailed)
-            return truth, [None] * len(truth), {}
 
     def values(self, names) -> dict:
         """Eager's and the truth's values of state entries, on the CPU."""

@@ -48,6 +48,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.weak import WeakTensorKeyDictionary
 
+from fuseforge.evaluate import harness
+from fuseforge.evaluate.harness import ReferenceFailed
+from fuseforge.evaluate.random_draws import FORWARD_SEED, Float32Draws
+
 # Ops whose result has its operands' units and does not grow their rounding errors (slope <= ~1), and
 # whose result is near zero where their operands cancel or are near zero.
 SAME_UNITS = frozenset("""
@@ -203,3 +207,28 @@ def _largest(scales: list[torch.Tensor]) -> torch.Tensor | None:
     for s in scales[1:]:
         best = torch.maximum(best, s.to(device))
     return best
+
+
+def tracked_truth(model, inputs: list, dev) -> tuple[list, list, dict]:
+    """The float64 model's outputs on `inputs` (copied to `dev` in float64), with the scale of the values each output
+    and each buffer was computed from: (truth, [scale or None], {buffer name: scale}); random ops draw what float32
+    draws. The verifier's and the grader's truth both come from here. Where the forward fails under the tracker, the
+    buffers it may have updated are put back and it runs once more without it: the error, or the result, is then the
+    model's own, with no scales."""
+    buffers = {name: b.detach().clone() for name, b in model.named_buffers()}
+    tracker = ScaleTracker()
+    try:
+        torch.manual_seed(FORWARD_SEED)
+        with Float32Draws(), tracker, harness.float64_run():
+            truth, _ = harness.forward(model, harness.to_device(inputs, dev, torch.float64), dev, "Model (float64)",
+                                       ReferenceFailed)
+        return truth, [tracker.scale_of(t) for t in truth], {n: tracker.scale_of(b) for n, b in model.named_buffers()}
+    except ReferenceFailed:
+        with torch.no_grad():
+            for name, b in model.named_buffers():
+                b.copy_(buffers[name])
+        torch.manual_seed(FORWARD_SEED)
+        with Float32Draws(), harness.float64_run():
+            truth, _ = harness.forward(model, harness.to_device(inputs, dev, torch.float64), dev, "Model (float64)",
+                                       ReferenceFailed)
+        return truth, [None] * len(truth), {}

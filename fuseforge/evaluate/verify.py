@@ -72,8 +72,8 @@ from fuseforge.evaluate.harness import (
     ReferenceFailed,
 )
 from fuseforge.evaluate.numerics import FACTOR, FLOOR_ABS, FLOOR_REL, TensorCheck, compare
-from fuseforge.evaluate.random_draws import FORWARD_SEED, Float32Draws
-from fuseforge.evaluate.scales import ScaleTracker
+from fuseforge.evaluate.random_draws import FORWARD_SEED
+from fuseforge.evaluate.scales import tracked_truth
 
 SCHEMA = "fuseforge.verify/1"
 
@@ -140,21 +140,7 @@ def _reference_run(ref, inputs, dev, precision, laps: _Laps, label: str) -> _Ref
     truth_model = harness.as_float64(copy.deepcopy(ref))
     eager_model = ref
     precision.restore()
-    truth_inputs = harness.to_device(inputs, dev, torch.float64)
-    tracker = ScaleTracker()
-    try:
-        torch.manual_seed(FORWARD_SEED)
-        with Float32Draws(), tracker, harness.float64_run():
-            truth, _ = harness.forward(truth_model, truth_inputs, dev, "Model (float64)", ReferenceFailed)
-        scales = [tracker.scale_of(t) for t in truth]
-        buffer_scales = {name: tracker.scale_of(b) for name, b in truth_model.named_buffers()}
-    except ReferenceFailed:  # run it as it is: the error (or the result) is the model's own
-        truth_model = harness.as_float64(copy.deepcopy(ref))
-        torch.manual_seed(FORWARD_SEED)
-        with Float32Draws(), harness.float64_run():
-            truth, _ = harness.forward(truth_model, harness.to_device(inputs, dev, torch.float64), dev,
-                                       "Model (float64)", ReferenceFailed)
-        scales, buffer_scales = [None] * len(truth), {}
+    truth, scales, buffer_scales = tracked_truth(truth_model, inputs, dev)
     laps.lap("truth")
     torch.manual_seed(FORWARD_SEED)
     eager, eager_tuple = harness.forward(eager_model, harness.to_device(inputs, dev), dev, "Model",

@@ -102,13 +102,9 @@ __device__ __forceinline__ Geometry of_class(const Geometry& whole, const Parity
   return g;
 }
 
-// The flat index of the first pixel of this launch's output row (od, oh) in its plane of fd x fh x fw pixels, and of
-// its pixel (od, oh, ow).
-__device__ __forceinline__ long long out_row(const Geometry& g, int od, int oh) {
-  return (static_cast<long long>(od * g.sd + g.rd) * g.fh + (oh * g.sh + g.rh)) * g.fw;
-}
+// The flat index of this launch's output pixel (od, oh, ow) in its plane of fd x fh x fw pixels.
 __device__ __forceinline__ long long out_pixel(const Geometry& g, int od, int oh, int ow) {
-  return out_row(g, od, oh) + (ow * g.sw + g.rw);
+  return (static_cast<long long>(od * g.sd + g.rd) * g.fh + (oh * g.sh + g.rh)) * g.fw + (ow * g.sw + g.rw);
 }
 
 // ------------------------------------------------------------------------------------------- PTX
@@ -277,21 +273,6 @@ struct Mma<128> {
 // the accumulators go to a [kBN][kBM + 4] tile, then each warp stores whole rows of one channel, 32 consecutive
 // pixels a store (128 bytes where bw = 32). A fragment write of lane (g, t) goes to word (8j + 2t + e) * 132 + 16q +
 // g: 2t * 132 = 8t (mod 32), so a warp's 32 writes land in 32 banks. Otherwise straight from the fragment.
-// The accumulator fragments into a [kBN][kBM + 4] tile at `stage` (channel-major: a channel's pixels in a row).
-template <int kBN>
-__device__ __forceinline__ void stage_accumulators(const float (&acc)[kBN / 2], float* stage, int tid) {
-  const int cw = tid >> 7, q = (tid & 127) >> 5, gq = (tid & 31) >> 2, tq = tid & 3;
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int r = 64 * cw + 16 * q + gq + 8 * half;
-#pragma unroll
-    for (int j = 0; j < kBN / 8; ++j) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) stage[(8 * j + 2 * tq + e) * (kBM + 4) + r] = acc[4 * j + 2 * half + e];
-    }
-  }
-}
-
 template <int kBN, bool kStaged, class Epilogue>
 __device__ __forceinline__ void store_tile(float* __restrict__ y, const Geometry& g, const float (&acc)[kBN / 2], int k0,
                                            int ow0, int oh0, int od0, int img, float* stage, int tid, Epilogue& epi) {
@@ -300,7 +281,15 @@ __device__ __forceinline__ void store_tile(float* __restrict__ y, const Geometry
   if constexpr (kStaged) {
     constexpr int kRowStride = kBM + 4;
     asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
-    stage_accumulators<kBN>(acc, stage, tid);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = 64 * cw + 16 * q + gq + 8 * half;
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) stage[(8 * j + 2 * tq + e) * kRowStride + r] = acc[4 * j + 2 * half + e];
+      }
+    }
     asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
     for (int kc = tid >> 5; kc < kBN; kc += kConsumers / 32) {
       const int k = k0 + kc;
@@ -744,7 +733,7 @@ int launch_transposed(const float* x, const float* w, float* w_re, float* y, con
   }
   Geometry whole = g;
   whole.fd = g.od, whole.fh = g.oh, whole.fw = g.ow;
-  return launch<kNchw, kBN, kStages, kMinBlocks, kStaged, Epilogue>(x, w_re, y, whole, epi, stream, &par);
+  return launch<kNchw, kBN, kStages, kMinBlocks, kStaged>(x, w_re, y, whole, epi, stream, &par);
 }
 
 }  // namespace ff_conv_igemm
