@@ -69,13 +69,20 @@ def summary_rows(run: Run) -> list[str]:
 def _cases(verify: dict) -> str:
     """How many verification cases passed, and over what."""
     cases = verify.get("cases", [])
+    magnitudes = set((verify.get("settings") or {}).get("magnitudes") or ())
     ran = [c for c in cases if c.get("passed") is not None]
-    seeds = sorted({c.get("seed") for c in cases})
-    inputs = "/".join(dict.fromkeys(str(c.get("distribution")) for c in cases))
+    main = [c for c in cases if c.get("distribution") not in magnitudes and not c.get("batch")]
+    seeds = sorted({c.get("seed") for c in main})
+    inputs = "/".join(dict.fromkeys(str(c.get("distribution")) for c in main))
+    moved = "/".join(dict.fromkeys(str(c.get("distribution")) for c in cases if c.get("distribution") in magnitudes))
     batches = sorted({c.get("batch") for c in cases if c.get("batch")})
+    skipped = [c for c in cases if c.get("skipped")]
     failed = next((c for c in ran if not c.get("passed")), None)
     return (f"{sum(bool(c.get('passed')) for c in ran)} of {len(ran)} cases passed (seeds "
-            f"{', '.join(map(str, seeds))} × inputs {inputs}" + "".join(f", batch {b}" for b in batches) + ")"
+            f"{', '.join(map(str, seeds))} × inputs {inputs}" + (f", seed 0 at {moved} magnitudes" if moved else "")
+            + "".join(f", batch {b}" for b in batches) + ")"
+            + "".join(f"; {c.get('distribution')}{' / batch ' + str(c['batch']) if c.get('batch') else ''} "
+                      f"skipped: {c.get('reason')}" for c in skipped)
             + (f"; first failure: seed {failed.get('seed')} / {failed.get('distribution')}: {failed.get('reason')}"
                if failed else ""))
 

@@ -248,16 +248,18 @@ def test_the_reference_draws_inputs_on_its_device_and_hands_over_cpu_copies(monk
     asked, drawn, original = [], [], harness.draw_inputs
 
     def draw(progs, seed, distribution="file", batch=None, device=None):
-        asked.append(device)
+        asked.append((device, distribution))
         drawn.extend(original(progs, seed, distribution, batch))
         return list(drawn)
 
     monkeypatch.setattr(reference_role.harness, "draw_inputs", draw)
     job = {"secret": 5, "whole_budget_bytes": 2**30}
     inputs = reference_role.Reference(progs, job, dev, tmp_path).draw("inputs_0", "large")
-    assert asked == [dev]
+    assert asked == [(dev, "large")]
     assert all(x.device.type == "cpu" and x is not d for x, d in zip(inputs, drawn))
-    assert torch.equal(inputs[0], drawn[0] * reference_role.LARGE)
+    assert torch.equal(inputs[0], drawn[0])
+    file_inputs = original(progs, reference_role.secret_seed(5, "inputs_0"), "file", None)
+    assert torch.equal(inputs[0], file_inputs[0] * harness.LARGE)
 
 
 @pytest.mark.gpu

@@ -15,8 +15,8 @@ from fuseforge.check.reference_role import (
     FINGERPRINT_SIZE,
     WHOLE_OUTPUT,
     batch_sizes,
-    magnitude,
 )
+from fuseforge.evaluate.harness import magnitude
 
 MODELS = Path(__file__).parent / "adversarial" / "models"
 

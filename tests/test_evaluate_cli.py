@@ -109,7 +109,7 @@ def test_an_honest_reimplementation_is_correct_with_exit_code_zero(tmp_path, cap
     assert record["schema"] == "fuseforge.verify/1"
     assert record["verdict"] == "correct" and record["reason"] is None
     assert [(c["seed"], c["distribution"]) for c in record["cases"]] == [
-        (s, d) for s in range(3) for d in ("file", "signed")]
+        (s, d) for s in range(3) for d in ("file", "signed")] + [(0, "large"), (0, "tiny"), (0, "shifted")]
     assert record["allclose"] is True
     assert record["worst"]["ratio"] <= 1.0
     assert "verify: correct" in capsys.readouterr().out
@@ -118,7 +118,7 @@ def test_an_honest_reimplementation_is_correct_with_exit_code_zero(tmp_path, cap
 
 def test_the_signed_distribution_redraws_inputs_with_negative_values(tmp_path):
     _, record = _evaluate(tmp_path, LINEAR_MODEL, _linear_candidate(), "--seeds", "1")
-    file_case, signed_case = record["cases"]
+    file_case, signed_case = record["cases"][:2]
     assert file_case["outputs"][0]["truth_rms"] != signed_case["outputs"][0]["truth_rms"]
     assert record["settings"]["distributions"] == ["file", "signed"]
 

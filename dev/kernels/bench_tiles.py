@@ -5,16 +5,20 @@
 Two rows per shape [N, C, H, W] (or 5-D):
   to_cl     a contiguous tensor to channels-last: our ff_channels_last, PyTorch's
             x.contiguous(memory_format=...), torch.compile of that line
-  epilogue  a channels-last tensor through tanh(x + bias) * 0.5 to a contiguous output: our generated
-            pointwise kernel (its tiled path), torch.compile of the same function (its output layout is
-            its own choice), and our kernel on a contiguous input (the flat path: the same bytes, no
-            transpose) as the floor
+  epilogue  a channels-last tensor through an epilogue to a contiguous output: our generated pointwise kernel (its
+            tiled path), torch.compile of the same function (its output layout is its own choice), and our kernel
+            on a contiguous input (the flat path: the same bytes, no transpose) as the floor. The epilogue is
+            tanh(x + bias) * 0.5, or with --epilogue gelu min(x + bias + 0.5, 0) -> exact GELU -> * 2 (erff, as
+            in the conv-transpose + GELU models)
 Medians of --reps CUDA-event timings, L2 flushed before each; the rate counts one read and one write.
 Every result is compared with PyTorch's values before it is timed. Prints a table last.
 
-    --tile-logs 11,12   our kernels built once per tile size (log2 of a tile's elements, replaced in the text of
-                        tiles.cuh for the lab build): the first's times are the main columns, the others' go in
-                        "<key>_log<L>" columns
+    --variants log12,minblocks8,threads128   our kernels also built with the lab's text changes (tiles.cuh and the
+                        generated kernel are unchanged), times in "<key>_<variant>" columns:
+                          log<L>        tiles of 2^L elements (FF_TILE_LOG_ELEMENTS)
+                          minblocks<B>  __launch_bounds__(FF_TILE_THREADS, B) on the tiled kernels (registers capped)
+                          threads128    128 threads a block on tiles of 1024 elements (the same quads per thread)
+                        joined with "+" to combine: minblocks8+threads128
     --shapes "128,128,130,130;64,64,128,128"   other shapes than SHAPES
 """
 
@@ -33,6 +37,9 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 
 PRODUCT_TILE = "FF_TILE_ELEMENTS = 2048, FF_TILE_LOG_ELEMENTS = 11"  # fuseforge/cuda/tiles.cuh's tile size
+PRODUCT_THREADS = "FF_TILE_THREADS = 256"
+PRODUCT_BOUNDS = "__launch_bounds__(FF_TILE_THREADS)"
+PRODUCT_LAUNCH = "const int threads = 256;"
 SHAPES = [(64, 16, 128, 128), (32, 16, 256, 256), (64, 16, 256, 256), (32, 4, 18, 66, 66), (64, 32, 64, 64), (64, 32, 128, 128),
           (64, 64, 128, 128), (8, 5, 100, 100)]
 
@@ -46,11 +53,39 @@ class BiasTanhScale(nn.Module):
         return torch.tanh(x + self.bias.view(-1, *[1] * (x.dim() - 2))) * 0.5
 
 
+class BiasMinGelu(BiasTanhScale):
+    def forward(self, x):
+        x = x + self.bias.view(-1, *[1] * (x.dim() - 2)) + 0.5
+        return nn.functional.gelu(torch.clamp_max(x, 0.0)) * 2.0
+
+
+EPILOGUES = {"tanh": BiasTanhScale, "gelu": BiasMinGelu}
+
+
+def variant_text(cuda: str, variant: str) -> str:
+    """The generated kernels' text with a lab variant's changes (module docstring)."""
+    for part in variant.split("+"):
+        if part.startswith("log"):
+            log = int(part[3:])
+            assert PRODUCT_TILE in cuda
+            cuda = cuda.replace(PRODUCT_TILE, f"FF_TILE_ELEMENTS = {1 << log}, FF_TILE_LOG_ELEMENTS = {log}")
+        elif part.startswith("minblocks"):
+            assert PRODUCT_BOUNDS in cuda
+            cuda = cuda.replace(PRODUCT_BOUNDS, f"__launch_bounds__(FF_TILE_THREADS, {int(part[9:])})")
+        elif part == "threads128":
+            assert PRODUCT_THREADS in cuda and PRODUCT_LAUNCH in cuda
+            cuda = cuda.replace(PRODUCT_THREADS, "FF_TILE_THREADS = 128").replace(PRODUCT_LAUNCH, "const int threads = 128;")
+            cuda = cuda.replace(PRODUCT_TILE, "FF_TILE_ELEMENTS = 1024, FF_TILE_LOG_ELEMENTS = 10")
+        else:
+            raise SystemExit(f"unknown variant {part!r}")
+    return cuda
+
+
 def _fmt(dim):
     return torch.channels_last if dim == 4 else torch.channels_last_3d
 
 
-def _build(model, example, tile_log: int | None = None):
+def _build(model, example, variant: str | None = None):
     from test_partition import _captured
     from torch.utils.cpp_extension import load_inline
 
@@ -64,10 +99,9 @@ def _build(model, example, tile_log: int | None = None):
     ext = generate(plan, captured.graph, f"bench_tiles_{example.dim()}d.py")
     # the pointwise kernel plus ff_channels_last (which a plan adds only for a channels-last convolution)
     cuda = ext.cuda + LAYOUT_KERNEL_RUNTIME
-    if tile_log is not None:  # tiles.cuh's tile size, replaced in this lab build's text only
-        assert PRODUCT_TILE in cuda
-        cuda = cuda.replace(PRODUCT_TILE, f"FF_TILE_ELEMENTS = {1 << tile_log}, FF_TILE_LOG_ELEMENTS = {tile_log}")
-    lib = load_inline(name=ext.name + "_cl" + (f"_log{tile_log}" if tile_log else ""),
+    if variant is not None:  # replaced in this lab build's text only
+        cuda = variant_text(cuda, variant)
+    lib = load_inline(name=ext.name + "_cl" + ("_" + variant.replace("+", "_") if variant else ""),
                       cpp_sources=[ext.binding + LAYOUT_BINDING_RUNTIME], cuda_sources=[cuda],
                       functions=[*ext.functions, "ff_channels_last"], extra_cflags=["-O3"], extra_cuda_cflags=["-O3"],
                       no_implicit_headers=True)
@@ -77,11 +111,11 @@ def _build(model, example, tile_log: int | None = None):
 class Case:
     """One shape's tensors: x contiguous and channels-last, the bias model; our kernels checked against PyTorch."""
 
-    def __init__(self, shape):
+    def __init__(self, shape, epilogue=BiasTanhScale):
         dim = len(shape)
         self.fmt = _fmt(dim)
         self.stream = torch.cuda.current_stream().cuda_stream
-        self.model = BiasTanhScale(shape[1]).cuda()
+        self.model = epilogue(shape[1]).cuda()
         self.bias_view = self.model.bias.detach().view(-1, *[1] * (dim - 2))
         self.x = torch.randn(shape, device="cuda")
         self.x_cl = self.x.contiguous(memory_format=self.fmt)
@@ -125,33 +159,37 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--reps", type=int, default=50)
-    parser.add_argument("--tile-logs", default="")
+    parser.add_argument("--variants", default="")
+    parser.add_argument("--epilogue", choices=sorted(EPILOGUES), default="tanh")
     parser.add_argument("--shapes", default="")
     args = parser.parse_args()
     shapes = [tuple(int(v) for v in s.split(",")) for s in args.shapes.split(";")] if args.shapes else SHAPES
-    logs = [int(v) for v in args.tile_logs.split(",")] if args.tile_logs else [None]
+    variants = [v for v in args.variants.split(",") if v]
+    epilogue = EPILOGUES[args.epilogue]
     flush = torch.empty(64 * 2**20, device="cuda")
     built = {}
     rows = []
     for shape in shapes:
         dim = len(shape)
-        for log in logs:
-            if (dim, log) not in built:
-                built[dim, log] = _build(BiasTanhScale(3), torch.randn(2, 3, *[5] * (dim - 2)), log)
-        case = Case(shape)
-        row = bench_shape(case, *built[dim, logs[0]], args.reps, flush)
-        for log in logs[1:]:
-            row |= case.ours(*built[dim, log], args.reps, flush, f"_log{log}")
+        for variant in [None, *variants]:
+            if (dim, variant) not in built:
+                built[dim, variant] = _build(epilogue(3), torch.randn(2, 3, *[5] * (dim - 2)), variant)
+        case = Case(shape, epilogue)
+        row = {"epilogue": args.epilogue} | bench_shape(case, *built[dim, None], args.reps, flush)
+        for variant in variants:
+            row |= case.ours(*built[dim, variant], args.reps, flush, "_" + variant)
         rows.append(_rates(row))
         del case
         print(json.dumps(rows[-1]), flush=True)
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}
     if args.out:
         args.out.write_text(json.dumps(meta, indent=1))
-    print(f"\n{'shape':<22}{'to_cl ours/torch/compile ms':>32}{'epilogue ours/compile/flat ms':>34}")
+    print(f"\n{'shape':<22}{'to_cl ours/torch/compile ms':>32}{'epilogue ours/compile/flat ms':>34}"
+          + "".join(f"{v:>20}" for v in variants))
     for r in rows:
         print(f"{str(r['shape']):<22}{r['to_cl_ours_ms']:>12.3f}{r['to_cl_torch_ms']:>10.3f}{r['to_cl_compile_ms']:>10.3f}"
-              f"{r['epilogue_ours_ms']:>14.3f}{r['epilogue_compile_ms']:>10.3f}{r['epilogue_flat_ms']:>10.3f}")
+              f"{r['epilogue_ours_ms']:>14.3f}{r['epilogue_compile_ms']:>10.3f}{r['epilogue_flat_ms']:>10.3f}"
+              + "".join(f"{r['epilogue_ours_ms_' + v]:>20.3f}" for v in variants))
 
 
 if __name__ == "__main__":

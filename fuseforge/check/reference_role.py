@@ -45,7 +45,7 @@ from fuseforge.check.guards import OpRecorder
 from fuseforge.check.stored_outputs import SAMPLE_PREFIX, OutputWriter, draw_positions, take
 from fuseforge.check.timing import Timer, pinned_for_timing, stats, synchronize
 from fuseforge.evaluate import harness
-from fuseforge.evaluate.harness import ReferenceFailed
+from fuseforge.evaluate.harness import MAGNITUDES, ReferenceFailed
 from fuseforge.evaluate.random_draws import FORWARD_SEED
 from fuseforge.evaluate.scales import tracked_truth
 
@@ -53,8 +53,6 @@ FINGERPRINT_SIZE = 4096  # positions compared per output of a timed call ...
 CANDIDATE_POSITIONS = 4 * FINGERPRINT_SIZE  # ... picked by the grading process among these, per candidate
 WHOLE_OUTPUT = 16384  # outputs up to this many elements are compared whole on every timed call
 MAX_AUTOTUNE_OFF = "off (no --max-autotune)"
-MAGNITUDES = {"large": "x 2^20", "tiny": "x 2^-20", "shifted": "+ 16 RMS"}
-LARGE, TINY, SHIFT_RMS = 2.0**20, 2.0**-20, 16.0  # fp16 overflows past 65504 and flushes below 6e-8
 SEQUENCE = (("state_seq_a", ("seq_0", "seq_1", "seq_2")), ("state_seq_b", ("seq_3", "seq_4")))
 TIMING_STATE = "state_time"
 
@@ -97,23 +95,6 @@ def _cpu(tensors: list) -> list:
     return [t.detach().to("cpu", copy=True) if isinstance(t, torch.Tensor) else t for t in tensors]
 
 
-def _rms(x: torch.Tensor) -> float:
-    return x.float().square().mean().sqrt().item() if x.numel() else 0.0
-
-
-def magnitude(inputs: list, kind: str) -> list:
-    """The floating inputs scaled (large, tiny) or shifted by 16 times their RMS (shifted)."""
-    def move(x):
-        if not (isinstance(x, torch.Tensor) and x.is_floating_point()):
-            return x
-        if kind == "large":
-            return x * LARGE
-        if kind == "tiny":
-            return x * TINY
-        return x + SHIFT_RMS * max(_rms(x), 1e-3)
-    return [move(x) for x in inputs]
-
-
 def random_state(progs, secret: int, name: str) -> dict:
     """Model's initialisation under a secret seed; parameters and running statistics then moved away from
     any seeded initialisation: constant ones (ones, zeros) scattered, the others jittered."""
@@ -130,7 +111,7 @@ def random_state(progs, secret: int, name: str) -> dict:
             if bool((t == first).all()):
                 t = t * torch.exp(0.25 * noise) if first.item() != 0 else 0.1 * noise
             else:
-                t = t + 0.05 * _rms(t) * noise
+                t = t + 0.05 * harness._rms(t) * noise
         elif key.endswith("num_batches_tracked") and not t.is_floating_point():
             t = torch.full_like(t, int(torch.randint(1, 100, (), generator=gen)))
         state[key] = t
@@ -235,9 +216,7 @@ class Reference:
         """The inputs of item `name`, on the CPU (what the feed hands over): drawn and scaled on the check's device
         (harness.draw_inputs: the GPU's generator, where the file's get_inputs runs there), then copied over; on
         an H100 machine the CPU took 1.0-2.3 s to draw one 268 MB input set."""
-        base = dist if dist in harness.DISTRIBUTIONS else "file"
-        inputs = harness.draw_inputs(self.progs, secret_seed(self.secret, name), base, batch, self.dev)
-        return _cpu(inputs if base == dist else magnitude(inputs, dist))
+        return _cpu(harness.draw_inputs(self.progs, secret_seed(self.secret, name), dist, batch, self.dev))
 
     def state(self, name: str) -> dict:
         if name not in self.feed:

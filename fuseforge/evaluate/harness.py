@@ -34,6 +34,10 @@ from fuseforge.load import LoadError, import_model_file
 INPUT_SEED_OFFSET = 1_000_003
 DISTRIBUTIONS = ("file", "signed")
 SIGNED_SCALE = 4.0
+# The file's inputs at magnitudes that expose a reduced-precision path where the model's own fp32 math stays
+# finite: fp16 overflows past 65504 and flushes below 6e-8, and a large common offset cancels in a mean.
+MAGNITUDES = {"large": "x 2^20", "tiny": "x 2^-20", "shifted": "+ 16 RMS"}
+LARGE, TINY, SHIFT_RMS = 2.0**20, 2.0**-20, 16.0
 _REASON_MAX = 400
 _import_counter = itertools.count()
 
@@ -281,11 +285,29 @@ def _with_batch(progs: Programs, first: list, batch: int) -> list:
             for i, x in enumerate(first)]
 
 
+def _rms(x: torch.Tensor) -> float:
+    return x.float().square().mean().sqrt().item() if x.numel() else 0.0
+
+
+def magnitude(inputs: list, kind: str) -> list:
+    """The floating inputs scaled (large, tiny) or shifted by 16 times their RMS (shifted)."""
+    def move(x):
+        if not (isinstance(x, torch.Tensor) and x.is_floating_point()):
+            return x
+        if kind == "large":
+            return x * LARGE
+        if kind == "tiny":
+            return x * TINY
+        return x + SHIFT_RMS * max(_rms(x), 1e-3)
+    return [move(x) for x in inputs]
+
+
 def draw_inputs(progs: Programs, seed: int, distribution: str = "file", batch: int | None = None,
                 device: torch.device | None = None) -> list:
-    """Inputs: 'file' is get_inputs(); 'signed' redraws floating ones as randn * 4. On the CPU, or with
-    `device` as the default device (module docstring)."""
-    if distribution not in DISTRIBUTIONS:
+    """Inputs: 'file' is get_inputs(); 'signed' redraws floating ones as randn * 4; a MAGNITUDES name moves the
+    file's floating inputs there (`magnitude`). On the CPU, or with `device` as the default device (module
+    docstring)."""
+    if distribution not in DISTRIBUTIONS and distribution not in MAGNITUDES:
         raise ValueError(f"unknown input distribution {distribution!r}")
 
     def draw():
@@ -297,14 +319,14 @@ def draw_inputs(progs: Programs, seed: int, distribution: str = "file", batch: i
         if distribution == "signed":
             inputs = [torch.randn_like(x) * SIGNED_SCALE
                       if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
-        return inputs
+        return magnitude(inputs, distribution) if distribution in MAGNITUDES else inputs
 
     return _on_device_or_cpu(device, draw)
 
 
 def redraws_nothing(inputs: list) -> bool:
-    """True when the 'signed' distribution leaves these inputs as they are (no floating tensor among them):
-    its case is then the 'file' case's very computation."""
+    """True when the 'signed' distribution and the magnitudes leave these inputs as they are (no floating tensor
+    among them): their cases are then the 'file' case's very computation."""
     return not any(isinstance(x, torch.Tensor) and x.is_floating_point() for x in inputs)
 
 

@@ -1,7 +1,10 @@
 """Stage `verify`: does ModelNew compute what Model computes, at least about as accurately as eager fp32?
 
 One case per (seed, input distribution), seeds 0..N-1, distributions "file" (get_inputs()) and "signed"
-(every floating input redrawn as randn_like * 4), plus optionally seed 0 / "file" at another batch size.
+(every floating input redrawn as randn_like * 4); seed 0 at the magnitudes `fuseforge check` also grades
+("large" x 2^20, "tiny" x 2^-20, "shifted" + 16 RMS: harness.MAGNITUDES), each skipped where the model's own
+fp32 math or its float64 truth is not finite there, or where no input is floating; plus optionally seed 0 /
+"file" at another batch size.
 In each case, under `torch.no_grad()` and on the chosen device:
 
 1. `torch.manual_seed(seed)`; `ref = Model(*init)`; `cand = ModelNew(*init)`;
@@ -34,7 +37,7 @@ fails at that size, the case is skipped; if only ModelNew fails, the case fails.
     verdict     "correct" | "incorrect" | "interface_mismatch" | "error"
     reason      one line (null when correct): the first failing case and tensor, or the error
     model, candidate, device, environment (torch/CUDA versions, GPU, precision flags)
-    settings    {seeds, distributions, tolerance_factor, floor_rel, floor_abs, extra_batch,
+    settings    {seeds, distributions, magnitudes, tolerance_factor, floor_rel, floor_abs, extra_batch,
                  input_seed_offset}
     cases       [{seed, distribution, batch (null: the file's), input_shapes, passed (null: skipped),
                   skipped, reason, allclose, outputs: [check], buffers: [check], reused_from (null, or the
@@ -84,6 +87,7 @@ class VerifySettings:
     seeds: int = 3
     factor: float = FACTOR
     extra_batch: int | None = None
+    magnitudes: bool = True  # the seed-0 cases at harness.MAGNITUDES
 
 
 def _describe(outputs: list, is_tuple: bool) -> str:
@@ -164,6 +168,8 @@ def run_case(progs: Programs, settings: VerifySettings, seed: int, distribution:
     inputs = harness.draw_inputs(progs, seed, distribution, batch, dev)
     laps.lap("inputs")
     label = case_label({"seed": seed, "distribution": distribution, "batch": batch})
+    if distribution in harness.MAGNITUDES and harness.redraws_nothing(inputs):
+        return _skipped(seed, distribution, batch, "no floating input to move to other magnitudes")
     key = (seed, batch)
     reference = None
     if same_as is not None and distribution != "file" and harness.redraws_nothing(inputs):
@@ -174,6 +180,9 @@ def run_case(progs: Programs, settings: VerifySettings, seed: int, distribution:
             if same_as is not None and distribution == "file" and harness.redraws_nothing(inputs):
                 same_as[key] = reference
         reused = reference.label if reference.label != label else None
+        if distribution in harness.MAGNITUDES and not _finite(reference.eager + reference.truth):
+            return _skipped(seed, distribution, batch, f"the model's fp32 math is not finite at {distribution} "
+                                                       f"magnitudes ({harness.MAGNITUDES[distribution]})")
         harness.poison(dev, sum(t.numel() * t.element_size() for t in reference.eager))
         torch.manual_seed(FORWARD_SEED)  # random ops draw what eager drew (random_draws.py)
         got, got_tuple = harness.forward(cand_model, harness.to_device(inputs, dev), dev, "ModelNew",
@@ -196,19 +205,30 @@ def run_case(progs: Programs, settings: VerifySettings, seed: int, distribution:
     }
 
 
-def _extra_batch_case(progs: Programs, settings: VerifySettings) -> dict:
-    batch = settings.extra_batch
-    case = {"seed": 0, "distribution": "file", "batch": batch, "input_shapes": None, "allclose": None,
-            "outputs": [], "buffers": [], "reused_from": None, "seconds": {}}
+def _finite(tensors) -> bool:
+    return all(bool(torch.isfinite(t).all()) for t in tensors if isinstance(t, torch.Tensor) and t.is_floating_point())
+
+
+def _skipped(seed: int, distribution: str, batch: int | None, reason: str) -> dict:
+    return {"seed": seed, "distribution": distribution, "batch": batch, "input_shapes": None, "allclose": None,
+            "outputs": [], "buffers": [], "reused_from": None, "seconds": {}, "passed": None, "skipped": True,
+            "reason": reason}
+
+
+def _optional_case(progs: Programs, settings: VerifySettings, distribution: str, batch: int | None,
+                   same_as: dict | None = None) -> dict:
+    """A seed-0 case the model itself may be unable to run (another batch size, another magnitude): skipped
+    then; the candidate failing it fails it."""
     try:
-        return run_case(progs, settings, 0, "file", batch)
+        return run_case(progs, settings, 0, distribution, batch, same_as)
     except InterfaceMismatch:
         raise
     except ReferenceFailed as exc:
-        return case | {"passed": None, "skipped": True, "reason": f"Model itself fails at batch {batch}: {exc}"}
+        where = f"at batch {batch}" if batch else f"at {distribution} magnitudes"
+        return _skipped(0, distribution, batch, f"Model itself fails {where}: {exc}")
     except CandidateFailed as exc:
         traceback.print_exception(exc, file=sys.stderr)
-        return case | {"passed": False, "skipped": False, "reason": str(exc)}
+        return _skipped(0, distribution, batch, str(exc)) | {"passed": False, "skipped": False}
 
 
 def case_label(case: dict) -> str:
@@ -220,9 +240,11 @@ def run_cases(progs: Programs, settings: VerifySettings) -> list[dict]:
     same_as: dict = {}
     cases = [run_case(progs, settings, seed, dist, same_as=same_as)
              for seed in range(settings.seeds) for dist in harness.DISTRIBUTIONS]
+    if settings.magnitudes:
+        cases += [_optional_case(progs, settings, kind, None, same_as) for kind in harness.MAGNITUDES]
     same_as.clear()
     if settings.extra_batch:
-        cases.append(_extra_batch_case(progs, settings))
+        cases.append(_optional_case(progs, settings, "file", settings.extra_batch))
     return cases
 
 
@@ -258,6 +280,7 @@ def _new_record(model_path, candidate_path, settings: VerifySettings) -> dict:
         "model": str(model_path), "candidate": str(candidate_path), "device": str(settings.device),
         "environment": None,
         "settings": {"seeds": settings.seeds, "distributions": list(harness.DISTRIBUTIONS),
+                     "magnitudes": list(harness.MAGNITUDES) if settings.magnitudes else [],
                      "tolerance_factor": settings.factor, "floor_rel": FLOOR_REL, "floor_abs": FLOOR_ABS,
                      "extra_batch": settings.extra_batch, "input_seed_offset": harness.INPUT_SEED_OFFSET},
         "cases": [], "allclose": None, "worst": None, "seconds": None, "wall_s": None,
