@@ -3,7 +3,7 @@
 The pointwise tiled kernel and `ff_channels_last` move [N, C, S] tensors through shared memory one tile
 at a time. A C++ program enumerates every tile of many shapes and checks what the kernels rely on: the
 tiles cover every element exactly once; both orders (along channels, along positions) visit the same
-2048 elements of a tile, eight per thread (two quads), in distinct shared-memory slots inside the buffer; with quads
+FF_TILE_ELEMENTS elements of a tile, eight per thread (two quads), in distinct shared-memory slots inside the buffer; with quads
 (16-byte accesses) only where C and S are multiples of 4 and the data aligned, and then 16-byte aligned
 slots; single elements read along positions hit 32 distinct banks per warp; and no lane idles when C is
 a power of two up to 32 (the reason for the geometry). It also runs FFTiles' memory phases, every thread of
@@ -112,7 +112,7 @@ static void check(int64_t N, int64_t C, int64_t S, bool aligned) {
     }
 }
 
-// Every tile through FFTiles' phases, each phase run by all 256 threads before the next starts.
+// Every tile through FFTiles' phases, each phase run by all FF_TILE_THREADS threads before the next starts.
 template <typename index_t>
 static void check_phases(int64_t N, int64_t C, int64_t S, bool aligned) {
     const FFTiles tiles(N, C, S, aligned);

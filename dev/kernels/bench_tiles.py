@@ -13,12 +13,12 @@ Two rows per shape [N, C, H, W] (or 5-D):
 Medians of --reps CUDA-event timings, L2 flushed before each; the rate counts one read and one write.
 Every result is compared with PyTorch's values before it is timed. Prints a table last.
 
-    --variants log12,minblocks8,threads128   our kernels also built with the lab's text changes (tiles.cuh and the
+    --variants log11,minblocks12,previous   our kernels also built with the lab's text changes (tiles.cuh and the
                         generated kernel are unchanged), times in "<key>_<variant>" columns:
                           log<L>        tiles of 2^L elements (FF_TILE_LOG_ELEMENTS)
-                          minblocks<B>  __launch_bounds__(FF_TILE_THREADS, B) on the tiled kernels (registers capped)
-                          threads128    128 threads a block on tiles of 1024 elements (the same quads per thread)
-                        joined with "+" to combine: minblocks8+threads128
+                          minblocks<B>  the pointwise tiled kernel's quads path compiled for B blocks a multiprocessor
+                          previous      the tiles before 2026-11-28: 256 threads on tiles of 2048, no minimum blocks
+                        joined with "+" to combine: previous+log12
     --shapes "128,128,130,130;64,64,128,128"   other shapes than SHAPES
 """
 
@@ -36,10 +36,9 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 
-PRODUCT_TILE = "FF_TILE_ELEMENTS = 2048, FF_TILE_LOG_ELEMENTS = 11"  # fuseforge/cuda/tiles.cuh's tile size
-PRODUCT_THREADS = "FF_TILE_THREADS = 256"
-PRODUCT_BOUNDS = "__launch_bounds__(FF_TILE_THREADS)"
-PRODUCT_LAUNCH = "const int threads = 256;"
+PRODUCT_TILE = "FF_TILE_ELEMENTS = 1024, FF_TILE_LOG_ELEMENTS = 10"  # fuseforge/cuda/tiles.cuh's tile size
+PRODUCT_THREADS = "FF_TILE_THREADS = 128"
+PRODUCT_BOUNDS = "kQuads && sizeof(index_t) == 4 ? FF_TILE_MIN_BLOCKS : 8"  # the tiled pointwise kernel's minimum blocks
 SHAPES = [(64, 16, 128, 128), (32, 16, 256, 256), (64, 16, 256, 256), (32, 4, 18, 66, 66), (64, 32, 64, 64), (64, 32, 128, 128),
           (64, 64, 128, 128), (8, 5, 100, 100)]
 
@@ -71,11 +70,11 @@ def variant_text(cuda: str, variant: str) -> str:
             cuda = cuda.replace(PRODUCT_TILE, f"FF_TILE_ELEMENTS = {1 << log}, FF_TILE_LOG_ELEMENTS = {log}")
         elif part.startswith("minblocks"):
             assert PRODUCT_BOUNDS in cuda
-            cuda = cuda.replace(PRODUCT_BOUNDS, f"__launch_bounds__(FF_TILE_THREADS, {int(part[9:])})")
-        elif part == "threads128":
-            assert PRODUCT_THREADS in cuda and PRODUCT_LAUNCH in cuda
-            cuda = cuda.replace(PRODUCT_THREADS, "FF_TILE_THREADS = 128").replace(PRODUCT_LAUNCH, "const int threads = 128;")
-            cuda = cuda.replace(PRODUCT_TILE, "FF_TILE_ELEMENTS = 1024, FF_TILE_LOG_ELEMENTS = 10")
+            cuda = cuda.replace(PRODUCT_BOUNDS, part[9:])
+        elif part == "previous":
+            assert PRODUCT_THREADS in cuda and PRODUCT_BOUNDS in cuda and PRODUCT_TILE in cuda
+            cuda = cuda.replace(PRODUCT_THREADS, "FF_TILE_THREADS = 256").replace(f", {PRODUCT_BOUNDS})", ")")
+            cuda = cuda.replace(PRODUCT_TILE, "FF_TILE_ELEMENTS = 2048, FF_TILE_LOG_ELEMENTS = 11")
         else:
             raise SystemExit(f"unknown variant {part!r}")
     return cuda

@@ -4,7 +4,7 @@ A convolution that `layout.py` runs channels-last needs its input channels-last.
 `x.contiguous(memory_format=torch.channels_last)` does it with its generic strided copy (measured on the
 H100 with dev/kernels/profile_kernels.py: 144 us for the 134 MB input of conv2d_batchnorm_relu, where
 torch.compile's transposing kernel takes 90 us). This kernel is a tile transpose per sample: [C, S] ->
-[S, C] through shared memory in `cuda/tiles.cuh`'s `FFTiles` (up to 32 channels x 2048 / width positions, so a
+[S, C] through shared memory in `cuda/tiles.cuh`'s `FFTiles` (up to 32 channels x 1024 / width positions, so a
 4- or 16-channel input leaves no lane idle), reading along positions and writing along channels, both
 coalesced, 16 bytes per access when C and S are multiples of 4 (the phases `FFTiles::load_nchw` and
 `FFTiles::store_channels_last`; the pointwise tiled kernel reads with `FFTiles::load_channels_last`).

@@ -8,8 +8,8 @@ when every dense operand is aligned, one element per step otherwise; operands th
 
 A second kernel, `<name>_tiled_kernel`, runs when the binding's `ff_prepare` finds a channels-last
 operand (NHWC or NDHWC memory of an [N, C, S...] iteration; see runtime.py): reading it in the output's
-order would be strided by C. A block of 8 warps takes a tile of one sample (`cuda/tiles.cuh`'s `FFTiles`: up to
-32 channels x 2048 / width positions, so a 16-channel tensor gets 16 x 128 tiles and no idle lanes; each
+order would be strided by C. A block of 4 warps takes a tile of one sample (`cuda/tiles.cuh`'s `FFTiles`: up to
+32 channels x 1024 / width positions, so a 16-channel tensor gets 16 x 64 tiles and no idle lanes; each
 thread moves eight elements, as two 16-byte accesses on either side when C and S are multiples of 4), reads
 the tiled operand along channels into shared memory with the fixed `FFTiles::load_channels_last` (shared
 with `ff_channels_last`, layout_kernel.py), and then computes and writes the tile along positions, so both
@@ -18,7 +18,9 @@ of one channel, so every other input's four values come from one offset (`ff_loa
 epilogue of dev/kernels/bench_tiles.py took 0.062 ms against the flat path's 0.052, now 0.052). Which
 operand is tiled is a runtime argument; each input is spelled as a choice between the tile and an
 ordinary load, so the operand descriptors are never indexed at run time (no local memory). The tiled
-kernel is compiled once per path (quads or single elements), so each gets the registers it needs.
+kernel is compiled once per path (quads or single elements), so each gets the registers it needs; the quads path
+with 32-bit indices for 16 blocks a multiprocessor (FF_TILE_MIN_BLOCKS: 32 registers; 7-13 % faster than 6
+blocks, tiles.cuh), the others spilled there.
 """
 
 from __future__ import annotations
@@ -139,12 +141,16 @@ def _tiled_kernel(group: KernelGroup) -> str:
         src = f"tiled == {k} ? {ins[k]}.ptr : {src}"
     w = Writer()
     w.line("// Operand `tiled` is channels-last over [N, C, S] (or [C, S]): a block moves one tile (FFTiles: up to")
-    w.line("// 32 channels x 2048 / width positions of one sample) through shared memory, reading along C and")
+    w.line("// 32 channels x 1024 / width positions of one sample) through shared memory, reading along C and")
     w.line("// computing and writing along S; eight elements per thread, as two 16-byte accesses each way when")
     w.line("// tiles.quads. kQuads is tiles.quads: one kernel per path, so that each gets the registers its own")
     w.line("// path needs (with both in one kernel the quads path ran at 64 registers, four blocks per SM).")
+    blocks = "FF_TILE_MIN_BLOCKS" if len(ins) <= 3 else "FF_TILE_MIN_BLOCKS_MANY_INPUTS"
+    w.line(f"// The quads path with 32-bit indices is compiled for {blocks} blocks a multiprocessor (tiles.cuh); the")
+    w.line("// others spilled there, and have 64 registers.")
     w.line("template <bool kQuads, typename index_t>")
-    w.line(f"__global__ void __launch_bounds__(FF_TILE_THREADS) {group.name}_tiled_kernel("
+    w.line(f"__global__ void __launch_bounds__(FF_TILE_THREADS, kQuads && sizeof(index_t) == 4 ? {blocks} : 8) "
+           f"{group.name}_tiled_kernel("
            f"{', '.join(params)}, int tiled, FFTiles tiles) {{")
     with w.indent():
         w.line("__shared__ __align__(16) float tile[FF_TILE_SLOTS];  // [channel][position], rows of tiles.pitch()")
@@ -231,7 +237,7 @@ def _launcher(group: KernelGroup) -> str:
                 w.line(cond)
                 with w.indent():
                     for quads in ("true", "false"):
-                        launch = (f"{group.name}_tiled_kernel<{quads}, {index_t}><<<tiles.blocks(), threads, 0, s>>>"
+                        launch = (f"{group.name}_tiled_kernel<{quads}, {index_t}><<<tiles.blocks(), FF_TILE_THREADS, 0, s>>>"
                                   f"({args}, tiled, tiles);")
                         w.line(f"if (tiles.quads) {launch}" if quads == "true" else f"else {launch}")
             w.line("}")

@@ -1,7 +1,7 @@
 
 // The transposing kernels' tiles over a [N, C, S] space (N == 1 for [C, S]). A tile is `width` channels
-// (C rounded up to a power of two, at most 32) x `span` = 2048 / width positions of one sample, so with
-// fewer than 32 channels it grows along positions instead of leaving lanes idle. A block of 256 threads
+// (C rounded up to a power of two, at most 32) x `span` = 1024 / width positions of one sample, so with
+// fewer than 32 channels it grows along positions instead of leaving lanes idle. A block of 128 threads
 // moves one tile, eight elements per thread: two quads. With `quads` (C and S multiples of 4 and the data
 // 16-byte aligned, decided by the host) a quad is one 16-byte access on either side: four consecutive
 // channels of one position in channels-last memory, four consecutive positions of one channel in NCHW
@@ -9,15 +9,24 @@
 // `span` + 4 positions: a row stays 16-byte aligned and the pad moves the rows' banks apart. The kernels
 // launch one block per tile. (Measured with dev/kernels/transpose_lab.cu on the H100: 16-byte accesses
 // 2.3-2.9 TB/s against 1.5-1.9 TB/s scalar; two quads per thread and one tile per block 2.86-2.91 TB/s on
-// [64, 32 or 64, 16384], one quad with 8 blocks per multiprocessor looping over tiles 2.69-2.74, a copy 2.88-2.96.)
+// [64, 32 or 64, 16384], one quad with 8 blocks per multiprocessor looping over tiles 2.69-2.74, a copy 2.88-2.96;
+// on the H200 a persistent grid that loads its next tile while it stores this one ran 10-25 % slower than one tile
+// per block. Blocks of 128 threads on tiles of 1024, the pointwise tiled kernels compiled for 16 of them a
+// multiprocessor (FF_TILE_MIN_BLOCKS: 2048 threads, 32 registers), measured with dev/kernels/bench_tiles.py on the
+// H200 against 256 threads on tiles of 2048 at 6 blocks: a GELU epilogue 0.778 -> 0.681 ms on [128, 128, 130, 130],
+// 1.489 -> 1.348 on [128, 64, 256, 256], 0.099 -> 0.089 on [64, 32, 128, 128]; tanh(x + b) * 0.5 0.664 -> 0.621,
+// 1.265 -> 1.172, 0.085 -> 0.077; ff_channels_last at 128 threads 0.550 -> 0.537, 1.071 -> 1.061, equal.)
 // (an enum: units without a tiled kernel leave them unused, which a constexpr variable would warn about)
 enum : int {
-    FF_TILE_THREADS = 256, FF_TILE_ELEMENTS = 2048, FF_TILE_LOG_ELEMENTS = 11,
+    FF_TILE_THREADS = 128, FF_TILE_ELEMENTS = 1024, FF_TILE_LOG_ELEMENTS = 10,
     FF_TILE_QUADS = FF_TILE_ELEMENTS / (4 * FF_TILE_THREADS),  // quads per thread
     FF_TILE_SLOTS = FF_TILE_ELEMENTS + 4 * 32,  // width * (span + 4) for width <= 32
+    // The pointwise tiled kernels' blocks a multiprocessor (__launch_bounds__ of the quads path with 32-bit indices):
+    // 16 (32 registers) for at most three inputs; a four-input kernel spilled 64 bytes there: 12 (40 registers).
+    FF_TILE_MIN_BLOCKS = 16, FF_TILE_MIN_BLOCKS_MANY_INPUTS = 12,
 };
-// (Compiling them for 6 blocks per multiprocessor, 40 registers, measured no faster and spilled in
-// convtranspose2d_bias_tanh_scale's 64-bit-index kernel.)
+// (Compiling the 256-thread kernels for 6 blocks per multiprocessor, 40 registers, measured no faster and spilled in
+// convtranspose2d_bias_tanh_scale's 64-bit-index kernel; for 8, 32 registers, 7-9 % faster, less than the above.)
 struct FFTiles {
     int64_t channels, positions, c_tiles, s_tiles, count;
     int log_width, log_span;
@@ -47,8 +56,8 @@ struct FFTiles {
         c0 = (t / s_tiles % c_tiles) << log_width;
         n = t / s_tiles / c_tiles;
     }
-    // Thread x's quads are items x + 256 j of the tile (j < FF_TILE_QUADS), its single elements items
-    // x + 256 j (j < 4 * FF_TILE_QUADS). Quad k along channels (channels-last order): position p, channels
+    // Thread x's quads are items x + FF_TILE_THREADS j of the tile (j < FF_TILE_QUADS), its single elements items
+    // x + FF_TILE_THREADS j (j < 4 * FF_TILE_QUADS). Quad k along channels (channels-last order): position p, channels
     // c .. c + 3; along positions (NCHW order): channel c, positions p .. p + 3. Element e likewise.
     __device__ __forceinline__ static int item(int j) { return j * FF_TILE_THREADS + (int)threadIdx.x; }
     __device__ __forceinline__ void quad_along_channels(int k, int& p, int& c) const {

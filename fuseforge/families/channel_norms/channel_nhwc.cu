@@ -128,8 +128,10 @@ __device__ __forceinline__ void ff_chan_nhwc_apply_tile(const Op& op, const FFCh
     __syncthreads();
 }
 
+// (8 blocks of FF_TILE_THREADS a multiprocessor, 64 registers at most: with no minimum, blocks of 128 threads
+// spilled 12 bytes in the single-element path at 48 registers; for 12 or 16 blocks the normalise spilled too.)
 template <bool kQuads, class Op>
-__global__ void __launch_bounds__(FF_TILE_THREADS) ff_chan_nhwc_apply(Op op, FFChanDims d, const float* norms,
+__global__ void __launch_bounds__(FF_TILE_THREADS, 8) ff_chan_nhwc_apply(Op op, FFChanDims d, const float* norms,
                                                                      FFTiles tiles) {
     __shared__ __align__(16) float tile[FF_TILE_SLOTS];  // [channel][position], rows of tiles.pitch()
     tiles.quads = kQuads;  // a constant for the phases' branches

@@ -13,7 +13,7 @@ full-shape input, the binding takes it as it is (`FFChanDims::nhwc`) and three l
    norm) merges the unit's entries (lane k takes entries k, k + 32, ...; then a fixed shuffle tree), writes
    mean and 1 / sqrt(var + eps) to the workspace, and the per-unit results (running statistics) as
    `runtime.py` does.
-3. normalise + epilogue: one block per tile of `cuda/tiles.cuh`'s `FFTiles` (up to 32 channels x 2048 / width
+3. normalise + epilogue: one block per tile of `cuda/tiles.cuh`'s `FFTiles` (up to 32 channels x 1024 / width
    positions of one sample; the transposing kernels' geometry). The input tile is read along channels
    into shared memory (16 bytes per load when C and positions are multiples of 4 and the data aligned),
    then each thread computes its quads along positions (four positions of one channel: one channel's
