@@ -105,8 +105,36 @@ def _group_nodes(graph: fx.Graph, not_fused: list[WhyNotFused], torch_reason) ->
             for n in groups.pop(old):
                 group_of[n] = other
             groups[other] = merged
+    _keep_float32_boundaries(groups, by_name, not_fused)
     order = {n.name: i for i, n in enumerate(graph.nodes)}
     return [sorted(g, key=order.__getitem__) for g in groups.values()]
+
+
+def _dtype(name: str, by_name) -> torch.dtype | None:
+    meta = tensor_meta(by_name[name])
+    return None if meta is None else meta.dtype
+
+
+def _keep_float32_boundaries(groups: dict[int, set[str]], by_name, not_fused: list[WhyNotFused]) -> None:
+    """A kernel reads and writes float32 memory only. A mask (`x > c`) may live inside a kernel, but a group that
+    would write one for a torch op (`x[x > c] = c`: the mask is an index), or read one another group could not keep
+    in registers, leaves its ops as torch calls; so, in turn, may a group reading what such an op writes."""
+    changed = True
+    while changed:
+        changed = False
+        for gid, members in list(groups.items()):
+            notes = [WhyNotFused(n, user.name, f"{n} is a {_dtype(n, by_name)} value a torch op reads; kernels "
+                                               f"write float32")
+                     for n in _outputs(members, by_name) if _dtype(n, by_name) != torch.float32
+                     for user in by_name[n].users if user.name not in members]
+            notes += [WhyNotFused(arg.name, n, f"{arg.name} is a {_dtype(arg.name, by_name)} tensor in memory; "
+                                               f"kernels read float32")
+                      for n in members for arg in by_name[n].all_input_nodes
+                      if arg.name not in members and _dtype(arg.name, by_name) not in (torch.float32, None)]
+            if notes:
+                not_fused.extend(notes)
+                del groups[gid]
+                changed = True
 
 
 def _kernel_name(nodes: list[str], by_name, taken: set[str]) -> str:

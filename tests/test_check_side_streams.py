@@ -104,6 +104,37 @@ def test_cudnns_legacy_engine_kernels_are_library_kernels_and_excused_like_the_o
     assert _findings(call((13, 14)), None)[0]["kernel_streams"].evidence["kernels"] == [fill, dgrad, fill, dgrad]
 
 
+def _grouped_conv_call(relu_start_ns: int, kernel=FPROP, own_names=()) -> dict:
+    """A channels-last grouped convolution as cuDNN ran it on the H200: each group's kernel on a stream of its own
+    (13, 14; 5 us each, both started at 1 us), then a ReLU on the current stream at `relu_start_ns`."""
+    events = [MARKER, (kernel, 5.0, 13, 2, 1000), (kernel, 5.0, 14, 3, 1000), (RELU, 2.0, 7, 4, relu_start_ns)]
+    return gpu.summarise_kernels(events, list(own_names))
+
+
+def test_a_library_kernel_the_current_stream_waited_for_is_excused_where_the_reference_ran_it_elsewhere():
+    """Catches the false alarm seen on the GPU: a model's grouped conv made channels-last, which cuDNN forks onto
+    two streams and joins, graded cheat:side_stream because the reference's NCHW conv ran on the current stream."""
+    joined = _grouped_conv_call(relu_start_ns=7000)  # the ReLU started after both groups ended (6 us)
+    assert joined["kernels"][0]["end_us"] == pytest.approx(6.0) and joined["kernels"][2]["start_us"] == 7.0
+    found, ran = _findings(joined, _conv_call(cudnn_streams=(7,)))
+    assert found == {} and "kernel_streams" in ran
+    assert evidence.side_stream_split(joined, None) == ([], [FPROP, FPROP])
+
+
+def test_a_library_kernel_still_running_when_the_current_stream_went_on_is_a_cheat():
+    racing = _grouped_conv_call(relu_start_ns=3000)  # the ReLU did not wait: the groups ran until 6 us
+    found, _ = _findings(racing, _conv_call(cudnn_streams=(7,)))
+    assert found["kernel_streams"].evidence == {"kernels": [FPROP, FPROP], "excused": []}
+    alone = gpu.summarise_kernels([MARKER, (FPROP, 5.0, 13, 2, 1000)], [])  # nothing after it on the stream
+    assert evidence.side_stream_split(alone, None) == ([FPROP], [])
+
+
+def test_the_candidates_own_kernel_is_a_cheat_on_a_side_stream_even_when_the_current_stream_waited_for_it():
+    joined = _grouped_conv_call(relu_start_ns=7000, kernel=OWN, own_names=["fused_bias_relu_kernel"])
+    found, _ = _findings(joined, None, claims_kernels=True)
+    assert found["kernel_streams"].evidence["kernels"] == [OWN, OWN]
+
+
 def test_a_wall_time_gap_names_an_unexcused_side_stream_kernel_and_stays_a_side_stream_finding():
     timing = {"ms": [0.01] * 5, "wall_ms": [2.0] * 5, "l2_left": [], "l2_control": True}
     candidate = _conv_call(extra=[(OWN, 20)], own_names=["fused_bias_relu_kernel"])

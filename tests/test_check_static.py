@@ -108,6 +108,18 @@ def test_kernel_names_are_read_from_global_functions_templates_and_launch_bounds
     assert kernel_names(source) == ["tiled_gemm", "bias_relu"]
 
 
+def test_kernel_names_are_read_past_launch_attributes_with_parentheses_inside():
+    """Catches an honest tiled kernel counted as not the candidate's own (graded `cheat:torch_fallback`, seen on the
+    GPU with fuseforge's own ModelNew) because its launch bounds hold a `sizeof(...)`."""
+    source = """
+    template <bool kQuads, typename index_t>
+    __global__ void __launch_bounds__(128, kQuads && sizeof(index_t) == 4 ? 16 : 8) fused_relu_tiled_kernel(float* y) {}
+    __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__((256)) paired(float* y) {}
+    __global__ void __maxnreg__(64) lean(float* y) {}
+    """
+    assert kernel_names(source) == ["fused_relu_tiled_kernel", "paired", "lean"]
+
+
 def test_kernels_in_a_cu_file_the_candidate_names_are_collected_but_not_judged(tmp_path):
     (tmp_path / "k.cu").write_text("__global__ void side(float* x) { cudaStreamCreate(0); }")
     report = analyse("from torch.utils.cpp_extension import load\next = load(name='k', sources=['k.cu'])\n",

@@ -125,6 +125,33 @@ def test_ops_on_integer_tensors_stay_torch_calls():
 
 
 
+class MaskAsIndex(nn.Module):
+    def forward(self, x):
+        x = torch.tanh(x) * 2.0
+        x[x > 1.5] = 1.5  # the mask is an index of a torch op
+        return torch.where(x > 0.5, x, -x)  # this mask stays inside a kernel
+
+
+def _float32_boundaries(plan, graph) -> list[str]:
+    meta = {n.name: n.meta.get("val") for n in graph.nodes}
+    names = [v for g in plan.groups for v in g.inputs + g.outputs]
+    return [v for v in names if getattr(meta[v], "dtype", torch.float32) != torch.float32]
+
+
+def test_a_mask_a_torch_op_reads_stays_a_torch_call_and_kernels_read_and_write_float32_only():
+    """Catches a kernel writing a bool mask as float32 for `x[x > c] = c` (index_put: "tensors used as indices must
+    be long, int, byte or bool tensors", seen on the GPU), or reading one from memory as float32."""
+    captured = _captured(MaskAsIndex(), torch.randn(4, 8))
+    plan = partition(captured.graph)
+    assert _float32_boundaries(plan, captured.graph) == []
+    in_kernels = {n for g in plan.groups for n in g.nodes}
+    (index_put,) = [n for n in captured.graph.nodes if n.target is torch.ops.aten.index_put.default]
+    (mask,) = [a.name for a in index_put.args[1]]
+    assert mask not in in_kernels
+    assert any(w.producer == mask and "kernels write float32" in w.reason for w in plan.not_fused)
+    assert any(n.startswith("tanh") for n in in_kernels) and any(n.startswith("where") for n in in_kernels)
+
+
 class Aliases(nn.Module):
     def forward(self, x, y):
         z = torch.multiply(torch.subtract(x, y), 2.0)

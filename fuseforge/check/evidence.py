@@ -106,18 +106,37 @@ def worker_findings(facts: dict, ref_meta: dict, claims_kernels: bool, device: s
     return found, ran
 
 
+def _joined(kernel: dict, profile: dict) -> bool:
+    """A side-stream kernel the current stream waited for: a later kernel on the current stream started after it
+    ended, so the call's end event, recorded on that stream, comes after it (what a library's fork and join does).
+    Unknown (False) for profiles without kernel times."""
+    end = kernel.get("end_us")
+    return end is not None and any(k["stream"] == profile.get("main_stream") and k.get("start_us") is not None
+                                   and k["start_us"] >= end for k in profile.get("kernels") or [])
+
+
 def side_stream_split(profile: dict, reference: dict | None) -> tuple[list, list]:
     """The candidate's side-stream kernels as (unexcused, excused). A library kernel (gpu.classify) is excused as
     many times as the reference's own profiled call ran a kernel of that name on a side stream: torch's vendor
     libraries run some calls on streams of their own (cuDNN's conv3d on an H200), and the model does the same.
-    The candidate's own kernels and unknown ones never are; nor is anything without the reference's profile."""
+    A library kernel the current stream waited for (`_joined`) is excused too: its time is inside the call's events
+    (cuDNN runs a channels-last grouped convolution's groups on streams of its own, and joins them). The
+    candidate's own kernels and unknown ones never are; nor is a library kernel on a side stream that the current
+    stream did not wait for, unless the reference ran it so."""
     reference = reference or {}
     allowance = Counter(reference.get("side_stream_kernels") or [] if reference.get("available") else [])
-    owners = {k["name"]: k["owner"] for k in profile.get("kernels") or []}
+    main = profile.get("main_stream")
+    side = [k for k in profile.get("kernels") or [] if k["stream"] != main]
+    if len(side) != len(profile.get("side_stream_kernels") or []):  # a profile written without the kernels' streams
+        owners = {k["name"]: k["owner"] for k in profile.get("kernels") or []}
+        side = [{"name": n, "owner": owners.get(n)} for n in profile.get("side_stream_kernels") or []]
     unexcused, excused = [], []
-    for name in profile.get("side_stream_kernels") or []:
-        if owners.get(name) == "library" and allowance[name] > 0:
+    for kernel in side:
+        name = kernel["name"]
+        if kernel["owner"] == "library" and allowance[name] > 0:
             allowance[name] -= 1
+            excused.append(name)
+        elif kernel["owner"] == "library" and _joined(kernel, profile):
             excused.append(name)
         else:
             unexcused.append(name)
@@ -157,7 +176,7 @@ def _gpu_findings(facts: dict, claims_kernels: bool, device: str, ran: set, refe
         ran |= {"kernel_streams", "own_kernel_share"}
         if unexcused:
             also = f" ({len(excused)} library kernel(s) on side streams excused: the reference ran them there " \
-                   "too)" if excused else ""
+                   "too, or the current stream waited for them)" if excused else ""
             found.append(Finding("kernel_streams", f"kernel {unexcused[0]} ran on a side stream{also}",
                                  evidence={"kernels": unexcused[:10], "excused": excused[:10]}))
         if claims_kernels and profile["own_us"] == 0:

@@ -7,7 +7,9 @@ like a library kernel, and "unknown" otherwise (counted as own only when the can
 not known). A kernel on a stream other than the
 marker's ran on a side stream. The reference's call is profiled the same way (reference_role.py), so that
 library kernels the model itself runs on side streams (cuDNN does for some convolutions) are excused in a
-candidate (evidence.side_stream_split); the candidate's own and unknown kernels never are.
+candidate (evidence.side_stream_split), as are library kernels the current stream waited for (a later kernel of
+its started after they ended: cuDNN's grouped convolutions in channels-last fork and join so); the candidate's own
+and unknown kernels never are.
 
 `measure_ceilings` measures the device's copy bandwidth and its TF32 tensor-core matmul rate (the fastest
 any fp32-class kernel could go: 3xTF32 needs three such products), `count_flops` the model's FLOPs with
@@ -49,9 +51,11 @@ def summarise_kernels(events: list[tuple[str, float, int, int, int]], own_names:
     if not events:
         return {"available": False, "reason": "the profiler saw no CUDA kernel"}
     events = sorted(events, key=lambda e: (e[3], e[4]))
-    main_stream = events[0][2]
-    kernels = [{"name": name[:200], "us": us, "stream": stream, "owner": classify(name, own_names)}
-               for name, us, stream, _, _ in events[1:]]
+    main_stream, origin = events[0][2], events[0][4]
+    # start_us, end_us: from the marker's start (the profiler's clock is one for all streams)
+    kernels = [{"name": name[:200], "us": us, "stream": stream, "owner": classify(name, own_names),
+                "start_us": round((start - origin) / 1e3, 3), "end_us": round((start - origin) / 1e3 + us, 3)}
+               for name, us, stream, _, start in events[1:]]
     total = sum(k["us"] for k in kernels)
     # With the candidate's kernel names known, only those count as its own; without, anything that does
     # not look like a library kernel does.

@@ -52,13 +52,29 @@ GRADER_PATHS = re.compile(r"/proc/(?:\d+|self/(?:mem|fd|environ)|thread-self/mem
                           r"\bcandidate\.events\b|\bpositions\.pt\b|fuseforge-(?:check|reference)-")
 GRADER_CALLS = {"os.getppid", "psutil.Process", "os.getpgid", "os.getsid"}
 _KERNEL = re.compile(r"__global__\s+(?:[\w:<>,*&\s]+?\s+)?(\w+)\s*\(")
-_LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^)]*\)")
+_ATTRIBUTE = re.compile(r"\b(?:__launch_bounds__|__cluster_dims__|__maxnreg__)\s*\(")
 NATIVE_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".h")
+
+
+def _without_attributes(text: str) -> str:
+    """The text without its kernels' launch attributes, `__launch_bounds__(...)` and the like, whose arguments may
+    hold parentheses of their own (`__launch_bounds__(256, sizeof(T) == 4 ? 8 : 4)`)."""
+    out, at = [], 0
+    for match in _ATTRIBUTE.finditer(text):
+        if match.start() < at:
+            continue
+        depth, end = 1, match.end()
+        while end < len(text) and depth:
+            depth += {"(": 1, ")": -1}.get(text[end], 0)
+            end += 1
+        out.append(text[at:match.start()])
+        at = end
+    return "".join(out) + text[at:]
 
 
 def kernel_names(text: str) -> list[str]:
     """Names of the `__global__` functions defined in CUDA source text."""
-    return _KERNEL.findall(_LAUNCH_BOUNDS.sub("", text)) if "__global__" in text else []
+    return _KERNEL.findall(_without_attributes(text)) if "__global__" in text else []
 
 
 def docstring_ids(tree: ast.AST) -> set[int]:
