@@ -18,6 +18,10 @@ Every result is compared with PyTorch's values before it is timed. Prints a tabl
                           log<L>        tiles of 2^L elements (FF_TILE_LOG_ELEMENTS)
                           minblocks<B>  the pointwise tiled kernel's quads path compiled for B blocks a multiprocessor
                           previous      the tiles before 2026-11-28: 256 threads on tiles of 2048, no minimum blocks
+                          magicdiv      the flat path's operand offsets (ff_offset) with 32-bit indices divide by
+                                        each dim's size as a multiply-high and a shift, the divisors' magic numbers
+                                        computed by the binding (FFShape), instead of a division and a remainder;
+                                        the flat path is timed per variant too
                         joined with "+" to combine: previous+log12
     --shapes "128,128,130,130;64,64,128,128"   other shapes than SHAPES
 """
@@ -39,6 +43,35 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 PRODUCT_TILE = "FF_TILE_ELEMENTS = 1024, FF_TILE_LOG_ELEMENTS = 10"  # fuseforge/cuda/tiles.cuh's tile size
 PRODUCT_THREADS = "FF_TILE_THREADS = 128"
 PRODUCT_BOUNDS = "kQuads && sizeof(index_t) == 4 ? FF_TILE_MIN_BLOCKS : 8"  # the tiled pointwise kernel's minimum blocks
+# magicdiv: FFShape's fields (cuda/types.cuh), the binding's shape (cuda/binding.h), ff_offset's step (cuda/pointwise.cu)
+SHAPE_FIELDS = "    int64_t inner;               // size[rank - 1] (1 for rank 0): kernels never index the arrays by rank,\n"
+MAGIC_FIELDS = SHAPE_FIELDS + """    uint32_t magic[FF_MAX_RANK]; // (lab) i / size[d] == (__umulhi(i, magic[d]) + i) >> shift[d] for i < 2^31
+    int shift[FF_MAX_RANK];
+"""
+BINDING_SIZES = "    for (size_t d = 0; d < dims.size(); ++d) call.shape.size[d] = dims[d];\n"
+MAGIC_SIZES = BINDING_SIZES + """    for (size_t d = 0; d < dims.size(); ++d) {  // (lab) the divisors of the 32-bit index path
+        int shift = 0;
+        while (shift < 32 && ((int64_t)1 << shift) < dims[d]) ++shift;
+        const uint64_t one = 1;
+        call.shape.shift[d] = shift;
+        call.shape.magic[d] = dims[d] < ((int64_t)1 << 31)
+            ? (uint32_t)(((one << 32) * ((one << shift) - (uint64_t)dims[d])) / (uint64_t)dims[d] + 1) : 0u;
+    }
+"""
+OFFSET_STEP = """            const index_t size = (index_t)shape.size[d];
+            offset += (int64_t)(i % size) * op.stride[d];
+            i /= size;
+"""
+MAGIC_STEP = """            const index_t size = (index_t)shape.size[d];
+            if constexpr (sizeof(index_t) == 4) {
+                const uint32_t q = (__umulhi((uint32_t)i, shape.magic[d]) + (uint32_t)i) >> shape.shift[d];
+                offset += (int64_t)((uint32_t)i - q * (uint32_t)size) * op.stride[d];
+                i = (index_t)q;
+            } else {
+                offset += (int64_t)(i % size) * op.stride[d];
+                i /= size;
+            }
+"""
 SHAPES = [(64, 16, 128, 128), (32, 16, 256, 256), (64, 16, 256, 256), (32, 4, 18, 66, 66), (64, 32, 64, 64), (64, 32, 128, 128),
           (64, 64, 128, 128), (8, 5, 100, 100)]
 
@@ -71,6 +104,10 @@ def variant_text(cuda: str, variant: str) -> str:
         elif part.startswith("minblocks"):
             assert PRODUCT_BOUNDS in cuda
             cuda = cuda.replace(PRODUCT_BOUNDS, part[9:])
+        elif part == "magicdiv":  # the kernels' text has the shape and the offsets, the binding's the shape and sizes
+            assert SHAPE_FIELDS in cuda and (OFFSET_STEP in cuda or BINDING_SIZES in cuda), "the product's text changed"
+            for old, new in ((SHAPE_FIELDS, MAGIC_FIELDS), (BINDING_SIZES, MAGIC_SIZES), (OFFSET_STEP, MAGIC_STEP)):
+                cuda = cuda.replace(old, new)
         elif part == "previous":
             assert PRODUCT_THREADS in cuda and PRODUCT_BOUNDS in cuda and PRODUCT_TILE in cuda
             cuda = cuda.replace(PRODUCT_THREADS, "FF_TILE_THREADS = 256").replace(f", {PRODUCT_BOUNDS})", ")")
@@ -98,10 +135,13 @@ def _build(model, example, variant: str | None = None):
     ext = generate(plan, captured.graph, f"bench_tiles_{example.dim()}d.py")
     # the pointwise kernel plus ff_channels_last (which a plan adds only for a channels-last convolution)
     cuda = ext.cuda + LAYOUT_KERNEL_RUNTIME
-    if variant is not None:  # replaced in this lab build's text only
+    binding = ext.binding + LAYOUT_BINDING_RUNTIME
+    if variant is not None:  # replaced in this lab build's text only (both units: FFShape is shared)
         cuda = variant_text(cuda, variant)
+        if "magicdiv" in variant.split("+"):
+            binding = variant_text(binding, "magicdiv")
     lib = load_inline(name=ext.name + "_cl" + ("_" + variant.replace("+", "_") if variant else ""),
-                      cpp_sources=[ext.binding + LAYOUT_BINDING_RUNTIME], cuda_sources=[cuda],
+                      cpp_sources=[binding], cuda_sources=[cuda],
                       functions=[*ext.functions, "ff_channels_last"], extra_cflags=["-O3"], extra_cuda_cflags=["-O3"],
                       no_implicit_headers=True)
     return group, lib
@@ -129,8 +169,10 @@ class Case:
             got = kernel(x_cl, bias_view, stream)
             assert got.is_contiguous(), x.shape
             torch.testing.assert_close(got, self.model(x), rtol=1e-6, atol=1e-6)
+            torch.testing.assert_close(kernel(x, bias_view, stream), self.model(x), rtol=1e-6, atol=1e-6)  # flat
             return {f"to_cl_ours_ms{suffix}": timed(lambda: lib.ff_channels_last(x, stream), reps, flush),
-                    f"epilogue_ours_ms{suffix}": timed(lambda: kernel(x_cl, bias_view, stream), reps, flush)}
+                    f"epilogue_ours_ms{suffix}": timed(lambda: kernel(x_cl, bias_view, stream), reps, flush),
+                    f"epilogue_flat_ms{suffix}": timed(lambda: kernel(x, bias_view, stream), reps, flush)}
 
 
 def bench_shape(case: Case, group, lib, reps: int, flush: torch.Tensor) -> dict:
@@ -140,11 +182,9 @@ def bench_shape(case: Case, group, lib, reps: int, flush: torch.Tensor) -> dict:
     row = {"shape": list(x.shape), **case.ours(group, lib, reps, flush),
            "to_cl_torch_ms": timed(lambda: x.contiguous(memory_format=fmt), reps, flush),
            "to_cl_compile_ms": timed(lambda: to_cl(x), reps, flush)}
-    kernel = getattr(lib, group.name)
     with torch.no_grad():
         compiled = torch.compile(case.model)
         row["epilogue_compile_ms"] = timed(lambda: compiled(case.x_cl), reps, flush)
-        row["epilogue_flat_ms"] = timed(lambda: kernel(x, case.bias_view, case.stream), reps, flush)
     return row
 
 
