@@ -3,15 +3,11 @@ a candidate right on the file's inputs but not there is incorrect, so what `opti
 magnitude cases too; where the model's own fp32 math is not finite there, or no input is floating, the case is
 skipped and says why."""
 
-import json
-import textwrap
-
 import torch
+from test_evaluate_cases import _verify as verify_on_the_cpu
 
 from fuseforge.evaluate import harness
-from fuseforge.evaluate.cli import main
 
-HEADER = "import torch\nimport torch.nn as nn\n\n"
 SOFTMAX_MODEL = """
 class Model(nn.Module):
     def forward(self, x):
@@ -105,13 +101,7 @@ class ModelNew(nn.Module):
 
 
 def _verify(tmp_path, model: str, candidate: str, *extra: str) -> dict:
-    model_path, cand_path = tmp_path / "model.py", tmp_path / "candidate.py"
-    model_path.write_text(HEADER + textwrap.dedent(model))
-    cand_path.write_text(HEADER + textwrap.dedent(candidate))
-    out = tmp_path / "out"
-    main([str(model_path), str(cand_path), "--out", str(out), "--device", "cpu", "--skip-bench", "--seeds", "1",
-          *extra])
-    return json.loads((out / "50_verify.json").read_text())
+    return verify_on_the_cpu(tmp_path, model, candidate, "--seeds", "1", *extra)
 
 
 def _by_distribution(record: dict) -> dict:
