@@ -152,6 +152,25 @@ def test_a_mask_a_torch_op_reads_stays_a_torch_call_and_kernels_read_and_write_f
     assert any(n.startswith("tanh") for n in in_kernels) and any(n.startswith("where") for n in in_kernels)
 
 
+def test_the_cpu_check_runs_a_kernel_as_it_reads_and_writes_float32_only():
+    """Catches what the GPU found first: the CPU float64 check ran a mask kernel's output as bool, where the kernel
+    writes float32 values, so a plan that made a mask of an index passed on the CPU and failed on the GPU."""
+    from fuseforge.evaluate.cpu_check import run_kernel_reference
+    from fuseforge.plan import KernelGroup
+
+    captured = _captured(MaskAsIndex(), torch.randn(4, 8))
+    by_name = {n.name: n for n in captured.graph.nodes}
+    (index_put,) = [n for n in captured.graph.nodes if n.target is torch.ops.aten.index_put.default]
+    mask = index_put.args[1][0]
+    (source,) = mask.all_input_nodes
+    as_a_kernel = KernelGroup("fused_gt", (mask.name,), (source.name,), (mask.name,), (4, 8))
+    written = run_kernel_reference(as_a_kernel, by_name, {source.name: torch.randn(4, 8, dtype=torch.float64)})
+    assert written[mask.name].dtype == torch.float64
+    reading = KernelGroup("fused_where", (mask.name,), (source.name,), (mask.name,), (4, 8))
+    with pytest.raises(RuntimeError, match="inputs must be float32, got torch.bool"):
+        run_kernel_reference(reading, by_name, {source.name: torch.ones(4, 8, dtype=torch.bool)})
+
+
 class Aliases(nn.Module):
     def forward(self, x, y):
         z = torch.multiply(torch.subtract(x, y), 2.0)

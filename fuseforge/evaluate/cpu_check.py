@@ -71,7 +71,12 @@ def _run_node(node: fx.Node, env: dict[str, object]):
 def run_kernel_reference(group: KernelGroup, by_name: dict[str, fx.Node], inputs: dict[str, object]) -> dict:
     """The kernel's reference implementation: its ops with torch, on its declared inputs only. Its tensor outputs
     are contiguous, as every generated kernel writes them whatever the layout of its inputs (a view of the output
-    after it relies on that: a pool's reference over a strided slice, for one, is not)."""
+    after it relies on that: a pool's reference over a strided slice, for one, is not), and floating: a kernel writes
+    float32 values (a mask written by a kernel is no index for a torch op after it), as it reads float32 inputs only
+    (the binding refuses any other, and so does this)."""
+    for name, value in inputs.items():
+        if isinstance(value, torch.Tensor) and not value.is_floating_point():
+            raise RuntimeError(f"{group.name}: inputs must be float32, got {value.dtype} for {name}")
     local = dict(inputs)
     references = group.family.references(group) if group.family is not None else {}
     if group.family is not None:
@@ -81,7 +86,13 @@ def run_kernel_reference(group: KernelGroup, by_name: dict[str, fx.Node], inputs
             local[name] = references[name](local)
         else:
             local[name] = _run_node(by_name[name], local)
-    return {o: local[o].contiguous() if isinstance(local[o], torch.Tensor) else local[o] for o in group.outputs}
+    return {o: _as_written(local[o]) for o in group.outputs}
+
+
+def _as_written(value):
+    if not isinstance(value, torch.Tensor):
+        return value
+    return value.contiguous() if value.is_floating_point() else value.to(torch.float64, memory_format=torch.contiguous_format)
 
 
 def run_plan(captured: Captured, plan: Plan, state: dict[str, torch.Tensor], user_inputs: list) -> tuple:
