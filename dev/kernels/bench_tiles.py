@@ -18,6 +18,10 @@ Every result is compared with PyTorch's values before it is timed. Prints a tabl
                           log<L>        tiles of 2^L elements (FF_TILE_LOG_ELEMENTS)
                           minblocks<B>  the pointwise tiled kernel's quads path compiled for B blocks a multiprocessor
                           previous      the tiles before 2026-11-28: 256 threads on tiles of 2048, no minimum blocks
+                          swizzle       a tile's quads of positions XOR-permuted by channel group within each row
+                                        (FFTiles::slot): the channels-last phases' scalar shared-memory accesses
+                                        (four rows per quad) 4-way bank-conflicted at 32 channels, 2-way at 16, now
+                                        none; the 16-byte accesses along positions stay conflict-free
                           magicdiv      the flat path's operand offsets (ff_offset) with 32-bit indices divide by
                                         each dim's size as a multiply-high and a shift, the divisors' magic numbers
                                         computed by the binding (FFShape), instead of a division and a remainder;
@@ -43,6 +47,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 PRODUCT_TILE = "FF_TILE_ELEMENTS = 1024, FF_TILE_LOG_ELEMENTS = 10"  # fuseforge/cuda/tiles.cuh's tile size
 PRODUCT_THREADS = "FF_TILE_THREADS = 128"
 PRODUCT_BOUNDS = "kQuads && sizeof(index_t) == 4 ? FF_TILE_MIN_BLOCKS : 8"  # the tiled pointwise kernel's minimum blocks
+# swizzle: FFTiles::slot (cuda/tiles.cuh)
+SLOT = "    __device__ __forceinline__ int slot(int p, int c) const { return c * pitch() + p; }\n"
+SWIZZLED_SLOT = """    // (lab) quads of positions XOR-permuted by channel group within a row: the channels-last phases' four rows of one
+    // quad land on distinct banks; channels c .. c + 3 of a quad share the permutation, positions stay 16-byte quads
+    __device__ __forceinline__ int slot(int p, int c) const {
+        const int mask = ((1 << log_span) >> 2) < 8 ? ((1 << log_span) >> 2) - 1 : 7;
+        return c * pitch() + ((((p >> 2) ^ ((c >> 2) & mask))) << 2) + (p & 3);
+    }
+"""
 # magicdiv: FFShape's fields (cuda/types.cuh), the binding's shape (cuda/binding.h), ff_offset's step (cuda/pointwise.cu)
 SHAPE_FIELDS = "    int64_t inner;               // size[rank - 1] (1 for rank 0): kernels never index the arrays by rank,\n"
 MAGIC_FIELDS = SHAPE_FIELDS + """    uint32_t magic[FF_MAX_RANK]; // (lab) i / size[d] == (__umulhi(i, magic[d]) + i) >> shift[d] for i < 2^31
@@ -108,6 +121,9 @@ def variant_text(cuda: str, variant: str) -> str:
             assert SHAPE_FIELDS in cuda and (OFFSET_STEP in cuda or BINDING_SIZES in cuda), "the product's text changed"
             for old, new in ((SHAPE_FIELDS, MAGIC_FIELDS), (BINDING_SIZES, MAGIC_SIZES), (OFFSET_STEP, MAGIC_STEP)):
                 cuda = cuda.replace(old, new)
+        elif part == "swizzle":
+            assert SLOT in cuda, "the product's text changed"
+            cuda = cuda.replace(SLOT, SWIZZLED_SLOT)
         elif part == "previous":
             assert PRODUCT_THREADS in cuda and PRODUCT_BOUNDS in cuda and PRODUCT_TILE in cuda
             cuda = cuda.replace(PRODUCT_THREADS, "FF_TILE_THREADS = 256").replace(f", {PRODUCT_BOUNDS})", ")")
