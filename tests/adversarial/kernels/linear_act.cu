@@ -17,7 +17,9 @@ __global__ void adv_linear_sigmoid_kernel(const float* __restrict__ x, const flo
     out[idx] = (float)(1.0 / (1.0 + exp(-acc)));
 }
 
-__global__ void adv_sigmoid_kernel(const float* __restrict__ in, float* __restrict__ out, long n) {
+// (its launch bounds hold parentheses, as generated kernels' may: the grader must still read its name as this file's)
+__global__ void __launch_bounds__(256, sizeof(float) == 4 ? 4 : 1) adv_sigmoid_kernel(const float* __restrict__ in,
+                                                                                   float* __restrict__ out, long n) {
     long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx < n) out[idx] = 1.0f / (1.0f + expf(-in[idx]));
 }
