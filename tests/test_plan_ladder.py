@@ -171,8 +171,32 @@ def test_each_rung_of_the_ladder_is_a_strict_simplification_of_the_one_before():
         seen.append(describe(following))
         rung = following
     assert seen == ["every kernel family", "every kernel family, no layout changes",
+                    "kernel families gemm, rows, channel_reductions, conv, no layout changes",
+                    "kernel families gemm, channel_reductions, conv, no layout changes",
+                    "kernel families gemm, conv, no layout changes", "kernel family conv, no layout changes",
                     "pointwise kernels only, no layout changes", "torch calls of the rewritten graph",
                     "torch calls of the captured graph", "the model's own forward"]
+
+
+def test_a_failure_naming_no_family_gives_up_one_of_several_families_at_a_time_keeping_the_matrix_ones_longest():
+    """Catches a plan whose GPU verification failed (a norm's statistics at shifted inputs, say) falling straight to
+    pointwise kernels only, losing the GEMM kernel that carried its speedup along with the family that failed."""
+    from fuseforge.ladder import DROP_ORDER
+
+    assert sorted(DROP_ORDER) == sorted(NAMES)  # every family has its place (a new one too)
+    rung = OptimizeConfig(model_path=Path("m.py"), out_dir=Path("o"))
+    failed = _failure(used_families=frozenset({"gemm", "channel_norms"}), used_kernels=True)
+    following = next_rung(rung, failed)
+    assert following.families == rung.families - {"channel_norms"}
+    # that rung failing too, with the GEMM kernel alone in its plan: pointwise kernels only
+    assert describe(next_rung(following, _failure(used_families=frozenset({"gemm"}), used_kernels=True))) == \
+        "pointwise kernels only"
+    # one family used: nothing to choose between
+    assert describe(next_rung(rung, _failure(used_families=frozenset({"rows"}), used_kernels=True))) == \
+        "pointwise kernels only"
+    # a plan that verified but ran slower than eager is not a failure of one family
+    slower = _failure(used_families=frozenset({"gemm", "channel_norms"}), used_kernels=True, verified=True)
+    assert describe(next_rung(rung, slower)) == "pointwise kernels only"
 
 
 def test_a_rung_that_would_not_change_the_failed_plan_is_skipped():
