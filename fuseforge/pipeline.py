@@ -31,6 +31,7 @@ from .evaluate.cpu_check import (
     float64_check_bytes,
     float64_reference,
 )
+from .evaluate.harness import batch_sizes
 from .families import switched_on
 from .ladder import Failure, describe, next_rung, token_kernels
 from .layout import channels_last_convs
@@ -121,12 +122,13 @@ def stage_emit(run: Run) -> None:
     run.artefact("40_model_new.py").write_text(emit(ctx))
 
 
-def extra_batch_size(run: Run) -> int:
-    """A second batch size for verification (odd, about half), when the batch size is symbolic."""
+def extra_batch_sizes(run: Run) -> list[int]:
+    """The other batch sizes verification runs at, when the batch size is symbolic: those `check` grades (about
+    half, twice the file's, and 1: harness.batch_sizes)."""
     if run.captured is None or not run.captured.dynamic_batch:
-        return 0
+        return []
     first = next(x for x in run.loaded.inputs if isinstance(x, torch.Tensor))
-    return max(2, first.shape[0] // 2 + 1)
+    return batch_sizes(first.shape[0], None)
 
 
 def _check_on_cpu(run: Run) -> None:
@@ -159,7 +161,7 @@ def stage_verify(run: Run) -> None:
     cmd = [sys.executable, "-m", "fuseforge.evaluate", str(c.model_path), str(run.artefact("40_model_new.py")),
            "--out", str(c.out_dir), "--device", "cuda", "--seeds", str(c.seeds), "--trials", str(c.trials),
            "--warmup", str(c.warmup), "--tolerance-factor", str(c.tolerance_factor),
-           "--extra-batch", str(extra_batch_size(run))]
+           *[arg for size in extra_batch_sizes(run) for arg in ("--extra-batch", str(size))]]
     if not c.compile_baseline:
         cmd.append("--no-compile")
     if c.max_autotune_baseline:

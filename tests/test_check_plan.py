@@ -14,9 +14,8 @@ from fuseforge.check.reference_role import (
     CANDIDATE_POSITIONS,
     FINGERPRINT_SIZE,
     WHOLE_OUTPUT,
-    batch_sizes,
 )
-from fuseforge.evaluate.harness import magnitude
+from fuseforge.evaluate.harness import batch_sizes, magnitude
 
 MODELS = Path(__file__).parent / "adversarial" / "models"
 

@@ -1,7 +1,7 @@
 """The verifier's cases at the magnitudes `fuseforge check` grades (large x 2^20, tiny x 2^-20, shifted + 16 RMS):
 a candidate right on the file's inputs but not there is incorrect, so what `optimize` keeps passes the grader's
 magnitude cases too; where the model's own fp32 math is not finite there, or no input is floating, the case is
-skipped and says why."""
+skipped and says why. Likewise `optimize` verifies at the other batch sizes the grader runs."""
 
 import torch
 from test_evaluate_cases import _verify as verify_on_the_cpu
@@ -157,3 +157,26 @@ def test_the_magnitudes_move_floating_inputs_only(tmp_path):
     assert torch.equal(large[0], x * 2.0**20) and torch.equal(tiny[0], x * 2.0**-20)
     assert torch.equal(shifted[0], x + 16 * 2.0)
     assert all(m[1] is n for m in (large, tiny, shifted))
+
+
+def test_optimize_verifies_at_the_batch_sizes_check_grades_where_the_batch_is_free():
+    """Catches a verification that ran one other batch size where `check` runs three (about half, twice the file's,
+    and 1): a kernel failing only at twice the batch (its 64-bit index path, say) was graded incorrect after
+    `optimize` kept it."""
+    import types
+
+    from fuseforge.pipeline import extra_batch_sizes
+
+    def run(dynamic: bool):
+        return types.SimpleNamespace(captured=types.SimpleNamespace(dynamic_batch=dynamic),
+                                     loaded=types.SimpleNamespace(inputs=[torch.randn(64, 3), 2.0]))
+    assert extra_batch_sizes(run(True)) == [33, 128, 1] == harness.batch_sizes(64, None)
+    assert extra_batch_sizes(run(False)) == []
+
+
+def test_each_extra_batch_size_is_a_case_of_its_own(tmp_path):
+    record = _verify(tmp_path, SOFTMAX_MODEL, HONEST_SOFTMAX, "--no-magnitudes", "--extra-batch", "3",
+                     "--extra-batch", "8", "--extra-batch", "1")
+    assert record["verdict"] == "correct", record["reason"]
+    assert [c["batch"] for c in record["cases"] if c["batch"]] == [3, 8, 1]
+    assert record["settings"]["extra_batches"] == [3, 8, 1]

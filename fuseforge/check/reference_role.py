@@ -45,7 +45,7 @@ from fuseforge.check.guards import OpRecorder
 from fuseforge.check.stored_outputs import SAMPLE_PREFIX, OutputWriter, draw_positions, take
 from fuseforge.check.timing import Timer, pinned_for_timing, stats, synchronize
 from fuseforge.evaluate import harness
-from fuseforge.evaluate.harness import MAGNITUDES, ReferenceFailed
+from fuseforge.evaluate.harness import MAGNITUDES, ReferenceFailed, batch_sizes
 from fuseforge.evaluate.random_draws import FORWARD_SEED
 from fuseforge.evaluate.scales import tracked_truth
 
@@ -55,18 +55,6 @@ WHOLE_OUTPUT = 16384  # outputs up to this many elements are compared whole on e
 MAX_AUTOTUNE_OFF = "off (no --max-autotune)"
 SEQUENCE = (("state_seq_a", ("seq_0", "seq_1", "seq_2")), ("state_seq_b", ("seq_3", "seq_4")))
 TIMING_STATE = "state_time"
-
-
-def auto_extra_batch(batch: int) -> int:
-    return batch // 2 + 1 if batch >= 4 else batch + 3
-
-
-def batch_sizes(batch: int, extra: int | None) -> list[int]:
-    """The other batch sizes a case runs at: a smaller one (or `extra`), twice the file's, and 1."""
-    if extra == 0:
-        return []
-    sizes = [extra if extra is not None else auto_extra_batch(batch), 2 * batch, 1]
-    return [s for s in dict.fromkeys(sizes) if s != batch and s > 0]
 
 
 def secret_seed(secret: int, name: str) -> int:

@@ -53,8 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=_at_least(1), default=3, help="seeds 0..N-1, each with two input distributions")
     p.add_argument("--tolerance-factor", type=float, default=FACTOR,
                    help="candidate error may be this many times eager's error vs fp64 (plus a floor)")
-    p.add_argument("--extra-batch", type=_at_least(0), default=0,
-                   help="also verify seed 0 with every input's dim 0 set to N (0: off)")
+    p.add_argument("--extra-batch", type=_at_least(0), action="append", default=[],
+                   help="also verify seed 0 with every input's dim 0 set to N (0: off; repeat for several sizes)")
     p.add_argument("--no-magnitudes", action="store_true",
                    help="leave out the seed-0 cases at large, tiny and shifted magnitudes (the grader's)")
     p.add_argument("--trials", type=_at_least(1), default=50, help="timed rounds")
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     device = torch.device(args.device)
-    settings = VerifySettings(device, args.seeds, args.tolerance_factor, args.extra_batch or None,
+    settings = VerifySettings(device, args.seeds, args.tolerance_factor, tuple(n for n in args.extra_batch if n),
                               not args.no_magnitudes)
     held = lease.from_env(f"evaluate {args.candidate}") if device.type == "cuda" else None
     prebuild_s = prebuild(args.candidate) if held is not None else None

@@ -285,6 +285,19 @@ def _with_batch(progs: Programs, first: list, batch: int) -> list:
             for i, x in enumerate(first)]
 
 
+def auto_extra_batch(batch: int) -> int:
+    return batch // 2 + 1 if batch >= 4 else batch + 3
+
+
+def batch_sizes(batch: int, extra: int | None) -> list[int]:
+    """The other batch sizes a model is checked at (`check`, and `optimize`'s verification where the batch is
+    free): a smaller one (or `extra`), twice the file's, and 1."""
+    if extra == 0:
+        return []
+    sizes = [extra if extra is not None else auto_extra_batch(batch), 2 * batch, 1]
+    return [s for s in dict.fromkeys(sizes) if s != batch and s > 0]
+
+
 def _rms(x: torch.Tensor) -> float:
     return x.float().square().mean().sqrt().item() if x.numel() else 0.0
 

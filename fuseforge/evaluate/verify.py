@@ -28,7 +28,8 @@ redraw) takes that case's truth and eager results instead of running them again 
 candidate still runs, on fresh copies. Cases of different seeds, distributions or batch sizes are
 different computations and get their own truth.
 
-Extra batch (`extra_batch=N`): every tensor input's dim 0 becomes N, its rows taken from fresh
+Extra batches (`extra_batches=(N, ...)`; optimize asks for `check`'s: b // 2 + 1, 2b and 1, where the batch is free):
+every tensor input's dim 0 becomes N, its rows taken from fresh
 get_inputs() draws concatenated (so the file's own distribution and dtypes are kept). If Model itself
 fails at that size, the case is skipped; if only ModelNew fails, the case fails.
 
@@ -37,7 +38,7 @@ fails at that size, the case is skipped; if only ModelNew fails, the case fails.
     verdict     "correct" | "incorrect" | "interface_mismatch" | "error"
     reason      one line (null when correct): the first failing case and tensor, or the error
     model, candidate, device, environment (torch/CUDA versions, GPU, precision flags)
-    settings    {seeds, distributions, magnitudes, tolerance_factor, floor_rel, floor_abs, extra_batch,
+    settings    {seeds, distributions, magnitudes, tolerance_factor, floor_rel, floor_abs, extra_batches,
                  input_seed_offset}
     cases       [{seed, distribution, batch (null: the file's), input_shapes, passed (null: skipped),
                   skipped, reason, allclose, outputs: [check], buffers: [check], reused_from (null, or the
@@ -86,7 +87,7 @@ class VerifySettings:
     device: torch.device
     seeds: int = 3
     factor: float = FACTOR
-    extra_batch: int | None = None
+    extra_batches: tuple[int, ...] = ()  # other batch sizes of seed 0 / file
     magnitudes: bool = True  # the seed-0 cases at harness.MAGNITUDES
 
 
@@ -243,8 +244,7 @@ def run_cases(progs: Programs, settings: VerifySettings) -> list[dict]:
     if settings.magnitudes:
         cases += [_optional_case(progs, settings, kind, None, same_as) for kind in harness.MAGNITUDES]
     same_as.clear()
-    if settings.extra_batch:
-        cases.append(_optional_case(progs, settings, "file", settings.extra_batch))
+    cases += [_optional_case(progs, settings, "file", batch) for batch in settings.extra_batches]
     return cases
 
 
@@ -282,7 +282,7 @@ def _new_record(model_path, candidate_path, settings: VerifySettings) -> dict:
         "settings": {"seeds": settings.seeds, "distributions": list(harness.DISTRIBUTIONS),
                      "magnitudes": list(harness.MAGNITUDES) if settings.magnitudes else [],
                      "tolerance_factor": settings.factor, "floor_rel": FLOOR_REL, "floor_abs": FLOOR_ABS,
-                     "extra_batch": settings.extra_batch, "input_seed_offset": harness.INPUT_SEED_OFFSET},
+                     "extra_batches": list(settings.extra_batches), "input_seed_offset": harness.INPUT_SEED_OFFSET},
         "cases": [], "allclose": None, "worst": None, "seconds": None, "wall_s": None,
     }
 
