@@ -1,7 +1,8 @@
 """The evaluator: verify a `ModelNew` candidate against its `Model` (fp64-referenced rule), then time it.
 
     python -m fuseforge.evaluate MODEL.py CANDIDATE.py --out DIR [--device cuda|cpu] [--seeds 3]
-        [--tolerance-factor 2.0] [--extra-batch N] [--trials 50] [--warmup 5] [--no-compile] [--skip-bench]
+        [--tolerance-factor 2.0] [--extra-batch N]... [--no-magnitudes] [--trials 50] [--warmup 5] [--no-compile]
+        [--skip-bench]
         [--baselines FILE]
 
 Modules:
