@@ -127,9 +127,6 @@ def side_stream_split(profile: dict, reference: dict | None) -> tuple[list, list
     allowance = Counter(reference.get("side_stream_kernels") or [] if reference.get("available") else [])
     main = profile.get("main_stream")
     side = [k for k in profile.get("kernels") or [] if k["stream"] != main]
-    if len(side) != len(profile.get("side_stream_kernels") or []):  # a profile written without the kernels' streams
-        owners = {k["name"]: k["owner"] for k in profile.get("kernels") or []}
-        side = [{"name": n, "owner": owners.get(n)} for n in profile.get("side_stream_kernels") or []]
     unexcused, excused = [], []
     for kernel in side:
         name = kernel["name"]

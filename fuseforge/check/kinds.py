@@ -126,7 +126,7 @@ CHECKS: dict[str, Check] = {
                               "a candidate that defines kernels spends GPU time in them (profiler)"),
     "kernel_streams": Check("side_stream", "gpu",
                             "all kernels of a call run on the current stream (profiler), but library kernels the "
-                            "reference's own call also ran on a side stream"),
+                            "reference's own call also ran on a side stream or that the current stream waited for"),
     "event_wall_gap": Check("side_stream", "gpu",
                             "wall time of call+synchronize is not far above event time while kernels run on a "
                             "side stream"),

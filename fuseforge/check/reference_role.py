@@ -99,7 +99,7 @@ def random_state(progs, secret: int, name: str) -> dict:
             if bool((t == first).all()):
                 t = t * torch.exp(0.25 * noise) if first.item() != 0 else 0.1 * noise
             else:
-                t = t + 0.05 * harness._rms(t) * noise
+                t = t + 0.05 * harness.rms(t) * noise
         elif key.endswith("num_batches_tracked") and not t.is_floating_point():
             t = torch.full_like(t, int(torch.randint(1, 100, (), generator=gen)))
         state[key] = t
@@ -169,10 +169,6 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.is_floating_point():
         return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
     return torch.equal(a, b)
-
-
-def _finite(tensors) -> bool:
-    return all(bool(torch.isfinite(t).all()) for t in tensors if t.is_floating_point())
 
 
 class Reference:
@@ -270,7 +266,7 @@ class Reference:
             where = f"at batch {batch}" if batch else f"at {dist} magnitudes"
             plan["cases"].append(meta | {"skipped": True, "reason": f"Model itself fails {where}: {exc}"})
             return
-        if role == "magnitude" and not (_finite(outputs["eager"]) and _finite(outputs["truth"])):
+        if role == "magnitude" and not harness.finite(outputs["eager"] + outputs["truth"]):
             plan["cases"].append(meta | {"skipped": True, "reason": f"the model's fp32 math is not finite at "
                                                                     f"{dist} magnitudes ({MAGNITUDES[dist]})"})
             return

@@ -20,7 +20,8 @@ operand is tiled is a runtime argument; each input is spelled as a choice betwee
 ordinary load, so the operand descriptors are never indexed at run time (no local memory). The tiled
 kernel is compiled once per path (quads or single elements), so each gets the registers it needs; the quads path
 with 32-bit indices for 16 blocks a multiprocessor (FF_TILE_MIN_BLOCKS: 32 registers; 7-13 % faster than 6
-blocks, tiles.cuh), the others spilled there.
+blocks, tiles.cuh), or 12 with four or more inputs (FF_TILE_MIN_BLOCKS_MANY_INPUTS), the other paths for 8, as
+they spilled with fewer registers.
 """
 
 from __future__ import annotations

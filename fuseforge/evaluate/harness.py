@@ -298,8 +298,13 @@ def batch_sizes(batch: int, extra: int | None) -> list[int]:
     return [s for s in dict.fromkeys(sizes) if s != batch and s > 0]
 
 
-def _rms(x: torch.Tensor) -> float:
+def rms(x: torch.Tensor) -> float:
     return x.float().square().mean().sqrt().item() if x.numel() else 0.0
+
+
+def finite(tensors) -> bool:
+    """Every floating tensor among `tensors` is finite (a magnitude case runs only where the model's own math is)."""
+    return all(bool(torch.isfinite(t).all()) for t in tensors if isinstance(t, torch.Tensor) and t.is_floating_point())
 
 
 def magnitude(inputs: list, kind: str) -> list:
@@ -311,7 +316,7 @@ def magnitude(inputs: list, kind: str) -> list:
             return x * LARGE
         if kind == "tiny":
             return x * TINY
-        return x + SHIFT_RMS * max(_rms(x), 1e-3)
+        return x + SHIFT_RMS * max(rms(x), 1e-3)
     return [move(x) for x in inputs]
 
 

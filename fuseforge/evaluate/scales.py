@@ -41,6 +41,7 @@ failure of the bookkeeping only loses the scale of that op's results.
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -215,20 +216,20 @@ def tracked_truth(model, inputs: list, dev) -> tuple[list, list, dict]:
     draws. The verifier's and the grader's truth both come from here. Where the forward fails under the tracker, the
     buffers it may have updated are put back and it runs once more without it: the error, or the result, is then the
     model's own, with no scales."""
+    def forward(tracking):
+        torch.manual_seed(FORWARD_SEED)
+        with Float32Draws(), tracking, harness.float64_run():
+            return harness.forward(model, harness.to_device(inputs, dev, torch.float64), dev, "Model (float64)",
+                                   ReferenceFailed)[0]
+
     buffers = {name: b.detach().clone() for name, b in model.named_buffers()}
     tracker = ScaleTracker()
     try:
-        torch.manual_seed(FORWARD_SEED)
-        with Float32Draws(), tracker, harness.float64_run():
-            truth, _ = harness.forward(model, harness.to_device(inputs, dev, torch.float64), dev, "Model (float64)",
-                                       ReferenceFailed)
+        truth = forward(tracker)
         return truth, [tracker.scale_of(t) for t in truth], {n: tracker.scale_of(b) for n, b in model.named_buffers()}
     except ReferenceFailed:
         with torch.no_grad():
             for name, b in model.named_buffers():
                 b.copy_(buffers[name])
-        torch.manual_seed(FORWARD_SEED)
-        with Float32Draws(), harness.float64_run():
-            truth, _ = harness.forward(model, harness.to_device(inputs, dev, torch.float64), dev, "Model (float64)",
-                                       ReferenceFailed)
+        truth = forward(contextlib.nullcontext())
         return truth, [None] * len(truth), {}

@@ -181,7 +181,7 @@ def run_case(progs: Programs, settings: VerifySettings, seed: int, distribution:
             if same_as is not None and distribution == "file" and harness.redraws_nothing(inputs):
                 same_as[key] = reference
         reused = reference.label if reference.label != label else None
-        if distribution in harness.MAGNITUDES and not _finite(reference.eager + reference.truth):
+        if distribution in harness.MAGNITUDES and not harness.finite(reference.eager + reference.truth):
             return _skipped(seed, distribution, batch, f"the model's fp32 math is not finite at {distribution} "
                                                        f"magnitudes ({harness.MAGNITUDES[distribution]})")
         harness.poison(dev, sum(t.numel() * t.element_size() for t in reference.eager))
@@ -204,10 +204,6 @@ def run_case(progs: Programs, settings: VerifySettings, seed: int, distribution:
         "outputs": [c.to_json() for c in outputs], "buffers": [c.to_json() for c in buffers],
         "reused_from": reused, "seconds": laps.seconds,
     }
-
-
-def _finite(tensors) -> bool:
-    return all(bool(torch.isfinite(t).all()) for t in tensors if isinstance(t, torch.Tensor) and t.is_floating_point())
 
 
 def _skipped(seed: int, distribution: str, batch: int | None, reason: str) -> dict:
