@@ -84,7 +84,7 @@ def test_an_input_the_model_itself_mutates_may_be_mutated():
 def test_gpu_facts_raise_side_stream_l2_and_own_share_findings():
     timing = {"ms": [0.01] * 5, "wall_ms": [2.0] * 5, "l2_left": [{"persisting_limit_bytes": 1 << 24}],
               "l2_control": True}
-    profile = {"available": True, "side_stream_kernels": ["k"], "own_us": 0.0,
+    profile = {"available": True, "main_stream": 7, "side_stream_kernels": ["k"], "own_us": 0.0,
                "kernels": [{"name": "k", "us": 5.0, "stream": 20, "owner": "library"}]}
     assert _checks(_facts(timing=timing, profile=profile), claims_kernels=True, device="cuda") == \
         {"event_wall_gap", "l2_state", "kernel_streams", "own_kernel_share"}
@@ -278,9 +278,9 @@ def test_forged_requests_recorded_by_the_feed_are_private_data():
 
 def test_a_wall_time_gap_is_a_side_stream_only_with_side_stream_kernels_else_deferred_work():
     timing = {"ms": [0.01] * 5, "wall_ms": [2.0] * 5, "l2_left": [], "l2_control": True}
-    on_side = {"available": True, "side_stream_kernels": ["k"], "own_us": 5.0,
+    on_side = {"available": True, "main_stream": 7, "side_stream_kernels": ["k"], "own_us": 5.0,
                "kernels": [{"name": "k", "us": 5.0, "stream": 20, "owner": "own"}]}
-    none = on_side | {"side_stream_kernels": []}
+    none = on_side | {"main_stream": 20, "side_stream_kernels": []}  # the same kernel on the current stream
     assert _checks(_facts(timing=timing, profile=on_side), device="cuda") == {"event_wall_gap", "kernel_streams"}
     found, _ = evidence.worker_findings(_facts(timing=timing, profile=none), REF_META, True, "cuda")
     assert [f.check for f in found] == ["deferred_work"] and "deferred" in found[0].message
