@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from .builder import Builder
 
 CATEGORIES = ("pointwise", "broadcast", "reduction", "softmax", "norm", "pool", "constant", "random",
-              "inplace", "view", "residual", "linear")
+              "inplace", "view", "residual", "linear", "statistics", "positive")
 
 
 @dataclass(frozen=True)
