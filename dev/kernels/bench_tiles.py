@@ -21,11 +21,13 @@ Every result is compared with PyTorch's values before it is timed. Prints a tabl
                           swizzle       a tile's quads of positions XOR-permuted by channel group within each row
                                         (FFTiles::slot): the channels-last phases' scalar shared-memory accesses
                                         (four rows per quad) 4-way bank-conflicted at 32 channels, 2-way at 16, now
-                                        none; the 16-byte accesses along positions stay conflict-free
-                          magicdiv      the flat path's operand offsets (ff_offset) with 32-bit indices divide by
-                                        each dim's size as a multiply-high and a shift, the divisors' magic numbers
-                                        computed by the binding (FFShape), instead of a division and a remainder;
-                                        the flat path is timed per variant too
+                                        none; the 16-byte accesses along positions stay conflict-free. Measured on an
+                                        H200 (2026-11-28, bench/results/2026-11-28f_gpu): no faster (GELU epilogue
+                                        over [128, 128, 130, 130] 0.682 -> 0.734 ms, tanh 0.620 -> 0.620): not adopted
+                        joined with "+" to combine: previous+log12
+The flat path's magic divisors (cuda/types.cuh's ff_div32), a lab variant here first, are the product's since
+2026-11-28: flat GELU epilogue 0.735 -> 0.678 ms over [128, 128, 130, 130], 1.426 -> 1.239 over [128, 64, 256, 256]
+(H200, bench/results/2026-11-28f_gpu).
                         joined with "+" to combine: previous+log12
     --shapes "128,128,130,130;64,64,128,128"   other shapes than SHAPES
 """
@@ -55,35 +57,6 @@ SWIZZLED_SLOT = """    // (lab) quads of positions XOR-permuted by channel group
         const int mask = ((1 << log_span) >> 2) < 8 ? ((1 << log_span) >> 2) - 1 : 7;
         return c * pitch() + ((((p >> 2) ^ ((c >> 2) & mask))) << 2) + (p & 3);
     }
-"""
-# magicdiv: FFShape's fields (cuda/types.cuh), the binding's shape (cuda/binding.h), ff_offset's step (cuda/pointwise.cu)
-SHAPE_FIELDS = "    int64_t inner;               // size[rank - 1] (1 for rank 0): kernels never index the arrays by rank,\n"
-MAGIC_FIELDS = SHAPE_FIELDS + """    uint32_t magic[FF_MAX_RANK]; // (lab) i / size[d] == (__umulhi(i, magic[d]) + i) >> shift[d] for i < 2^31
-    int shift[FF_MAX_RANK];
-"""
-BINDING_SIZES = "    for (size_t d = 0; d < dims.size(); ++d) call.shape.size[d] = dims[d];\n"
-MAGIC_SIZES = BINDING_SIZES + """    for (size_t d = 0; d < dims.size(); ++d) {  // (lab) the divisors of the 32-bit index path
-        int shift = 0;
-        while (shift < 32 && ((int64_t)1 << shift) < dims[d]) ++shift;
-        const uint64_t one = 1;
-        call.shape.shift[d] = shift;
-        call.shape.magic[d] = dims[d] < ((int64_t)1 << 31)
-            ? (uint32_t)(((one << 32) * ((one << shift) - (uint64_t)dims[d])) / (uint64_t)dims[d] + 1) : 0u;
-    }
-"""
-OFFSET_STEP = """            const index_t size = (index_t)shape.size[d];
-            offset += (int64_t)(i % size) * op.stride[d];
-            i /= size;
-"""
-MAGIC_STEP = """            const index_t size = (index_t)shape.size[d];
-            if constexpr (sizeof(index_t) == 4) {
-                const uint32_t q = (__umulhi((uint32_t)i, shape.magic[d]) + (uint32_t)i) >> shape.shift[d];
-                offset += (int64_t)((uint32_t)i - q * (uint32_t)size) * op.stride[d];
-                i = (index_t)q;
-            } else {
-                offset += (int64_t)(i % size) * op.stride[d];
-                i /= size;
-            }
 """
 SHAPES = [(64, 16, 128, 128), (32, 16, 256, 256), (64, 16, 256, 256), (32, 4, 18, 66, 66), (64, 32, 64, 64), (64, 32, 128, 128),
           (64, 64, 128, 128), (8, 5, 100, 100)]
@@ -117,10 +90,6 @@ def variant_text(cuda: str, variant: str) -> str:
         elif part.startswith("minblocks"):
             assert PRODUCT_BOUNDS in cuda
             cuda = cuda.replace(PRODUCT_BOUNDS, part[9:])
-        elif part == "magicdiv":  # the kernels' text has the shape and the offsets, the binding's the shape and sizes
-            assert SHAPE_FIELDS in cuda and (OFFSET_STEP in cuda or BINDING_SIZES in cuda), "the product's text changed"
-            for old, new in ((SHAPE_FIELDS, MAGIC_FIELDS), (BINDING_SIZES, MAGIC_SIZES), (OFFSET_STEP, MAGIC_STEP)):
-                cuda = cuda.replace(old, new)
         elif part == "swizzle":
             assert SLOT in cuda, "the product's text changed"
             cuda = cuda.replace(SLOT, SWIZZLED_SLOT)
@@ -152,10 +121,8 @@ def _build(model, example, variant: str | None = None):
     # the pointwise kernel plus ff_channels_last (which a plan adds only for a channels-last convolution)
     cuda = ext.cuda + LAYOUT_KERNEL_RUNTIME
     binding = ext.binding + LAYOUT_BINDING_RUNTIME
-    if variant is not None:  # replaced in this lab build's text only (both units: FFShape is shared)
+    if variant is not None:  # replaced in this lab build's text only
         cuda = variant_text(cuda, variant)
-        if "magicdiv" in variant.split("+"):
-            binding = variant_text(binding, "magicdiv")
     lib = load_inline(name=ext.name + "_cl" + ("_" + variant.replace("+", "_") if variant else ""),
                       cpp_sources=[binding], cuda_sources=[cuda],
                       functions=[*ext.functions, "ff_channels_last"], extra_cflags=["-O3"], extra_cuda_cflags=["-O3"],

@@ -44,7 +44,10 @@ static FFCall ff_prepare(const char* kernel, const std::vector<torch::Tensor>& i
     }
     TORCH_CHECK((int)dims.size() <= FF_MAX_RANK, kernel, ": more than ", FF_MAX_RANK, " non-mergeable dims");
     call.shape.rank = (int)dims.size();
-    for (size_t d = 0; d < dims.size(); ++d) call.shape.size[d] = dims[d];
+    for (size_t d = 0; d < dims.size(); ++d) {
+        call.shape.size[d] = dims[d];
+        ff_set_divisor(dims[d], call.shape.magic[d], call.shape.shift[d]);
+    }
     call.shape.inner = dims.empty() ? 1 : dims.back();
     call.vectorizable = call.numel % 4 == 0;
     for (size_t k = 0; k < inputs.size(); ++k) {

