@@ -15,6 +15,11 @@ From the plan expected fastest down to the simplest, each rung a strict simplifi
     7. without rewrites (the captured graph as torch calls)
     8. the model's own forward (when even capture failed)
 
+A plan that verified and ran faster than eager but slower than torch.compile, with kernels of the matrix families
+(conv, gemm: they replace a cuDNN or cuBLAS call on the cost model's word, and a wrong guess costs the most there),
+gets a second opinion: the same plan with the library's convolutions and GEMMs (`second_opinion`) is measured too, and
+the faster of the two verified plans is kept.
+
 A rung is skipped when it would not change the failed plan (no layout change to remove, no rewrite that
 fired). Every rung is checked like the first: CPU float64 check, build, GPU verification. A plan whose kernels
 do none of the model's work (`token_kernels`) fails at partition and moves down like any other failure. A plan that
@@ -37,6 +42,9 @@ from .plan import KernelStep, Plan
 # Which family a failure that names none gives up first, of those its plan used (rung 4).
 DROP_ORDER = ("channel_norms", "rows", "channel_reductions", "gemm", "conv")
 
+# The families whose kernels replace a library's convolution or GEMM where the cost model expects them faster
+MATRIX_FAMILIES = ("conv", "gemm")
+
 
 @dataclass(frozen=True)
 class Failure:
@@ -49,7 +57,8 @@ class Failure:
     used_layout: bool = False
     used_kernels: bool = False
     rewrites_fired: bool = False
-    verified: bool = False  # it verified, but ran slower than eager
+    verified: bool = False  # it verified, but ran slower than eager (or than the plan named by `outrun_by`)
+    outrun_by: str = "eager"
 
 
 def describe(config: OptimizeConfig) -> str:
@@ -94,6 +103,18 @@ def next_rung(config: OptimizeConfig, failure: Failure) -> OptimizeConfig | None
     if config.rewrites and failure.rewrites_fired and not failure.verified:
         return plain.without("layout", "pointwise_kernels", "rewrites")
     return own_forward
+
+
+def second_opinion(config: OptimizeConfig, used_families: frozenset[str]) -> OptimizeConfig | None:
+    """The plan to measure beside a verified plan that ran slower than torch.compile: the same without the matrix
+    families it used (their anchors back to cuDNN and cuBLAS, the other kernels kept). None where it used none, or
+    where every kernel was asked for (`--every-kernel` tests the kernels, whatever they cost)."""
+    matrix = [name for name in MATRIX_FAMILIES if name in used_families & config.families]
+    if not matrix or config.every_kernel:
+        return None
+    for name in matrix:
+        config = config.without_family(name)
+    return config
 
 
 def token_kernels(model_ops: Counter, plan: Plan, graph: fx.Graph) -> str | None:

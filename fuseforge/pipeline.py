@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -33,7 +33,7 @@ from .evaluate.cpu_check import (
 )
 from .evaluate.harness import batch_sizes
 from .families import switched_on
-from .ladder import Failure, describe, next_rung, token_kernels
+from .ladder import Failure, describe, next_rung, second_opinion, token_kernels
 from .layout import channels_last_convs
 from .layout_precision import graph_convolutions, kept_channels_last, measured_or_error, put_on_nodes
 from .load import load_model_file
@@ -248,7 +248,7 @@ def optimize(config: OptimizeConfig, on_stage: Callable[[str], None] = lambda na
         else:
             slower = _slower_than_eager(run)
             if slower is None:
-                return run
+                return _with_second_opinion(run, rung, attempts, on_stage)
             failure = _failure(run, "bench", slower, verified=True)
         following = next_rung(rung, failure)
         if following is None and not slow and error is not None:
@@ -273,6 +273,55 @@ def _failure(run: Run | None, stage: str, reason: str, family: str | None = None
                    bool(run is not None and run.rewrites is not None and run.rewrites.firings), verified)
 
 
+def _with_second_opinion(run: Run, rung: OptimizeConfig, attempts: list[Attempt],
+                         on_stage: Callable[[str], None]) -> Run:
+    """A verified plan faster than eager but slower than torch.compile, whose matrix kernels replaced cuDNN or
+    cuBLAS on the cost model's word: measure the plan without them too and keep the faster of the two (the
+    other's artefacts in OUT/attempts/, named in the report). A second plan that fails a check is set aside."""
+    behind = _slower_than_compile(run)
+    other = second_opinion(rung, _failure(run, "bench", "").used_families) if behind else None
+    if other is None:
+        return run
+    first = Attempt(describe(rung), replace(_failure(run, "bench", behind, verified=True), outrun_by="torch.compile"),
+                    _set_aside(rung.out_dir, f"{len(attempts) + 1}_{_slug(describe(rung))}"))
+    on_stage(f"second opinion: {describe(other)} ({behind})")
+    try:
+        second = _run_stages(other, on_stage, [*attempts, first])
+    except StageFailed as exc:
+        second, failure = exc.run, _failure(exc.run, exc.stage, exc.reason, exc.family)
+    else:
+        ms = _timed_ms(second)
+        failure = None if ms is not None and ms < _median_ms(run) else _failure(
+            second, "bench", f"verified, but {'not timed' if ms is None else f'{ms:.3f} ms'} against "
+            f"{_median_ms(run):.3f} ms", verified=True)
+    if failure is None:  # the library's calls won: the first plan is the one set aside
+        attempts.append(replace(first, failure=replace(first.failure, reason=(
+            f"verified, but {_median_ms(run):.3f} ms is slower than {_median_ms(second):.3f} ms"),
+            outrun_by=f"the plan with {describe(other)}")))
+        kept = second
+    else:
+        attempts.append(Attempt(describe(other), replace(failure, outrun_by=f"the plan with {describe(rung)}"),
+                                _set_aside(rung.out_dir, f"{len(attempts) + 2}_{_slug(describe(other))}")))
+        for path in list(first.folder.iterdir()):
+            shutil.move(str(path), str(rung.out_dir / path.name))
+        first.folder.rmdir()
+        kept = run
+    kept.ladder = ladder_notes(attempts) + [
+        f"The plan with {describe(rung)} verified, but {behind}: the same plan with cuDNN's and cuBLAS's calls in "
+        "place of its conv and GEMM kernels was measured too, and the faster verified one is kept."]
+    stage_report(kept)
+    return kept
+
+
+def _slower_than_compile(run: Run) -> str | None:
+    """Why a verified run is slower than torch.compile (None where it is not, or compile was not timed)."""
+    variants = (run.bench or {}).get("variants", {})
+    ours, compiled = variants.get("candidate", {}), variants.get("compile", {})
+    if ours.get("status") != "ok" or compiled.get("status") != "ok" or ours["median_ms"] <= compiled["median_ms"]:
+        return None
+    return f"{ours['median_ms']:.3f} ms is slower than torch.compile's {compiled['median_ms']:.3f} ms"
+
+
 def _slower_than_eager(run: Run) -> str | None:
     """Why a verified run is slower than eager (None where it is not, or was not timed)."""
     variants = (run.bench or {}).get("variants", {})
@@ -284,6 +333,11 @@ def _slower_than_eager(run: Run) -> str | None:
 
 def _median_ms(run: Run) -> float:
     return run.bench["variants"]["candidate"]["median_ms"]
+
+
+def _timed_ms(run: Run) -> float | None:
+    ours = (run.bench or {}).get("variants", {}).get("candidate", {})
+    return ours["median_ms"] if ours.get("status") == "ok" else None
 
 
 def _keep_fastest(slow: list[tuple[float, Run, Attempt]], attempts: list[Attempt],
@@ -319,7 +373,7 @@ def ladder_notes(attempts: list[Attempt]) -> list[str]:
     """One line per rung left: which, where it failed and why (with the failing check's numbers)."""
     notes = []
     for a in attempts:
-        what = "was slower than eager" if a.failure.verified else f"failed at {a.failure.stage}"
+        what = f"was slower than {a.failure.outrun_by}" if a.failure.verified else f"failed at {a.failure.stage}"
         blame = f" (attributed to the {a.failure.family} family)" if a.failure.family else ""
         notes.append(f"The plan with {a.rung} {what}{blame}: {a.failure.reason}. Its artefacts: "
                      f"{ATTEMPTS}/{a.folder.name}/.")

@@ -296,7 +296,7 @@ def _plan_kept(run: Run) -> list[str]:
     if not run.ladder:
         return []
     # `fuzz/reasons.plans_left` reads these lines: the kept plan's sentence, then one "- The plan with" per rung left
-    return ["## Plan kept", "", f"The plan with {describe(run.config)}. Plans tried before it:", "",
+    return ["## Plan kept", "", f"The plan with {describe(run.config)}. Other plans tried:", "",
             *[f"- {line}" for line in run.ladder], ""]
 
 

@@ -228,7 +228,7 @@ def test_a_fallback_to_a_simpler_plan_is_recorded_with_the_reasons_the_plans_wer
               "    print('           next rung: torch calls of the captured graph …   cli.py:81')\n"
               "    out = pathlib.Path(sys.argv[2]); out.mkdir(parents=True)\n"
               "    (out / 'report.md').write_text('## Plan kept\\n\\nThe plan with torch calls of the captured graph. '\n"
-              "        'Plans tried before it:\\n\\n- The plan with every kernel family failed at verify: CPU check '\n"
+              "        'Other plans tried:\\n\\n- The plan with every kernel family failed at verify: CPU check '\n"
               "        'failed: relative error 7.2e-09. Its artefacts: attempts/1_every-kernel-family/.\\n')\n")
     campaign = run_campaign(CampaignConfig(out=tmp_path, count=2, seed=0, command=_fake_run(script)),
                             progress=lambda line: None)

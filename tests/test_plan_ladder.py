@@ -156,6 +156,78 @@ def test_when_every_verified_plan_is_slower_than_eager_the_fastest_one_is_kept(m
     assert "No plan ran faster than eager" in report and "slower than eager's 1.000 ms" in report
 
 
+def _bench_with_compile(monkeypatch, times: dict[str, float], compile_ms: float = 1.0, eager_ms: float = 5.0):
+    """The bench stage times each plan by its rung's name, beside fixed eager and torch.compile times."""
+    def bench(run):
+        run.bench = {"variants": {"eager": {"status": "ok", "median_ms": eager_ms},
+                                  "compile": {"status": "ok", "median_ms": compile_ms},
+                                  "candidate": {"status": "ok", "median_ms": times[describe(run.config)]}}}
+
+    for stages in ("STAGES", "MODEL_FORWARD_STAGES"):
+        monkeypatch.setattr(pipeline, stages, [(n, bench if n == "bench" else f) for n, f in getattr(pipeline, stages)])
+
+
+WITHOUT_GEMM = "kernel families " + ", ".join(n for n in NAMES if n != "gemm")
+
+
+def test_a_plan_slower_than_compile_with_a_gemm_kernel_is_measured_against_cublas_and_the_faster_is_kept(
+        model, tmp_path, monkeypatch):
+    """Catches a GEMM kernel the cost model wrongly expected faster than cuBLAS being kept although the same plan
+    with cuBLAS's call ran faster."""
+    _bench_with_compile(monkeypatch, {"every kernel family": 1.5, WITHOUT_GEMM: 1.2})
+    run = optimize(_config(model, tmp_path))
+    assert describe(run.config) == WITHOUT_GEMM and not any(g.kind == "gemm" for g in run.plan.groups)
+    out = tmp_path / "out"
+    assert sorted(p.name for p in (out / ATTEMPTS).iterdir()) == ["1_every-kernel-family"]
+    assert "gemm" in (out / ATTEMPTS / "1_every-kernel-family" / "20_partition.txt").read_text()
+    assert "fused" in (out / "40_model_new.py").read_text()  # the kept plan's artefacts are in OUT
+    report = (out / "report.md").read_text()
+    assert f"The plan with every kernel family was slower than the plan with {WITHOUT_GEMM}" in report
+    assert "1.500 ms is slower than torch.compile's 1.000 ms" in report
+
+
+def test_when_the_library_plan_is_not_faster_the_first_plan_and_its_artefacts_stay(model, tmp_path, monkeypatch):
+    _bench_with_compile(monkeypatch, {"every kernel family": 1.5, WITHOUT_GEMM: 1.7})
+    run = optimize(_config(model, tmp_path))
+    assert run.config.families == set(NAMES) and any(g.kind == "gemm" for g in run.plan.groups)
+    out = tmp_path / "out"
+    folder = "2_" + WITHOUT_GEMM.replace(", ", "--").replace(" ", "-").replace("_", "-")
+    assert sorted(p.name for p in (out / ATTEMPTS).iterdir()) == [folder]
+    assert "gemm" in (out / "20_partition.txt").read_text() and (out / "40_model_new.py").exists()
+    report = (out / "report.md").read_text()
+    assert f"The plan with {WITHOUT_GEMM} was slower than the plan with every kernel family" in report
+
+
+def test_a_plan_faster_than_compile_or_without_matrix_kernels_or_asked_for_every_kernel_gets_no_second_opinion(
+        model, tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    _bench_with_compile(monkeypatch, {"every kernel family": 0.9, WITHOUT_GEMM: 0.5})
+    assert optimize(_config(model, tmp_path)).config.families == set(NAMES)  # faster than compile: kept as it is
+    assert not (tmp_path / "out" / ATTEMPTS).exists()
+    _bench_with_compile(monkeypatch, {"every kernel family": 1.5, WITHOUT_GEMM: 0.5})
+    run = optimize(replace(_config(model, tmp_path), every_kernel=True))
+    assert run.config.families == set(NAMES) and not (tmp_path / "out" / ATTEMPTS).exists()
+    no_gemm = optimize(replace(_config(model, tmp_path), families=frozenset(NAMES) - {"gemm"}))
+    assert not any(g.kind == "gemm" for g in no_gemm.plan.groups) and not (tmp_path / "out" / ATTEMPTS).exists()
+
+
+def test_a_second_plan_that_fails_verification_leaves_the_first_plan_kept(model, tmp_path, monkeypatch):
+    _bench_with_compile(monkeypatch, {"every kernel family": 1.5, WITHOUT_GEMM: 1.2})
+    verify = pipeline.stage_verify
+
+    def failing(run):
+        if "gemm" not in run.config.families:
+            raise RuntimeError("injected: verification failed")
+        verify(run)
+
+    monkeypatch.setattr(pipeline, "STAGES", [(n, failing if n == "verify" else f) for n, f in pipeline.STAGES])
+    run = optimize(_config(model, tmp_path))
+    assert run.config.families == set(NAMES)
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert f"The plan with {WITHOUT_GEMM} failed at verify" in report and "injected" in report
+
+
 def _failure(**kw) -> Failure:
     return Failure("verify", "injected", **kw)
 

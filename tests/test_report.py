@@ -222,7 +222,7 @@ def test_when_a_rung_fell_the_report_says_which_plan_was_kept_and_why_the_one_ab
     run = optimize(OptimizeConfig(model_path=SEED, out_dir=tmp_path / "out", gpu=False))
     assert run.ladder and not any(g.family is not None and g.family.name == "gemm" for g in run.plan.groups)
     kept = section((tmp_path / "out" / "report.md").read_text(), "Plan kept")
-    assert f"The plan with {describe(run.config)}. Plans tried before it:" in kept
+    assert f"The plan with {describe(run.config)}. Other plans tried:" in kept
     left = run.ladder[0].removeprefix("The plan with ").split(". Its artefacts:")[0]
     assert plans_left(kept) == (describe(run.config), [left])  # what the fuzz campaign reads back
     assert re.search(r"- The plan with every kernel family failed at codegen \(attributed to the gemm family\): "

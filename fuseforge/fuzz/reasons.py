@@ -49,7 +49,7 @@ def detours(log: str) -> list[str]:
     return [m.group(1) for line in log.splitlines() if (m := _STAGE_LINE.match(line)) and not m.group(1).isidentifier()]
 
 
-_PLAN_KEPT = re.compile(r"^The plan with (.+?)\.(?: Plans tried before it:)?$")
+_PLAN_KEPT = re.compile(r"^The plan with (.+?)\.(?: Plans tried before it:| Other plans tried:)?$")
 _ARTEFACTS = re.compile(r"\.? Its artefacts: .*$")
 
 
