@@ -81,6 +81,53 @@ def _div(a: dict) -> str:
     return {None: q, "trunc": f"truncf{q}", "floor": floor}.get(mode) or _raise(f"rounding_mode {mode!r}")
 
 
+def _celu(a: dict) -> str:
+    alpha = a["alpha"]
+    if isinstance(alpha, str) or float(alpha) == 0.0:
+        raise NotSpellable(f"celu alpha={alpha!r}")
+    return f"ff_elu({a['self']}, {_f(alpha)}, 1.0f, {_f(1.0 / float(alpha))})"
+
+
+def _clamp_tensor(a: dict) -> str:
+    """clamp with tensor bounds: NaN in x or in a bound gives NaN (PyTorch's rule); max wins over min."""
+    out = a["self"]
+    if a["min"] is not None:
+        out = f"ff_maximum({out}, {_f(a['min'])})"
+    if a["max"] is not None:
+        out = f"ff_minimum({out}, {_f(a['max'])})"
+    return out
+
+
+def _logit(a: dict) -> str:
+    x = a["self"] if a["eps"] is None else f"ff_clamp({a['self']}, {_f(a['eps'])}, {_f(1.0 - float(a['eps']))})"
+    return f"logf({x} / (1.0f - {x}))"
+
+
+def _rrelu(a: dict) -> str:
+    if a["training"]:
+        raise NotSpellable("rrelu in training mode draws random slopes")
+    slope = _f((float(a["lower"]) + float(a["upper"])) / 2.0)
+    return f"({a['self']} > 0.0f ? {a['self']} : {a['self']} * {slope})"
+
+
+def _nan_to_num(a: dict) -> str:
+    big = 3.4028234663852886e38  # float32's largest finite value, torch's default for the infinities
+    values = [0.0 if a["nan"] is None else a["nan"], big if a["posinf"] is None else a["posinf"],
+              -big if a["neginf"] is None else a["neginf"]]
+    return f"ff_nan_to_num({a['self']}, {', '.join(_f(v) for v in values)})"
+
+
+def _addcmul(a: dict) -> str:
+    """self + value * tensor1 * tensor2 with one rounding of the sum (fmaf), as PyTorch's kernels compile it."""
+    first = a["tensor1"] if a["value"] == 1 else f"({_f(a['value'])} * {a['tensor1']})"
+    return f"fmaf({first}, {a['tensor2']}, {a['self']})"
+
+
+def _addcdiv(a: dict) -> str:
+    """self + value * (tensor1 / tensor2), the sum fused (fmaf)."""
+    return f"fmaf({_f(a['value'])}, ({a['tensor1']} / {a['tensor2']}), {a['self']})"
+
+
 def _raise(msg: str) -> str:
     raise NotSpellable(msg)
 
@@ -125,6 +172,17 @@ TABLE: dict[str, Spelling] = {
     "aten.max.other": Spelling(lambda a: f"ff_maximum({a['self']}, {a['other']})"),
     "aten.where.self": Spelling(lambda a: f"({a['condition']} ? {a['self']} : {a['other']})"),
     "aten.clone.default": _unary("{x}"),
+    "aten.remainder.Tensor": Spelling(lambda a: f"ff_remainder({a['self']}, {_f(a['other'])})"),
+    "aten.remainder.Scalar": Spelling(lambda a: f"ff_remainder({a['self']}, {_f(a['other'])})"),
+    "aten.fmod.Tensor": Spelling(lambda a: f"fmodf({a['self']}, {_f(a['other'])})"),
+    "aten.fmod.Scalar": Spelling(lambda a: f"fmodf({a['self']}, {_f(a['other'])})"),
+    "aten.lerp.Scalar": Spelling(lambda a: f"ff_lerp({a['self']}, {a['end']}, {_f(a['weight'])})"),
+    "aten.lerp.Tensor": Spelling(lambda a: f"ff_lerp({a['self']}, {a['end']}, {a['weight']})"),
+    "aten.addcmul.default": Spelling(_addcmul),
+    "aten.addcdiv.default": Spelling(_addcdiv),
+    "aten.xlogy.Tensor": Spelling(lambda a: f"ff_xlogy({a['self']}, {_f(a['other'])})"),
+    "aten.nan_to_num.default": Spelling(_nan_to_num),
+    "aten.frac.default": _unary("({x} - truncf({x}))"),
     # elementary functions
     "aten.exp.default": _unary("expf({x})"),
     "aten.exp2.default": _unary("exp2f({x})"),
@@ -140,6 +198,18 @@ TABLE: dict[str, Spelling] = {
     "aten.sin.default": _unary("sinf({x})"),
     "aten.cos.default": _unary("cosf({x})"),
     "aten.erf.default": _unary("erff({x})"),
+    "aten.erfc.default": _unary("erfcf({x})"),
+    "aten.tan.default": _unary("tanf({x})"),
+    "aten.sinh.default": _unary("sinhf({x})"),
+    "aten.cosh.default": _unary("coshf({x})"),
+    "aten.asin.default": _unary("asinf({x})"),
+    "aten.acos.default": _unary("acosf({x})"),
+    "aten.atan.default": _unary("atanf({x})"),
+    "aten.asinh.default": _unary("asinhf({x})"),
+    "aten.acosh.default": _unary("acoshf({x})"),
+    "aten.atanh.default": _unary("atanhf({x})"),
+    "aten.sgn.default": _unary("ff_sign({x})"),
+    "aten.logit.default": Spelling(_logit),
     "aten.floor.default": _unary("floorf({x})"),
     "aten.ceil.default": _unary("ceilf({x})"),
     "aten.round.default": _unary("rintf({x})"),
@@ -164,6 +234,10 @@ TABLE: dict[str, Spelling] = {
     "aten.clamp_max.default": Spelling(lambda a: f"ff_clamp_max({a['self']}, {_f(a['max'])})"),
     "aten.elu.default": Spelling(
         lambda a: f"ff_elu({a['self']}, {_f(a['alpha'])}, {_f(a['scale'])}, {_f(a['input_scale'])})"),
+    "aten.log_sigmoid.default": _unary("ff_log_sigmoid({x})"),
+    "aten.celu.default": Spelling(_celu),
+    "aten.rrelu.default": Spelling(_rrelu),
+    "aten.clamp.Tensor": Spelling(_clamp_tensor),
     "aten.selu.default": _unary(f"ff_elu({{x}}, {cpp_float(_SELU_ALPHA)}, {cpp_float(_SELU_SCALE)}, 1.0f)"),
     "aten.threshold.default": Spelling(  # NaN stays NaN, like torch
         lambda a: f"({a['self']} <= {_f(a['threshold'])} ? {_f(a['value'])} : {a['self']})"),

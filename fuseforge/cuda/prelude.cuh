@@ -35,6 +35,23 @@ FF_HD float ff_elu(float x, float alpha, float scale, float input_scale) {
     return x > 0.0f ? scale * x : scale * alpha * expm1f(x * input_scale);
 }
 FF_HD float ff_sign(float x) { return (float)((x > 0.0f) - (x < 0.0f)); }  // NaN -> 0, like torch.sign
+// log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)): no overflow for large |x| (PyTorch's formula)
+FF_HD float ff_log_sigmoid(float x) { return fminf(x, 0.0f) - log1pf(expf(-fabsf(x))); }
+FF_HD float ff_remainder(float a, float b) {  // Python's a % b: the sign of b (PyTorch's formula)
+    float mod = fmodf(a, b);
+    if (mod != 0.0f && (b < 0.0f) != (mod < 0.0f)) mod += b;
+    return mod;
+}
+FF_HD float ff_lerp(float a, float b, float w) {  // exact at both ends (PyTorch's formula)
+    return fabsf(w) < 0.5f ? a + w * (b - a) : b - (b - a) * (1.0f - w);
+}
+FF_HD float ff_xlogy(float x, float y) {  // 0 where x == 0, NaN where y is NaN
+    if (y != y) return y;
+    return x == 0.0f ? 0.0f : x * logf(y);
+}
+FF_HD float ff_nan_to_num(float x, float nan, float posinf, float neginf) {
+    return x != x ? nan : (x == INFINITY ? posinf : (x == -INFINITY ? neginf : x));
+}
 FF_HD float ff_div_floor(float a, float b) {  // torch's div_floor_floating: Python's a // b
     if (b == 0.0f) return a / b;
     const float mod = fmodf(a, b);

@@ -164,3 +164,13 @@ def scalar_mul(b: Builder) -> None:
 def scalar_div(b: Builder) -> None:
     s = b.scalar("divisor", b.rng.choice([2.0, 3.0, 0.5, 1.7, -4.0]))
     _unary(b, pick(b, f"x / {s}", f"torch.div(x, {s})", f"x.div({s})"))
+
+
+@op("smooth_activation", "pointwise")
+def smooth_activation(b: Builder) -> None:
+    """Less common continuous functions: celu, softshrink, tanhshrink, rrelu at its mean slope (training=False),
+    atan, asinh, erfc, lerp and addcmul with a function of x."""
+    alpha = b.rng.choice([0.5, 1.0, 1.3])
+    _unary(b, pick(b, f"F.celu(x, alpha={alpha})", "F.softshrink(x, 0.3)", "F.tanhshrink(x)",
+                   "F.rrelu(x, training=False)", "torch.atan(x)", "torch.asinh(x)", "torch.erfc(x)",
+                   "torch.lerp(x, torch.tanh(x), 0.3)", "torch.addcmul(x, x, torch.sigmoid(x), value=0.5)"))
