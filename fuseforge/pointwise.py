@@ -171,6 +171,9 @@ TABLE: dict[str, Spelling] = {
     "aten.min.other": Spelling(lambda a: f"ff_minimum({a['self']}, {a['other']})"),  # torch.min(x, y): minimum
     "aten.max.other": Spelling(lambda a: f"ff_maximum({a['self']}, {a['other']})"),
     "aten.where.self": Spelling(lambda a: f"({a['condition']} ? {a['self']} : {a['other']})"),
+    "aten.where.ScalarSelf": Spelling(lambda a: f"({a['condition']} ? {_f(a['self'])} : {a['other']})"),
+    "aten.where.ScalarOther": Spelling(lambda a: f"({a['condition']} ? {a['self']} : {_f(a['other'])})"),
+    "aten.masked_fill.Scalar": Spelling(lambda a: f"({a['mask']} ? {_f(a['value'])} : {a['self']})"),
     "aten.clone.default": _unary("{x}"),
     "aten.remainder.Tensor": Spelling(lambda a: f"ff_remainder({a['self']}, {_f(a['other'])})"),
     "aten.remainder.Scalar": Spelling(lambda a: f"ff_remainder({a['self']}, {_f(a['other'])})"),

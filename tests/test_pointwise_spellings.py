@@ -167,6 +167,9 @@ def _cases() -> list[Case]:
         binary("aten.min.other"),
         binary("aten.max.other"),
         Case("aten.where.self", "", (COND, A, B), {}, {"a": PAIR_A, "b": PAIR_B, "c": CONDITION}),
+        Case("aten.where.ScalarSelf", "", (COND, 0.0, B), {}, {"b": PAIR_B, "c": CONDITION}),
+        Case("aten.where.ScalarOther", "", (COND, A, -1.5), {}, {"a": PAIR_A, "c": CONDITION}),
+        Case("aten.masked_fill.Scalar", "", (A, COND, 0.25), {}, {"a": PAIR_A, "c": CONDITION}),
         unary("aten.clone.default"),
         # elementary functions
         unary("aten.exp.default"),
