@@ -77,3 +77,27 @@ def test_a_reshape_read_twice_stays_in_place():
 
     c, log = rewritten(Twice(), torch.randn(2, 3, 4))
     assert "pointwise_of_a_reshape" not in fired(log)
+
+
+class NormalizeByHand(nn.Module):
+    """x / ||x|| expanded by hand (as F.normalize spells it), and a scale expanded against a smaller tensor."""
+
+    def forward(self, x, y):
+        n = torch.linalg.vector_norm(x, 2, -1, keepdim=True).clamp_min(1e-6)
+        s = x.amax(dim=-1, keepdim=True)
+        return x / n.expand_as(x), s.expand(x.shape[0], 7) * y, torch.relu(x.amin(-1, keepdim=True).expand_as(x))
+
+
+def test_an_expand_read_by_a_pointwise_op_with_a_full_operand_is_the_ops_own_broadcast():
+    """Catches the rule firing where no other operand has the full shape (the op's result would shrink) and the
+    expanded value's numbers changing."""
+    x, y = torch.randn(3, 7), torch.randn(1, 7)
+    c, log = rewritten(NormalizeByHand(), x, y)
+    assert fired(log) == ["pointwise_of_an_expand"]  # the division only: y is [1, 7], relu reads nothing else
+    div = next(n for n in c.graph.nodes if "div" in str(n.target))
+    assert not any("expand" in str(a.target) for a in div.all_input_nodes)
+    assert sum("expand" in str(n.target) for n in c.graph.nodes) == 2  # the other two stay
+    assert_float64_equal(NormalizeByHand(), c, [x, y], seed=5, batch=4, scale=1.5)
+    plan = partition(c.graph, FAMILIES)
+    (row,) = [g for g in plan.groups if g.kind == "rows" and g.spec.reduction.op == "l2_norm"]
+    assert any("div" in n for n in row.nodes)  # the division joined the norm's row kernel

@@ -177,6 +177,46 @@ def test_a_value_read_by_a_torch_call_after_the_reduction_is_written_as_a_kernel
 
 # ---------------------------------------------------------------------------------------- references
 
+@pytest.mark.parametrize("op", ["var", "std", "l2_norm", "l1_norm"])
+def test_the_variance_and_norm_references_equal_torch_in_float64_with_each_correction(op):
+    torch.manual_seed(0)
+    v = torch.randn(5, 7, dtype=torch.float64) * 3 + 1
+    for correction in (0.0, 1.0, 2.5):
+        red = row_table.RowReduction(op, "", False, "v", correction=correction)
+        want = {"var": lambda c=correction: torch.var(v, -1, correction=c, keepdim=True),
+                "std": lambda c=correction: torch.std(v, -1, correction=c, keepdim=True),
+                "l2_norm": lambda: torch.linalg.vector_norm(v, 2, -1, keepdim=True),
+                "l1_norm": lambda: torch.linalg.vector_norm(v, 1, -1, keepdim=True)}[op]()
+        assert torch.allclose(row_table.reference(red, v, {}), want, rtol=1e-12, atol=1e-12), correction
+
+
+class Statistics(nn.Module):
+    def forward(self, x):
+        return (torch.var(x, -1), x.std(dim=-1, keepdim=True, unbiased=False), torch.var(x, -1, correction=0),
+                torch.nn.functional.normalize(x, dim=-1), torch.linalg.vector_norm(x, 1, -1),
+                x.norm(p=3, dim=-1))
+
+
+def test_variance_std_and_the_one_and_two_norms_over_the_last_axis_are_row_kernels_and_other_norms_are_not():
+    """Catches var/std or a vector norm of order 1 or 2 left a torch call, a wrong correction read from
+    `unbiased` or `correction`, and a norm of another order taken as one (its value would be wrong)."""
+    from fuseforge.rewrite import rewrite
+
+    captured = _captured(Statistics(), torch.randn(6, 40))
+    log = rewrite(captured.graph, captured)  # F.normalize's expand is dropped: its division joins the row kernel
+    assert [f.rule for f in log.firings] == ["pointwise_of_an_expand"]
+    plan = partition(captured.graph, named("rows"))
+    reds = sorted((g.spec.reduction.op, g.spec.reduction.correction) for g in plan.groups if g.kind == "rows")
+    assert reds == [("l1_norm", 0.0), ("l2_norm", 0.0), ("std", 0.0), ("var", 0.0), ("var", 1.0)]
+    normalize = next(g for g in plan.groups if g.kind == "rows" and g.spec.reduction.op == "l2_norm")
+    assert any("div" in n for n in normalize.nodes)  # F.normalize's division is the kernel's epilogue
+    grouped = {n for g in plan.groups for n in g.nodes}
+    (third,) = [n for n in captured.graph.nodes if n.target is torch.ops.aten.linalg_vector_norm.default
+                and n.args[1] == 3]
+    assert third.name not in grouped
+    assert "order 3" in row_table.row_op_reason(third)  # the report's reason it stays a torch call
+
+
 @pytest.mark.parametrize("op", ["softmax", "log_softmax", "logsumexp", "layer_norm", "mean", "sum", "amax", "amin"])
 def test_the_row_reference_formulas_equal_torch_in_float64(op):
     torch.manual_seed(0)
@@ -251,7 +291,10 @@ class EveryForm(nn.Module):
         m = x.amin(dim=-1, keepdim=True)
         i = torch.where(m > 0, m, m * 0.3)
         j = y * (y.amax(dim=-1, keepdim=True) > 0.5)
-        return a, b, c, d, e, f, g, h, ex / ex.sum(dim=-1, keepdim=True), i, j
+        k = torch.var(x, dim=-1) + x.std(dim=-1, unbiased=False)
+        n = (y + 1.0) / torch.linalg.vector_norm(y + 1.0, 2, -1, keepdim=True) + torch.linalg.vector_norm(z, 1, -1,
+                                                                                                         keepdim=True)
+        return a, b, c, d, e, f, g, h, ex / ex.sum(dim=-1, keepdim=True), i, j, k, n
 
 
 def _every_form():
@@ -265,7 +308,7 @@ def test_every_form_of_the_test_model_is_a_row_kernel():
     _, plan, ext = _every_form()
     ops = sorted(g.spec.reduction.op for g in plan.groups if g.kind == "rows")
     assert ops == sorted(["softmax", "log_softmax", "layer_norm", "logsumexp", "sum", "amax", "amin", "mean",
-                          "softmax", "amax", "sum", "amin", "amax"])
+                          "softmax", "amax", "sum", "amin", "amax", "var", "std", "l2_norm", "l1_norm"])
     assert "struct Row { float amin_1; bool gt; " in ext.cuda
     assert max(sum(c == "full" for _, c in g.spec.operands) for g in plan.groups if g.kind == "rows") == 5
     classes = {c for g in plan.groups if g.kind == "rows" for _, c in g.spec.operands}

@@ -6,7 +6,8 @@ The order of `RULES` is the order of application within a round; rounds repeat u
 
 1. identities: size-1 reductions, range-keeping activations, views that cancel, copies of values nothing
    else reads, detaches, common subexpressions (cleanups first: they expose the patterns below); and views: a
-   reshape of trailing axes moves after the pointwise ops that read it (they then join the kernel before it);
+   reshape of trailing axes moves after the pointwise ops that read it (they then join the kernel before it), and
+   an explicit expand before a pointwise op that broadcasts to that shape anyway is dropped;
 2. scalar folding: scalars move out of reductions, onto the smaller tensor;
 3. linear maps: reductions fold into the weight of the linear map before them, a global average
    pool of a convolution or a spatial mean of a transposed one becomes a small linear map; then global pools: any other adaptive pool to size 1
@@ -38,7 +39,7 @@ from .identities import (
 )
 from .linear_maps import compose_linear_maps, reduce_the_weight_not_the_output
 from .scalars import scalar_out_of_reduction
-from .views import pointwise_of_a_reshape
+from .views import pointwise_of_a_reshape, pointwise_of_an_expand
 
 RULES: list[Rule] = [
     reduction_over_size_one_axes,
@@ -48,6 +49,7 @@ RULES: list[Rule] = [
     detach_of_a_value,
     common_subexpression,
     pointwise_of_a_reshape,
+    pointwise_of_an_expand,
     scalar_out_of_reduction,
     reduce_the_weight_not_the_output,
     global_average_pool_of_conv,

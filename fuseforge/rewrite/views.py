@@ -1,4 +1,5 @@
-"""Family `views`: a reshape of trailing axes commutes with the pointwise ops after it.
+"""Family `views`: a reshape of trailing axes commutes with the pointwise ops after it, and an explicit expand before
+a pointwise op is the broadcast the op does anyway.
 
 `x.view(b, c, -1)`, a softmax over the flattened axis, then `.view(b, c, d, h, w) * scale`: the reshape back
 splits the row kernel's output from the multiply that should be its epilogue. A pointwise op sees each element
@@ -90,3 +91,48 @@ def pointwise_of_a_reshape(m: Match, build: Builder):
 
     moved = build(m.root.target, *replaced(m.root.args), **{k: replaced(v) for k, v in m.root.kwargs.items()})
     return build(view.target, moved, *view.args[1:], **view.kwargs)
+
+
+def _expanded(m: Match) -> fx.Node | None:
+    """The expand a pointwise root reads, where another tensor operand already has the root's shape (so the op's own
+    broadcast gives the same elements without it)."""
+    root = m.root
+    out = value(root)
+    if out is None or not is_pointwise(root):
+        return None
+    shape = [str(d) for d in out.shape]
+    expands = [a for a in root.all_input_nodes if is_op(a, "aten.expand.default")]
+    if not expands:
+        return None
+    e = expands[0]
+    b, expanded = value(e.args[0]), value(e)
+    if b is None or expanded is None or [str(d) for d in expanded.shape] != shape or b.dim() > out.dim():
+        return None
+    full = [a for a in root.all_input_nodes if a is not e and value(a) is not None
+            and [str(d) for d in value(a).shape] == shape]
+    return e if full else None
+
+
+@guard("a pointwise op reads an expand to its own shape, and another of its tensors has that shape")
+def expand_to_a_full_operand(m: Match) -> bool:
+    return _expanded(m) is not None
+
+
+@rule(FAMILY, Op(), expand_to_a_full_operand)
+def pointwise_of_an_expand(m: Match, build: Builder):
+    """f(expand(b), a) = f(b, a) when a has f's shape
+
+    A pointwise op broadcasts its operands to one shape; with an operand of the full shape, b reaches every position
+    it would reach expanded, with the same values (F.normalize's division by its norm, `x / n.expand_as(x)`); the op
+    then reads b at its own size and can join the row kernel that computes b.
+    """
+    e = _expanded(m)
+
+    def replaced(a):
+        if a is e:
+            return e.args[0]
+        if isinstance(a, (list, tuple)):
+            return type(a)(replaced(x) for x in a)
+        return a
+
+    return build(m.root.target, *replaced(m.root.args), **{k: replaced(v) for k, v in m.root.kwargs.items()})

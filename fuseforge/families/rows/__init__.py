@@ -27,7 +27,8 @@ _REDUCTION_KEYS = ("norm", "softmax", "logsumexp", "sum", "mean", "amax", "min",
 
 class Rows(FamilyBase):
     name = "rows"
-    summary = ("softmax, log_softmax, logsumexp, layer norm and sum/mean/amax/amin over the trailing axes "
+    summary = ("softmax, log_softmax, logsumexp, layer norm, sum/mean/amax/amin, var/std and the 1- and 2-norm over the "
+               "trailing axes "
                "(softmax, log_softmax and logsumexp also over the channel axis) with their pointwise "
                "neighbours, as one row kernel")
     order = 0
@@ -92,7 +93,8 @@ class Rows(FamilyBase):
                     f"`{self.flag}`).")
         reason = table.row_op_reason(node) if table.is_row_op(node) else None
         return ("reduction or normalisation anchor: kept as PyTorch's kernel; row kernels cover softmax, "
-                "log_softmax, logsumexp, layer_norm, mean, sum, amax and amin over the last axis, or over the "
+                "log_softmax, logsumexp, layer_norm, mean, sum, amax, amin, var, std and vector norms of order 1 or 2 "
+                "over the last axis, or over the "
                 "last k axes together, and softmax, log_softmax and logsumexp over the channel axis"
                 + (f" ({reason})." if reason else "."))
 

@@ -1,9 +1,9 @@
 """Row groups: a reduction or normalisation over the trailing axes, with the pointwise ops around it, as one kernel.
 
 Runs after the pointwise groups are formed. Each node of the row-reduction table (`table.recognise`:
-softmax, log_softmax, logsumexp, layer_norm, mean, sum, amax, amin over the last axis, or over the last k
-axes together for all but softmax and log_softmax; softmax, log_softmax and logsumexp also over the channel
-axis of [N, C, *S], a row per (n, s)) becomes a row group, which then takes in neighbouring
+softmax, log_softmax, logsumexp, layer_norm, mean, sum, amax, amin, var, std, vector norms of order 1 and 2 over
+the last axis, or over the last k axes together for all but softmax and log_softmax; softmax, log_softmax and
+logsumexp also over the channel axis of [N, C, *S], a row per (n, s)) becomes a row group, which then takes in neighbouring
 pointwise groups (the prologue that computes the reduced value, the epilogues that read its result, and
 groups feeding those) while the whole stays a row group:
 

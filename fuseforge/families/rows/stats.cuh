@@ -84,6 +84,28 @@ struct FFRowSum {
     }
 };
 
+// The 2-norm's square and the 1-norm: the same compensated sum of v * v or |v| (merges add the sums as they are).
+struct FFRowSumSquares : FFRowSum {
+    FF_HD void add(float v) { FFRowSum::add(v * v); }
+    FF_HD void merge(const FFRowSumSquares& o) { FFRowSum::merge(o); }
+    __device__ FFRowSumSquares shfl_xor(int lane_mask) const {
+        FFRowSumSquares o;
+        o.sum = __shfl_xor_sync(0xffffffffu, sum, lane_mask);
+        o.c = __shfl_xor_sync(0xffffffffu, c, lane_mask);
+        return o;
+    }
+};
+struct FFRowSumAbs : FFRowSum {
+    FF_HD void add(float v) { FFRowSum::add(fabsf(v)); }
+    FF_HD void merge(const FFRowSumAbs& o) { FFRowSum::merge(o); }
+    __device__ FFRowSumAbs shfl_xor(int lane_mask) const {
+        FFRowSumAbs o;
+        o.sum = __shfl_xor_sync(0xffffffffu, sum, lane_mask);
+        o.c = __shfl_xor_sync(0xffffffffu, c, lane_mask);
+        return o;
+    }
+};
+
 // amax / amin: NaN propagates, like torch.amax.
 struct FFRowMax {
     float m;

@@ -1,4 +1,5 @@
-"""The row-reduction table: reductions and normalisations over the trailing axes that a row kernel computes.
+"""The row-reduction table: reductions and normalisations over the trailing axes that a row kernel computes
+(softmax, log_softmax, logsumexp, layer_norm, mean, sum, amax, amin, var, std, vector norms of order 1 and 2).
 
 A row is the trailing axes a node reduces, flattened: over the last axis (softmax(x, -1)), or over the last
 k axes together (x.mean((2, 3)) of [N, C, H, W]: N*C rows of H*W values; LayerNorm over [C, H, W]). On a
@@ -35,7 +36,7 @@ from ...traced import size_hint, tensor_meta
 class RowReduction:
     """What one recognised node computes, over the last `axes` axes of `data` (one row: their values)."""
 
-    op: str  # softmax, log_softmax, logsumexp, layer_norm, mean, sum, amax, amin
+    op: str  # softmax, log_softmax, logsumexp, layer_norm, mean, sum, amax, amin, var, std, l2_norm, l1_norm
     stats: str  # the C++ statistics struct (ROW_STATS)
     per_element: bool  # the value has the input's shape; else one value per row
     data: str  # the reduced tensor (a graph value of the row shape)
@@ -44,6 +45,7 @@ class RowReduction:
     keepdim: bool = True  # per-row values: the reduced axes are kept with size 1
     axes: int = 1  # how many trailing axes a row spans
     channels: bool = False  # a row is instead the channel axis of [N, C, *S]: one per (n, s), values S apart
+    correction: float = 0.0  # var and std: the sum of squared deviations is divided by cols - correction
 
     @property
     def over(self) -> str:
@@ -59,7 +61,8 @@ class RowReduction:
 
 _STATS = {"softmax": "FFRowSoftmax", "log_softmax": "FFRowSoftmax", "logsumexp": "FFRowSoftmax",
           "layer_norm": "FFRowWelford", "mean": "FFRowSum", "sum": "FFRowSum", "amax": "FFRowMax",
-          "amin": "FFRowMin"}
+          "amin": "FFRowMin", "var": "FFRowWelford", "std": "FFRowWelford", "l2_norm": "FFRowSumSquares",
+          "l1_norm": "FFRowSumAbs"}
 
 # Row ops that also run over the channel axis of [N, C, *S] (min/max/sum/mean over it are the
 # channel-reduction kernels', with pools and channels-last inputs)
@@ -77,7 +80,29 @@ _OPS = {
     "aten.sum.dim_IntList": ("sum", "dim"),
     "aten.amax.default": ("amax", "dim"),
     "aten.amin.default": ("amin", "dim"),
+    "aten.var.dim": ("var", "dim"),
+    "aten.var.correction": ("var", "dim"),
+    "aten.std.dim": ("std", "dim"),
+    "aten.std.correction": ("std", "dim"),
+    "aten.linalg_vector_norm.default": ("vector_norm", "dim"),
 }
+
+
+def _correction(args: dict) -> float:
+    """var and std: what the sum of squared deviations is divided by, cols minus this (`unbiased` or
+    `correction`; PyTorch's default is 1)."""
+    if "unbiased" in args:
+        return 1.0 if args["unbiased"] else 0.0
+    correction = args.get("correction")
+    return 1.0 if correction is None else float(correction)
+
+
+def _norm_op(node_name: str, ord_) -> str:
+    if ord_ in (2, 2.0):
+        return "l2_norm"
+    if ord_ in (1, 1.0):
+        return "l1_norm"
+    raise NotSpellable(f"{node_name} is a vector norm of order {ord_!r} (a row kernel takes orders 1 and 2)")
 
 
 def is_row_op(node: fx.Node) -> bool:
@@ -125,6 +150,8 @@ def recognise(node: fx.Node) -> RowReduction:
             raise NotSpellable(f"{node.name} normalises over {shape}, not the trailing sizes of {list(data_meta.shape)}")
         params = tuple(p.name if isinstance(p, fx.Node) else None for p in (args["weight"], args["bias"]))
         return RowReduction(op, _STATS[op], True, data.name, params, float(args["eps"]), axes=len(shape))
+    if op == "vector_norm":
+        op = _norm_op(node.name, args["ord"])
     per_element = op in ("softmax", "log_softmax")
     keepdim = per_element or bool(args.get("keepdim"))
     axes = trailing_axes(args[axis_arg], rank)
@@ -136,7 +163,9 @@ def recognise(node: fx.Node) -> RowReduction:
                            f"together) of a rank-{rank} tensor")
     if args.get("dtype") is not None or args.get("half_to_float"):
         raise NotSpellable(f"{node.name} changes the dtype")
-    return RowReduction(op, _STATS[op], per_element, data.name, keepdim=keepdim, axes=axes or 1, channels=channels)
+    correction = _correction(args) if op in ("var", "std") else 0.0
+    return RowReduction(op, _STATS[op], per_element, data.name, keepdim=keepdim, axes=axes or 1, channels=channels,
+                        correction=correction)
 
 
 def _with_unit_axes_after(dims, shape) -> int | None:
@@ -202,8 +231,13 @@ def spell(red: RowReduction, v: str, params: dict[str, str]) -> str:
         return f"({expr} + {bias})" if bias else expr
     if red.op == "mean":
         return "(ff_st.sum / (float)ff_cols)"
-    if red.op == "sum":
+    if red.op in ("sum", "l1_norm"):
         return "ff_st.sum"
+    if red.op == "l2_norm":
+        return "sqrtf(ff_st.sum)"
+    if red.op in ("var", "std"):  # m2 / max(cols - correction, 0), as PyTorch (0 rows' worth: inf or NaN)
+        var = f"(ff_st.m2 / fmaxf((float)ff_cols - {cpp_float(red.correction)}, 0.0f))"
+        return var if red.op == "var" else f"sqrtf{var}"
     return "ff_st.m"  # amax, amin
 
 
@@ -245,6 +279,13 @@ def _on_rows(red: RowReduction, v: torch.Tensor, params: dict[str, torch.Tensor 
     elif red.op in ("mean", "sum"):
         out = v.sum(dim=-1, keepdim=True)
         out = out / v.shape[-1] if red.op == "mean" else out
+    elif red.op in ("var", "std"):
+        mean = v.mean(dim=-1, keepdim=True)
+        m2 = ((v - mean) ** 2).sum(dim=-1, keepdim=True)
+        out = m2 / max(v.shape[-1] - red.correction, 0.0)
+        out = torch.sqrt(out) if red.op == "std" else out
+    elif red.op in ("l2_norm", "l1_norm"):
+        out = (v * v).sum(dim=-1, keepdim=True).sqrt() if red.op == "l2_norm" else v.abs().sum(dim=-1, keepdim=True)
     else:
         out = v.amax(dim=-1, keepdim=True) if red.op == "amax" else v.amin(dim=-1, keepdim=True)
     return out
