@@ -84,27 +84,21 @@ struct FFRowSum {
     }
 };
 
-// The 2-norm's square and the 1-norm: the same compensated sum of v * v or |v| (merges add the sums as they are).
-struct FFRowSumSquares : FFRowSum {
-    FF_HD void add(float v) { FFRowSum::add(v * v); }
-    FF_HD void merge(const FFRowSumSquares& o) { FFRowSum::merge(o); }
-    __device__ FFRowSumSquares shfl_xor(int lane_mask) const {
-        FFRowSumSquares o;
-        o.sum = __shfl_xor_sync(0xffffffffu, sum, lane_mask);
-        o.c = __shfl_xor_sync(0xffffffffu, c, lane_mask);
+// The 2-norm's square and the 1-norm: the same compensated sum, of v * v or of |v| (merges add the sums as they are).
+template <class Term>
+struct FFRowSumOf : FFRowSum {
+    FF_HD void add(float v) { FFRowSum::add(Term::of(v)); }
+    FF_HD void merge(const FFRowSumOf& o) { FFRowSum::merge(o); }
+    __device__ FFRowSumOf shfl_xor(int lane_mask) const {
+        FFRowSumOf o;
+        static_cast<FFRowSum&>(o) = FFRowSum::shfl_xor(lane_mask);
         return o;
     }
 };
-struct FFRowSumAbs : FFRowSum {
-    FF_HD void add(float v) { FFRowSum::add(fabsf(v)); }
-    FF_HD void merge(const FFRowSumAbs& o) { FFRowSum::merge(o); }
-    __device__ FFRowSumAbs shfl_xor(int lane_mask) const {
-        FFRowSumAbs o;
-        o.sum = __shfl_xor_sync(0xffffffffu, sum, lane_mask);
-        o.c = __shfl_xor_sync(0xffffffffu, c, lane_mask);
-        return o;
-    }
-};
+struct FFSquare { FF_HD static float of(float v) { return v * v; } };
+struct FFAbsolute { FF_HD static float of(float v) { return fabsf(v); } };
+using FFRowSumSquares = FFRowSumOf<FFSquare>;
+using FFRowSumAbs = FFRowSumOf<FFAbsolute>;
 
 // amax / amin: NaN propagates, like torch.amax.
 struct FFRowMax {
