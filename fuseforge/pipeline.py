@@ -131,10 +131,19 @@ def extra_batch_sizes(run: Run) -> list[int]:
     return batch_sizes(first.shape[0], None)
 
 
+def _forward_size(run: Run) -> tuple[int, float]:
+    """(peak bytes of a forward's values in float32 at the file's sizes, the share of the file's batch the float64
+    check runs at: 2 of it where the batch is free, as `float64_reference` takes)."""
+    peak = run.eager_cost.peak_activation_bytes if run.eager_cost is not None else 0
+    first = next((x for x in run.loaded.inputs if isinstance(x, torch.Tensor) and x.dim() > 0), None)
+    dynamic = run.captured is not None and run.captured.dynamic_batch and first is not None
+    return peak, min(1.0, 2 / first.shape[0]) if dynamic and first.shape[0] > 0 else 1.0
+
+
 def _check_on_cpu(run: Run) -> None:
     """The plan, then the emitted forward, against one float64 run of the model on the CPU (skipped, with the
     reason, where its float64 copy would not fit in the host's memory: the GPU verification still runs)."""
-    need, have = float64_check_bytes(run.loaded), available_bytes()
+    need, have = float64_check_bytes(run.loaded, *_forward_size(run)), available_bytes()
     if have is not None and need > have:
         why = (f"float64 CPU check skipped: it needs about {need / 2**30:.1f} GiB of host memory, "
                f"{have / 2**30:.1f} GiB are available")

@@ -535,6 +535,36 @@ def test_a_model_whose_float64_check_cannot_fit_in_memory_says_so_in_one_line_an
     assert run.cpu_check.skipped in (tmp_path / "out" / "report.md").read_text()
 
 
+A_LOSS_OVER_A_LARGE_INPUT = '''
+class Model(nn.Module):
+    def forward(self, predictions, targets):
+        return torch.mean(torch.clamp(1 - predictions * targets, min=0))
+
+
+def get_inputs():
+    return [torch.rand(512, 512), torch.randint(0, 2, (512,)).float() * 2 - 1]  # batch == features: static
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_the_float64_check_counts_the_forwards_values_not_only_the_state_and_the_inputs(tmp_path):
+    """Catches the estimate of a parameter-free model over a large input counting its inputs alone: a hinge loss over a
+    32768 x 32768 tensor passed the old estimate (16 GiB against 19 free) and was killed for memory at 24 GiB, its
+    float64 intermediates (the products, the differences) each as large as the input."""
+    from fuseforge import pipeline
+    from fuseforge.evaluate.cpu_check import float64_check_bytes
+
+    run = _run(tmp_path, A_LOSS_OVER_A_LARGE_INPUT)
+    peak, fraction = pipeline._forward_size(run)
+    big = 512 * 512 * 4  # the large input in float32
+    assert fraction == 1.0 and peak >= 2 * big  # the mean takes every element: no smaller batch; two values live
+    # the float64 inputs twice, and the forward's values in float64 (twice their float32 peak) twice
+    assert float64_check_bytes(run.loaded, peak, fraction) >= 2 * (2 * big) + 2 * (2 * (2 * big))
+
+
 TWO_CONVS = '''
 class Model(nn.Module):
     def __init__(self):
