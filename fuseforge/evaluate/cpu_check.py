@@ -201,14 +201,15 @@ class Float64Reference:
 def float64_check_bytes(loaded: LoadedModel, activation_bytes: int = 0, batch_fraction: float = 1.0) -> int:
     """Host memory the float64 check adds to the loaded model: one float64 copy of its state (twice its float32
     size; the reference and both checked programs share its parameters), a quarter of that again for the
-    buffers' copies, the float64 inputs twice, and twice the peak of a forward's values in float64 (the
-    reference's outputs are held while a checked program runs): `activation_bytes` is that peak in float32 at the
+    buffers' copies, the float64 inputs twice, and four times the peak of a forward's values in float64 (the
+    reference's outputs, the checked program's, the comparison's differences and the ops' own temporaries: measured
+    6.7 GB for a [2, 256, 512, 768] einsum output of 1.6 GB): `activation_bytes` is that peak in float32 at the
     file's sizes (the cost model's), `batch_fraction` the share of the file's batch the check runs at (2 of it
     where the batch is free). A model of large inputs and no parameters (a loss over a 32768 x 32768 tensor)
     needs many times its inputs' size."""
     state = sum(t.numel() * 8 for t in loaded.model.state_dict().values())
     inputs = sum(t.numel() * 8 for t in loaded.inputs if isinstance(t, torch.Tensor) and t.is_floating_point())
-    return int(state + state // 4 + batch_fraction * (2 * inputs + 4 * activation_bytes))
+    return int(state + state // 4 + batch_fraction * (2 * inputs + 8 * activation_bytes))
 
 
 def available_bytes() -> int | None:
