@@ -23,9 +23,10 @@ the faster of the two verified plans is kept.
 A rung is skipped when it would not change the failed plan (no layout change to remove, no rewrite that
 fired). Every rung is checked like the first: CPU float64 check, build, GPU verification. A plan whose kernels
 do none of the model's work (`token_kernels`) fails at partition and moves down like any other failure. A plan that
-verified but ran slower than eager also moves down, and the fastest verified rung is kept; after such a
-plan, the rungs of torch calls that run eager's own ops (the graph as captured, or as rewritten where no
-rewrite fired) are skipped: they cannot be faster than the model's own forward.
+verified but ran slower than eager also moves down, and the fastest verified rung is kept; after such a plan, or
+one whose kernels did none of the model's work, the rungs of torch calls that run eager's own ops (the graph as
+captured, or as rewritten where the rewrites removed no FLOPs or traffic: a convolution's bias split off into an add)
+are skipped: they cannot be faster than the model's own forward.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ class Failure:
     rewrites_fired: bool = False
     verified: bool = False  # it verified, but ran slower than eager (or than the plan named by `outrun_by`)
     outrun_by: str = "eager"
+    rewrites_saved: bool = False  # the rewrites that fired removed FLOPs or traffic (at the traced sizes)
+    token: bool = False  # its kernels did none of the model's work (`token_kernels`)
 
 
 def describe(config: OptimizeConfig) -> str:
@@ -97,8 +100,8 @@ def next_rung(config: OptimizeConfig, failure: Failure) -> OptimizeConfig | None
         return plain
     own_forward = plain.without("layout", "pointwise_kernels", "rewrites", "capture")
     if config.pointwise_kernels and failure.used_kernels:
-        if failure.verified and not failure.rewrites_fired:
-            return own_forward  # torch calls of eager's own ops: no faster than eager
+        if (failure.verified or failure.token) and not failure.rewrites_saved:
+            return own_forward  # torch calls of eager's own ops, or of ops no rewrite made cheaper: no faster
         return plain.without("layout", "pointwise_kernels")
     if config.rewrites and failure.rewrites_fired and not failure.verified:
         return plain.without("layout", "pointwise_kernels", "rewrites")

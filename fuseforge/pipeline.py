@@ -97,9 +97,9 @@ def stage_partition(run: Run) -> None:
             run.plan.channels_last = kept_channels_last(run.plan.channels_last, run.conv_precision, graph)
     run.artefact("20_partition.txt").write_text(format_plan(run.plan))
     run.cost = estimate(run.eager_cost, run.captured, run.plan, run.conv_precision)
-    token = token_kernels(run.model_ops, run.plan, run.captured.graph)
-    if token:  # a plan whose kernels do none of the model's work is no answer to "replace its operators"
-        raise ValueError(token)
+    run.token_kernels = token_kernels(run.model_ops, run.plan, run.captured.graph)
+    if run.token_kernels:  # a plan whose kernels do none of the model's work is no answer to "replace its operators"
+        raise ValueError(run.token_kernels)
 
 
 def stage_codegen(run: Run) -> None:
@@ -277,9 +277,11 @@ def _failure(run: Run | None, stage: str, reason: str, family: str | None = None
     """Why a rung was left, with what its plan used (the ladder skips rungs that would not change it)."""
     plan = run.plan if run is not None else None
     groups = plan.groups if plan is not None else []
+    firings = run.rewrites.firings if run is not None and run.rewrites is not None else []
     return Failure(stage, reason, family, frozenset(g.family.name for g in groups if g.family),
-                   bool(plan is not None and plan.channels_last), bool(groups),
-                   bool(run is not None and run.rewrites is not None and run.rewrites.firings), verified)
+                   bool(plan is not None and plan.channels_last), bool(groups), bool(firings), verified,
+                   rewrites_saved=sum(f.flops_removed for f in firings) > 0 or sum(f.bytes_removed for f in firings) > 0,
+                   token=bool(run is not None and run.token_kernels))
 
 
 def _with_second_opinion(run: Run, rung: OptimizeConfig, attempts: list[Attempt],

@@ -25,6 +25,7 @@ class Run:
     plan: Plan | None = None
     extension: Extension | None = None
     eager_cost: EagerCost | None = None  # taken before the rewrite
+    token_kernels: str | None = None  # why the plan's kernels do none of the model's work (the partition fails)
     model_ops: Counter = field(default_factory=Counter)  # the captured graph's compute ops, before the rewrite
     cost: CostEstimate | None = None
     cpu_check: CpuCheck | None = None

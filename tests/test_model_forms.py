@@ -361,7 +361,7 @@ class Model(nn.Module):
         self.norm = nn.InstanceNorm2d(8, affine=True, track_running_stats=True)  # updates its buffers in place
 
     def forward(self, x):
-        return self.norm(self.conv(x))
+        return torch.relu(self.norm(self.conv(x)))  # the relu: a kernel of the model's own work, so a captured plan
 
 
 def get_inputs():
