@@ -175,6 +175,8 @@ class CostEstimate:
     plan_peak_values: tuple[str, ...] = ()  # the values live at the plan's peak
     plan_host_s: float = 0.0  # the host time of the plan's calls (HOST_OP_S each): a floor under plan_s
     plan_calls: int = 0
+    eager_host_s: float = 0.0  # the same floor under eager_s: eager's own ops are issued from Python too
+    eager_calls: int = 0
 
     @property
     def speedup(self) -> float:
@@ -216,6 +218,7 @@ class EagerCost:
     flops: float
     peak_values: tuple[str, ...] = ()  # the values live at the peak
     convs: tuple[PricedConv, ...] = ()  # its convolutions as priced, for `estimate` to use measured times instead
+    calls: int = 0  # ops eager issues from Python, views included (each takes host time, as the plan's calls do)
 
 
 @dataclass(frozen=True)
@@ -291,7 +294,7 @@ def eager_cost(captured: Captured) -> EagerCost:
     units = [([a.name for a in n.all_input_nodes], [n.name]) for n in ops]
     keep = [([o for o in captured.user_outputs if o], [])]  # outputs stay alive to the end
     peak, held = _peak(units + keep, _sizes(by_name))
-    return EagerCost(seconds, moved, launches, peak, total_flops, held, tuple(convs))
+    return EagerCost(seconds, moved, launches, peak, total_flops, held, tuple(convs), len(ops))
 
 
 def _eager_measured(eager: EagerCost, by_key: dict[ConvCall, dict]) -> float:
@@ -344,7 +347,10 @@ def estimate(eager: EagerCost, captured: Captured, plan: Plan, measured: dict[st
     # Each call of the emitted forward (a kernel's binding, a torch op, a view) takes host time to issue; where the
     # GPU work is shorter, the forward takes that long
     host = len(plan.steps) * HOST_OP_S
-    eager_s = _eager_measured(eager, by_key) if by_key else eager.seconds
+    # eager's forward issues its ops from Python as well (132 us for the 7 ops of conv2d_avgpool_bias_logsumexp on
+    # the H100 machine, about HOST_OP_S each): a small, many-op model is host-bound in both
+    eager_host = eager.calls * HOST_OP_S
+    eager_s = max(_eager_measured(eager, by_key) if by_key else eager.seconds, eager_host)
     return CostEstimate(eager_s, max(plan_s, host), eager.bytes_moved, plan_moved, eager.launches,
                         plan_launches, eager.peak_activation_bytes, peak, eager.flops, torch_s, eager.peak_values, held,
-                        host, len(plan.steps))
+                        host, len(plan.steps), eager_host, eager.calls)

@@ -207,6 +207,9 @@ def _speedup_reasons(run: Run) -> list[str]:
     if c.plan_host_s >= c.plan_s:
         reasons.append(f"its {c.plan_calls} calls take {c.plan_host_s * 1e3:.3f} ms to issue from Python "
                        f"({HOST_OP_S * 1e6:.0f} µs each, measured on the H100 machine), longer than its GPU work")
+    if c.eager_host_s and c.eager_host_s >= c.eager_s:
+        reasons.append(f"eager's {c.eager_calls} ops take {c.eager_host_s * 1e3:.3f} ms to issue from Python, "
+                       "longer than their GPU work")
     if c.plan_torch_s:
         reasons.append(f"the ops left to PyTorch take {c.plan_torch_s * 1e3:.3f} ms of the plan's "
                        f"{c.plan_s * 1e3:.3f} ms, so no plan that keeps them runs more than "
