@@ -294,7 +294,8 @@ def eager_cost(captured: Captured) -> EagerCost:
     units = [([a.name for a in n.all_input_nodes], [n.name]) for n in ops]
     keep = [([o for o in captured.user_outputs if o], [])]  # outputs stay alive to the end
     peak, held = _peak(units + keep, _sizes(by_name))
-    return EagerCost(seconds, moved, launches, peak, total_flops, held, tuple(convs), len(ops))
+    calls = sum(n.target is not operator.getitem for n in ops)  # a tuple's item is no call of eager's
+    return EagerCost(seconds, moved, launches, peak, total_flops, held, tuple(convs), calls)
 
 
 def _eager_measured(eager: EagerCost, by_key: dict[ConvCall, dict]) -> float:
@@ -347,8 +348,9 @@ def estimate(eager: EagerCost, captured: Captured, plan: Plan, measured: dict[st
     # Each call of the emitted forward (a kernel's binding, a torch op, a view) takes host time to issue; where the
     # GPU work is shorter, the forward takes that long
     host = len(plan.steps) * HOST_OP_S
-    # eager's forward issues its ops from Python as well (132 us for the 7 ops of conv2d_avgpool_bias_logsumexp on
-    # the H100 machine, about HOST_OP_S each): a small, many-op model is host-bound in both
+    # eager's forward issues its ops from Python as well: 29-87 us per captured op on the H100 machine (its enqueue
+    # time over 4-6 ops, bench/results/2026-11-27i_gpu/host_*.json; convolutions cost the most), so HOST_OP_S each
+    # is a floor: a small, many-op model is host-bound in both
     eager_host = eager.calls * HOST_OP_S
     eager_s = max(_eager_measured(eager, by_key) if by_key else eager.seconds, eager_host)
     return CostEstimate(eager_s, max(plan_s, host), eager.bytes_moved, plan_moved, eager.launches,
