@@ -324,22 +324,26 @@ def _with_second_opinion(run: Run, rung: OptimizeConfig, attempts: list[Attempt]
     return kept
 
 
+def _behind(run: Run, baseline: str) -> tuple[float, float] | None:
+    """(our median ms, the baseline's) where a verified run was slower than the baseline variant of its bench
+    ("eager", "compile"); None where it was not, or either was not timed."""
+    variants = (run.bench or {}).get("variants", {})
+    ours, theirs = variants.get("candidate", {}), variants.get(baseline, {})
+    if ours.get("status") != "ok" or theirs.get("status") != "ok" or ours["median_ms"] <= theirs["median_ms"]:
+        return None
+    return ours["median_ms"], theirs["median_ms"]
+
+
 def _slower_than_compile(run: Run) -> str | None:
     """Why a verified run is slower than torch.compile (None where it is not, or compile was not timed)."""
-    variants = (run.bench or {}).get("variants", {})
-    ours, compiled = variants.get("candidate", {}), variants.get("compile", {})
-    if ours.get("status") != "ok" or compiled.get("status") != "ok" or ours["median_ms"] <= compiled["median_ms"]:
-        return None
-    return f"{ours['median_ms']:.3f} ms is slower than torch.compile's {compiled['median_ms']:.3f} ms"
+    behind = _behind(run, "compile")
+    return f"{behind[0]:.3f} ms is slower than torch.compile's {behind[1]:.3f} ms" if behind else None
 
 
 def _slower_than_eager(run: Run) -> str | None:
     """Why a verified run is slower than eager (None where it is not, or was not timed)."""
-    variants = (run.bench or {}).get("variants", {})
-    ours, eager = variants.get("candidate", {}), variants.get("eager", {})
-    if ours.get("status") != "ok" or eager.get("status") != "ok" or ours["median_ms"] <= eager["median_ms"]:
-        return None
-    return f"verified, but {ours['median_ms']:.3f} ms is slower than eager's {eager['median_ms']:.3f} ms"
+    behind = _behind(run, "eager")
+    return f"verified, but {behind[0]:.3f} ms is slower than eager's {behind[1]:.3f} ms" if behind else None
 
 
 def _median_ms(run: Run) -> float:
