@@ -177,6 +177,7 @@ class CostEstimate:
     plan_calls: int = 0
     eager_host_s: float = 0.0  # the same floor under eager_s: eager's own ops are issued from Python too
     eager_calls: int = 0
+    eager_gpu_s: float = 0.0  # eager's GPU work alone (eager_s is the larger of it and eager_host_s)
 
     @property
     def speedup(self) -> float:
@@ -352,7 +353,7 @@ def estimate(eager: EagerCost, captured: Captured, plan: Plan, measured: dict[st
     # time over 4-6 ops, bench/results/2026-11-27i_gpu/host_*.json; convolutions cost the most), so HOST_OP_S each
     # is a floor: a small, many-op model is host-bound in both
     eager_host = eager.calls * HOST_OP_S
-    eager_s = max(_eager_measured(eager, by_key) if by_key else eager.seconds, eager_host)
-    return CostEstimate(eager_s, max(plan_s, host), eager.bytes_moved, plan_moved, eager.launches,
+    eager_gpu = _eager_measured(eager, by_key) if by_key else eager.seconds
+    return CostEstimate(max(eager_gpu, eager_host), max(plan_s, host), eager.bytes_moved, plan_moved, eager.launches,
                         plan_launches, eager.peak_activation_bytes, peak, eager.flops, torch_s, eager.peak_values, held,
-                        host, len(plan.steps), eager_host, eager.calls)
+                        host, len(plan.steps), eager_host, eager.calls, eager_gpu)

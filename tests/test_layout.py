@@ -238,14 +238,14 @@ def test_the_cost_model_prices_eagers_and_the_plans_convolutions_at_their_measur
     timed = estimate(run.eager_cost, run.captured, run.plan, {name: row})
     (conv,) = run.eager_cost.convs
     assert conv.bias and conv.key == measurement_key(node)  # eager's biased call and the plan's share the key
-    assert timed.eager_s - priced.eager_s == pytest.approx(7.1e-3 - conv.seconds)
+    assert timed.eager_gpu_s - priced.eager_gpu_s == pytest.approx(7.1e-3 - conv.seconds)  # its GPU work
     # the plan's convolution (a torch call): 3.0 ms channels-last, no bias, + the extension's conversions of its
     # input and weight (not PyTorch's, the row's 1.0 ms), in place of its price
     change = timed.plan_torch_s - priced.plan_torch_s + _plan_conv_price(run, name)
     assert change == pytest.approx(3.0e-3 + conversion_ms(node) / 1e3) and 0 < conversion_ms(node) < 0.01
     assert timed.plan_s >= timed.plan_torch_s
     untimed = estimate(run.eager_cost, run.captured, run.plan, {name: {"class": "tf32"}})  # a CPU measurement
-    assert (untimed.eager_s, untimed.plan_s) == (priced.eager_s, priced.plan_s)
+    assert (untimed.eager_s, untimed.eager_gpu_s, untimed.plan_s) == (priced.eager_s, priced.eager_gpu_s, priced.plan_s)
 
 
 def _plan_conv_price(run, name):
