@@ -38,6 +38,7 @@ from .layout import channels_last_convs
 from .layout_precision import graph_convolutions, kept_channels_last, measured_or_error, put_on_nodes
 from .load import load_model_file
 from .partition import format_plan, partition
+from .plan import Plan
 from .report import write_report
 from .rewrite import format_rewrite, rewrite, run_rules
 from .run import Run
@@ -276,12 +277,15 @@ def _failure(run: Run | None, stage: str, reason: str, family: str | None = None
              verified: bool = False) -> Failure:
     """Why a rung was left, with what its plan used (the ladder skips rungs that would not change it)."""
     plan = run.plan if run is not None else None
-    groups = plan.groups if plan is not None else []
     firings = run.rewrites.firings if run is not None and run.rewrites is not None else []
-    return Failure(stage, reason, family, frozenset(g.family.name for g in groups if g.family),
-                   bool(plan is not None and plan.channels_last), bool(groups), bool(firings), verified,
+    return Failure(stage, reason, family, _families_used(plan),
+                   bool(plan is not None and plan.channels_last), bool(plan and plan.groups), bool(firings), verified,
                    rewrites_saved=sum(f.flops_removed for f in firings) > 0 or sum(f.bytes_removed for f in firings) > 0,
                    token=bool(run is not None and run.token_kernels))
+
+
+def _families_used(plan: Plan | None) -> frozenset[str]:
+    return frozenset(g.family.name for g in plan.groups if g.family) if plan is not None else frozenset()
 
 
 def _with_second_opinion(run: Run, rung: OptimizeConfig, attempts: list[Attempt],
@@ -290,7 +294,7 @@ def _with_second_opinion(run: Run, rung: OptimizeConfig, attempts: list[Attempt]
     cuBLAS on the cost model's word: measure the plan without them too and keep the faster of the two (the
     other's artefacts in OUT/attempts/, named in the report). A second plan that fails a check is set aside."""
     behind = _slower_than_compile(run)
-    other = second_opinion(rung, _failure(run, "bench", "").used_families) if behind else None
+    other = second_opinion(rung, _families_used(run.plan)) if behind else None
     if other is None:
         return run
     first = Attempt(describe(rung), replace(_failure(run, "bench", behind, verified=True), outrun_by="torch.compile"),
@@ -301,7 +305,7 @@ def _with_second_opinion(run: Run, rung: OptimizeConfig, attempts: list[Attempt]
     except StageFailed as exc:
         second, failure = exc.run, _failure(exc.run, exc.stage, exc.reason, exc.family)
     else:
-        ms = _timed_ms(second)
+        ms = _median_ms(second)
         failure = None if ms is not None and ms < _median_ms(run) else _failure(
             second, "bench", f"verified, but {'not timed' if ms is None else f'{ms:.3f} ms'} against "
             f"{_median_ms(run):.3f} ms", verified=True)
@@ -313,9 +317,7 @@ def _with_second_opinion(run: Run, rung: OptimizeConfig, attempts: list[Attempt]
     else:
         attempts.append(Attempt(describe(other), replace(failure, outrun_by=f"the plan with {describe(rung)}"),
                                 _set_aside(rung.out_dir, f"{len(attempts) + 2}_{_slug(describe(other))}")))
-        for path in list(first.folder.iterdir()):
-            shutil.move(str(path), str(rung.out_dir / path.name))
-        first.folder.rmdir()
+        _restore(first, rung.out_dir)
         kept = run
     kept.ladder = ladder_notes(attempts) + [
         f"The plan with {describe(rung)} verified, but {behind}: the same plan with cuDNN's and cuBLAS's calls in "
@@ -346,13 +348,17 @@ def _slower_than_eager(run: Run) -> str | None:
     return f"verified, but {behind[0]:.3f} ms is slower than eager's {behind[1]:.3f} ms" if behind else None
 
 
-def _median_ms(run: Run) -> float:
-    return run.bench["variants"]["candidate"]["median_ms"]
-
-
-def _timed_ms(run: Run) -> float | None:
+def _median_ms(run: Run) -> float | None:
+    """The candidate's median time in the run's bench (None where it was not timed)."""
     ours = (run.bench or {}).get("variants", {}).get("candidate", {})
     return ours["median_ms"] if ours.get("status") == "ok" else None
+
+
+def _restore(attempt: Attempt, out_dir: Path) -> None:
+    """A set-aside rung's artefacts back in OUT (the rung is kept after all)."""
+    for path in list(attempt.folder.iterdir()):
+        shutil.move(str(path), str(out_dir / path.name))
+    attempt.folder.rmdir()
 
 
 def _keep_fastest(slow: list[tuple[float, Run, Attempt]], attempts: list[Attempt],
@@ -360,9 +366,7 @@ def _keep_fastest(slow: list[tuple[float, Run, Attempt]], attempts: list[Attempt
     """No rung was faster than eager: keep the fastest verified one (its artefacts back in OUT)."""
     _, run, attempt = min(slow, key=lambda entry: entry[0])
     on_stage(f"keep the fastest verified rung: {attempt.rung}")
-    for path in list(attempt.folder.iterdir()):
-        shutil.move(str(path), str(run.config.out_dir / path.name))
-    attempt.folder.rmdir()
+    _restore(attempt, run.config.out_dir)
     attempts.remove(attempt)
     run.ladder = ladder_notes(attempts) + ["No plan ran faster than eager: this is the fastest verified one."]
     stage_report(run)

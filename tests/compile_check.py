@@ -48,3 +48,14 @@ def assert_compiles_for_hopper_without_spills(cuda: str, tmp_path, std: str = "c
     assert spills and all("0 bytes spill stores, 0 bytes spill loads" in line for line in spills)
     assert all(int(r) <= max_registers for r in re.findall(r"Used (\d+) registers", result.stderr))
     return result.stderr
+
+
+def host_program(source: str, folder, name: str, *flags: str):
+    """A C++ checker built for the host with g++ -std=c++17 (its `flags` after), as a path to run; fails the test with
+    g++'s errors when it does not build."""
+    path, binary = folder / f"{name}.cpp", folder / name
+    path.write_text(source)
+    built = subprocess.run([GXX, "-std=c++17", *flags, "-o", str(binary), str(path)], capture_output=True, text=True,
+                           timeout=300)
+    assert built.returncode == 0, built.stderr
+    return binary

@@ -11,7 +11,7 @@ two up to 2^31 - 1 with the indices at the ends of the 32-bit range.
 import subprocess
 
 import pytest
-from compile_check import GXX
+from compile_check import GXX, host_program
 
 from fuseforge.codegen.runtime import TYPES
 
@@ -56,13 +56,7 @@ int main() {
 def checker(tmp_path_factory):
     if GXX is None:
         pytest.skip("g++ is not installed")
-    folder = tmp_path_factory.mktemp("divisors")
-    source, binary = folder / "divisors.cpp", folder / "divisors"
-    source.write_text(CHECKER)
-    built = subprocess.run([GXX, "-std=c++17", "-O2", "-o", str(binary), str(source)], capture_output=True, text=True,
-                           timeout=300)
-    assert built.returncode == 0, built.stderr
-    return binary
+    return host_program(CHECKER, tmp_path_factory.mktemp("divisors"), "divisors", "-O2")
 
 
 def test_the_magic_divisors_give_the_exact_quotient_of_every_index_of_the_32_bit_path(checker):
@@ -77,8 +71,6 @@ def test_a_wrong_magic_number_is_caught(tmp_path):
         pytest.skip("g++ is not installed")
     broken = CHECKER.replace("ff_set_divisor(size, magic, shift);", "ff_set_divisor(size, magic, shift); magic -= 1;")
     assert broken != CHECKER
-    source, binary = tmp_path / "broken.cpp", tmp_path / "broken"
-    source.write_text(broken)
-    subprocess.run([GXX, "-std=c++17", "-O2", "-o", str(binary), str(source)], check=True, timeout=300)
-    run = subprocess.run([str(binary)], capture_output=True, text=True, timeout=300)
+    run = subprocess.run([str(host_program(broken, tmp_path, "broken", "-O2"))], capture_output=True, text=True,
+                         timeout=300)
     assert run.returncode != 0 and "failures 0" not in run.stdout

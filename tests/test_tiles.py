@@ -15,7 +15,7 @@ reads the result back into the same tile (the pointwise tiled kernel), with 32- 
 import subprocess
 
 import pytest
-from compile_check import GXX
+from compile_check import GXX, host_program
 
 from fuseforge.codegen.runtime import TILES, TYPES
 
@@ -172,13 +172,7 @@ int main(int argc, char** argv) {
 def checker(tmp_path_factory):
     if GXX is None:
         pytest.skip("g++ is not installed")
-    folder = tmp_path_factory.mktemp("tiles")
-    source, binary = folder / "tiles.cpp", folder / "tiles"
-    source.write_text(CHECKER)
-    built = subprocess.run([GXX, "-std=c++17", "-O1", "-fno-strict-aliasing", "-o", str(binary), str(source)],
-                           capture_output=True, text=True, timeout=300)
-    assert built.returncode == 0, built.stderr
-    return binary
+    return host_program(CHECKER, tmp_path_factory.mktemp("tiles"), "tiles", "-O1", "-fno-strict-aliasing")
 
 
 def test_tiles_cover_every_element_once_and_keep_every_lane_busy(checker):

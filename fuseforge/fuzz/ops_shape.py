@@ -7,11 +7,13 @@ from .builder import Builder
 from .op import op, pick, rank_at_least
 
 
-def _axes(b: Builder, most: int = 3) -> tuple[list[int], str]:
-    """1..most distinct non-batch axes, and their spelling (int, tuple or list, sometimes negative)."""
+def _axes(b: Builder, most: int = 3, among: list[int] | None = None) -> tuple[list[int], str]:
+    """1..most distinct non-batch axes (of `among`, by default all), and their spelling (int, tuple or list, sometimes
+    negative)."""
     x = b.x
-    k = b.rng.randint(1, min(most, x.rank - 1))
-    axes = sorted(b.rng.sample(range(1, x.rank), k))
+    among = range(1, x.rank) if among is None else among
+    k = b.rng.randint(1, min(most, len(among)))
+    axes = sorted(b.rng.sample(among, k))
     negative = b.rng.random() < 0.25
     spelled = [a - x.rank if negative else a for a in axes]
     if k == 1 and b.rng.random() < 0.6:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .builder import Builder
 from .op import op, pick, rank_at_least
-from .ops_shape import _keep, _reduced
+from .ops_shape import _axes, _keep, _reduced
 
 
 def _wide_axes(b: Builder) -> list[int]:
@@ -21,16 +21,8 @@ def _has_wide_axis(b: Builder) -> bool:
 
 
 def _statistic_axes(b: Builder) -> tuple[list[int], str]:
-    """1-2 non-batch axes of two values or more, spelled as the file would (int, tuple or list, sometimes
-    negative)."""
-    wide = _wide_axes(b)
-    axes = sorted(b.rng.sample(wide, b.rng.randint(1, min(2, len(wide)))))
-    negative = b.rng.random() < 0.25
-    spelled = [a - b.x.rank if negative else a for a in axes]
-    if len(axes) == 1 and b.rng.random() < 0.6:
-        return axes, str(spelled[0])
-    text = ", ".join(map(str, spelled))
-    return axes, b.rng.choice([f"({text},)" if len(axes) == 1 else f"({text})", f"[{text}]"])
+    """1-2 non-batch axes of two values or more, spelled as the file would."""
+    return _axes(b, 2, _wide_axes(b))
 
 
 @op("center", "statistics", _has_wide_axis)

@@ -81,7 +81,11 @@ def pointwise_of_a_reshape(m: Match, build: Builder):
         s = value(other)
         padded = [1] * (value(m.root).dim() - s.dim()) + list(s.shape)
         swap[other] = build(aten.view.default, other, [*padded[:p], *[1] * (rank - p)])
+    return build(view.target, _rebuilt(m.root, swap, build), *view.args[1:], **view.kwargs)
 
+
+def _rebuilt(root: fx.Node, swap: dict[fx.Node, fx.Node], build: Builder) -> fx.Node:
+    """`root`'s op again, each argument in `swap` replaced (inside lists and tuples too)."""
     def replaced(a):
         if isinstance(a, fx.Node):
             return swap.get(a, a)
@@ -89,8 +93,7 @@ def pointwise_of_a_reshape(m: Match, build: Builder):
             return type(a)(replaced(x) for x in a)
         return a
 
-    moved = build(m.root.target, *replaced(m.root.args), **{k: replaced(v) for k, v in m.root.kwargs.items()})
-    return build(view.target, moved, *view.args[1:], **view.kwargs)
+    return build(root.target, *replaced(root.args), **{k: replaced(v) for k, v in root.kwargs.items()})
 
 
 def _expanded(m: Match) -> fx.Node | None:
@@ -127,12 +130,4 @@ def pointwise_of_an_expand(m: Match, build: Builder):
     then reads b at its own size and can join the row kernel that computes b.
     """
     e = _expanded(m)
-
-    def replaced(a):
-        if a is e:
-            return e.args[0]
-        if isinstance(a, (list, tuple)):
-            return type(a)(replaced(x) for x in a)
-        return a
-
-    return build(m.root.target, *replaced(m.root.args), **{k: replaced(v) for k, v in m.root.kwargs.items()})
+    return _rebuilt(m.root, {e: e.args[0]}, build)
