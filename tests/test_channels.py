@@ -358,7 +358,10 @@ def _full_shape(rank, n, c, hw, groups):
     return (n, c, hw) + (1,) * (rank - 3)
 
 
-def _inputs_for(group, by_name, shape, misaligned, device):
+def _inputs_for(group, by_name, shape, misaligned, device, far=False):
+    """Random inputs of `group` at `shape`; `far`: the full-shape ones far from zero next to their spread (3 +- 1e-4,
+    as a convolution's outputs whose bias outweighs their spread), where statistics taken at the values' scale lose
+    the spread."""
     values, c, rank = {}, shape[1], len(shape)
     for name, cls in group.spec.operands:
         if cls == "full":
@@ -373,6 +376,8 @@ def _inputs_for(group, by_name, shape, misaligned, device):
         for d in size:
             n *= d
         flat = torch.randn(n + 1, device=device) * 2 + 0.5
+        if far and cls == "full":
+            flat = 3.0 + (flat - 0.5) * 5e-5
         if "running_var" in name:
             flat = flat.abs() + 0.1
         values[name] = (flat[1:] if misaligned and cls == "full" else flat[:n]).view(size)
@@ -399,7 +404,8 @@ def _rel(got, want):
 
 
 @pytest.mark.gpu
-def test_the_generated_channel_kernels_match_float64_on_odd_sizes_like_eager_does():
+@pytest.mark.parametrize("far", [False, True], ids=["spread-values", "values-far-from-zero-next-to-their-spread"])
+def test_the_generated_channel_kernels_match_float64_on_odd_sizes_like_eager_does(far):
     from torch.utils.cpp_extension import load_inline
 
     captured, plan, ext = _every_form()
@@ -414,7 +420,7 @@ def test_the_generated_channel_kernels_match_float64_on_odd_sizes_like_eager_doe
             shape = _full_shape(len(group.shape), n, c, hw, group.spec.norm.groups)
             for layout in _layouts(group, shape):
                 torch.manual_seed(n * 7919 + c * 31 + hw)
-                inputs = _inputs_for(group, by_name, shape, layout == "misaligned", "cuda")
+                inputs = _inputs_for(group, by_name, shape, layout == "misaligned", "cuda", far)
                 if layout == "channels-last":
                     inputs = _channels_last(inputs, group)
                     (full,) = [inputs[i] for i, k in group.spec.operands if k == "full"]

@@ -35,8 +35,8 @@ struct FFChanStats {
     }
 };
 
-struct FFChanNorm {  // one channel's finalised statistics
-    float mean, invstd;
+struct FFChanNorm {  // one unit's finalised statistics: the mean as hi + lo (two floats), and 1 / std
+    float mean, lo, invstd;
 };
 
 __device__ __forceinline__ FFChanStats ff_chan_warp_reduce(FFChanStats st) {
@@ -69,26 +69,20 @@ __device__ __forceinline__ uint32_t ff_chan_split(uint32_t total, int k, int par
     return (uint32_t)((uint64_t)total * (uint64_t)k / (uint64_t)parts);
 }
 
-// Unit u's final statistics `st`: mean and 1 / std; `write`: this thread writes the per-unit results.
+// Unit u's final statistics `st` (of the values less the unit's pivot): mean and 1 / std; `write`: this thread
+// writes the per-unit results. The mean pivot + st.mean is kept as hi + lo (Knuth's two-sum: exact), so that the
+// normalise's (v - hi) - lo is v - mean rounded once where v lies near the mean.
 template <class Op>
-__device__ __forceinline__ FFChanNorm ff_chan_norm(const Op& op, const FFChanStats& st, const FFChanDims& d,
-                                                   int64_t u, bool write) {
+__device__ __forceinline__ FFChanNorm ff_chan_norm(const Op& op, const FFChanStats& st, float pivot,
+                                                   const FFChanDims& d, int64_t u, bool write) {
     const float count = (float)d.per_unit;
     FFChanNorm norm;
-    norm.mean = st.mean;
+    norm.mean = pivot + st.mean;
+    const float pivot_part = norm.mean - st.mean;
+    norm.lo = (pivot - pivot_part) + (st.mean - (norm.mean - pivot_part));
     norm.invstd = 1.0f / sqrtf(st.m2 / count + Op::kEps);  // biased variance, eps inside the root
     if (write) op.channel_values(norm, st.m2, count, (int)u);
     return norm;
-}
-
-// Merge unit c's partials in part order; finalise; `write`: this thread writes the per-unit results.
-template <class Op>
-__device__ __forceinline__ FFChanNorm ff_chan_finalize(const Op& op, const float* partial, const FFChanDims& d,
-                                                       int64_t c, bool write) {
-    FFChanStats st;
-    st.init();
-    for (int part = 0; part < d.parts; ++part) st.merge(FFChanStats::at(partial + (c * d.parts + part) * 3));
-    return ff_chan_norm(op, st, d, c, write);
 }
 
 // Where value j of a unit lies, and its channel. Batch norm: j = n * HW + s of channel `unit`; group norm:
@@ -114,6 +108,42 @@ __device__ __forceinline__ FFChanAt ff_chan_at(const FFChanDims& d, const FFChan
     return {u.base + j, u.c0 + (int)(j / hw)};
 }
 
+// Unit u's pivot: its first value (the prologue's result there; 0 if that is not finite). The statistics are
+// those of v - pivot: where the values lie far from zero next to their spread (a convolution's bias larger than
+// the spread of its outputs), Welford's updates then round at the spread's scale, not at the values'.
+template <class Op>
+__device__ __forceinline__ float ff_chan_pivot(const Op& op, const FFChanDims& d, int64_t u) {
+    int64_t at = 0;
+    int c = 0;
+    if (!d.nhwc) {
+        const FFChanAt p = ff_chan_at(d, ff_chan_unit(d, u), 0);
+        at = p.at;
+        c = p.c;
+    } else if (d.groups == 0) {  // channels-last: channel u of sample 0 at position 0
+        at = u;
+        c = (int)u;
+    } else {  // channels-last: the group's first channel of its sample at position 0
+        const int64_t per = d.channels / d.groups, n = u / d.groups;
+        c = (int)((u - n * d.groups) * per);
+        at = n * d.hw * d.channels + c;
+    }
+    float in[Op::kFull];
+#pragma unroll
+    for (int f = 0; f < Op::kFull; ++f) in[f] = ff_chan_ldg(op.full[f] + at);
+    const float k = op.reduced(in, c);
+    return isfinite(k) ? k : 0.0f;
+}
+
+// Merge unit c's partials in part order; finalise; `write`: this thread writes the per-unit results.
+template <class Op>
+__device__ __forceinline__ FFChanNorm ff_chan_finalize(const Op& op, const float* partial, const FFChanDims& d,
+                                                       int64_t c, bool write) {
+    FFChanStats st;
+    st.init();
+    for (int part = 0; part < d.parts; ++part) st.merge(FFChanStats::at(partial + (c * d.parts + part) * 3));
+    return ff_chan_norm(op, st, ff_chan_pivot(op, d, c), d, c, write);
+}
+
 // Planes: block (unit blockIdx.x, part blockIdx.y) takes the part's values j of the unit.
 template <class Op, bool kVec>
 __global__ void __launch_bounds__(kFFChanThreads) ff_chan_plane_stats(Op op, FFChanDims d, float* partial) {
@@ -121,6 +151,7 @@ __global__ void __launch_bounds__(kFFChanThreads) ff_chan_plane_stats(Op op, FFC
     const int64_t unit = blockIdx.x;
     const FFChanUnit u = ff_chan_unit(d, unit);
     const int part = blockIdx.y;
+    const float pivot = ff_chan_pivot(op, d, unit);
     FFChanStats st;
     st.init();
     if constexpr (kVec) {
@@ -134,7 +165,8 @@ __global__ void __launch_bounds__(kFFChanThreads) ff_chan_plane_stats(Op op, FFC
                 const float4 v = __ldg(reinterpret_cast<const float4*>(op.full[f] + p.at));
                 in[0][f] = v.x; in[1][f] = v.y; in[2][f] = v.z; in[3][f] = v.w;
             }
-            st.add4(op.reduced(in[0], p.c), op.reduced(in[1], p.c), op.reduced(in[2], p.c), op.reduced(in[3], p.c));
+            st.add4(op.reduced(in[0], p.c) - pivot, op.reduced(in[1], p.c) - pivot,
+                    op.reduced(in[2], p.c) - pivot, op.reduced(in[3], p.c) - pivot);
         }
     } else {
         const uint32_t total = (uint32_t)d.per_unit;
@@ -144,7 +176,7 @@ __global__ void __launch_bounds__(kFFChanThreads) ff_chan_plane_stats(Op op, FFC
             float in[F];
 #pragma unroll
             for (int f = 0; f < F; ++f) in[f] = __ldg(op.full[f] + p.at);
-            st.add(op.reduced(in, p.c));
+            st.add(op.reduced(in, p.c) - pivot);
         }
     }
     st = ff_chan_block_reduce(st);
@@ -206,12 +238,13 @@ __global__ void __launch_bounds__(kFFChanThreads) ff_chan_column_stats(Op op, FF
     FFChanStats st;
     st.init();
     if (c < d.channels) {
+        const float pivot = ff_chan_pivot(op, d, c);
         const uint32_t end = ff_chan_split(rows, part + 1, d.parts);
         for (uint32_t n = ff_chan_split(rows, part, d.parts) + row_lane; n < end; n += kRowLanes) {
             float in[F];
 #pragma unroll
             for (int f = 0; f < F; ++f) in[f] = __ldg(op.full[f] + (int64_t)n * d.channels + c);
-            st.add(op.reduced(in, (int)c));
+            st.add(op.reduced(in, (int)c) - pivot);
         }
     }
     __shared__ FFChanStats lanes[kRowLanes][32];
@@ -264,6 +297,7 @@ __global__ void __launch_bounds__(kFFChanThreads, 1) ff_chan_warp_units(Op op, F
     const FFChanUnit u = ff_chan_unit(d, unit);
     const uint32_t total = (uint32_t)d.per_unit;
     float in[V][F];
+    const float pivot = ff_chan_pivot(op, d, unit);
     FFChanStats st;
     st.init();
 #pragma unroll
@@ -273,14 +307,14 @@ __global__ void __launch_bounds__(kFFChanThreads, 1) ff_chan_warp_units(Op op, F
             const FFChanAt p = ff_chan_at(d, u, j);
 #pragma unroll
             for (int f = 0; f < F; ++f) in[k][f] = __ldg(op.full[f] + p.at);
-            st.add(op.reduced(in[k], p.c));
+            st.add(op.reduced(in[k], p.c) - pivot);
         }
     }
     st = ff_chan_warp_reduce(st);
     st.n = __shfl_sync(0xffffffffu, st.n, 0);  // lane 0's merge order is the one used, by every lane
     st.mean = __shfl_sync(0xffffffffu, st.mean, 0);
     st.m2 = __shfl_sync(0xffffffffu, st.m2, 0);
-    const FFChanNorm norm = ff_chan_norm(op, st, d, unit, lane == 0);
+    const FFChanNorm norm = ff_chan_norm(op, st, pivot, d, unit, lane == 0);
     if constexpr (Op::kOut > 0) {
 #pragma unroll
         for (int k = 0; k < V; ++k) {
@@ -357,15 +391,16 @@ int ff_chan_launch(const Op& op, const FFChanDims& d, float* partial, void* stre
 // doubles. Part 0 of each unit's partials gets (count, mean, M2) from them, M2 = sum of squares - sum * mean in
 // double (exact enough: the doubles hold each square exactly); the unit's other parts are empty (count 0, which
 // Chan's merge skips), so the apply kernel's merge in part order finds the unit's statistics.
-template <int kUnused = 0>  // a template: compiled only where a conv kernel's statistics instantiate it
-__global__ void ff_chan_partials_of_sums(const double* __restrict__ sums, float* __restrict__ partial, FFChanDims d) {
+template <class Op>
+__global__ void ff_chan_partials_of_sums(Op op, const double* __restrict__ sums, float* __restrict__ partial,
+                                         FFChanDims d) {
     const int64_t u = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (u >= d.units) return;
     const double count = (double)d.per_unit, sum = sums[2 * u], mean = sum / count;
     const double m2 = fmax(sums[2 * u + 1] - sum * mean, 0.0);
     float* p = partial + u * d.parts * 3;
     p[0] = (float)count;
-    p[1] = (float)mean;
+    p[1] = (float)(mean - (double)ff_chan_pivot(op, d, u));  // the partials hold the mean less the pivot
     p[2] = (float)m2;
     for (int part = 1; part < d.parts; ++part) p[3 * part] = p[3 * part + 1] = p[3 * part + 2] = 0.0f;
 }
@@ -378,7 +413,7 @@ int ff_chan_launch_with_sums(const Op& op, const FFChanDims& d, const double* su
     if (d.per_unit == 0 || d.units == 0) return 0;
     if (d.nhwc || d.columns || d.per_unit <= kFFChanWarpUnit) return ff_chan_launch(op, d, partial, stream);
     cudaStream_t s = static_cast<cudaStream_t>(stream);
-    ff_chan_partials_of_sums<><<<(unsigned)((d.units + 255) / 256), 256, 0, s>>>(sums, partial, d);
+    ff_chan_partials_of_sums<Op><<<(unsigned)((d.units + 255) / 256), 256, 0, s>>>(op, sums, partial, d);
     const int code = (int)cudaGetLastError();
     if (code != 0) return code;
     return ff_chan_plane_apply_launch(op, d, partial, s);

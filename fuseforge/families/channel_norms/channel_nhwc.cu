@@ -23,6 +23,8 @@ __global__ void __launch_bounds__(kFFChanThreads) ff_chan_nhwc_stats(Op op, FFCh
     FFChanStats st;
     st.init();
     if (c < d.channels) {
+        const int64_t unit = d.groups == 0 ? c : b.n * d.groups + c / (d.channels / d.groups);
+        const float pivot = ff_chan_pivot(op, d, unit);
         const float* x = op.full[0] + b.n * d.hw * d.channels + c;
         const uint32_t end = ff_chan_split((uint32_t)d.hw, b.part + 1, d.parts);
         uint32_t s = ff_chan_split((uint32_t)d.hw, b.part, d.parts) + warp;
@@ -30,12 +32,12 @@ __global__ void __launch_bounds__(kFFChanThreads) ff_chan_nhwc_stats(Op op, FFCh
             float v[4][1];
 #pragma unroll
             for (int k = 0; k < 4; ++k) v[k][0] = __ldg(x + (int64_t)(s + k * kFFChanRows) * d.channels);
-            st.add4(op.reduced(v[0], (int)c), op.reduced(v[1], (int)c), op.reduced(v[2], (int)c),
-                    op.reduced(v[3], (int)c));
+            st.add4(op.reduced(v[0], (int)c) - pivot, op.reduced(v[1], (int)c) - pivot,
+                    op.reduced(v[2], (int)c) - pivot, op.reduced(v[3], (int)c) - pivot);
         }
         for (; s < end; s += kFFChanRows) {
             const float v[1] = {__ldg(x + (int64_t)s * d.channels)};
-            st.add(op.reduced(v, (int)c));
+            st.add(op.reduced(v, (int)c) - pivot);
         }
     }
     __shared__ FFChanStats rows[kFFChanRows][32];
@@ -70,9 +72,10 @@ __global__ void __launch_bounds__(kFFChanThreads) ff_chan_nhwc_finalize(Op op, F
     for (int64_t e = lane; e < entries; e += 32) st.merge(FFChanStats::at(partial + ff_chan_nhwc_entry(d, u, e) * 3));
     st = ff_chan_warp_reduce(st);
     if (lane == 0) {
-        const FFChanNorm norm = ff_chan_norm(op, st, d, u, true);
-        norms[2 * u] = norm.mean;
-        norms[2 * u + 1] = norm.invstd;
+        const FFChanNorm norm = ff_chan_norm(op, st, ff_chan_pivot(op, d, u), d, u, true);
+        norms[3 * u] = norm.mean;
+        norms[3 * u + 1] = norm.lo;
+        norms[3 * u + 2] = norm.invstd;
     }
 }
 
@@ -80,7 +83,7 @@ __global__ void __launch_bounds__(kFFChanThreads) ff_chan_nhwc_finalize(Op op, F
 __device__ __forceinline__ FFChanNorm ff_chan_nhwc_norm(const FFChanDims& d, const float* norms, int64_t n,
                                                         int64_t c) {
     const int64_t u = d.groups == 0 ? c : n * d.groups + c / (d.channels / d.groups);
-    return {__ldg(norms + 2 * u), __ldg(norms + 2 * u + 1)};
+    return {__ldg(norms + 3 * u), __ldg(norms + 3 * u + 1), __ldg(norms + 3 * u + 2)};
 }
 
 // One block per FFTiles tile (tiles.cuh): the input tile is read along channels into shared memory, then

@@ -8,10 +8,11 @@ full-shape input, the binding takes it as it is (`FFChanDims::nhwc`) and three l
 1. statistics: block (sample n, part of the positions, 32 channels): lane = channel, so each warp reads 32
    consecutive channels of one position (128 contiguous bytes); warp w takes positions w, w + 8, ... of
    the part, four in flight per step (Welford per four values, Chan's merge). The 8 warps' statistics of
-   each channel are merged in warp order into the workspace, one (count, mean, M2) per (n, part, channel).
+   each channel are merged in warp order into the workspace, one (count, mean, M2) per (n, part, channel),
+   of the values less the unit's pivot (`runtime.py`).
 2. finalise: one warp per unit (a channel for batch norm; one sample's group of C / G channels for group
    norm) merges the unit's entries (lane k takes entries k, k + 32, ...; then a fixed shuffle tree), writes
-   mean and 1 / sqrt(var + eps) to the workspace, and the per-unit results (running statistics) as
+   the mean (hi, lo) and 1 / sqrt(var + eps) to the workspace, and the per-unit results (running statistics) as
    `runtime.py` does.
 3. normalise + epilogue: one block per tile of `cuda/tiles.cuh`'s `FFTiles` (up to 32 channels x 1024 / width
    positions of one sample; the transposing kernels' geometry). The input tile is read along channels

@@ -14,11 +14,14 @@ Each channel group is a generated `Op` struct (`kernel.py`) that the templates b
 Statistics are taken per *unit*: a channel for batch norm (every axis but axis 1), one sample's group of
 C / G channels for group norm (contiguous in memory). Two launches per call, both on the caller's stream:
 1. statistics: each (unit, part) block computes Welford statistics (count, mean, M2) of its share of
-   the channel and writes them to a workspace [units][parts][3]: per thread, Welford per value (scalar path)
+   the channel, of the values less the unit's pivot (its first value: where the values lie far from zero next
+   to their spread, a convolution's bias larger than its outputs' spread, the updates then round at the
+   spread's scale), and writes them to a workspace [units][parts][3]: per thread, Welford per value (scalar path)
    or per four values with Chan's merge (vectorised path); across threads, Chan's merge by warp shuffles
    and shared memory in a fixed order. No atomics: the result is the same on every run.
 2. apply: every thread merges its channel's partials in part order (the same order in every block, so
-   every block sees bit-identical statistics), finalises mean and 1/sqrt(biased var + eps), and one
+   every block sees bit-identical statistics), finalises mean (pivot + the partials' mean, as two floats
+   hi + lo: the normalise's (v - hi) - lo rounds once) and 1/sqrt(biased var + eps), and one
    thread per channel writes the per-channel results (running statistics: momentum * batch value +
    (1 - momentum) * old, with the unbiased variance M2 / (count - 1), as PyTorch); then the outputs.
 

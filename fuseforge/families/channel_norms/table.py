@@ -148,8 +148,9 @@ def result_kind(index: int) -> str:
 
 def spell_normalised(norm: ChannelNorm, v: str, params: dict[str, str]) -> str:
     """The normalised value as C++ from the element `v`, the channel's finalised statistics `ff_n`
-    (mean, invstd) and the per-channel parameters' values."""
-    expr = f"(({v} - ff_n.mean) * ff_n.invstd)"
+    (the mean as hi + lo, invstd: (v - hi) - lo is v - mean rounded once near the mean) and the per-channel
+    parameters' values."""
+    expr = f"((({v} - ff_n.mean) - ff_n.lo) * ff_n.invstd)"
     expr = f"({expr} * {params[norm.weight]})" if norm.weight else expr
     return f"({expr} + {params[norm.bias]})" if norm.bias else expr
 

@@ -39,7 +39,7 @@ inline int ff_channel_nhwc_parts(int64_t batch, int64_t channels, int64_t hw) {
 
 // Floats of statistics per (unit, part), or per (sample, part, channel) channels-last.
 inline int64_t ff_chan_nhwc_partials(const FFChanDims& d) { return d.batch * d.parts * d.channels * 3; }
-// The workspace of one call: the statistics, and channels-last also each unit's mean and 1 / std.
+// The workspace of one call: the statistics, and channels-last also each unit's mean (hi, lo) and 1 / std.
 inline int64_t ff_chan_workspace(const FFChanDims& d) {
-    return d.nhwc ? ff_chan_nhwc_partials(d) + 2 * d.units : d.units * d.parts * 3;
+    return d.nhwc ? ff_chan_nhwc_partials(d) + 3 * d.units : d.units * d.parts * 3;
 }
