@@ -40,20 +40,44 @@ struct FFRowSoftmax {
 };
 
 #include "welford.cuh"
-// layer_norm: Welford per element, Chan's merge (welford.cuh); finalize gives rstd = 1/sqrt(M2/cols + eps)
-// (biased variance, eps inside the square root, as PyTorch).
+// layer_norm, var, std: Welford per element, Chan's merge (welford.cuh), of the values less a pivot: the first value
+// each thread takes (0 if not finite). Where a row's values lie far from zero next to their spread (the exponential of
+// a nearly constant row), the updates then round at the spread's scale, not the values'; a merge moves the other side's
+// mean to this side's pivot first (the pivots' difference is exact where they are close). finalize gives the mean as
+// hi + lo (mean, lo: two floats, exact) and rstd = 1/sqrt(M2/cols + eps) (biased variance, eps inside the root, as
+// PyTorch).
 struct FFRowWelford {
-    float n, mean, m2, rstd;  // n as float: exact up to 2^24 columns
-    FF_HD void init() { n = 0.0f; mean = 0.0f; m2 = 0.0f; rstd = 0.0f; }
-    FF_HD void add(float v) { ff_welford_add(*this, v); }
-    FF_HD void merge(const FFRowWelford& o) { ff_welford_merge(*this, o); }
+    float n, mean, m2, rstd;  // n as float: exact up to 2^24 columns; mean: of the values less the pivot until finalize
+    float pivot, lo;
+    FF_HD void init() { n = 0.0f; mean = 0.0f; m2 = 0.0f; rstd = 0.0f; pivot = 0.0f; lo = 0.0f; }
+    FF_HD void add(float v) {
+        if (n == 0.0f) pivot = isfinite(v) ? v : 0.0f;
+        ff_welford_add(*this, v - pivot);
+    }
+    FF_HD void merge(const FFRowWelford& o) {
+        if (o.n == 0.0f) return;
+        if (n == 0.0f) {
+            *this = o;
+            return;
+        }
+        FFRowWelford q = o;
+        q.mean = (o.pivot - pivot) + o.mean;
+        ff_welford_merge(*this, q);
+    }
     __device__ FFRowWelford shfl_xor(int lane_mask) const {
         FFRowWelford o;
         ff_welford_shfl_xor(o, *this, lane_mask);
+        o.pivot = __shfl_xor_sync(0xffffffffu, pivot, lane_mask);
         o.rstd = 0.0f;
+        o.lo = 0.0f;
         return o;
     }
-    FF_HD void finalize(int cols, float eps) { rstd = 1.0f / sqrtf(m2 / (float)cols + eps); }
+    FF_HD void finalize(int cols, float eps) {
+        const float hi = pivot + mean, pivot_part = hi - mean;
+        lo = (pivot - pivot_part) + (mean - (hi - pivot_part));  // Knuth's two-sum: hi + lo = pivot + mean exactly
+        mean = hi;
+        rstd = 1.0f / sqrtf(m2 / (float)cols + eps);
+    }
 };
 
 // sum / mean: fp32 sum with Neumaier's compensation, per thread then tree-merged. Each add keeps the low-order

@@ -226,7 +226,7 @@ def spell(red: RowReduction, v: str, params: dict[str, str]) -> str:
         return "ff_st.logsumexp()"
     if red.op == "layer_norm":
         weight, bias = (params.get(p) if p else None for p in red.params)
-        expr = f"({v} - ff_st.mean) * ff_st.rstd"
+        expr = f"(({v} - ff_st.mean) - ff_st.lo) * ff_st.rstd"  # the mean as hi + lo: rounded once near it
         expr = f"({expr} * {weight})" if weight else f"({expr})"
         return f"({expr} + {bias})" if bias else expr
     if red.op == "mean":
