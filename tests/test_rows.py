@@ -336,8 +336,10 @@ SIZES = [(1, 1), (257, 1), (257, 3), (3, 255), (64, 1000), (5, 1024), (3, 1025),
          (2, 16385), (2, 20000), (1, 65537), (64, 4096)]
 
 
-def _inputs_for(group, rows, cols, misaligned, device, by_name):
-    """Inputs at rows x cols, each of its traced rank (a per-row operand is [rows, 1] or [rows]).
+def _inputs_for(group, rows, cols, misaligned, device, by_name, far=False):
+    """Inputs at rows x cols, each of its traced rank (a per-row operand is [rows, 1] or [rows]); `far`: the full
+    operands far from zero next to their spread (3 +- 1e-4: nearly constant rows, as the exponential of a
+    convolution's output at tiny inputs), where Welford statistics taken at the values' scale lose the spread.
 
     Full operands are signed but have a positive mean (2·randn + 3): with zero-mean data some rows of a
     sum sum to almost zero, and the error of such a row's sum (and of what divides by it) depends on the
@@ -352,6 +354,8 @@ def _inputs_for(group, rows, cols, misaligned, device, by_name):
         for d in shape:
             n *= d
         flat = torch.randn(n + 1, device=device) * 2 + (3 if cls == "full" else 0)
+        if far and cls == "full":
+            flat = 3.0 + (flat - 3.0) * 5e-5
         values[name] = (flat[1:] if misaligned and cls == "full" else flat[:n]).view(shape)
     return values
 
@@ -370,8 +374,13 @@ def _run_node_at_row_length(node, env, cols):
                                                                           for a in rest])
 
 
+# Row ops whose statistics are Welford's (a mean and the squared deviations from it): the far-from-zero case's groups.
+WELFORD_OPS = ("layer_norm", "var", "std")
+
+
 @pytest.mark.gpu
-def test_the_generated_row_kernels_match_float64_on_odd_sizes_like_eager_does():
+@pytest.mark.parametrize("far", [False, True], ids=["spread-rows", "welford-rows-far-from-zero-next-to-their-spread"])
+def test_the_generated_row_kernels_match_float64_on_odd_sizes_like_eager_does(far):
     from torch.utils.cpp_extension import load_inline
 
     captured, plan, ext = _every_form()
@@ -381,11 +390,13 @@ def test_the_generated_row_kernels_match_float64_on_odd_sizes_like_eager_does():
     by_name = {n.name: n for n in captured.graph.nodes}
     stream = torch.cuda.current_stream().cuda_stream
     failures = []
-    for group in [g for g in plan.groups if g.kind == "rows"]:
+    groups = [g for g in plan.groups if g.kind == "rows" and (not far or g.spec.reduction.op in WELFORD_OPS)]
+    assert groups
+    for group in groups:
         for rows, cols in SIZES:
             for misaligned in (False, True):
                 torch.manual_seed(rows * 7919 + cols)
-                inputs = _inputs_for(group, rows, cols, misaligned, "cuda", by_name)
+                inputs = _inputs_for(group, rows, cols, misaligned, "cuda", by_name, far)
                 got = getattr(kernels, group.name)(*[inputs[i] for i in group.inputs], stream)
                 got = got if isinstance(got, (list, tuple)) else [got]
                 truth = run_kernel_reference(group, by_name, {k: v.double().cpu() for k, v in inputs.items()})
