@@ -59,3 +59,35 @@ def host_program(source: str, folder, name: str, *flags: str):
                            timeout=300)
     assert built.returncode == 0, built.stderr
     return binary
+
+
+# The prologue of a host `main` that reads a row of float32 values from the file argv[1] into `v` (n values).
+READ_ROW = r"""
+#include <cstdio>
+#include <vector>
+int main(int argc, char** argv) {
+    FILE* f = std::fopen(argv[1], "rb");
+    std::fseek(f, 0, SEEK_END);
+    const long n = std::ftell(f) / 4;
+    std::fseek(f, 0, SEEK_SET);
+    std::vector<float> v(n);
+    if (std::fread(v.data(), 4, n, f) != (size_t)n) return 3;
+    std::fclose(f);
+"""
+
+
+def row_program(cuda: str, body: str, folder, name: str):
+    """The generated unit `cuda` with a host `main` (READ_ROW, then `body`, which ends the function), built with nvcc for
+    the host: a function of a float32 numpy row that runs it and returns its stdout split into floats."""
+    (folder / f"{name}.cu").write_text(cuda + READ_ROW + body)
+    built = subprocess.run([NVCC, "-std=c++17", "-O2", "-o", str(folder / name), str(folder / f"{name}.cu")],
+                           capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr[-3000:]
+
+    def run(values) -> list[float]:
+        path = folder / "row.bin"
+        values.astype("float32").tofile(path)
+        out = subprocess.run([str(folder / name), str(path)], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return [float(x) for x in out.stdout.split()]
+    return run

@@ -6,12 +6,10 @@ is compiled for the host from the generated kernel source and run over a whole r
 than a GPU thread's share of 126 values), against the float64 sum.
 """
 
-import subprocess
-
 import numpy as np
 import pytest
 import torch
-from compile_check import NVCC
+from compile_check import NVCC, row_program
 from test_partition import _captured
 from torch import nn
 
@@ -20,16 +18,6 @@ from fuseforge.families import named
 from fuseforge.partition import partition
 
 MAIN = r"""
-#include <cstdio>
-#include <vector>
-int main(int argc, char** argv) {
-    FILE* f = std::fopen(argv[1], "rb");
-    std::fseek(f, 0, SEEK_END);
-    const long n = std::ftell(f) / 4;
-    std::fseek(f, 0, SEEK_SET);
-    std::vector<float> v(n);
-    if (std::fread(v.data(), 4, n, f) != (size_t)n) return 3;
-    std::fclose(f);
     FFRowSum one;  // one running sum over the whole row
     one.init();
     for (long i = 0; i < n; ++i) one.add(v[i]);
@@ -58,20 +46,8 @@ def summer(tmp_path_factory):
 
     captured = _captured(Mean(), torch.randn(2, 8))
     ext = generate(partition(captured.graph, named("rows")), captured.graph, "mean.py")
-    tmp = tmp_path_factory.mktemp("row_sum")
-    (tmp / "sum.cu").write_text(ext.cuda + MAIN)
-    result = subprocess.run([NVCC, "-std=c++17", "-O2", "-o", str(tmp / "sum"), str(tmp / "sum.cu")],
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-
-    def run(values: np.ndarray) -> tuple[float, float]:
-        path = tmp / "row.bin"
-        values.astype(np.float32).tofile(path)
-        out = subprocess.run([str(tmp / "sum"), str(path)], capture_output=True, text=True, timeout=60)
-        assert out.returncode == 0, out.stderr
-        one, merged = out.stdout.split()
-        return float(one), float(merged)
-    return run
+    run = row_program(ext.cuda, MAIN, tmp_path_factory.mktemp("row_sum"), "sum")
+    return lambda values: tuple(run(values))
 
 
 def test_a_long_near_constant_row_sums_to_within_a_few_ulps_where_a_plain_running_sum_drifts(summer):

@@ -7,12 +7,10 @@ generated kernel source and run over a whole row in one running update and in fo
 theirs), against float64.
 """
 
-import subprocess
-
 import numpy as np
 import pytest
 import torch
-from compile_check import NVCC
+from compile_check import NVCC, row_program
 from test_partition import _captured
 from torch import nn
 
@@ -21,16 +19,6 @@ from fuseforge.families import named
 from fuseforge.partition import partition
 
 MAIN = r"""
-#include <cstdio>
-#include <vector>
-int main(int argc, char** argv) {
-    FILE* f = std::fopen(argv[1], "rb");
-    std::fseek(f, 0, SEEK_END);
-    const long n = std::ftell(f) / 4;
-    std::fseek(f, 0, SEEK_SET);
-    std::vector<float> v(n);
-    if (std::fread(v.data(), 4, n, f) != (size_t)n) return 3;
-    std::fclose(f);
     FFRowWelford one;  // one running update over the whole row
     one.init();
     for (long i = 0; i < n; ++i) one.add(v[i]);
@@ -59,21 +47,13 @@ def welford(tmp_path_factory):
 
     captured = _captured(Norm(), torch.randn(2, 8))
     ext = generate(partition(captured.graph, named("rows")), captured.graph, "norm.py")
-    tmp = tmp_path_factory.mktemp("row_welford")
-    (tmp / "welford.cu").write_text(ext.cuda + MAIN)
-    result = subprocess.run([NVCC, "-std=c++17", "-O2", "-o", str(tmp / "welford"), str(tmp / "welford.cu")],
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
+    run = row_program(ext.cuda, MAIN, tmp_path_factory.mktemp("row_welford"), "welford")
 
-    def run(values: np.ndarray) -> list[tuple[float, float]]:
+    def stats(values: np.ndarray) -> list[tuple[float, float]]:
         """(mean as hi + lo in float64, M2) of one running update and of four merged parts."""
-        path = tmp / "row.bin"
-        values.astype(np.float32).tofile(path)
-        out = subprocess.run([str(tmp / "welford"), str(path)], capture_output=True, text=True, timeout=60)
-        assert out.returncode == 0, out.stderr
-        got = [float(x) for x in out.stdout.split()]
+        got = run(values)
         return [(got[0] + got[1], got[2]), (got[3] + got[4], got[5])]
-    return run
+    return stats
 
 
 def _truth(row: np.ndarray) -> tuple[float, float, float]:
