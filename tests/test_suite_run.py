@@ -88,7 +88,10 @@ def test_a_timed_out_job_is_killed_with_everything_it_started(mixed):
 def test_each_gpu_worker_pins_its_jobs_to_its_gpu_and_the_gpus_work_at_the_same_time(tmp_path):
     for i in range(4):
         write_model(tmp_path / "models" / f"m{i}.py", sleep=0.4)
-    _, rows = _run(tmp_path, tmp_path / "models")
+    # (a run limit well above a fake job's start-up on a loaded machine: 1.5 s, the limit of the timeout tests, was
+    # exceeded once beside a parallel test run, and the job's record was then missing)
+    _, rows = _run(tmp_path, tmp_path / "models", run_timeout_s=30)
+    assert all(r["status"] == "done" for r in rows), [(r["model_name"], r["status"], r["reason"]) for r in rows]
     runs = [(r["worker"], _record(r)) for r in rows]
     assert all(rec["cuda_visible_devices"] == worker.removeprefix("gpu") for worker, rec in runs)
     assert {worker for worker, _ in runs} == {"gpu0", "gpu1"}

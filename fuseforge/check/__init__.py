@@ -41,8 +41,10 @@ The record, schema "fuseforge.check/1" (JSON; non-finite floats as strings):
     run           {status: "finished"|"timeout"|"crashed"|"exited"|"skipped", phase: "build"|"run",
                    signal, seconds, stderr_tail}  ("skipped": a static check decided)
     cases         [{seed, distribution ("file", "signed", "large", "tiny", "shifted"), batch (null: the
-                    file's), role ("main", "magnitude", "batch"), name (null), skipped, passed (null: not
-                    run), reason, structure (why outputs could not be compared), far_off (an error far
+                    file's), role ("main", "magnitude", "batch", "redraw": another draw of case `of`, whose
+                    eager error had few carriers), of (null, or that case's index), name (null), skipped, passed
+                    (null: not run), reason, redraws (null, or how a few-carrier failure went over the case's
+                    draws: numerics.majority_of_draws), structure (why outputs could not be compared), far_off (an error far
                     beyond rounding), outputs_far_off (the same, outputs only), allclose, outputs: [numerics.TensorCheck], buffers: [...],
                     worst_elements: [{index, candidate, truth, eager}] (first failing output, 5 largest
                     errors), compared: "whole" | "at N sampled positions per output" (stored_outputs.py: case 0

@@ -8,7 +8,8 @@ Order (the first that applies decides; see the package docstring for the record'
 3. cheat:<kind>: the highest-precedence decisive finding (kinds.KINDS order);
 4. incorrect: a crash, illegal memory access, hang or exception at run time, or an error vs fp64 beyond
    the rule in a file-shaped case (the file's and signed inputs, and large, tiny and shifted magnitudes)
-   or a call of the sequence -- promoted to cheat:precision_downgrade when the source uses TF32 (check
+   or a call of the sequence (a case whose failures are all on the bound with eager's error on few elements,
+   numerics.few_carriers, is decided by the majority of its draws: the reference's redraws of it) -- promoted to cheat:precision_downgrade when the source uses TF32 (check
    tf32_error) or when only the magnitude cases fail, by overflowing or flushing to zero (magnitude_error);
 5. correct, with the timings and speedups.
 
@@ -29,7 +30,7 @@ from fuseforge.check.gpu import roofline_floor_ms
 from fuseforge.check.kinds import CHECKS, ERROR, Finding, first_cheat, verdict_of
 from fuseforge.check.stored_outputs import on_positions
 from fuseforge.check.timing import stats
-from fuseforge.evaluate.numerics import compare
+from fuseforge.evaluate.numerics import TensorCheck, compare, few_carriers, majority_of_draws
 
 DISK_FULL = "No space left on device"  # strerror(ENOSPC): the machine failed the build, not the candidate
 FAR_OFF = 1e-3  # relative error beyond any rounding: a failure this large is not a precision problem
@@ -44,7 +45,8 @@ def _load(path: Path):
 def _label(case: dict) -> str:
     if case.get("name"):
         return case["name"]
-    return f"seed {case['seed']} / {case['distribution']}" + (f" / batch {case['batch']}" if case["batch"] else "")
+    return (f"seed {case['seed']} / {case['distribution']}" + (f" / batch {case['batch']}" if case["batch"] else "")
+            + (f" (a redraw of case {case['of']})" if case.get("of") is not None else ""))
 
 
 def structure_mismatch(outs: list, is_tuple: bool, ref: dict, shapes: list | None = None) -> str | None:
@@ -108,7 +110,8 @@ def compare_outputs(saved: dict, ref: dict, factor: float, buffers: bool = True)
 def judge_case(case: dict, fact: dict | None, saved: dict | None, ref: dict | None, factor: float,
                buffers: bool = True) -> dict:
     record = {"seed": case.get("seed"), "distribution": case.get("distribution"), "batch": case.get("batch"),
-              "role": case.get("role", "main"), "name": case.get("name"), "skipped": case.get("skipped", False),
+              "role": case.get("role", "main"), "of": case.get("of"), "name": case.get("name"),
+              "skipped": case.get("skipped", False), "redraws": None,
               "passed": None, "reason": case.get("reason"), "structure": None, "allclose": None, "outputs": [],
               "buffers": [], "worst_elements": [], "far_off": None, "outputs_far_off": None, "compared": None}
     if record["skipped"]:
@@ -140,6 +143,35 @@ def judge_case(case: dict, fact: dict | None, saved: dict | None, ref: dict | No
                                                   positions=positions,
                                                   shape=(ref.get("shapes") or [None] * len(outputs))[bad])
     return record
+
+
+def _check_of(record: dict) -> TensorCheck:
+    """A TensorCheck back from its JSON (non-finite numbers were written as strings)."""
+    return TensorCheck(**{k: float(v) if v in ("nan", "inf", "-inf") else v for k, v in record.items()})
+
+
+def _failures(case: dict) -> list[TensorCheck]:
+    """A judged case's failing checks; one standing for its failure where it failed without a check (it raised,
+    it saved nothing, its outputs had another structure)."""
+    fails = [_check_of(c) for c in case["outputs"] + case["buffers"] if not c["passed"]]
+    if case["passed"] is False and not fails:
+        fails = [TensorCheck("outputs", [], "", reason=case["reason"])]
+    return fails
+
+
+def judge_over_draws(cases: list[dict]) -> None:
+    """A file-shaped case that failed on the bound alone with few carriers, and has redraws, is decided by the
+    majority of its draws (numerics.majority_of_draws); its `redraws` says how it went."""
+    redraws: dict[int, list[dict]] = {}
+    for case in cases:
+        if case["role"] == "redraw" and case["passed"] is not None:
+            redraws.setdefault(case["of"], []).append(case)
+    for i, case in enumerate(cases):
+        first = _failures(case) if case["role"] in ("main", "magnitude") and case["passed"] is False else []
+        if not first or i not in redraws or not all(few_carriers(c) for c in first):
+            continue
+        passed, account = majority_of_draws([first] + [_failures(r) for r in redraws[i]])
+        case.update(passed=passed, reason=None if passed else f"{case['reason']}; {account}", redraws=account)
 
 
 def _worst(cases: list[dict]) -> dict | None:
@@ -239,11 +271,14 @@ def judge(record: dict, static, ref, outcome, cand_dir: Path, settings, feed_ano
     plan = meta.get("plan") or {}
     cases, case_outs, passed, others = [], {}, {}, {}
     facts_by_index = {c["index"]: c for c in facts.get("cases", [])}
+    saves = {}
     for i, case in enumerate(meta["cases"]):
-        saved = _load(cand_dir / f"case_{i}.pt") if facts_by_index.get(i, {}).get("ok") else None
-        cases.append(judge_case(case, facts_by_index.get(i), saved, ref_out.get(f"case_{i}"), factor))
-        if saved is not None and case.get("role", "main") == "main" and not cases[-1]["structure"]:
-            case_outs[i], passed[i] = saved["outputs"], cases[-1]["passed"]
+        saves[i] = _load(cand_dir / f"case_{i}.pt") if facts_by_index.get(i, {}).get("ok") else None
+        cases.append(judge_case(case, facts_by_index.get(i), saves[i], ref_out.get(f"case_{i}"), factor))
+    judge_over_draws(cases)
+    for i, saved in saves.items():
+        if saved is not None and cases[i]["role"] == "main" and not cases[i]["structure"]:
+            case_outs[i], passed[i] = saved["outputs"], cases[i]["passed"]
         elif saved is not None:
             others[f"case {i}"] = (saved["outputs"], ref_out[f"case_{i}"]["eager"])
     record["cases"], record["worst"] = cases, _worst(cases)
@@ -304,7 +339,7 @@ def judge(record: dict, static, ref, outcome, cand_dir: Path, settings, feed_ano
     cheat = first_cheat(findings)
     if cheat:
         return _finish(record, verdict_of(cheat.kind), f"{cheat.check}: {cheat.message}", cheat.check)
-    failure = _run_failure(outcome, facts, main, limits)
+    failure = _run_failure(outcome, facts, main + [c for c in cases if c["role"] == "redraw"], limits)
     if failure:
         return _finish(record, "incorrect", failure, "run")
     if not main_ok:

@@ -21,6 +21,11 @@ The plan (public: names and shapes, no values), in the order the candidate's wor
   seed 0 at large (x 2^20), tiny (x 2^-20) and shifted (+16 RMS) magnitudes unless the model's own fp32
   math is not finite there; seed 0 at other batch sizes (b // 2 + 1 or --extra-batch, 2b, 1) unless the
   model fails at that size;
+- redraws (after the magnitudes, before the batch sizes): a case of the file's or signed inputs or of a magnitude
+  whose eager error is carried by few elements (numerics.CARRIERS_MIN, over its outputs and buffers) gets
+  numerics.REDRAWS more cases of its kind (same seed, so the same state_dict; other inputs; role "redraw", "of" its
+  index), within REDRAW_BUDGET_S of reference time in all: the judge decides a few-carrier failure of that case by
+  the majority of its draws (judge.py);
 - sequence: load, three calls, load another state_dict, two calls (outputs and buffers after each);
 - a call whose outputs are kept at sampled positions (plan["sampled"]) is followed by its positions
   (sample_NAME), handed over after the candidate's call returned;
@@ -36,6 +41,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import inspect
+import time
 
 import torch
 
@@ -46,6 +52,7 @@ from fuseforge.check.stored_outputs import SAMPLE_PREFIX, OutputWriter, draw_pos
 from fuseforge.check.timing import Timer, pinned_for_timing, stats, synchronize
 from fuseforge.evaluate import harness
 from fuseforge.evaluate.harness import MAGNITUDES, ReferenceFailed, batch_sizes
+from fuseforge.evaluate.numerics import CARRIERS_MIN, REDRAWS, carriers
 from fuseforge.evaluate.random_draws import FORWARD_SEED
 from fuseforge.evaluate.scales import tracked_truth
 
@@ -55,6 +62,7 @@ WHOLE_OUTPUT = 16384  # outputs up to this many elements are compared whole on e
 MAX_AUTOTUNE_OFF = "off (no --max-autotune)"
 SEQUENCE = (("state_seq_a", ("seq_0", "seq_1", "seq_2")), ("state_seq_b", ("seq_3", "seq_4")))
 TIMING_STATE = "state_time"
+REDRAW_BUDGET_S = 30.0  # reference seconds the redraws of all few-carrier cases may take together
 
 
 def secret_seed(secret: int, name: str) -> int:
@@ -182,6 +190,7 @@ class Reference:
                                     torch.Generator().manual_seed(secret_seed(self.secret, "samples")))
         self.case0: dict | None = None  # case 0's output facts (tuple-ness, bytes)
         self.recorder: OpRecorder | None = None
+        self.few_carriers: dict[int, float] = {}  # case index -> its call's seconds, where eager's error has few carriers
 
     def give(self, name: str, obj) -> None:
         """An item of the feed, in the plan's order, written now (an input set is not held in memory after)."""
@@ -238,10 +247,12 @@ class Reference:
         plan = {"init": facts, "cases": [], "sequence": [], "timing": None}
         cases = [(s, d, None, "main") for s in range(job["seeds"]) for d in harness.DISTRIBUTIONS]
         cases += [(0, d, None, "magnitude") for d in MAGNITUDES]
-        if batched is not None:
-            cases += [(0, "file", b, "batch") for b in batch_sizes(batched.shape[0], job.get("extra_batch"))]
         for seed, dist, batch, role in cases:
             self._case(program, len(plan["cases"]), seed, dist, batch, role, plan)
+        self._redraws(program, plan)  # before the batch cases: the calls right before the probes stay those
+        if batched is not None:
+            for b in batch_sizes(batched.shape[0], job.get("extra_batch")):
+                self._case(program, len(plan["cases"]), 0, "file", b, "batch", plan)
         io.event("sequence")
         plan["sequence"] = self._sequence(program)
         io.event("timed calls")
@@ -251,15 +262,30 @@ class Reference:
         plan["order"] = list(self.order)
         return plan
 
-    def _case(self, program: Program, i: int, seed: int, dist: str, batch: int | None, role: str, plan) -> None:
+    def _redraws(self, program: Program, plan: dict) -> None:
+        """REDRAWS more cases of each few-carrier case, the quickest first, while the budget lasts."""
+        left = REDRAW_BUDGET_S
+        for i, seconds in sorted(self.few_carriers.items(), key=lambda item: item[1]):
+            if seconds * REDRAWS > left:
+                break
+            left -= seconds * REDRAWS
+            case = plan["cases"][i]
+            for _ in range(REDRAWS):
+                self._case(program, len(plan["cases"]), case["seed"], case["distribution"], case["batch"], "redraw",
+                           plan, of=i)
+
+    def _case(self, program: Program, i: int, seed: int, dist: str, batch: int | None, role: str, plan,
+              of: int | None = None) -> None:
         meta = {"index": i, "seed": seed, "distribution": dist, "batch": batch, "role": role, "skipped": False,
-                "reason": None, "state": f"state_{seed}"}
+                "reason": None, "state": f"state_{seed}"} | ({"of": of} if of is not None else {})
         name = f"inputs_{i}"
         try:
             inputs = self.draw(name, dist, batch)
             state = self.state(meta["state"])
             program.load(state)
+            start = time.perf_counter()
             outputs, facts = self.step(program, inputs, record_ops=i == 0)
+            seconds = time.perf_counter() - start
         except ReferenceFailed as exc:
             if role == "main":
                 raise
@@ -273,6 +299,11 @@ class Reference:
         self.give(name, inputs)
         if i == 0:
             self.case0 = {"is_tuple": outputs["is_tuple"], "bytes": _nbytes(outputs["eager"])}
+        if role in ("main", "magnitude"):
+            pairs = list(zip(outputs["eager"], outputs["truth"])) + list(outputs["buffers"].values())
+            counts = [c for c in (carriers(e, t) for e, t in pairs) if c is not None]
+            if counts and min(counts) < CARRIERS_MIN:
+                self.few_carriers[i] = seconds
         self.keep(f"case_{i}", outputs)
         plan["cases"].append(meta | facts)
 
