@@ -143,3 +143,18 @@ def test_check_redraws_a_few_carrier_case_and_fails_a_candidate_off_on_every_dra
     assert {c["of"] for c in redraws} >= {0, 1}
     off = check_files(model, _candidate(tmp_path, "always", "True", 1e-3), settings, cache)
     assert off["verdict"] == "incorrect" and f"0 of {REDRAWS + 1} draws" in off["reason"], off["reason"]
+
+
+def test_check_adds_redraws_to_few_carrier_cases_within_its_budgets_of_time_and_input_bytes(tmp_path):
+    from fuseforge.check.orchestrate import CheckSettings, run_reference
+    from fuseforge.check.reference_role import redrawn
+
+    model = tmp_path / "model.py"
+    model.write_text(MODEL)
+    plan = run_reference(model, CheckSettings(device="cpu", **CHECK_SETTINGS), tmp_path / "ref").meta["plan"]
+    assert [c["role"] for c in plan["cases"]].count("redraw") == 5 * REDRAWS  # 8 KB and milliseconds a draw
+    few = {0: (0.5, 10**6), 1: (0.1, 10**8), 2: (4.0, 10**3)}  # index -> (seconds, input bytes) of the call
+    assert redrawn(few, seconds=30.0, nbytes=10**9) == [0, 1]  # 2: 32 s of redraws
+    assert redrawn(few, seconds=40.0, nbytes=10**8) == [0, 2]  # 1: 800 MB of inputs
+    assert redrawn(few, seconds=1.0, nbytes=10**9) == [1]  # the quickest first
+    assert redrawn(few, seconds=0.5, nbytes=10**9) == []

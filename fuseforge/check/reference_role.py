@@ -24,8 +24,8 @@ The plan (public: names and shapes, no values), in the order the candidate's wor
 - redraws (after the magnitudes, before the batch sizes): a case of the file's or signed inputs or of a magnitude
   whose eager error is carried by few elements (numerics.CARRIERS_MIN, over its outputs and buffers) gets
   numerics.REDRAWS more cases of its kind (same seed, so the same state_dict; other inputs; role "redraw", "of" its
-  index), within REDRAW_BUDGET_S of reference time in all: the judge decides a few-carrier failure of that case by
-  the majority of its draws (judge.py);
+  index), within REDRAW_BUDGET_S of reference time and REDRAW_BUDGET_BYTES of inputs in all: the judge decides a
+  few-carrier failure of that case by the majority of its draws (judge.py);
 - sequence: load, three calls, load another state_dict, two calls (outputs and buffers after each);
 - a call whose outputs are kept at sampled positions (plan["sampled"]) is followed by its positions
   (sample_NAME), handed over after the candidate's call returned;
@@ -63,6 +63,7 @@ MAX_AUTOTUNE_OFF = "off (no --max-autotune)"
 SEQUENCE = (("state_seq_a", ("seq_0", "seq_1", "seq_2")), ("state_seq_b", ("seq_3", "seq_4")))
 TIMING_STATE = "state_time"
 REDRAW_BUDGET_S = 30.0  # reference seconds the redraws of all few-carrier cases may take together
+REDRAW_BUDGET_BYTES = 2 * 2**30  # and the bytes of their inputs (each input set is a feed file on disk)
 
 
 def secret_seed(secret: int, name: str) -> int:
@@ -190,7 +191,8 @@ class Reference:
                                     torch.Generator().manual_seed(secret_seed(self.secret, "samples")))
         self.case0: dict | None = None  # case 0's output facts (tuple-ness, bytes)
         self.recorder: OpRecorder | None = None
-        self.few_carriers: dict[int, float] = {}  # case index -> its call's seconds, where eager's error has few carriers
+        self.few_carriers: dict[int, tuple] = {}  # case index -> (its call's seconds, its inputs' bytes), where
+        #                                           eager's error has few carriers
 
     def give(self, name: str, obj) -> None:
         """An item of the feed, in the plan's order, written now (an input set is not held in memory after)."""
@@ -263,12 +265,8 @@ class Reference:
         return plan
 
     def _redraws(self, program: Program, plan: dict) -> None:
-        """REDRAWS more cases of each few-carrier case, the quickest first, while the budget lasts."""
-        left = REDRAW_BUDGET_S
-        for i, seconds in sorted(self.few_carriers.items(), key=lambda item: item[1]):
-            if seconds * REDRAWS > left:
-                break
-            left -= seconds * REDRAWS
+        """REDRAWS more cases of each few-carrier case that `redrawn` picks."""
+        for i in redrawn(self.few_carriers):
             case = plan["cases"][i]
             for _ in range(REDRAWS):
                 self._case(program, len(plan["cases"]), case["seed"], case["distribution"], case["batch"], "redraw",
@@ -303,7 +301,7 @@ class Reference:
             pairs = list(zip(outputs["eager"], outputs["truth"])) + list(outputs["buffers"].values())
             counts = [c for c in (carriers(e, t) for e, t in pairs) if c is not None]
             if counts and min(counts) < CARRIERS_MIN:
-                self.few_carriers[i] = seconds
+                self.few_carriers[i] = (seconds, _nbytes(inputs))
         self.keep(f"case_{i}", outputs)
         plan["cases"].append(meta | facts)
 
@@ -350,6 +348,17 @@ class Reference:
         self.outputs.write("timed_state", {"buffers": program.values(names),
                                            "buffer_scales": {n: buffer_scales.get(n) for n in names}})
         return {"state": TIMING_STATE, "warmup": warmup, "pool_size": size}
+
+
+def redrawn(few: dict[int, tuple], seconds: float = REDRAW_BUDGET_S, nbytes: int = REDRAW_BUDGET_BYTES) -> list[int]:
+    """The few-carrier cases (index -> (seconds of its call, bytes of its inputs)) that get their REDRAWS, the
+    quickest first, while both budgets last."""
+    chosen = []
+    for i, (took, size) in sorted(few.items(), key=lambda item: item[1]):
+        if took * REDRAWS <= seconds and size * REDRAWS <= nbytes:
+            chosen.append(i)
+            seconds, nbytes = seconds - took * REDRAWS, nbytes - size * REDRAWS
+    return sorted(chosen)
 
 
 def _time_variant(model, feed: dict, job: dict, timer: Timer, dev) -> dict:
