@@ -61,10 +61,26 @@ def host_program(source: str, folder, name: str, *flags: str):
     return binary
 
 
-# The prologue of a host `main` that reads a row of float32 values from the file argv[1] into `v` (n values).
+# A statistics struct over a row in one running update (`one`) and in four parts merged in a tree (`merged`), as
+# threads merge theirs, each finalised with `cols`; then the prologue of a host `main` that reads a row of float32
+# values from the file argv[1] into `v` (n values).
 READ_ROW = r"""
 #include <cstdio>
 #include <vector>
+template <class S>
+void one_and_four_parts(const std::vector<float>& v, S& one, S& merged, int cols) {
+    one.init();
+    for (float x : v) one.add(x);
+    one.finalize(cols, 0.0f);
+    S parts[4];
+    for (auto& p : parts) p.init();
+    for (size_t i = 0; i < v.size(); ++i) parts[i % 4].add(v[i]);
+    parts[0].merge(parts[1]);
+    parts[2].merge(parts[3]);
+    parts[0].merge(parts[2]);
+    parts[0].finalize(cols, 0.0f);
+    merged = parts[0];
+}
 int main(int argc, char** argv) {
     FILE* f = std::fopen(argv[1], "rb");
     std::fseek(f, 0, SEEK_END);

@@ -18,18 +18,9 @@ from fuseforge.families import named
 from fuseforge.partition import partition
 
 MAIN = r"""
-    FFRowSum one;  // one running sum over the whole row
-    one.init();
-    for (long i = 0; i < n; ++i) one.add(v[i]);
-    one.finalize(0, 0.0f);
-    FFRowSum parts[4];  // four partial sums merged, as threads merge theirs
-    for (auto& p : parts) p.init();
-    for (long i = 0; i < n; ++i) parts[i % 4].add(v[i]);
-    parts[0].merge(parts[1]);
-    parts[2].merge(parts[3]);
-    parts[0].merge(parts[2]);
-    parts[0].finalize(0, 0.0f);
-    std::printf("%.9g %.9g\n", one.sum, parts[0].sum);
+    FFRowSum one, merged;
+    one_and_four_parts(v, one, merged, 0);
+    std::printf("%.9g %.9g\n", one.sum, merged.sum);
     return 0;
 }
 """

@@ -19,18 +19,9 @@ from fuseforge.families import named
 from fuseforge.partition import partition
 
 MAIN = r"""
-    FFRowWelford one;  // one running update over the whole row
-    one.init();
-    for (long i = 0; i < n; ++i) one.add(v[i]);
-    one.finalize((int)n, 0.0f);
-    FFRowWelford parts[4];  // four parts merged, as threads merge theirs
-    for (auto& p : parts) p.init();
-    for (long i = 0; i < n; ++i) parts[i % 4].add(v[i]);
-    parts[0].merge(parts[1]);
-    parts[2].merge(parts[3]);
-    parts[0].merge(parts[2]);
-    parts[0].finalize((int)n, 0.0f);
-    std::printf("%.9g %.9g %.9g %.9g %.9g %.9g\n", one.mean, one.lo, one.m2, parts[0].mean, parts[0].lo, parts[0].m2);
+    FFRowWelford one, merged;
+    one_and_four_parts(v, one, merged, (int)n);
+    std::printf("%.9g %.9g %.9g %.9g %.9g %.9g\n", one.mean, one.lo, one.m2, merged.mean, merged.lo, merged.m2);
     return 0;
 }
 """
