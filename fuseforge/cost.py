@@ -155,6 +155,23 @@ def is_train_batch_norm(node: fx.Node) -> bool:
     return str(node.target) in TRAIN_MODE_BATCH_NORMS and len(node.args) > 5 and node.args[5] is True
 
 
+def statistics_units(node: fx.Node) -> int | None:
+    """The units an eager norm takes its input's statistics over, one block each, where it reads its input twice
+    (statistics, then normalise) and writes once: a train-mode batch norm (its channels: cuDNN's kernel, measured,
+    rates.py), an instance norm with its input's statistics (PyTorch runs it as that batch norm over the N x C
+    channels of the input seen as [1, N * C, ...]) and a group norm (N x G units: PyTorch's statistics kernel, then
+    its normalising one; from PyTorch's source, not measured). None for any other op."""
+    shape = node.args[0].meta["val"].shape if node.args and isinstance(node.args[0], fx.Node) else None
+    target = str(node.target)
+    if is_train_batch_norm(node):
+        return size_hint(shape[1])
+    if target == "aten.instance_norm.default" and len(node.args) > 5 and node.args[5] is True:
+        return size_hint(shape[0]) * size_hint(shape[1])
+    if target == "aten.group_norm.default" and len(node.args) > 1:
+        return size_hint(shape[0]) * int(node.args[1])
+    return None
+
+
 def _time(fl: float, rate: float, moved: int) -> float:
     return max(fl / rate, moved / BANDWIDTH) + LAUNCH_S
 
@@ -251,9 +268,9 @@ def _op_cost(n: fx.Node) -> tuple[float, float, int]:
     """(seconds, FLOPs, bytes moved) of one op; factory ops like new_ones read no data of their input."""
     moved = op_bytes(n)
     fl, rate = flops(n)
-    if is_train_batch_norm(n):  # cuDNN's kernel: three passes over the input, a block per channel
-        x = n.args[0]
-        seconds = batch_norm_train_seconds(nbytes(x), size_hint(x.meta["val"].shape[1])) + LAUNCH_S
+    units = statistics_units(n)
+    if units is not None:  # three passes over the input (two reads, a write), a block per unit
+        seconds = batch_norm_train_seconds(nbytes(n.args[0]), units) + LAUNCH_S
         return max(seconds, _time(fl, rate, moved)), fl, moved
     if is_thin_product(n):
         return max(fl / rate, moved / THIN_PRODUCT_BANDWIDTH) + LAUNCH_S, fl, moved

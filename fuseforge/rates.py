@@ -168,10 +168,11 @@ CUDNN_TRANSPOSED = {("nchw", 2): (6.3e-12, 110e12), ("nchw", 3): (6.0e-12, 95e12
 BATCH_NORM_TRAIN_PASSES = 3
 
 
-def batch_norm_train_seconds(input_bytes: int, channels: int) -> float:
-    """Eager's train-mode batch norm: BATCH_NORM_TRAIN_PASSES passes over the input at the bandwidth of the SMs its
-    channels occupy (one block each)."""
-    return BATCH_NORM_TRAIN_PASSES * input_bytes / (BANDWIDTH * min(1.0, channels / SMS))
+def batch_norm_train_seconds(input_bytes: int, units: int) -> float:
+    """Eager's train-mode batch norm (and the norms PyTorch runs the same way, `cost.statistics_units`):
+    BATCH_NORM_TRAIN_PASSES passes over the input at the bandwidth of the SMs its units (channels) occupy, one block
+    each."""
+    return BATCH_NORM_TRAIN_PASSES * input_bytes / (BANDWIDTH * min(1.0, units / SMS))
 
 
 def cudnn_conv_seconds(outputs: int, flops: float, channels: int, terms: int, dims: int, *,
