@@ -345,9 +345,9 @@ def majority_of_draws(draws: list[list[TensorCheck]]) -> tuple[bool, str]:
     all `few_carriers`): passed when more than half of the draws pass, none failing otherwise than on the bound or
     FAR_BEYOND x past it; with a one-line account either way."""
     failed = [fails for fails in draws if fails]
-    carriers = min((c.ref_carriers for c in draws[0] if c.ref_carriers is not None), default=float("nan"))
+    fewest = min((c.ref_carriers for c in draws[0] if c.ref_carriers is not None), default=float("nan"))
     account = (f"{len(draws) - len(failed)} of {len(draws)} draws within the bound (eager's error carried by "
-               f"{carriers:.1f} element(s) on the first)")
+               f"{fewest:.1f} element(s) on the first)")
     wrong = [c for fails in failed for c in fails if not _bound_alone(c) or not c.cand_err <= FAR_BEYOND * c.bound]
     if wrong:
         return False, f"{account}; a draw failed otherwise: {wrong[0].reason}"
