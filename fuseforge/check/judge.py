@@ -9,8 +9,9 @@ Order (the first that applies decides; see the package docstring for the record'
 4. incorrect: a crash, illegal memory access, hang or exception at run time, or an error vs fp64 beyond
    the rule in a file-shaped case (the file's and signed inputs, and large, tiny and shifted magnitudes)
    or a call of the sequence (a case whose failures are all on the bound with eager's error on few elements,
-   numerics.few_carriers, is decided by the majority of its draws: the reference's redraws of it) -- promoted to cheat:precision_downgrade when the source uses TF32 (check
-   tf32_error) or when only the magnitude cases fail, by overflowing or flushing to zero (magnitude_error);
+   numerics.few_carriers, is decided by the majority of its draws: the reference's redraws of it) -- promoted
+   to cheat:precision_downgrade when the source uses TF32 (check tf32_error) or when only the magnitude cases
+   fail, by overflowing or flushing to zero (magnitude_error);
 5. correct, with the timings and speedups.
 
 Findings from the calls' results (beyond evidence.py's): stale_weights (right with the weights before, far

@@ -171,6 +171,23 @@ def _reference_run(ref, inputs, dev, precision, laps: _Laps, label: str) -> _Ref
                       params, label, buffer_scales)
 
 
+def _candidate_checks(cand_model, inputs, reference: _Reference, settings: VerifySettings,
+                      laps: _Laps) -> tuple[list[TensorCheck], list[TensorCheck]]:
+    """Steps 3-4 of the module docstring: poisoned memory, the candidate's forward on copies of `inputs` from the
+    generator state eager started from, then its outputs' and buffers' checks against `reference`."""
+    dev = settings.device
+    harness.poison(dev, sum(t.numel() * t.element_size() for t in reference.eager))
+    torch.manual_seed(FORWARD_SEED)  # random ops draw what eager drew (random_draws.py)
+    got, got_tuple = harness.forward(cand_model, harness.to_device(inputs, dev), dev, "ModelNew", CandidateFailed)
+    laps.lap("candidate")
+    outputs = _output_checks(got, got_tuple, reference.eager, reference.eager_tuple, reference.truth,
+                             settings.factor, reference.scales)
+    buffers = _buffer_checks(cand_model.state_dict(), reference.eager_sd, reference.truth_sd,
+                             reference.params, settings.factor, reference.buffer_scales)
+    laps.lap("compare")
+    return outputs, buffers
+
+
 REDRAW_BUDGET_S = 30.0  # seconds the redraws of one case may take (a draw that would start later is not made)
 
 
@@ -194,15 +211,8 @@ def _redrawn(progs: Programs, settings: VerifySettings, seed: int, distribution:
                 reference = _reference_run(ref, inputs, dev, progs.precision, laps, f"redraw {r}")
             except ReferenceFailed:  # Model itself fails on this draw: judged on the draws made
                 break
-            harness.poison(dev, sum(t.numel() * t.element_size() for t in reference.eager))
-            torch.manual_seed(FORWARD_SEED)
-            got, got_tuple = harness.forward(cand_model, harness.to_device(inputs, dev), dev, "ModelNew",
-                                             CandidateFailed)
-            checks = _output_checks(got, got_tuple, reference.eager, reference.eager_tuple, reference.truth,
-                                    settings.factor, reference.scales)
-            checks += _buffer_checks(cand_model.state_dict(), reference.eager_sd, reference.truth_sd,
-                                     reference.params, settings.factor, reference.buffer_scales)
-        draws.append([c for c in checks if not c.passed])
+            outputs, buffers = _candidate_checks(cand_model, inputs, reference, settings, laps)
+        draws.append([c for c in outputs + buffers if not c.passed])
     return majority_of_draws(draws)
 
 
@@ -234,16 +244,7 @@ def run_case(progs: Programs, settings: VerifySettings, seed: int, distribution:
         if distribution in harness.MAGNITUDES and not harness.finite(reference.eager + reference.truth):
             return _skipped(seed, distribution, batch, f"the model's fp32 math is not finite at {distribution} "
                                                        f"magnitudes ({harness.MAGNITUDES[distribution]})")
-        harness.poison(dev, sum(t.numel() * t.element_size() for t in reference.eager))
-        torch.manual_seed(FORWARD_SEED)  # random ops draw what eager drew (random_draws.py)
-        got, got_tuple = harness.forward(cand_model, harness.to_device(inputs, dev), dev, "ModelNew",
-                                         CandidateFailed)
-        laps.lap("candidate")
-        outputs = _output_checks(got, got_tuple, reference.eager, reference.eager_tuple, reference.truth,
-                                 settings.factor, reference.scales)
-        buffers = _buffer_checks(cand_model.state_dict(), reference.eager_sd, reference.truth_sd,
-                                 reference.params, settings.factor, reference.buffer_scales)
-        laps.lap("compare")
+        outputs, buffers = _candidate_checks(cand_model, inputs, reference, settings, laps)
     failed = [c for c in outputs + buffers if not c.passed]
     reason, redraws = failed[0].reason if failed else None, None
     if failed and all(few_carriers(c) for c in failed):
