@@ -29,6 +29,14 @@ FF_HD void ff_welford_merge(S& s, const S& o) {
     s.n = nn;
 }
 
+// hi + lo = a + b exactly, hi the rounded sum (Knuth's two-sum): a mean kept as its pivot plus the mean of the values
+// less the pivot, so that (v - hi) - lo is v - mean rounded once where v lies near the mean.
+FF_HD void ff_two_sum(float a, float b, float& hi, float& lo) {
+    hi = a + b;
+    const float a_part = hi - b;
+    lo = (a - a_part) + (b - (hi - a_part));
+}
+
 // n, mean and M2 of lane (this lane ^ lane_mask) of the warp into o; o's other members are left as they are.
 template <class S>
 __device__ __forceinline__ void ff_welford_shfl_xor(S& o, const S& s, int lane_mask) {

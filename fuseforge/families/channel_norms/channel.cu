@@ -77,9 +77,7 @@ __device__ __forceinline__ FFChanNorm ff_chan_norm(const Op& op, const FFChanSta
                                                    const FFChanDims& d, int64_t u, bool write) {
     const float count = (float)d.per_unit;
     FFChanNorm norm;
-    norm.mean = pivot + st.mean;
-    const float pivot_part = norm.mean - st.mean;
-    norm.lo = (pivot - pivot_part) + (st.mean - (norm.mean - pivot_part));
+    ff_two_sum(pivot, st.mean, norm.mean, norm.lo);
     norm.invstd = 1.0f / sqrtf(st.m2 / count + Op::kEps);  // biased variance, eps inside the root
     if (write) op.channel_values(norm, st.m2, count, (int)u);
     return norm;

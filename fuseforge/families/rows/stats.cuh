@@ -73,8 +73,8 @@ struct FFRowWelford {
         return o;
     }
     FF_HD void finalize(int cols, float eps) {
-        const float hi = pivot + mean, pivot_part = hi - mean;
-        lo = (pivot - pivot_part) + (mean - (hi - pivot_part));  // Knuth's two-sum: hi + lo = pivot + mean exactly
+        float hi;
+        ff_two_sum(pivot, mean, hi, lo);
         mean = hi;
         rstd = 1.0f / sqrtf(m2 / (float)cols + eps);
     }
