@@ -35,6 +35,22 @@ def test_a_bound_failure_with_few_carriers_is_told_apart_from_one_with_many_and_
     assert not few_carriers(compare("o", nan, eager, truth))
 
 
+def test_a_bound_failure_whose_own_error_sits_on_few_elements_is_one_too_where_eagers_is_spread():
+    truth = torch.arange(1000, dtype=torch.float64)
+    eager = truth.float() + 0.25 * (torch.arange(1000) % 2)  # eager's error on 500 elements
+    one_off = truth.float()
+    one_off[5] += 20.0  # the candidate's on one: 20 / sqrt(1000) > 2 x eager's 0.177
+    check = compare("o", one_off, eager, truth)
+    assert check.ref_carriers == pytest.approx(500.0) and check.cand_carriers == pytest.approx(1.0)
+    assert few_carriers(check)
+    spread = truth.float() + 0.5 * (torch.arange(1000) % 2)  # 2x eager's error, on the same 500 elements
+    spread[0] += 3.0
+    assert not few_carriers(compare("o", spread, eager, truth))
+    exact = truth.float()  # eager exact: the bound is the floor, one draw decides whatever the candidate's carriers
+    assert compare("o", one_off, exact, truth).cand_carriers == pytest.approx(1.0)
+    assert not few_carriers(compare("o", one_off, exact, truth))
+
+
 def _failing(ratio: float) -> TensorCheck:
     check = TensorCheck("output", [2], "float32", cand_err=ratio * 1e-6, bound=1e-6, ref_carriers=1.2)
     check.reason = f"output: error vs fp64 {ratio * 1e-6:.3e} > bound 1.000e-06 (...)"
@@ -119,6 +135,18 @@ def test_the_judge_decides_a_few_carrier_case_by_the_majority_of_its_redraws_and
     assert cases[0]["passed"] and cases[0]["reason"] is None and cases[0]["redraws"].startswith("6 of 9")
     assert cases[1]["passed"] is False and cases[1]["redraws"] is None  # no redraws: one draw decides, as before
     assert cases[2]["passed"] is False and cases[2]["reason"].endswith("on the first)")
+    derived = _case("magnitude", False, 3.0)  # two outputs: eager's error on few elements of the second, the
+    spread_out = _failing(2.5)  # candidate's on few of the first
+    spread_out.ref_carriers, spread_out.cand_carriers = 26.5, 1.5
+    derived["outputs"].insert(0, spread_out.to_json() | {"passed": False})
+    cases = [derived] + [_case("redraw", True, of=0)] * 7 + [_case("redraw", False, 2.0, of=0)]
+    judge_over_draws(cases)
+    assert cases[0]["passed"] and cases[0]["redraws"].startswith("7 of 9")
+    many = _case("main", False, 3.0)
+    many["outputs"][0]["ref_carriers"] = many["outputs"][0]["cand_carriers"] = 400.0
+    cases = [many] + [_case("redraw", True, of=0)] * 8
+    judge_over_draws(cases)
+    assert cases[0]["passed"] is False and cases[0]["redraws"] is None  # many carriers on both sides: one draw
     crashed = [_case("main", False, 3.0)] + [_case("redraw", True, of=0)] * 7
     crashed += [_case("redraw", False, of=0) | {"reason": "ModelNew raised RuntimeError: boom"}]
     judge_over_draws(crashed)

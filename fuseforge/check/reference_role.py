@@ -25,7 +25,8 @@ The plan (public: names and shapes, no values), in the order the candidate's wor
   whose eager error is carried by few elements (numerics.CARRIERS_MIN, over its outputs and buffers) gets
   numerics.REDRAWS more cases of its kind (same seed, so the same state_dict; other inputs; role "redraw", "of" its
   index), within REDRAW_BUDGET_S of reference time and REDRAW_BUDGET_BYTES of inputs in all: the judge decides a
-  few-carrier failure of that case by the majority of its draws (judge.py);
+  few-carrier failure of that case by the majority of its draws (judge.py), also one where the candidate's error
+  has the few carriers (an output computed from the few-carrier one); a case without redraws is decided by its draw;
 - sequence: load, three calls, load another state_dict, two calls (outputs and buffers after each);
 - a call whose outputs are kept at sampled positions (plan["sampled"]) is followed by its positions
   (sample_NAME), handed over after the candidate's call returned;

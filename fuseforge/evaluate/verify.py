@@ -20,7 +20,7 @@ In each case, under `torch.no_grad()` and on the chosen device:
    as NaN, never as the reference's leftovers); then the candidate runs on the fp32 inputs.
 4. Every output, and every persistent buffer after the forward (BatchNorm running stats...), is judged
    by the rule of `numerics.py`.
-5. A case whose every failing check failed the bound alone with eager's error on few elements
+5. A case whose every failing check failed the bound alone with eager's or its own error on few elements
    (`numerics.few_carriers`) is judged again over numerics.REDRAWS more draws of its kind (its seed's weights,
    other inputs: seed + 1000 r for draw r), within REDRAW_BUDGET_S: it passes where most draws pass
    (`numerics.majority_of_draws`); `redraws` records the account.
@@ -52,7 +52,7 @@ fails at that size, the case is skipped; if only ModelNew fails, the case fails.
                 check = numerics.TensorCheck: name, shape, dtype, passed, reason, exact, cand_err, ref_err,
                 factor, floor, bound, truth_rms, operand_scale, cand_rel_err, ref_rel_err, max_abs_err,
                 max_abs_index, cand_at_max, truth_at_max, nan_where_truth_finite, non_regular, allclose,
-                ref_carriers
+                ref_carriers, cand_carriers
     allclose    KernelBench column: every output allclose(cand, eager, atol=rtol=1e-4); null if unknown
     worst       the check with the largest cand_err / bound: {case, name, cand_err, bound, ratio,
                 cand_rel_err, ref_rel_err}
