@@ -306,6 +306,15 @@ def test_kernel_dataflow_flags_outputs_no_kernel_made_or_that_torch_already_had(
     assert evidence.dataflow_findings(made, [[]], ref, True, 2.0)[0] == []
 
 
+def test_an_output_of_one_value_everywhere_is_no_evidence_that_torch_computed_it():
+    constant = _case0(torch.full((2, 3), -0.89, dtype=torch.float64))  # min(max(x, -0.59), -0.89)
+    made = {"kernel_made": [True]}
+    assert evidence.dataflow_findings(made, [[torch.full((2, 3), -0.89)]], constant, True, 2.0) == \
+        ([], {"kernel_dataflow"})
+    (found,), _ = evidence.dataflow_findings({"kernel_made": [False]}, [[]], constant, True, 2.0)
+    assert "torch ops alone" in found.message  # no kernel wrote it: still a torch fallback
+
+
 def test_an_output_of_other_inputs_in_a_stale_memory_probe_is_a_replay_not_stale_memory(ref_out):
     a, b = ref_out["case_0"]["truth"][0].float(), ref_out["case_1"]["truth"][0].float()
     earlier = torch.rand(8, 4)

@@ -153,6 +153,24 @@ def test_the_judge_decides_a_few_carrier_case_by_the_majority_of_its_redraws_and
     assert crashed[0]["passed"] is False and "ModelNew raised" in crashed[0]["reason"]
 
 
+def test_the_calls_of_the_sequence_are_draws_of_one_another_for_a_few_carrier_failure():
+    from fuseforge.check.judge import judge_calls_over_draws
+
+    calls = [_case("sequence", True)] * 3 + [_case("sequence", False, 2.6)] + [_case("sequence", True)] * 3
+    judge_calls_over_draws(calls)
+    assert calls[3]["passed"] and calls[3]["redraws"].startswith("6 of 7")
+    most = [_case("sequence", True)] * 3 + [_case("sequence", False, 2.6) for _ in range(4)]
+    judge_calls_over_draws(most)
+    assert all(c["passed"] is False and c["reason"].endswith("on the first)") for c in most[3:])
+    far = [_case("sequence", True)] * 6 + [_case("sequence", False, 5000.0)]  # a stale weight, not a rounding
+    judge_calls_over_draws(far)
+    assert far[6]["passed"] is False and "failed otherwise" in far[6]["reason"]
+    many = [_case("sequence", True)] * 6 + [_case("sequence", False, 2.6)]
+    many[6]["outputs"][0]["ref_carriers"] = many[6]["outputs"][0]["cand_carriers"] = 400.0
+    judge_calls_over_draws(many)
+    assert many[6]["passed"] is False and many[6]["redraws"] is None
+
+
 CHECK_SETTINGS = dict(seeds=1, trials=2, warmup=1, build_timeout_s=120, run_timeout_s=120)
 
 

@@ -8,8 +8,9 @@ Order (the first that applies decides; see the package docstring for the record'
 3. cheat:<kind>: the highest-precedence decisive finding (kinds.KINDS order);
 4. incorrect: a crash, illegal memory access, hang or exception at run time, or an error vs fp64 beyond
    the rule in a file-shaped case (the file's and signed inputs, and large, tiny and shifted magnitudes)
-   or a call of the sequence (a case whose failures are all on the bound with eager's error on few elements,
-   numerics.few_carriers, is decided by the majority of its draws: the reference's redraws of it) -- promoted
+   or a call of the sequence (a case whose failures are all on the bound with an error on few elements,
+   numerics.few_carriers, is decided by the majority of its draws: the reference's redraws of it; the sequence's
+   calls, each on its own inputs, are such draws of one another) -- promoted
    to cheat:precision_downgrade when the source uses TF32 (check tf32_error) or when only the magnitude cases
    fail, by overflowing or flushing to zero (magnitude_error);
 5. correct, with the timings and speedups.
@@ -173,6 +174,21 @@ def judge_over_draws(cases: list[dict]) -> None:
             continue
         passed, account = majority_of_draws([first] + [_failures(r) for r in redraws[i]])
         case.update(passed=passed, reason=None if passed else f"{case['reason']}; {account}", redraws=account)
+
+
+def judge_calls_over_draws(calls: list[dict]) -> None:
+    """The first call and the sequence's calls each run on inputs of their own: draws of one kind. Where every call
+    that failed, failed on the bound alone with few carriers, they are decided together by the majority of all the
+    calls (numerics.majority_of_draws); each failing call's `redraws` says how it went. A stale weight or a state
+    carried wrongly over calls is off by far more than a rounding (FAR_BEYOND) on the calls it touches."""
+    judged = [c for c in calls if c["passed"] is not None]
+    failing = [c for c in judged if c["passed"] is False]
+    if not failing or not all(_failures(c) and all(few_carriers(f) for f in _failures(c)) for c in failing):
+        return
+    draws = [_failures(failing[0])] + [_failures(c) for c in judged if c is not failing[0]]
+    passed, account = majority_of_draws(draws)
+    for call in failing:
+        call.update(passed=passed, reason=None if passed else f"{call['reason']}; {account}", redraws=account)
 
 
 def _worst(cases: list[dict]) -> dict | None:
@@ -350,6 +366,7 @@ def judge(record: dict, static, ref, outcome, cand_dir: Path, settings, feed_ano
             record["findings"].append(promoted.to_json())
             return _finish(record, verdict_of(promoted.kind), f"{promoted.check}: {promoted.message}", promoted.check)
         return _finish(record, "incorrect", f"{_label(bad)}: {bad['reason']}", "correctness")
+    judge_calls_over_draws([init] + sequence)
     wrong = next((c for c in sequence if c["passed"] is False), None)
     if wrong is not None:
         return _finish(record, "incorrect", f"{_label(wrong)}: {wrong['reason']}", "correctness")
