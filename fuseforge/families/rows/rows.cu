@@ -322,9 +322,30 @@ __global__ void __launch_bounds__(kFFRowNhwcRows) ff_row_channels_nhwc_kernel(Op
     const int64_t row0 = (int64_t)blockIdx.x * kFFRowNhwcRows;
     const int count = (int)(rows - row0 < kFFRowNhwcRows ? rows - row0 : kFFRowNhwcRows);
     const float* span = op.full[0] + row0 * cols;
-    for (int i = threadIdx.x; i < count * cols; i += kFFRowNhwcRows) {
-        const int r = i / cols;
-        ff_row_tile[r * stride + (i - r * cols)] = __ldg(span + i);
+    // Element i = threadIdx.x + 128 k of the span is (row r, channel c) = (i / cols, i % cols): one division per
+    // thread, then steps of 128 (kFFRowNhwcRows / cols rows and kFFRowNhwcRows % cols channels); kLoads loads in
+    // flight before their stores (a division per element, and each store after its load, can leave the copy
+    // latency-bound).
+    constexpr int kLoads = 8;
+    const int total = count * cols, step_r = kFFRowNhwcRows / cols, step_c = kFFRowNhwcRows % cols;
+    int r = (int)threadIdx.x / cols, c = (int)threadIdx.x - r * cols;
+    for (int i0 = 0; i0 < total; i0 += kFFRowNhwcRows * kLoads) {
+        float v[kLoads];
+#pragma unroll
+        for (int k = 0; k < kLoads; ++k) {
+            const int i = i0 + k * kFFRowNhwcRows + (int)threadIdx.x;
+            v[k] = i < total ? __ldg(span + i) : 0.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < kLoads; ++k) {
+            if (i0 + k * kFFRowNhwcRows + (int)threadIdx.x < total) ff_row_tile[r * stride + c] = v[k];
+            r += step_r;
+            c += step_c;
+            if (c >= cols) {
+                c -= cols;
+                ++r;
+            }
+        }
     }
     __syncthreads();
     if ((int)threadIdx.x >= count) return;
