@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from .engine import Builder, Guard, guard, rule, value
+from .engine import Builder, guard, rule, value
 from .guards import sole_use
 from .pattern import Match, Op, arguments
 
