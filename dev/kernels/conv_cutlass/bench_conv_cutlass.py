@@ -15,7 +15,7 @@ inputs, seed 0), all on the same input:
   cudnn_cl_tf32     F.conv2d on channels-last input and weight (TF32: what compile's conv runs)
   to_nhwc           x.contiguous(memory_format=channels_last): the input transposition CUTLASS needs
   cutlass_<n>       conv_cutlass.cu configuration n, NHWC in, NHWC out (no bias)
-Times: median of --reps CUDA-event timings, 64 MB L2 flush before each. Errors: max |err| / RMS of the float64
+Times: labtools.timed, median of --reps CUDA-event timings, 64 MB L2 flush before each. Errors: max |err| / RMS of the float64
 convolution of the first --check-batch images; TFLOP/s of each. Prints a table, writes JSON.
 """
 
@@ -25,7 +25,6 @@ import argparse
 import ctypes
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # labtools
 KERNELBENCH = (HERE.parents[3] / "shared" / "problems" / "kernelbench").resolve()
 MODELS = ("65_Conv2d_AvgPool_Sigmoid_Sum", "67_Conv2d_GELU_GlobalAvgPool", "73_Conv2d_BatchNorm_Scaling",
           "87_Conv2d_Subtract_Subtract_Mish")
@@ -80,23 +80,6 @@ def first_conv(name: str, batch: int | None):
     return conv, shape
 
 
-def timed(fn, reps: int, flush) -> float:
-    import torch
-
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        flush.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
 def rel_err(out, truth) -> float:
     import torch
 
@@ -110,6 +93,7 @@ def rel_err(out, truth) -> float:
 def measure(name: str, libs: dict, args) -> dict:
     import torch
     import torch.nn.functional as F
+    from labtools import timed
 
     conv, shape = first_conv(name, args.batch)
     dev = torch.device("cuda")
