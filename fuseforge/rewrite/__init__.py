@@ -16,9 +16,7 @@ The order of `RULES` is the order of application within a round; rounds repeat u
    reduced map composes at its reduced size);
 4. channel shifts: a convolution's bias becomes a per-channel add (last: the linear-map rules above read
    the bias in place), and a per-channel add moves after a max pool or a mean along other axes, into the
-   kernel that reads the smaller result; then pool chains: two average or two max pools in a row, each
-   tiling its input (stride = window, no padding), are one pool of the product window (after the shifts,
-   which move a bias out from between them).
+   kernel that reads the smaller result.
 
 Every firing is logged with the FLOPs and bytes it removes at the traced sizes.
 """
@@ -40,7 +38,6 @@ from .identities import (
     views_that_cancel,
 )
 from .linear_maps import compose_linear_maps, reduce_the_weight_not_the_output
-from .pool_chains import average_pool_of_an_average_pool, max_pool_of_a_max_pool
 from .scalars import scalar_out_of_reduction
 from .views import pointwise_of_a_reshape, pointwise_of_an_expand
 
@@ -64,8 +61,6 @@ RULES: list[Rule] = [
     conv_bias_as_channel_add,
     max_pool_of_channel_shift,
     mean_of_channel_shift,
-    average_pool_of_an_average_pool,
-    max_pool_of_a_max_pool,
 ]
 
 __all__ = ["ALL", "RULES", "Firing", "RewriteContext", "RewriteLog", "Rule", "declined_by", "format_rewrite",
