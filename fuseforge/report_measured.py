@@ -78,11 +78,14 @@ def _cases(verify: dict) -> str:
     batches = sorted({c.get("batch") for c in cases if c.get("batch")})
     skipped = [c for c in cases if c.get("skipped")]
     failed = next((c for c in ran if not c.get("passed")), None)
+    over_draws = [c for c in ran if c.get("passed") and c.get("redraws")]  # passed by the majority of its draws
     return (f"{sum(bool(c.get('passed')) for c in ran)} of {len(ran)} cases passed (seeds "
             f"{', '.join(map(str, seeds))} × inputs {inputs}" + (f", seed 0 at {moved} magnitudes" if moved else "")
             + "".join(f", batch {b}" for b in batches) + ")"
             + "".join(f"; {c.get('distribution')}{' / batch ' + str(c['batch']) if c.get('batch') else ''} "
                       f"skipped: {c.get('reason')}" for c in skipped)
+            + "".join(f"; seed {c.get('seed')} / {c.get('distribution')} passed over its draws, its error on few "
+                      f"elements: {c.get('redraws')}" for c in over_draws)
             + (f"; first failure: seed {failed.get('seed')} / {failed.get('distribution')}: {failed.get('reason')}"
                if failed else ""))
 

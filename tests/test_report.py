@@ -193,6 +193,17 @@ def test_the_gpus_verdict_cases_times_and_peak_memory_are_reported_next_to_the_p
     assert "2.73x vs torch.compile" in measured
 
 
+def test_a_case_that_passed_by_the_majority_of_its_draws_says_so(seed_run):
+    seed_run.verify, seed_run.bench = _gpu_records()
+    account = "7 of 9 draws within the bound (an error carried by 1.1 element(s) on the first)"
+    seed_run.verify["cases"][1]["redraws"] = account
+    try:
+        measured = section(render(seed_run), "Measured on the GPU")
+    finally:
+        seed_run.verify = seed_run.bench = None
+    assert f"; seed 0 / signed passed over its draws, its error on few elements: {account}" in measured
+
+
 def test_a_failed_verification_says_which_case_failed_and_that_no_model_new_was_written(seed_run):
     seed_run.verify, seed_run.bench = _gpu_records("incorrect", "seed 0 / file: output: error 1e-3 > bound 2e-6")
     try:

@@ -172,8 +172,12 @@ def judge_over_draws(cases: list[dict]) -> None:
         first = _failures(case) if case["role"] in ("main", "magnitude") and case["passed"] is False else []
         if not first or i not in redraws or not all(few_carriers(c) for c in first):
             continue
-        passed, account = majority_of_draws([first] + [_failures(r) for r in redraws[i]])
-        case.update(passed=passed, reason=None if passed else f"{case['reason']}; {account}", redraws=account)
+        _settle(case, *majority_of_draws([first] + [_failures(r) for r in redraws[i]]))
+
+
+def _settle(case: dict, passed: bool, account: str) -> None:
+    """A case decided over draws: its verdict, and the account in `redraws` (and in the reason of a failure)."""
+    case.update(passed=passed, reason=None if passed else f"{case['reason']}; {account}", redraws=account)
 
 
 def judge_calls_over_draws(calls: list[dict]) -> None:
@@ -185,10 +189,9 @@ def judge_calls_over_draws(calls: list[dict]) -> None:
     failing = [c for c in judged if c["passed"] is False]
     if not failing or not all(_failures(c) and all(few_carriers(f) for f in _failures(c)) for c in failing):
         return
-    draws = [_failures(failing[0])] + [_failures(c) for c in judged if c is not failing[0]]
-    passed, account = majority_of_draws(draws)
+    passed, account = majority_of_draws([_failures(failing[0])] + [_failures(c) for c in judged if c is not failing[0]])
     for call in failing:
-        call.update(passed=passed, reason=None if passed else f"{call['reason']}; {account}", redraws=account)
+        _settle(call, passed, account)
 
 
 def _worst(cases: list[dict]) -> dict | None:

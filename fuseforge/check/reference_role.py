@@ -53,7 +53,7 @@ from fuseforge.check.stored_outputs import SAMPLE_PREFIX, OutputWriter, draw_pos
 from fuseforge.check.timing import Timer, pinned_for_timing, stats, synchronize
 from fuseforge.evaluate import harness
 from fuseforge.evaluate.harness import MAGNITUDES, ReferenceFailed, batch_sizes
-from fuseforge.evaluate.numerics import CARRIERS_MIN, REDRAWS, carriers
+from fuseforge.evaluate.numerics import CARRIERS_MIN, REDRAW_BUDGET_S, REDRAWS, carriers
 from fuseforge.evaluate.random_draws import FORWARD_SEED
 from fuseforge.evaluate.scales import tracked_truth
 
@@ -63,7 +63,6 @@ WHOLE_OUTPUT = 16384  # outputs up to this many elements are compared whole on e
 MAX_AUTOTUNE_OFF = "off (no --max-autotune)"
 SEQUENCE = (("state_seq_a", ("seq_0", "seq_1", "seq_2")), ("state_seq_b", ("seq_3", "seq_4")))
 TIMING_STATE = "state_time"
-REDRAW_BUDGET_S = 30.0  # reference seconds the redraws of all few-carrier cases may take together
 REDRAW_BUDGET_BYTES = 2 * 2**30  # and the bytes of their inputs (each input set is a feed file on disk)
 
 

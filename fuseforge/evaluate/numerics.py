@@ -70,6 +70,8 @@ CHUNK = 1 << 22  # elements compared at a time: a 2 GB output is read in 32 MB f
 CARRIERS_MIN = 16.0  # fewer elements than this carrying eager's error: a failure of the bound is judged over draws
 REDRAWS = 8  # the draws added to such a case (nine in all: a majority of five decides)
 FAR_BEYOND = 1000.0  # a draw this many times past its bound is a wrong value whatever the other draws say
+REDRAW_BUDGET_S = 30.0  # seconds of redraws: the verifier's for one case (no draw starts past it), `check`'s
+#                          reference's for all its few-carrier cases together
 
 # Taken at import time, before any candidate can replace them.
 _allclose = torch.allclose

@@ -85,6 +85,7 @@ from fuseforge.evaluate.numerics import (
     FACTOR,
     FLOOR_ABS,
     FLOOR_REL,
+    REDRAW_BUDGET_S,
     REDRAWS,
     TensorCheck,
     compare,
@@ -186,9 +187,6 @@ def _candidate_checks(cand_model, inputs, reference: _Reference, settings: Verif
                              reference.params, settings.factor, reference.buffer_scales)
     laps.lap("compare")
     return outputs, buffers
-
-
-REDRAW_BUDGET_S = 30.0  # seconds the redraws of one case may take (a draw that would start later is not made)
 
 
 def _redrawn(progs: Programs, settings: VerifySettings, seed: int, distribution: str, batch: int | None,
