@@ -90,6 +90,11 @@ SHORT_DOT_CHANNELS, SHORT_DOT_TERMS = 8, 192  # the range those measurements cov
 # It is a fit, not the bound: cuDNN's channels-last kernel with the same 128x128x32 tile ran 17's convolution in
 # 0.875 ms where this one took 2.10 (profile_kernels.json), so L2 traffic alone does not limit it.
 IGEMM_L2_BYTES_PER_S = {2: 5.1e12, 3: 7.3e12}
+# Its 3xTF32 form (fp32-class convolutions) does three tensor-core products for each one, a fresh accumulator a k-tile
+# waited for before it is added: priced, beside twice the L2 traffic, at this rate of its products (three per
+# multiply-add counted). An assumption until measured: half of TF32_FLOPS (the GEMM family's 3xTF32 kernel reached
+# 3 x 135.8 TFLOP/s of products, near all of it, without this kernel's wait a k-tile).
+IGEMM_SPLIT_FLOPS = 0.5 * TF32_FLOPS
 # Its transposed convolutions of stride > 1 (a block per output parity class's tile, each storing every s-th output of
 # a row: half-written sectors that only L2 merges) store their output at an effective rate that limits them: measured
 # on an H100 (bench/results/2026-11-28c_gpu, 78f20bb; the whole model's time, the tail fused, over the output's bytes):

@@ -93,7 +93,7 @@ def test_measured_tf32_the_tensor_core_kernel_is_priced_against_cudnn_channels_l
     assert cost.channels_last_conv_seconds(conv) + saved < direct_seconds(conv, anchor) < cost.conv_seconds(conv) + saved
 
 
-def test_the_same_conv_unmeasured_or_measured_fp32_stays_cudnn_and_the_reason_says_which():
+def test_the_same_conv_unmeasured_stays_cudnn_and_measured_fp32_is_the_3xtf32_kernel_priced_against_cudnn():
     captured = _model("52_Conv2d_Activation_BatchNorm")
     rewrite(captured.graph, captured)
     (conv,) = _convs(captured)
@@ -101,9 +101,14 @@ def test_the_same_conv_unmeasured_or_measured_fp32_stays_cudnn_and_the_reason_sa
     assert conv_op_reason(conv).endswith("eager's precision on it was not measured (no GPU at plan time): cuDNN stays")
     assert not any(g.kind == "conv" for g in partition(captured.graph, named("conv")).groups)
     conv.meta[EAGER_CLASS] = "fp32"
-    assert "eager's cuDNN runs it fp32-class (measured on the GPU)" in conv_op_reason(conv)
     assert not igemm_candidate(conv)  # measured: nothing left to measure
-    assert not any(g.kind == "conv" for g in partition(captured.graph, named("conv")).groups)
+    anchor = recognise(conv)
+    assert anchor.kernel == "igemm" and anchor.tiling.split and anchor.tiling.precision == "3xTF32"
+    assert (anchor.tiling.nchw, anchor.tiling.chunk, anchor.tiling.cq) == (False, 32, 64)  # channels-last, 32 a chunk
+    assert conv_op_reason(conv).startswith("the tensor-core kernel is expected to take")  # priced, not refused
+    with mock.patch("fuseforge.families.conv.group._slower_than_cudnn", return_value=None):
+        (group,) = [g for g in partition(captured.graph, named("conv")).groups if g.kind == "conv"]
+    assert group.spec.conv.tiling.split
 
 
 def test_a_strided_or_8_channel_conv_is_no_tensor_core_conv_kernel_even_measured_tf32():

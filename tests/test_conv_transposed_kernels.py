@@ -176,8 +176,8 @@ def test_a_transposed_conv_unmeasured_dilated_or_strided_past_its_window_stays_c
     assert f"constexpr int kMaxParities = {MAX_PARITY_CLASSES};" in IGEMM_KERNEL  # the launch's limit, the same
     d.meta[EAGER_CLASS] = "tf32"
     assert "8 input channels" in conv_op_reason(d)
-    a.meta[EAGER_CLASS] = "fp32"
-    assert "fp32-class" in conv_op_reason(a)
+    a.meta[EAGER_CLASS] = "fp32"  # exact fp32 in eager: the 3xTF32 kernel, priced against cuDNN (tiny here: loses)
+    assert recognise(a).tiling.split and conv_op_reason(a).startswith("the tensor-core kernel is expected to take")
 
 
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc")

@@ -256,7 +256,7 @@ CONV_IGEMM_HALO(halo_n64_st, 64, true)
                                               float* y, const int* geom, int act, void* stream) {               \
     ff_conv_igemm::Geometry g = geometry_from(geom);                                                          \
     g.sd = geom[24], g.sh = geom[25], g.sw = geom[26];                                                         \
-    return ff_conv_igemm::launch_transposed<NCHW, BN, STAGES, MINB, false, ff_conv_igemm::BiasAct>(             \
+    return ff_conv_igemm::launch_transposed<NCHW, BN, STAGES, MINB, false>(                                     \
         x, w, w_re, y, g, ff_conv_igemm::BiasAct{bias, act}, static_cast<cudaStream_t>(stream));               \
   }
 // name              x NCHW  BN  stages min-blocks/SM

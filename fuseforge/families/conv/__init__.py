@@ -64,7 +64,10 @@ _HOW = {
               "and rounded to TF32 at each call (`families/conv/igemm.cuh`). A transposed convolution of stride s is, "
               "for each output parity class (o mod s per axis), an ordinary stride-1 convolution of its input with the "
               "class's taps in reverse: one launch computes every class, a block one class's tile, storing every s-th "
-              "output."),
+              "output. Where eager's cuDNN runs the convolution in exact fp32, the kernel runs 3xTF32: each operand "
+              "is a TF32 big part and a small part (the input copy and the weight hold both), each k-tile's three "
+              "products (small x big, big x small, big x big) go into a fresh accumulator that is then added in fp32, "
+              "and with fewer than 32 input channels a k-tile is up to 4 taps of 8 channels."),
 }
 _HOW_EPILOGUE = "A conv kernel's generated epilogue functor applies the fused ops before the one store."
 _HOW_CHANNELS = ("A conv kernel ending in a channel reduction holds every output channel in one block: each thread "
@@ -153,7 +156,7 @@ class Conv(FamilyBase):
         c = group.spec.conv
         t = c.tiling
         bias = f" + {c.bias} (bias)" if c.bias else ""
-        kernel = (f"TF32 implicit GEMM on tensor cores, {t.name}" if c.kernel == "igemm" else
+        kernel = (f"implicit GEMM on tensor cores, {t.name}" if c.kernel == "igemm" else
                   f"direct fp32, {t.kpt} channels x {t.ph} rows a thread, {t.wk} x {t.wh} warps")
         red, norm = group.spec.reduction, group.spec.norm
         chain = len(group.nodes) - 1 - (len(red.members) if red else 0) - (len(norm.members) if norm else 0)
@@ -224,7 +227,8 @@ class Conv(FamilyBase):
         return {group.spec.anchor: convolved, group.spec.norm.node: normalised}
 
     def call_comment(self, group: KernelGroup) -> str:
-        kind = "TF32 tensor cores" if group.spec.conv.kernel == "igemm" else "direct fp32"
+        conv = group.spec.conv
+        kind = f"{conv.tiling.precision} tensor cores" if conv.kernel == "igemm" else "direct fp32"
         return f"one conv kernel ({kind}, epilogue fused)"
 
     def why_torch(self, node, on: bool) -> str | None:
@@ -256,9 +260,12 @@ class Conv(FamilyBase):
                    "as the implicit GEMM of the stride-1 convolution it is (its window's taps in reverse)" if classes == 1
                    else f"as one stride-1 implicit GEMM per output parity class ({classes} classes in one launch, "
                         "each writing every stride-th output)")
+            precision = ("in 3xTF32 (each operand a TF32 big part and a small part: fp32-class products), as eager's "
+                         "cuDNN runs it in exact fp32" if c.tiling.split else
+                         "in TF32, the precision eager's cuDNN runs it at")
             return "conv kernel", (f"{with_article(c.op)} ({c.terms} products an output) {how} on "
-                                   "tensor cores in TF32, the precision eager's cuDNN runs it at (measured on the "
-                                   f"GPU before planning), expected faster than cuDNN{epilogue}")
+                                   f"tensor cores {precision} (measured on the GPU before planning), expected faster "
+                                   f"than cuDNN{epilogue}")
         return "conv kernel", (f"{with_article(c.op)} with short dot products "
                                f"({c.terms} products an output) as exact-fp32 FFMAs, expected faster "
                                f"than cuDNN at this size{epilogue}")

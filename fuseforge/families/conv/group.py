@@ -67,7 +67,7 @@ from ...traced import size_hint, tensor_meta, traced_shape
 from ..base import EpilogueOperands, broadcasts_to, operand_class
 from . import tiling
 from .norm import ConvNorm, grow_norm
-from .parity import parity_launches, transposed_reason
+from .parity import class_tap_counts, parity_launches, transposed_reason
 from .reduction import ConvReduction, recognise_reduction
 
 CONV_OPS = {"aten.conv2d.default": "conv2d", "aten.conv3d.default": "conv3d",
@@ -78,6 +78,7 @@ CUDNN_MEASURED = "ff_cudnn_measured"  # node meta: cuDNN's times on this convolu
 # The implicit-GEMM kernel's k-tile is 32 input channels: at 8 it ran 0.48x and at 4 0.27x of torch.compile, at 16
 # 0.95-0.98x, at 32 and more 1.0-1.8x (conv + bias + relu, H100, bench/results/2026-11-27b_h100/conv_igemm)
 IGEMM_MIN_CHANNELS = 16
+SPLIT_MIN_CHANNELS = 8  # the 3xTF32 kernel's chunks are 8 channels of one tap
 
 
 @dataclass(frozen=True)
@@ -196,12 +197,13 @@ def recognise(node: fx.Node) -> ConvAnchor | str:
         output_padding = _triple(a.get("output_padding"), dims, 0)
         if output_padding is None:
             return "its output padding is not a list of ints"
-        igemm = _igemm_tiling(node, dims, c, k, (1, 1, 1), tuple(geometry[0]))
+        igemm = _igemm_tiling(node, dims, c, k, (1, 1, 1), tuple(geometry[0]),
+                              class_tap_counts(window, geometry[0], geometry[1]))
         if isinstance(igemm, str):
             return f"a transposed convolution: the tensor-core kernel takes it as one convolution per output parity, but {igemm}"
         return ConvAnchor(op, x.name, w.name, bias_name, dims, c, k, window, *geometry, igemm, True, output_padding)
     if not rates.is_short_dot(c, terms):
-        igemm = _igemm_tiling(node, dims, c, k, tuple(geometry[0]))
+        igemm = _igemm_tiling(node, dims, c, k, tuple(geometry[0]), taps=(terms // c,))
         if isinstance(igemm, str):
             return (f"{c} input channels x a {'x'.join(map(str, window[3 - dims:]))} window = {terms} products per "
                     f"output: past the direct kernel's measured range ({rates.SHORT_DOT_CHANNELS} channels, "
@@ -226,27 +228,43 @@ _UNMEASURED = "eager's precision on it was not measured (no GPU at plan time): c
 
 
 def _igemm_tiling(node: fx.Node, dims: int, c: int, k: int, stride: tuple[int, int, int],
-                  parities: tuple[int, int, int] = (1, 1, 1)) -> tiling.IgemmTiling | str:
+                  parities: tuple[int, int, int] = (1, 1, 1), taps: tuple[int, ...] = (1,)) -> tiling.IgemmTiling | str:
     """The implicit-GEMM kernel's tiling of the convolution (of a transposed one with strides `parities`: of its
-    largest output parity class), or why that kernel does not take it."""
+    largest output parity class; `taps`: each class's taps), or why that kernel does not take it: TF32 where eager's
+    cuDNN runs TF32, 3xTF32 where it runs exact fp32 (both measured on the GPU)."""
     if stride != (1, 1, 1):
         return "the tensor-core kernel takes stride 1 only: cuDNN stays"
-    if c < IGEMM_MIN_CHANNELS:
-        return (f"the tensor-core kernel's 32-channel k-tiles would be mostly zeros at {c} input channels (measured "
-                f"slower than cuDNN below {IGEMM_MIN_CHANNELS}): cuDNN stays")
+    if c < SPLIT_MIN_CHANNELS:
+        return (f"the tensor-core kernel's k-tiles would be mostly zeros at {c} input channels (its chunks are 8 "
+                "channels of one tap): cuDNN stays")
     measured = node.meta.get(EAGER_CLASS)
     if measured is None:
-        return "the tensor-core kernel runs TF32 where eager does; " + _UNMEASURED
-    if measured != "tf32":
-        return (f"eager's cuDNN runs it {measured}-class (measured on the GPU), and the tensor-core kernel's TF32 "
-                "would fall outside eager's precision: cuDNN stays")
+        return "the tensor-core kernel runs TF32 or 3xTF32 as eager's precision class is; " + _UNMEASURED
     x = tensor_meta(node.all_input_nodes[0])
     w_in = x.shape[-1]
     if not isinstance(w_in, int):
         return "its input's width is not static"
     out = traced_shape(node)
-    extents = (out[2] if dims == 3 else 1, out[-2], out[-1])
-    return tiling.choose_igemm(dims, c, k, w_in, tuple(-(-e // s) for e, s in zip(extents, parities)))
+    extents = tuple(-(-e // s) for e, s in zip((out[2] if dims == 3 else 1, out[-2], out[-1]), parities))
+    if measured == "fp32":  # 3xTF32: fp32-class products
+        return tiling.choose_split_igemm(c, k, extents, taps)
+    if c < IGEMM_MIN_CHANNELS:
+        return (f"the tensor-core kernel's 32-channel k-tiles would be mostly zeros at {c} input channels (TF32 "
+                f"measured slower than cuDNN below {IGEMM_MIN_CHANNELS}): cuDNN stays")
+    return tiling.choose_igemm(dims, c, k, w_in, extents)
+
+
+def split_alternative(node: fx.Node, conv: ConvAnchor) -> ConvAnchor | None:
+    """The 3xTF32 tensor-core kernel in place of the direct kernel on an fp32-class convolution (eager's cuDNN
+    measured exact fp32 on it), where it is priced faster; else None. Only for a group with no reduction or norm (the
+    direct kernel's alone)."""
+    if conv.kernel != "direct" or conv.transposed or node.meta.get(EAGER_CLASS) != "fp32":
+        return None
+    split = _igemm_tiling(node, conv.dims, conv.c, conv.k, conv.stride, taps=(conv.terms // conv.c,))
+    if isinstance(split, str):
+        return None
+    alternative = dataclasses.replace(conv, tiling=split)
+    return alternative if igemm_seconds(node, alternative) < direct_seconds(node, conv) else None
 
 
 def mark_measured(graph: fx.Graph, rows: dict[str, dict]) -> None:
@@ -281,26 +299,30 @@ def direct_seconds(node: fx.Node, conv: ConvAnchor) -> float:
 
 
 def igemm_seconds(node: fx.Node, conv: ConvAnchor) -> float:
-    """The implicit-GEMM kernel's time: every tile reads, per tap and 32-channel block, its input box and its
-    weight tile from L2 (`rates.IGEMM_L2_BYTES_PER_S`, the rate fitted to its measured times); the
-    channels-last path first copies the input (a read and a write)."""
+    """The implicit-GEMM kernel's time: every tile reads, per tap and chunk of channels, its input box and its
+    weight tile from L2 (`rates.IGEMM_L2_BYTES_PER_S`, the rate fitted to its measured times; 3xTF32 reads both parts
+    of both, and its tensor cores do three products for one: the slower of that traffic and
+    `rates.IGEMM_SPLIT_FLOPS`); the channels-last path first copies the input (a read and a write, 3xTF32 two)."""
     t = conv.tiling
     out = traced_shape(node)
     bd, bh, bw = t.box
     batch = size_hint(tensor_meta(node).shape[0])
-    a_box = (t.box_width * tiling.IGEMM_BK * bh * bd if t.nchw else tiling.IGEMM_BM * tiling.IGEMM_BK) * 4
-    b_tile = t.bn * tiling.IGEMM_BK * 4
+    a_box = (t.box_width * tiling.IGEMM_BK * bh * bd if t.nchw else tiling.IGEMM_BM * t.chunk) * 4
+    b_tile = t.bn * t.chunk * 4
+    halves = 2 if t.split else 1
     seconds = 0.0
     for extents, taps in parity_launches(conv, (out[2] if conv.dims == 3 else 1, out[-2], out[-1])):
         tiles = (math.ceil(conv.k / t.bn) * math.ceil(extents[0] / bd) * math.ceil(extents[1] / bh)
                  * math.ceil(extents[2] / bw) * batch)
-        k_tiles = taps * t.cq // tiling.IGEMM_BK
-        seconds += tiles * k_tiles * (a_box + b_tile) / rates.IGEMM_L2_BYTES_PER_S[conv.dims]
+        chunks = taps * t.cq // t.chunk
+        traffic = tiles * chunks * (a_box + b_tile) * halves / rates.IGEMM_L2_BYTES_PER_S[conv.dims]
+        products = tiles * tiling.IGEMM_BM * t.bn * taps * t.cq * 2 * 3 / rates.IGEMM_SPLIT_FLOPS if t.split else 0.0
+        seconds += max(traffic, products)
     if conv.transposed and conv.stride != (1, 1, 1):  # strided stores of its parity classes (a measured rate)
         seconds = max(seconds, cost.nbytes(node) / rates.IGEMM_PARITY_STORE_BYTES_PER_S[32 if bw >= 32 else 16])
     if not t.nchw:
         x_bytes = 4 * batch * t.cp * math.prod(size_hint(s) for s in tensor_meta(node.all_input_nodes[0]).shape[2:])
-        seconds += 2 * x_bytes / rates.BANDWIDTH + rates.LAUNCH_S
+        seconds += (1 + halves) * x_bytes / rates.BANDWIDTH + rates.LAUNCH_S
     return seconds
 
 
@@ -310,15 +332,16 @@ def _cudnn_seconds(node: fx.Node, conv: ConvAnchor) -> tuple[float, str]:
     included); as measured on the GPU before planning where it was (`mark_measured`, "measured"), else the rates'
     price."""
     bias = cost.conv_has_bias(node)
+    tf32 = conv.kernel == "igemm" and not conv.tiling.split  # a TF32-class convolution (3xTF32: an fp32-class one)
     row = node.meta.get(CUDNN_MEASURED)
     if row is not None:
         options = [(cost.measured_conv_seconds(row, bias), " (measured)")]
-        if conv.kernel == "igemm" and row.get("channels_last_in_class") and "ms_channels_last" in row:
+        if tf32 and row.get("channels_last_in_class") and "ms_channels_last" in row:
             options.append((cost.measured_conv_seconds(row, bias, channels_last=True)
                             + row.get("ms_to_channels_last", 0.0) / 1e3, " channels-last (measured)"))
         return min(options)
     cudnn, layout = cost.conv_seconds(node), ""
-    if conv.kernel == "igemm":  # TF32-class: the layout step may run cuDNN channels-last instead, in class
+    if tf32:  # TF32-class: the layout step may run cuDNN channels-last instead, in class
         channels_last = cost.channels_last_conv_seconds(node)
         cudnn, layout = min(cudnn, channels_last), " channels-last" if channels_last < cudnn else ""
     return cudnn, layout
@@ -493,6 +516,7 @@ def form_conv_groups(claim: Claim, pointwise_groups: list[list[str]], not_fused:
         if isinstance(conv, str):
             grower.anchor_reasons[node.name] = conv
             continue
+        conv = split_alternative(node, conv) or conv
         taken = set(grower.taken)
         grown = grower.grow(node.name, {node.name}, lambda members, node=node, conv=conv:
                             conv_spec(members, node, conv, grower.by_name, claim.reach))

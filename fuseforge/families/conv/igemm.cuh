@@ -59,7 +59,6 @@ constexpr int kBM = 128;             // output pixels per tile
 constexpr int kBK = 32;              // channels per k-tile (one 128-byte swizzle row)
 constexpr int kConsumers = 256;      // two warpgroups
 constexpr int kThreads = kConsumers + 32;
-constexpr int kATileBytes = kBM * kBK * 4;  // 16 KB
 
 struct Geometry {
   int n, c, cp, cq;            // batch, input channels, channels-last stride, channels per tap in w
@@ -150,6 +149,18 @@ __device__ __forceinline__ uint64_t desc_sw128(uint32_t addr) {
   return static_cast<uint64_t>((addr & 0x3FFFFu) >> 4) | (static_cast<uint64_t>(1) << 16) |
          (static_cast<uint64_t>(1024 >> 4) << 32) | (static_cast<uint64_t>(1) << 62);
 }
+// The same for a K-major operand in the 32-byte swizzle (rows of 8 floats): stride byte offset 256, layout 3 (SW32).
+__device__ __forceinline__ uint64_t desc_sw32(uint32_t addr) {
+  return static_cast<uint64_t>((addr & 0x3FFFFu) >> 4) | (static_cast<uint64_t>(1) << 16) |
+         (static_cast<uint64_t>(256 >> 4) << 32) | (static_cast<uint64_t>(3) << 62);
+}
+// The descriptor of a chunk of kKc channels a row: 32 (128-byte rows) or 8 (32-byte rows).
+template <int kKc>
+__device__ __forceinline__ uint64_t desc_rows(uint32_t addr) {
+  static_assert(kKc == 32 || kKc == 8, "chunks of 32 or 8 channels");
+  if constexpr (kKc == 32) return desc_sw128(addr);
+  else return desc_sw32(addr);
+}
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int kPending>
@@ -165,9 +176,9 @@ __device__ __forceinline__ void fence_accumulators(float (&acc)[kN]) {
 }
 
 // d += A(desc) . B(desc)^T over k8, m64n64 (32 accumulators per thread).
-__device__ __forceinline__ void wgmma_n64(float (&d)[32], uint64_t da, uint64_t db) {
+__device__ __forceinline__ void wgmma_n64(float (&d)[32], uint64_t da, uint64_t db, int scale_d = 1) {
   asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
@@ -177,14 +188,14 @@ __device__ __forceinline__ void wgmma_n64(float (&d)[32], uint64_t da, uint64_t 
         "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
         "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
         "+f"(d[30]), "+f"(d[31])
-      : "l"(da), "l"(db)
+      : "l"(da), "l"(db), "r"(scale_d)
       : "memory");
 }
 
 // d += A(desc) . B(desc)^T over k8, m64n128 (64 accumulators per thread).
-__device__ __forceinline__ void wgmma_n128(float (&d)[64], uint64_t da, uint64_t db) {
+__device__ __forceinline__ void wgmma_n128(float (&d)[64], uint64_t da, uint64_t db, int scale_d = 1) {
   asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
@@ -200,7 +211,7 @@ __device__ __forceinline__ void wgmma_n128(float (&d)[64], uint64_t da, uint64_t
         "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]),
         "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]),
         "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(da), "l"(db)
+      : "l"(da), "l"(db), "r"(scale_d)
       : "memory");
 }
 
@@ -253,14 +264,18 @@ template <int kBN>
 struct Mma;
 template <>
 struct Mma<64> {
-  static __device__ __forceinline__ void run(float (&d)[32], uint64_t da, uint64_t db) { wgmma_n64(d, da, db); }
+  static __device__ __forceinline__ void run(float (&d)[32], uint64_t da, uint64_t db, int scale_d = 1) {
+    wgmma_n64(d, da, db, scale_d);
+  }
   static __device__ __forceinline__ void run(float (&d)[32], const uint32_t (&a)[4], uint64_t db) {
     wgmma_rs_n64(d, a, db);
   }
 };
 template <>
 struct Mma<128> {
-  static __device__ __forceinline__ void run(float (&d)[64], uint64_t da, uint64_t db) { wgmma_n128(d, da, db); }
+  static __device__ __forceinline__ void run(float (&d)[64], uint64_t da, uint64_t db, int scale_d = 1) {
+    wgmma_n128(d, da, db, scale_d);
+  }
   static __device__ __forceinline__ void run(float (&d)[64], const uint32_t (&a)[4], uint64_t db) {
     wgmma_rs_n128(d, a, db);
   }
@@ -341,18 +356,40 @@ __device__ __forceinline__ void store_tile(float* __restrict__ y, const Geometry
 // bw 32 -> bwb 40, 16 -> 24, 8 -> 12 (2-way conflicts there); the extra columns are loaded and not used.
 // Tile t: output-channel tile fastest (the blocks sharing an A box run side by side), then w, h, d boxes,
 // then the image.
-template <bool kNchw, int kBN>
+//
+// Chunks (channels-last path). A k-tile of the K loop holds kChunks chunks, each one tap's kKc consecutive
+// channels: kKc = 32 (one 128-byte swizzle row a pixel, one chunk a k-tile, 4 k8 steps) or kKc = 8 (one 32-byte
+// swizzle row, one k8 step; kChunks = 1..4 taps a k-tile), for few input channels, where 32-channel chunks would be
+// mostly zeros. A slot holds the chunks' A boxes, then their B tiles.
+//
+// 3xTF32 (kSplit, the channels-last path): each operand value v is two TF32 values, big = v rounded to TF32 (nearest)
+// and small = v - big in fp32 (exact; the tensor core's truncation of it errs either way), the copy and the weight
+// laid out twice: the small parts as images n + N of the input copy and rows K + k of the weight. A slot holds both
+// halves (big, then small). Per k-tile the consumers compute
+//     part = a_small . b_big + a_big . b_small + a_big . b_big     (small . small dropped: 2^-22 relative)
+// into a fresh accumulator (the small products first: each wgmma's accumulation rounds its running sum toward zero,
+// which shrinks a sum that is still small the least), wait for it, and add it into the running sum with an ordinary
+// fp32 add (round to nearest): the GEMM family's 3xTF32 scheme (families/gemm/gemm_3xtf32.cu, "Accumulation"). The
+// products then carry fp32's precision: fp32-class convolutions, where eager's cuDNN runs exact fp32.
+template <bool kNchw, int kBN, int kKc = kBK, int kChunks = 1, bool kSplit = false>
 struct Slot {
-  static constexpr int kABytes = kNchw ? 24576 : kATileBytes;  // the largest NCHW box: 24 x 32 x 8 floats
-  static constexpr int kBytes = kABytes + kBN * kBK * 4;
+  static_assert(kKc * kChunks <= kBK && (kKc == kBK || !kNchw), "the NCHW path takes one 32-channel chunk a k-tile");
+  static_assert(!kSplit || !kNchw, "3xTF32 reads the channels-last copy");
+  static constexpr int kAChunk = kBM * kKc * 4;   // one chunk's A box: 128 pixels x kKc channels
+  static constexpr int kBChunk = kBN * kKc * 4;   // one chunk's B tile: kBN output channels x kKc
+  static constexpr int kABytes = kNchw ? 24576 : kChunks * kAChunk;  // the largest NCHW box: 24 x 32 x 8 floats
+  static constexpr int kHalf = kABytes + kChunks * kBChunk;          // the A boxes, then the B tiles
+  static constexpr int kBytes = kHalf * (kSplit ? 2 : 1);            // 3xTF32: the big half, then the small
 };
 
-template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, class Epilogue>
+template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, class Epilogue, int kKc = kBK,
+          int kChunks = 1, bool kSplit = false>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     conv_igemm_kernel(float* __restrict__ y, const Geometry whole, const __grid_constant__ Parities par,
                       const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap, Epilogue epi) {
-  constexpr int kSlotBytes = Slot<kNchw, kBN>::kBytes;
-  constexpr int kABytes = Slot<kNchw, kBN>::kABytes;
+  using Layout = Slot<kNchw, kBN, kKc, kChunks, kSplit>;
+  constexpr int kSlotBytes = Layout::kBytes;
+  constexpr int kABytes = Layout::kABytes;
   constexpr int kAcc = kBN / 2;  // accumulators per consumer thread (64 rows x kBN / 128 threads)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t raw = smem_addr(smem_raw);
@@ -378,9 +415,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   const int od0 = (t % d_tiles) * g.bd;
   const int img = t / d_tiles;
 
-  const int cblocks = g.cq / kBK;
+  const int cblocks = g.cq / kKc;
   const int taps = g.kd * g.kh * g.kw;
-  const int iters = taps * cblocks;
+  const int iters = taps * cblocks / kChunks;  // k-tiles (the launch checks that kChunks divides every class's chunks)
 
   if (tid == 0) {
 #pragma unroll
@@ -395,30 +432,38 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   if (tid >= kConsumers) {
     // ---------------------------------------------------------------- producer (warp 8, one thread)
     if (tid == kConsumers) {
-      const uint32_t a_bytes = kNchw ? static_cast<uint32_t>(g.bwb * kBK * g.bh * g.bd * 4) : kATileBytes;
+      const uint32_t a_bytes =
+          kNchw ? static_cast<uint32_t>(g.bwb * kBK * g.bh * g.bd * 4) : static_cast<uint32_t>(Layout::kAChunk);
+      const uint32_t tile_bytes = (kSplit ? 2u : 1u) * kChunks * (a_bytes + Layout::kBChunk);
       uint32_t s = 0, phase = 0;
       int cb = 0, kwi = 0, khi = 0, kdi = 0;
       for (int it = 0; it < iters; ++it) {
         mbar_wait(empty_bar + 8 * s, phase ^ 1u);  // passes at once on each slot's first use
-        const uint32_t a = ring + s * kSlotBytes;
-        mbar_arrive_expect_tx(full_bar + 8 * s, a_bytes + kBN * kBK * 4);
-        const int iw = ow0 + kwi * g.dw - g.pw, ih = oh0 + khi * g.dh - g.ph, id = od0 + kdi * g.dd - g.pd;
-        if constexpr (kNchw) {
-          // the box starts at a multiple of 4 floats (TMA faults with an illegal instruction on an innermost
-          // coordinate that is not 16-byte aligned); the consumers skip the (iw & 3) columns before it
-          tma_load_5d(a, &xmap, iw & ~3, cb * kBK, ih, id, img, full_bar + 8 * s);
-        } else {
-          tma_load_5d(a, &xmap, cb * kBK, iw, ih, id, img, full_bar + 8 * s);
-        }
-        const int tap = g.tap0 + (kdi * g.kh + khi) * g.kw + kwi;
-        tma_load_2d(a + kABytes, &wmap, tap * g.cq + cb * kBK, k0, full_bar + 8 * s);
-        if (++cb == cblocks) {
-          cb = 0;
-          if (++kwi == g.kw) {
-            kwi = 0;
-            if (++khi == g.kh) {
-              khi = 0;
-              ++kdi;
+        const uint32_t slot = ring + s * kSlotBytes;
+        mbar_arrive_expect_tx(full_bar + 8 * s, tile_bytes);
+#pragma unroll
+        for (int ch = 0; ch < kChunks; ++ch) {
+          const uint32_t a = slot + ch * Layout::kAChunk, b = slot + kABytes + ch * Layout::kBChunk;
+          const int iw = ow0 + kwi * g.dw - g.pw, ih = oh0 + khi * g.dh - g.ph, id = od0 + kdi * g.dd - g.pd;
+          if constexpr (kNchw) {
+            // the box starts at a multiple of 4 floats (TMA faults with an illegal instruction on an innermost
+            // coordinate that is not 16-byte aligned); the consumers skip the (iw & 3) columns before it
+            tma_load_5d(a, &xmap, iw & ~3, cb * kBK, ih, id, img, full_bar + 8 * s);
+          } else {
+            tma_load_5d(a, &xmap, cb * kKc, iw, ih, id, img, full_bar + 8 * s);
+            if constexpr (kSplit) tma_load_5d(a + Layout::kHalf, &xmap, cb * kKc, iw, ih, id, img + g.n, full_bar + 8 * s);
+          }
+          const int tap = g.tap0 + (kdi * g.kh + khi) * g.kw + kwi;
+          tma_load_2d(b, &wmap, tap * g.cq + cb * kKc, k0, full_bar + 8 * s);
+          if constexpr (kSplit) tma_load_2d(b + Layout::kHalf, &wmap, tap * g.cq + cb * kKc, g.k + k0, full_bar + 8 * s);
+          if (++cb == cblocks) {
+            cb = 0;
+            if (++kwi == g.kw) {
+              kwi = 0;
+              if (++khi == g.kh) {
+                khi = 0;
+                ++kdi;
+              }
             }
           }
         }
@@ -442,20 +487,65 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
 
   uint32_t s = 0, phase = 0;
-  if constexpr (!kNchw) {
+  if constexpr (!kNchw && !kSplit) {
     uint32_t prev = 0;
 #pragma unroll 1
     for (int it = 0; it < iters; ++it) {
       mbar_wait(full_bar + 8 * s, phase);
-      const uint32_t a = ring + s * kSlotBytes + cw * 64 * 128;
+      const uint32_t a = ring + s * kSlotBytes + cw * 64 * kKc * 4;
       const uint32_t b = ring + s * kSlotBytes + kABytes;
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < kBK / 8; ++kk) Mma<kBN>::run(acc, desc_sw128(a + 32 * kk), desc_sw128(b + 32 * kk));
+      for (int ch = 0; ch < kChunks; ++ch) {
+#pragma unroll
+        for (int kk = 0; kk < kKc / 8; ++kk) {
+          Mma<kBN>::run(acc, desc_rows<kKc>(a + ch * Layout::kAChunk + 32 * kk),
+                        desc_rows<kKc>(b + ch * Layout::kBChunk + 32 * kk));
+        }
+      }
       wgmma_commit();
       wgmma_wait<1>();  // the previous k-tile's wgmmas are done: its slot can be refilled
       if (it > 0 && lane == 0) mbar_arrive(empty_bar + 8 * prev);
       prev = s;
+      if (++s == kStages) {
+        s = 0;
+        phase ^= 1u;
+      }
+    }
+  } else if constexpr (kSplit) {
+    float part[kAcc];  // this k-tile's products (3xTF32), added into acc once complete
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) part[i] = 0.0f;
+#pragma unroll 1
+    for (int it = 0; it < iters; ++it) {
+      mbar_wait(full_bar + 8 * s, phase);
+      const uint32_t a = ring + s * kSlotBytes + cw * 64 * kKc * 4;  // the big A half; + kHalf: the small
+      const uint32_t b = ring + s * kSlotBytes + kABytes;
+      wgmma_fence();
+#pragma unroll
+      for (int ch = 0; ch < kChunks; ++ch) {
+#pragma unroll
+        for (int kk = 0; kk < kKc / 8; ++kk) {
+          const uint32_t ao = a + ch * Layout::kAChunk + 32 * kk, bo = b + ch * Layout::kBChunk + 32 * kk;
+          Mma<kBN>::run(part, desc_rows<kKc>(ao + Layout::kHalf), desc_rows<kKc>(bo), ch + kk > 0 ? 1 : 0);
+          Mma<kBN>::run(part, desc_rows<kKc>(ao), desc_rows<kKc>(bo + Layout::kHalf));
+        }
+      }
+#pragma unroll
+      for (int ch = 0; ch < kChunks; ++ch) {
+#pragma unroll
+        for (int kk = 0; kk < kKc / 8; ++kk) {
+          Mma<kBN>::run(part, desc_rows<kKc>(a + ch * Layout::kAChunk + 32 * kk),
+                        desc_rows<kKc>(b + ch * Layout::kBChunk + 32 * kk));
+        }
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_accumulators(part);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(empty_bar + 8 * s);  // the slot's wgmmas are done: it can be refilled
+#pragma unroll
+      for (int i = 0; i < kAcc; ++i) acc[i] += part[i];
       if (++s == kStages) {
         s = 0;
         phase ^= 1u;
@@ -517,9 +607,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 // ------------------------------------------------------------------------------------------- input
 // NC(DHW) fp32 -> N(DHW)Cp, channels zero-padded to cp, values rounded to TF32 (nearest, ties away): a
 // 32 x 32 tile transpose through shared memory, 32 x 8 threads.
-__global__ void prepare_input_kernel(const float* __restrict__ x, float* __restrict__ out, int c, int cp,
-                                     long long spatial) {
+// 3xTF32 (`small` not null): small[n] gets v - big, the part of each value the TF32 copy left out (exact in fp32).
+__global__ void prepare_input_kernel(const float* __restrict__ x, float* __restrict__ out, float* __restrict__ small,
+                                     int c, int cp, long long spatial) {
   __shared__ float tile[32][33];
+  __shared__ float rest[32][33];
   const long long s0 = static_cast<long long>(blockIdx.x) * 32;
   const int c0 = blockIdx.y * 32;
   const int n = blockIdx.z;
@@ -532,12 +624,16 @@ __global__ void prepare_input_kernel(const float* __restrict__ x, float* __restr
     if (ch < c && sp < spatial) v = xn[static_cast<long long>(ch) * spatial + sp];
     const uint32_t bits = (__float_as_uint(v) + 0x1000u) & 0xffffe000u;
     tile[i][threadIdx.x] = __uint_as_float(bits);
+    rest[i][threadIdx.x] = v - __uint_as_float(bits);
   }
   __syncthreads();
   for (int i = threadIdx.y; i < 32; i += 8) {
     const long long sp = s0 + i;
     const int ch = c0 + threadIdx.x;
-    if (sp < spatial && ch < cp) on[sp * cp + ch] = tile[threadIdx.x][i];
+    if (sp < spatial && ch < cp) {
+      on[sp * cp + ch] = tile[threadIdx.x][i];
+      if (small != nullptr) small[static_cast<long long>(n) * cp * spatial + sp * cp + ch] = rest[threadIdx.x][i];
+    }
   }
 }
 
@@ -562,8 +658,10 @@ inline Encode encoder() {
 
 // 0 on success; otherwise a code the caller reports: 1001 no driver entry point, 1002 x's map, 1003 w's map,
 // 1004 a geometry this kernel does not take. kNchw: x is the model's NC(D)HW tensor (W % 4 == 0), else the
-// channels-last copy of prepare_input.
-template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, class Epilogue>
+// channels-last copy of prepare_input (3xTF32: both halves, 2N images) and w_re the re-laid weight (3xTF32: 2K rows).
+// kKc, kChunks: a k-tile's chunks of channels (see "Chunks" above the kernel).
+template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, int kKc = kBK, int kChunks = 1,
+          bool kSplit = false, class Epilogue>
 int launch(const float* x, const float* w_re, float* y, const Geometry& given, Epilogue epi, cudaStream_t stream,
            const Parities* parities = nullptr) {
   Geometry g = given;
@@ -582,9 +680,12 @@ int launch(const float* x, const float* w_re, float* y, const Geometry& given, E
   if (par.n < 1 || par.n > kMaxParities) return 1004;
   Encode encode = encoder();
   if (encode == nullptr) return 1001;
-  if (g.bd * g.bh * g.bw != kBM || g.cq % kBK != 0 || g.cq < g.c) return 1004;
+  using Layout = Slot<kNchw, kBN, kKc, kChunks, kSplit>;
+  if (g.bd * g.bh * g.bw != kBM || g.cq % kKc != 0 || g.cq < g.c) return 1004;
+  for (int i = 0; i < par.n; ++i)  // every class's k loop is whole k-tiles
+    if (par.c[i].kd * par.c[i].kh * par.c[i].kw * (g.cq / kKc) % kChunks != 0) return 1004;
   if (kNchw ? (g.w % 4 != 0 || g.bw % 4 != 0 || g.bwb < g.bw + 3 || g.bwb * 4 % 16 != 0 ||
-               g.bwb * kBK * g.bh * g.bd * 4 > Slot<kNchw, kBN>::kABytes)
+               g.bwb * kBK * g.bh * g.bd * 4 > Layout::kABytes)
             : g.cp % 4 != 0)
     return 1004;
   CUtensorMap xmap, wmap;
@@ -604,29 +705,29 @@ int launch(const float* x, const float* w_re, float* y, const Geometry& given, E
   } else {
     const cuuint64_t dims[5] = {static_cast<cuuint64_t>(g.cp), static_cast<cuuint64_t>(g.w),
                                 static_cast<cuuint64_t>(g.h), static_cast<cuuint64_t>(g.d),
-                                static_cast<cuuint64_t>(g.n)};
+                                static_cast<cuuint64_t>(g.n) * (kSplit ? 2 : 1)};
     const cuuint64_t row = static_cast<cuuint64_t>(g.cp) * 4;
     const cuuint64_t strides[4] = {row, row * g.w, row * g.w * g.h, row * g.w * g.h * g.d};
-    const cuuint32_t box[5] = {static_cast<cuuint32_t>(kBK), static_cast<cuuint32_t>(g.bw),
+    const cuuint32_t box[5] = {static_cast<cuuint32_t>(kKc), static_cast<cuuint32_t>(g.bw),
                                static_cast<cuuint32_t>(g.bh), static_cast<cuuint32_t>(g.bd), 1};
     if (encode(&xmap, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 5, const_cast<float*>(x), dims, strides, box, unit,
-               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_INTERLEAVE_NONE, kKc == 32 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_32B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
       return 1002;
   }
   {
     const int taps = g.kd * g.kh * g.kw;
-    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(taps) * g.cq, static_cast<cuuint64_t>(g.k)};
+    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(taps) * g.cq, static_cast<cuuint64_t>(g.k) * (kSplit ? 2 : 1)};
     const cuuint64_t strides[1] = {static_cast<cuuint64_t>(taps) * g.cq * 4};
-    const cuuint32_t box[2] = {static_cast<cuuint32_t>(kBK), static_cast<cuuint32_t>(kBN)};
+    const cuuint32_t box[2] = {static_cast<cuuint32_t>(kKc), static_cast<cuuint32_t>(kBN)};
     if (encode(&wmap, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float*>(w_re), dims, strides, box, unit,
-               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_INTERLEAVE_NONE, kKc == 32 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_32B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
       return 1003;
   }
-  const int smem = kStages * Slot<kNchw, kBN>::kBytes + 1024 + 16 * kStages;
-  static_assert(!kStaged || kBN * (kBM + 4) * 4 <= kStages * Slot<kNchw, kBN>::kBytes, "staging tile fits the ring");
-  auto kernel = conv_igemm_kernel<kNchw, kBN, kStages, kMinBlocks, kStaged, Epilogue>;
+  const int smem = kStages * Layout::kBytes + 1024 + 16 * kStages;
+  static_assert(!kStaged || kBN * (kBM + 4) * 4 <= kStages * Layout::kBytes, "staging tile fits the ring");
+  auto kernel = conv_igemm_kernel<kNchw, kBN, kStages, kMinBlocks, kStaged, Epilogue, kKc, kChunks, kSplit>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return static_cast<int>(err);
   const Parity& big = par.c[0];
@@ -639,12 +740,15 @@ int launch(const float* x, const float* w_re, float* y, const Geometry& given, E
 
 
 // The channels-last, TF32-rounded copy of an NC(DHW) input (`spatial` = D * H * W values a channel) that the
-// channels-last path reads: 0 on success, else the CUDA error (1004: a batch past the grid's z limit).
-inline int prepare_input(const float* x, float* out, int n, int c, int cp, long long spatial, cudaStream_t stream) {
+// channels-last path reads: 0 on success, else the CUDA error (1004: a batch past the grid's z limit). split (3xTF32):
+// `out` holds 2n images, the small parts after the big ones.
+inline int prepare_input(const float* x, float* out, int n, int c, int cp, long long spatial, cudaStream_t stream,
+                         bool split = false) {
   if (n > 65535 || spatial <= 0) return 1004;
   const dim3 grid(static_cast<unsigned>((spatial + 31) / 32), static_cast<unsigned>((cp + 31) / 32),
                   static_cast<unsigned>(n));
-  prepare_input_kernel<<<grid, dim3(32, 8), 0, stream>>>(x, out, c, cp, spatial);
+  float* small = split ? out + static_cast<long long>(n) * cp * spatial : nullptr;
+  prepare_input_kernel<<<grid, dim3(32, 8), 0, stream>>>(x, out, small, c, cp, spatial);
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -670,6 +774,7 @@ __host__ __device__ inline AxisClass axis_class(int k, int s, int p, int out, in
 // zero-padded to cq, TF32-rounded as ff_conv_igemm_weight rounds. A thread per (k, tap, channel < cq).
 struct TransposedWeight {
   int c, k, cq;
+  int split;  // 3xTF32: rows k + K get the small parts (v - big)
   int kd, kh, kw, sd, sh, sw, pd, ph, pw;
 };
 
@@ -704,19 +809,21 @@ __global__ void transposed_weight_kernel(const float* __restrict__ w, float* __r
   if (ch < t.c) v = w[((static_cast<long long>(ch) * t.k + k) * t.kd + td) * t.kh * t.kw + th * t.kw + tw];
   const uint32_t bits = (__float_as_uint(v) + 0x1000u) & 0xffffe000u;
   out[(static_cast<long long>(k) * taps + row) * t.cq + ch] = __uint_as_float(bits);
+  if (t.split) out[(static_cast<long long>(k + t.k) * taps + row) * t.cq + ch] = v - __uint_as_float(bits);
 }
 
 // A transposed convolution: `g` has the whole window, padding and output (od, oh, ow), and the strides in sd, sh, sw
-// (dilation 1); `w` is the model's weight [C, K, window], `w_re` a scratch of K x taps x cq floats. Re-lays the weight,
-// then one launch computes every output parity class with a non-empty output (`Parities`). 0 on success, else
-// launch's codes.
-template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, class Epilogue>
+// (dilation 1); `w` is the model's weight [C, K, window], `w_re` a scratch of K x taps x cq floats (3xTF32: twice
+// that). Re-lays the weight, then one launch computes every output parity class with a non-empty output (`Parities`).
+// 0 on success, else launch's codes.
+template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, int kKc = kBK, int kChunks = 1,
+          bool kSplit = false, class Epilogue>
 int launch_transposed(const float* x, const float* w, float* w_re, float* y, const Geometry& g, Epilogue epi,
                       cudaStream_t stream) {
   if (g.dd != 1 || g.dh != 1 || g.dw != 1 || g.kd < g.sd || g.kh < g.sh || g.kw < g.sw ||
       g.sd * g.sh * g.sw > kMaxParities)
     return 1004;
-  const TransposedWeight t{g.c, g.k, g.cq, g.kd, g.kh, g.kw, g.sd, g.sh, g.sw, g.pd, g.ph, g.pw};
+  const TransposedWeight t{g.c, g.k, g.cq, kSplit ? 1 : 0, g.kd, g.kh, g.kw, g.sd, g.sh, g.sw, g.pd, g.ph, g.pw};
   const long long values = static_cast<long long>(g.k) * g.kd * g.kh * g.kw * g.cq;
   transposed_weight_kernel<<<static_cast<unsigned>((values + 255) / 256), 256, 0, stream>>>(w, w_re, t);
   const int code = static_cast<int>(cudaGetLastError());
@@ -733,7 +840,7 @@ int launch_transposed(const float* x, const float* w, float* w_re, float* y, con
   }
   Geometry whole = g;
   whole.fd = g.od, whole.fh = g.oh, whole.fw = g.ow;
-  return launch<kNchw, kBN, kStages, kMinBlocks, kStaged>(x, w_re, y, whole, epi, stream, &par);
+  return launch<kNchw, kBN, kStages, kMinBlocks, kStaged, kKc, kChunks, kSplit>(x, w_re, y, whole, epi, stream, &par);
 }
 
 }  // namespace ff_conv_igemm

@@ -1,13 +1,15 @@
 // The implicit-GEMM kernel's weight: [K, C, (KD,) KH, KW] -> [K][taps][cq] (channels zero-padded to cq), each value
 // rounded to TF32 (round to nearest, ties away: add half of the 13 dropped bits, clear them), so that the tensor
-// core's truncation of .tf32 operands leaves it as it is.
-static torch::Tensor ff_conv_igemm_weight(const torch::Tensor& w, int64_t cq) {
+// core's truncation of .tf32 operands leaves it as it is. split (3xTF32): [2K][taps][cq], rows K + k the small parts
+// (each value minus its TF32 rounding, exact in fp32).
+static torch::Tensor ff_conv_igemm_weight(const torch::Tensor& w, int64_t cq, bool split = false) {
     const int64_t k = w.size(0), c = w.size(1);
-    torch::Tensor re = w.reshape({k, c, -1}).permute({0, 2, 1});
-    re = torch::constant_pad_nd(re, {0, cq - c}).contiguous();
+    torch::Tensor exact = w.reshape({k, c, -1}).permute({0, 2, 1});
+    exact = torch::constant_pad_nd(exact, {0, cq - c}).contiguous();
+    torch::Tensor re = split ? exact.clone() : exact;  // exact is a fresh tensor: rounded in place unless split
     torch::Tensor bits = re.view(torch::kInt);
     bits.add_(0x1000).bitwise_and_(static_cast<int64_t>(~0x1FFF));
-    return re;
+    return split ? torch::cat({re, exact - re}) : re;
 }
 
 // The implicit-GEMM launcher's own codes (igemm.cuh's launch and prepare_input), else a CUDA error.

@@ -11,8 +11,9 @@ It returns the group's first output (the kernel stores it) and writes any other 
 are read through the read-only cache by their class: full (the element's own value), per channel, scalar. The
 kernel's template arguments (channels, window, tiling) and the convolution's stride, padding and dilation are
 constants of the plan; the batch and spatial sizes are read from the tensors at each call. The implicit-GEMM
-kernel's binding also re-lays the weight as [K][taps][C rounded up to 32], rounded to TF32, at each call (a few
-hundred KB), and on its channels-last path gives the launcher a scratch tensor for the input's channels-last copy.
+kernel's binding also re-lays the weight as [K][taps][C rounded up to the chunk], rounded to TF32 (3xTF32: [2K],
+the small parts after), at each call (a few hundred KB), and on its channels-last path gives the launcher a scratch
+tensor for the input's channels-last copy (3xTF32: both parts).
 
 A group ending in a reduction (`ConvSpec.reduction`) returns the reduced value from the functor instead of its
 output. For a spatial sum the launcher calls `ff_conv_direct::launch_spatial_sum` with a scratch of N x K doubles
@@ -115,12 +116,17 @@ def _igemm_launcher(group: KernelGroup) -> str:
             w.line("(void)ff_x_cl;  // null: the NCHW path reads ff_x itself")
             src = "ff_x"
         else:
-            w.line(f"const int ff_copied = ff_conv_igemm::prepare_input(ff_x, ff_x_cl, (int)ff_n, {c.c}, {t.cp}, "
-                   "ff_d * ff_h * ff_w_in, s);  // channels-last, TF32-rounded")
+            if t.split:
+                w.line(f"const int ff_copied = ff_conv_igemm::prepare_input(ff_x, ff_x_cl, (int)ff_n, {c.c}, {t.cp}, "
+                       "ff_d * ff_h * ff_w_in, s, true);  // channels-last, TF32 big parts then small parts")
+            else:
+                w.line(f"const int ff_copied = ff_conv_igemm::prepare_input(ff_x, ff_x_cl, (int)ff_n, {c.c}, {t.cp}, "
+                       "ff_d * ff_h * ff_w_in, s);  // channels-last, TF32-rounded")
             w.line("if (ff_copied != 0) return ff_copied;")
             src = "ff_x_cl"
         w.line(f"// {t.name}; {t.stages} stages, {t.min_blocks} block(s) per SM")
-        args = f"<{'true' if t.nchw else 'false'}, {t.bn}, {t.stages}, {t.min_blocks}, false>"
+        split = f", {t.chunk}, {t.chunks}, true" if t.split else ""
+        args = f"<{'true' if t.nchw else 'false'}, {t.bn}, {t.stages}, {t.min_blocks}, false{split}>"
         if c.transposed:
             w.line("// the weight re-laid with each output parity class's taps together, then one launch of every class (a "
                    "block: one class's tile, its outputs s apart)")
@@ -204,10 +210,14 @@ def _binding(group: KernelGroup) -> str:
                 w.line(f"torch::Tensor {o} = torch::empty(c.out_sizes, c.x.options());")
         if c.kernel == "igemm":
             t = c.tiling
+            halves = 2 if t.split else 1
+            rows = "[2K] (big parts, then small)" if t.split else "[K]"
             if c.transposed:
                 taps = c.window[0] * c.window[1] * c.window[2]
-                w.line(f"torch::Tensor w_re = torch::empty({{{c.k * taps * t.cq}}}, c.x.options());  "
-                       f"// per output parity class [K][its taps][{t.cq}], TF32-rounded by the launcher")
+                w.line(f"torch::Tensor w_re = torch::empty({{{halves * c.k * taps * t.cq}}}, c.x.options());  "
+                       f"// per output parity class {rows}[its taps][{t.cq}], TF32-rounded by the launcher")
+            elif t.split:
+                w.line(f"const torch::Tensor w_re = ff_conv_igemm_weight(c.w, {t.cq}, true);  // {rows}[taps][{t.cq}]")
             else:
                 w.line(f"const torch::Tensor w_re = ff_conv_igemm_weight(c.w, {t.cq});  // [K][taps][{t.cq}], "
                        "TF32-rounded")
@@ -215,8 +225,9 @@ def _binding(group: KernelGroup) -> str:
             if t.nchw:  # the kernel reads the input itself: no channels-last copy
                 main = ["ff_conv_igemm_aligned(c.x).data_ptr<float>()", *weight, "w_re.data_ptr<float>()", "nullptr"]
             else:
-                w.line(f"const torch::Tensor x_cl = torch::empty({{c.n * c.d * c.h * c.w_ * {t.cp}}}, "
-                       "c.x.options());  // the input's channels-last copy")
+                copies = "2 * " if t.split else ""
+                w.line(f"const torch::Tensor x_cl = torch::empty({{{copies}c.n * c.d * c.h * c.w_ * {t.cp}}}, "
+                       "c.x.options());  // the input's channels-last copy" + (" (both parts)" if t.split else ""))
                 main = ["c.x.data_ptr<float>()", *weight, "w_re.data_ptr<float>()", "x_cl.data_ptr<float>()"]
         elif red and red.over == "spatial":
             main = ["c.x.data_ptr<float>()", "c.w.data_ptr<float>()", "sums.data_ptr<double>()"]
@@ -269,7 +280,7 @@ def conv_kernel_source(group: KernelGroup, by_name: dict[str, fx.Node]) -> Kerne
     c = group.spec.conv
     ops = " -> ".join(f"{n} ({pointwise.op_key(by_name[n]).removeprefix('aten.')})" for n in group.nodes)
     reads = ", ".join([f"{c.x} (input)", f"{c.w} (weight)"] + [f"{i} ({k})" for i, k in group.spec.operands])
-    how = "direct fp32" if c.kernel == "direct" else "TF32 implicit GEMM, tensor cores"
+    how = "direct fp32" if c.kernel == "direct" else f"{c.tiling.precision} implicit GEMM, tensor cores"
     red = group.spec.reduction
     output = (f"output {list(group.shape)}, reduced ({red.describe()}) as it is computed" if red
               else f"output {list(group.shape)} and its statistics, then the {group.spec.norm.describe()}"

@@ -46,6 +46,17 @@ def parity_launches(conv, extents: tuple[int, int, int]) -> list[tuple[tuple[int
     return launches
 
 
+def class_tap_counts(window, stride, padding) -> tuple[int, ...]:
+    """The taps of each output parity class of a transposed convolution (of an ordinary one: its window's taps)."""
+    counts = []
+    for rd in range(stride[0]):
+        for rh in range(stride[1]):
+            for rw in range(stride[2]):
+                counts.append(math.prod(axis_class(window[a], stride[a], padding[a], 1, r).taps
+                                        for a, r in enumerate((rd, rh, rw))))
+    return tuple(counts)
+
+
 def transposed_reason(window, stride, padding, dilation) -> str | None:
     """Why the implicit-GEMM kernel's output parity classes cannot compute a transposed convolution (None when they
     can): every class needs a tap on every axis (window >= stride), and the taps of a class are s apart only

@@ -118,8 +118,16 @@ class IgemmTiling:
     stages: int
     min_blocks: int
     box: tuple[int, int, int]  # (bd, bh, bw) output pixels of a tile
-    cp: int  # channels of the channels-last copy (C rounded up to 4)
-    cq: int  # channels per tap of the re-laid weight (C rounded up to 32)
+    cp: int  # channels of the channels-last copy (C rounded up to 4; to 8 with 8-channel chunks)
+    cq: int  # channels per tap of the re-laid weight (C rounded up to the chunk)
+    split: bool = False  # 3xTF32: each operand as a TF32 big part and a small part, fp32-class products
+    chunk: int = IGEMM_BK  # channels a chunk: 32 (128-byte rows), or 8 (32-byte rows) for few input channels
+    chunks: int = 1  # chunks (taps x channel blocks) a k-tile
+
+    @property
+    def precision(self) -> str:
+        """What the tensor cores run: "3xTF32" (fp32-class) or "TF32"."""
+        return "3xTF32" if self.split else "TF32"
 
     @property
     def box_width(self) -> int:
@@ -128,7 +136,9 @@ class IgemmTiling:
 
     @property
     def name(self) -> str:
-        return f"{'nchw' if self.nchw else 'channels-last'}, {self.bn} channels x {IGEMM_BM} pixels a tile"
+        chunks = f", {self.chunks} x {self.chunk}-channel chunks a k-tile" if self.chunk != IGEMM_BK else ""
+        return (f"{self.precision}, {'nchw' if self.nchw else 'channels-last'}, {self.bn} channels x {IGEMM_BM} pixels "
+                f"a tile{chunks}")
 
 
 def pixel_box(od: int, oh: int, ow: int) -> tuple[int, int, int]:
@@ -149,7 +159,7 @@ def pixel_box(od: int, oh: int, ow: int) -> tuple[int, int, int]:
 
 
 def choose_igemm(dims: int, c: int, k_out: int, w_in: int, out: tuple[int, int, int]) -> IgemmTiling:
-    """The implicit-GEMM kernel's instance for a stride-1 convolution of `c` -> `k_out` channels, input width
+    """The implicit-GEMM kernel's TF32 instance for a stride-1 convolution of `c` -> `k_out` channels, input width
     `w_in` and output extents `out` = (OD, OH, OW) (OD = 1 in 2-D)."""
     box = pixel_box(*out)
     bn = 128 if k_out >= 128 else 64
@@ -164,3 +174,26 @@ def igemm_useful_fraction(t: IgemmTiling, k_out: int, out: tuple[int, int, int])
         return n / (math.ceil(n / tile) * tile)
     bd, bh, bw = t.box
     return share(k_out, t.bn) * share(out[0], bd) * share(out[1], bh) * share(out[2], bw)
+
+
+# The 3xTF32 instance (fp32-class convolutions): the channels-last path (the copy holds both parts of the input), a slot
+# twice the TF32 one's (both halves of both operands): BN 128 3 stages, BN 64 4 stages (192 KB), one block an SM.
+# Chunks of 8 channels below 32 input channels (a k-tile of 32 channels would be mostly zeros), as many taps a k-tile
+# as divide every class's taps, at most 4 (32 channels of k a k-tile, as the 32-channel chunks).
+SPLIT_SMALL_CHUNK_BELOW = 32
+
+
+def choose_split_igemm(c: int, k_out: int, out: tuple[int, int, int], tap_counts: tuple[int, ...]) -> IgemmTiling:
+    """The 3xTF32 instance for a stride-1 convolution of `c` -> `k_out` channels whose launch computes classes of
+    `tap_counts` taps each (one class: the window's taps), output extents `out` (the largest class's)."""
+    box = pixel_box(*out)
+    bn = 128 if k_out >= 128 else 64
+    chunk = 8 if c < SPLIT_SMALL_CHUNK_BELOW else IGEMM_BK
+    cq = -(-c // chunk) * chunk
+    chunks = 1
+    if chunk == 8:
+        blocks = [taps * cq // chunk for taps in tap_counts]
+        chunks = max(d for d in (1, 2, 3, 4) if all(b % d == 0 for b in blocks))
+    stages = 3 if bn == 128 else 4
+    return IgemmTiling(False, bn, stages, 1, box, -(-c // 8) * 8 if chunk == 8 else -(-c // 4) * 4, cq,
+                       split=True, chunk=chunk, chunks=chunks)

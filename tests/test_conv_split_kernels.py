@@ -1,0 +1,164 @@
+"""Conv kernels on tensor cores in 3xTF32: where eager's cuDNN runs a convolution in exact fp32 (measured on the GPU
+before partitioning), the implicit-GEMM kernel splits each operand into a TF32 big part and a small part and adds
+three products a k-tile into a fresh accumulator (fp32-class products), with 8-channel chunks (up to 4 taps a
+k-tile) below 32 input channels.
+
+What is planned (the instance rule, the direct kernel's convolutions it replaces where priced faster, what stays),
+nvcc compile checks of the generated code, the float64 check of the plan, and on a GPU the generated kernels against
+float64 of the exact operands within twice eager's exact-fp32 error (a TF32 kernel's error is ~1000x that).
+"""
+
+import types
+from unittest import mock
+
+import pytest
+import torch
+from compile_check import NVCC, assert_compiles_for_hopper_without_spills
+from conftest import PROBLEMS
+from conv_group_checks import assert_conv_groups_match_the_graph_in_float64, conv_kernel_failures
+from torch import nn
+
+from fuseforge.capture import capture
+from fuseforge.codegen import generate
+from fuseforge.families import named
+from fuseforge.families.conv import tiling
+from fuseforge.families.conv.group import EAGER_CLASS, is_conv_op, recognise, split_alternative
+from fuseforge.load import LoadedModel, load_model_file
+from fuseforge.partition import partition
+from fuseforge.rewrite import rewrite
+
+
+class SplitForms(nn.Module):
+    """One convolution of each path: 12 channels (8-channel chunks, 3 taps a k-tile), 40 channels dilated (32-channel
+    chunks, 128 output channels), 3-D with 10 channels, transposed 3-D of stride 2 (32-channel chunks, parity classes
+    of 1-8 taps) and transposed 2-D of stride 2 with 12 channels (8-channel chunks, 4 a k-tile)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(12, 70, 3, padding=1)
+        self.b = nn.Conv2d(40, 130, 3, dilation=2, bias=False)
+        self.c = nn.Conv3d(10, 29, (3, 2, 3), padding=(1, 0, 1))
+        self.d = nn.ConvTranspose3d(32, 20, 3, stride=2, padding=1, output_padding=(0, 1, 0))
+        self.e = nn.ConvTranspose2d(12, 33, 4, stride=2)
+
+    def forward(self, x, v, u, t):
+        return (torch.relu(self.a(x)) * 0.5, self.b(v) - 1.0, torch.tanh(self.c(u)), self.d(t), self.e(x))
+
+
+def _inputs(batch=2):
+    return (torch.randn(batch, 12, 21, 64), torch.randn(batch, 40, 13, 37), torch.randn(batch, 10, 5, 9, 35),
+            torch.randn(batch, 32, 4, 6, 5))
+
+
+def _captured(module, *inputs):
+    loaded = LoadedModel(path=types.SimpleNamespace(name="t.py", stem="t"), source="", module=None,
+                         model=module.eval(), init_args=[], inputs=list(inputs), outputs=[], output_is_tuple=False)
+    return capture(loaded)
+
+
+def _mark_fp32(captured):
+    for node in captured.graph.nodes:
+        if is_conv_op(node):
+            node.meta[EAGER_CLASS] = "fp32"
+
+
+def _forms():
+    torch.manual_seed(0)
+    captured = _captured(SplitForms(), *_inputs())
+    rewrite(captured.graph, captured)
+    _mark_fp32(captured)
+    with mock.patch("fuseforge.families.conv.group._slower_than_cudnn", return_value=None):
+        plan = partition(captured.graph, named("conv"))
+    return captured, plan, generate(plan, captured.graph, "split_forms.py")
+
+
+def test_every_fp32_class_form_is_a_3xtf32_conv_kernel_with_the_chunk_rule():
+    _, plan, ext = _forms()
+    groups = {g.spec.conv.k: g.spec.conv for g in plan.groups if g.kind == "conv"}
+    assert set(groups) == {70, 130, 29, 20, 33}
+    assert all(c.kernel == "igemm" and c.tiling.split and not c.tiling.nchw for c in groups.values())
+    t = {k: (c.tiling.chunk, c.tiling.chunks, c.tiling.cq, c.tiling.bn, c.tiling.stages) for k, c in groups.items()}
+    assert t[70] == (8, 3, 16, 64, 4)  # 9 taps x 2 chunks: 3 a k-tile
+    assert t[130] == (32, 1, 64, 128, 3)
+    assert t[29] == (8, 4, 16, 64, 4)  # 18 taps x 2 chunks: 4 a k-tile
+    assert t[20] == (32, 1, 32, 64, 4)
+    assert t[33] == (8, 4, 16, 64, 4)  # every class 4 taps x 2 chunks
+    assert "ff_conv_igemm::launch<false, 64, 4, 1, false, 8, 3, true>" in ext.cuda
+    assert "ff_conv_igemm::launch_transposed<false, 64, 4, 1, false, 32, 1, true>" in ext.cuda
+    assert "ff_conv_igemm_weight(c.w, 16, true)" in ext.binding
+    assert ext.cuda.count("ff_d * ff_h * ff_w_in, s, true);") == 5  # every input copy holds both parts
+
+
+def test_the_small_chunk_rule_takes_the_most_taps_a_k_tile_that_divide_every_class():
+    assert tiling.choose_split_igemm(8, 64, (1, 254, 254), (9,)).chunks == 3
+    assert tiling.choose_split_igemm(8, 64, (1, 254, 254), (8, 4, 4, 2)).chunks == 2
+    assert tiling.choose_split_igemm(16, 64, (1, 254, 254), (25,)).chunks == 2  # 25 taps x 2 chunks
+    assert tiling.choose_split_igemm(8, 64, (1, 254, 254), (25,)).chunks == 1
+    wide = tiling.choose_split_igemm(32, 128, (1, 64, 64), (9,))
+    assert (wide.chunk, wide.chunks, wide.cp, wide.cq, wide.bn, wide.stages) == (32, 1, 32, 32, 128, 3)
+    assert tiling.choose_split_igemm(12, 64, (1, 8, 8), (9,)).cp == 16  # 8-channel chunks: rows of 32 bytes
+
+
+def test_a_measured_fp32_conv_of_few_channels_stays_cudnn_and_an_unmeasured_one_is_not_split():
+    class Two(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.four = nn.Conv2d(4, 64, 7)  # 196 products: past the direct kernel's range
+            self.wide = nn.Conv2d(40, 64, 3)
+
+        def forward(self, x, y):
+            return self.four(x), self.wide(y)
+
+    captured = _captured(Two(), torch.randn(2, 4, 20, 20), torch.randn(2, 40, 20, 20))
+    four, wide = [n for n in captured.graph.nodes if is_conv_op(n)]
+    four.meta[EAGER_CLASS] = "fp32"
+    assert "mostly zeros at 4 input channels" in recognise(four)
+    assert "was not measured" in recognise(wide)
+    wide.meta[EAGER_CLASS] = "tf32"
+    assert not recognise(wide).tiling.split
+
+
+def test_on_87_measured_fp32_the_3xtf32_kernel_replaces_the_direct_kernel_where_priced_faster():
+    """87's 8-channel 3x3 convolution with its pointwise tail: the direct kernel's, unless eager's cuDNN was measured
+    fp32-class on it, when the 3xTF32 kernel (priced from its L2 traffic) takes it; 73's batch norm and 67's spatial
+    mean keep the direct kernel, the only one that takes statistics or reduces."""
+    def plan_of(name, mark):
+        captured = capture(load_model_file(next(PROBLEMS.glob(f"*/{name}.py"))))
+        rewrite(captured.graph, captured)
+        if mark:
+            _mark_fp32(captured)
+        (group,) = [g for g in partition(captured.graph, named("conv")).groups if g.kind == "conv"]
+        return captured, group.spec.conv
+
+    _, unmeasured = plan_of("87_Conv2d_Subtract_Subtract_Mish", False)
+    captured, measured = plan_of("87_Conv2d_Subtract_Subtract_Mish", True)
+    assert unmeasured.kernel == "direct"
+    assert measured.kernel == "igemm" and measured.tiling.split and measured.tiling.chunk == 8
+    (node,) = [n for n in captured.graph.nodes if is_conv_op(n)]
+    assert split_alternative(node, recognise(node)) is not None
+    node.meta[EAGER_CLASS] = "tf32"  # TF32-class: the 3xTF32 kernel is no alternative
+    assert split_alternative(node, recognise(node)) is None
+    for name in ("73_Conv2d_BatchNorm_Scaling", "67_Conv2d_GELU_GlobalAvgPool"):
+        assert plan_of(name, True)[1].kernel == "direct", name
+
+
+def test_the_3xtf32_forms_plan_passes_the_float64_check_of_its_kernels_against_the_graphs_ops():
+    captured, plan, _ = _forms()
+    assert_conv_groups_match_the_graph_in_float64(captured, plan)
+
+
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc")
+def test_the_generated_3xtf32_conv_kernels_compile_for_hopper_without_spills(tmp_path):
+    _, _, ext = _forms()
+    report = assert_compiles_for_hopper_without_spills(ext.cuda, tmp_path, max_registers=232)
+    assert report.count("conv_igemm_kernel") >= 5
+    assert "serialized" not in report
+
+
+@pytest.mark.gpu
+def test_the_generated_3xtf32_conv_kernels_are_fp32_class_against_float64_on_odd_shapes():
+    captured, plan, ext = _forms()
+    with torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=False, allow_tf32=False):
+        failures = conv_kernel_failures(captured, plan, ext,
+                                        lambda batch: dict(zip(("x", "v", "u", "t"), _inputs(batch))))
+    assert not failures, "\n".join(failures)
