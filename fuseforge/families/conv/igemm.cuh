@@ -388,6 +388,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     conv_igemm_kernel(float* __restrict__ y, const Geometry whole, const __grid_constant__ Parities par,
                       const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap, Epilogue epi) {
   using Layout = Slot<kNchw, kBN, kKc, kChunks, kSplit>;
+  constexpr bool kPersistent = kSplit && !kStaged;  // the launch's choice (see launch)
   constexpr int kSlotBytes = Layout::kBytes;
   constexpr int kABytes = Layout::kABytes;
   constexpr int kAcc = kBN / 2;  // accumulators per consumer thread (64 rows x kBN / 128 threads)
@@ -398,26 +399,35 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   const uint32_t empty_bar = full_bar + 8 * kStages;
 
   const int tid = static_cast<int>(threadIdx.x);
-  int t = static_cast<int>(blockIdx.x);
   const int k_tiles = (whole.k + kBN - 1) / kBN;
   const int w_tiles = (par.c[0].ow + whole.bw - 1) / whole.bw;
   const int h_tiles = (par.c[0].oh + whole.bh - 1) / whole.bh;
   const int d_tiles = (par.c[0].od + whole.bd - 1) / whole.bd;
-  const int k0 = (t % k_tiles) * kBN;
-  t /= k_tiles;
-  // the classes of one output box run side by side: their stores fill each other's sectors while they are in L2
-  const Geometry g = of_class(whole, par.c[t % par.n]);
-  t /= par.n;
-  const int ow0 = (t % w_tiles) * g.bw;
-  t /= w_tiles;
-  const int oh0 = (t % h_tiles) * g.bh;
-  t /= h_tiles;
-  const int od0 = (t % d_tiles) * g.bd;
-  const int img = t / d_tiles;
-
-  const int cblocks = g.cq / kKc;
-  const int taps = g.kd * g.kh * g.kw;
-  const int iters = taps * cblocks / kChunks;  // k-tiles (the launch checks that kChunks divides every class's chunks)
+  const int tiles = k_tiles * par.n * w_tiles * h_tiles * d_tiles * whole.n;  // the launch checks it fits an int
+  // Tile t: output-channel tile fastest, then the class (the classes of one output box run side by side: their
+  // stores fill each other's sectors while they are in L2), then w, h, d boxes, then the image. A block computes
+  // tiles blockIdx.x, + gridDim.x, ... (one, unless the launch is persistent: 3xTF32), its ring's slots and phases
+  // running on from one tile to the next, so the next tile's loads overlap this one's last products and stores.
+  struct Tile {
+    Geometry g;
+    int k0, ow0, oh0, od0, img, iters;
+  };
+  auto tile_at = [&](int t) {
+    Tile u;
+    u.k0 = (t % k_tiles) * kBN;
+    t /= k_tiles;
+    u.g = of_class(whole, par.c[t % par.n]);
+    t /= par.n;
+    u.ow0 = (t % w_tiles) * u.g.bw;
+    t /= w_tiles;
+    u.oh0 = (t % h_tiles) * u.g.bh;
+    t /= h_tiles;
+    u.od0 = (t % d_tiles) * u.g.bd;
+    u.img = t / d_tiles;
+    // k-tiles (the launch checks that kChunks divides every class's chunks)
+    u.iters = u.g.kd * u.g.kh * u.g.kw * (u.g.cq / kKc) / kChunks;
+    return u;
+  };
 
   if (tid == 0) {
 #pragma unroll
@@ -432,12 +442,16 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   if (tid >= kConsumers) {
     // ---------------------------------------------------------------- producer (warp 8, one thread)
     if (tid == kConsumers) {
-      const uint32_t a_bytes =
-          kNchw ? static_cast<uint32_t>(g.bwb * kBK * g.bh * g.bd * 4) : static_cast<uint32_t>(Layout::kAChunk);
-      const uint32_t tile_bytes = (kSplit ? 2u : 1u) * kChunks * (a_bytes + Layout::kBChunk);
       uint32_t s = 0, phase = 0;
-      int cb = 0, kwi = 0, khi = 0, kdi = 0;
-      for (int it = 0; it < iters; ++it) {
+      for (int t = static_cast<int>(blockIdx.x); t < tiles; t = kPersistent ? t + static_cast<int>(gridDim.x) : tiles) {
+        const Tile u = tile_at(t);
+        const Geometry& g = u.g;
+        const int k0 = u.k0, ow0 = u.ow0, oh0 = u.oh0, od0 = u.od0, img = u.img, cblocks = g.cq / kKc;
+        const uint32_t a_bytes =
+            kNchw ? static_cast<uint32_t>(g.bwb * kBK * g.bh * g.bd * 4) : static_cast<uint32_t>(Layout::kAChunk);
+        const uint32_t tile_bytes = (kSplit ? 2u : 1u) * kChunks * (a_bytes + Layout::kBChunk);
+        int cb = 0, kwi = 0, khi = 0, kdi = 0;
+        for (int it = 0; it < u.iters; ++it) {
         mbar_wait(empty_bar + 8 * s, phase ^ 1u);  // passes at once on each slot's first use
         const uint32_t slot = ring + s * kSlotBytes;
         mbar_arrive_expect_tx(full_bar + 8 * s, tile_bytes);
@@ -471,6 +485,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
           s = 0;
           phase ^= 1u;
         }
+        }
       }
     }
     return;
@@ -482,11 +497,19 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   const int q = (tid & 127) >> 5;
   const int gq = lane >> 2;
   const int tq = lane & 3;
+  uint32_t s = 0, phase = 0;
+  float part[kSplit ? kAcc : 1];  // 3xTF32: a k-tile's products, added into acc once complete
+#pragma unroll
+  for (int i = 0; i < (kSplit ? kAcc : 1); ++i) part[i] = 0.0f;
+#pragma unroll 1
+  for (int t = static_cast<int>(blockIdx.x); t < tiles; t = kPersistent ? t + static_cast<int>(gridDim.x) : tiles) {
+  const Tile u = tile_at(t);
+  const Geometry& g = u.g;
+  const int iters = u.iters, ow0 = u.ow0;
   float acc[kAcc];
 #pragma unroll
   for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
 
-  uint32_t s = 0, phase = 0;
   if constexpr (!kNchw && !kSplit) {
     uint32_t prev = 0;
 #pragma unroll 1
@@ -512,10 +535,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
         phase ^= 1u;
       }
     }
+    wgmma_wait<0>();
+    if (iters > 0 && lane == 0) mbar_arrive(empty_bar + 8 * prev);  // the tile's last slot, for the next tile's loads
   } else if constexpr (kSplit) {
-    float part[kAcc];  // this k-tile's products (3xTF32), added into acc once complete
-#pragma unroll
-    for (int i = 0; i < kAcc; ++i) part[i] = 0.0f;
 #pragma unroll 1
     for (int it = 0; it < iters; ++it) {
       mbar_wait(full_bar + 8 * s, phase);
@@ -565,6 +587,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     // wgmma's A registers while earlier wgmmas are in flight. The other warpgroup's wgmmas fill the tensor
     // core while this one loads.
     uint32_t frag[kBK / 8][4];
+    const int cblocks = g.cq / kBK;
     int cb = 0, kwi = 0;  // the k-tile's channel block and tap column, as the producer walks them
 #pragma unroll 1
     for (int it = 0; it < iters; ++it) {
@@ -600,8 +623,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   wgmma_wait<0>();
   fence_accumulators(acc);
 
-  store_tile<kBN, kStaged>(y, g, acc, k0, ow0, oh0, od0, img, reinterpret_cast<float*>(smem_raw + (ring - raw)),
-                           tid, epi);
+  store_tile<kBN, kStaged>(y, g, acc, u.k0, ow0, u.oh0, u.od0, u.img,
+                           reinterpret_cast<float*>(smem_raw + (ring - raw)), tid, epi);
+  }
 }
 
 // ------------------------------------------------------------------------------------------- input
@@ -734,7 +758,17 @@ int launch(const float* x, const float* w_re, float* y, const Geometry& given, E
   const long long tiles = static_cast<long long>((g.k + kBN - 1) / kBN) * par.n * ((big.ow + g.bw - 1) / g.bw) *
                           ((big.oh + g.bh - 1) / g.bh) * ((big.od + g.bd - 1) / g.bd) * g.n;
   if (tiles <= 0 || tiles > 0x7fffffffLL) return 1004;
-  kernel<<<static_cast<unsigned>(tiles), kThreads, smem, stream>>>(y, g, par, xmap, wmap, epi);
+  long long grid = tiles;
+  if constexpr (kSplit && !kStaged) {  // persistent: as many blocks as fit on the GPU at once, each a run of tiles
+    int device = 0, sms = 0, per_sm = 0;
+    err = cudaGetDevice(&device);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    if (err == cudaSuccess) err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem);
+    if (err != cudaSuccess) return static_cast<int>(err);
+    const long long resident = sms * per_sm > 0 ? sms * per_sm : 1;
+    grid = tiles < resident ? tiles : resident;
+  }
+  kernel<<<static_cast<unsigned>(grid), kThreads, smem, stream>>>(y, g, par, xmap, wmap, epi);
   return static_cast<int>(cudaGetLastError());
 }
 

@@ -176,11 +176,20 @@ def igemm_useful_fraction(t: IgemmTiling, k_out: int, out: tuple[int, int, int])
     return share(k_out, t.bn) * share(out[0], bd) * share(out[1], bh) * share(out[2], bw)
 
 
-# The 3xTF32 instance (fp32-class convolutions): the channels-last path (the copy holds both parts of the input), a slot
-# twice the TF32 one's (both halves of both operands): BN 128 3 stages, BN 64 4 stages (192 KB), one block an SM.
-# Chunks of 8 channels below 32 input channels (a k-tile of 32 channels would be mostly zeros), as many taps a k-tile
-# as divide every class's taps, at most 4 (32 channels of k a k-tile, as the 32-channel chunks).
+# The 3xTF32 instance (fp32-class convolutions): the channels-last path (the copy holds both parts of the input) and a
+# slot holding both halves of both operands. Chunks of 8 channels below 32 input channels (a k-tile of 32 channels
+# would be mostly zeros), as many taps a k-tile as divide every class's chunks, at most 4 (32 channels of k a k-tile,
+# as the 32-channel chunks). The launch is persistent (a block computes a run of tiles, the next tile's loads
+# overlapping this one's products and stores); with 64 output channels a tile, two blocks an SM (their registers fit:
+# 64 accumulators and 32 of a k-tile's products a thread), each with as many stages as fit half the shared memory (at
+# most 4); with 128, one block of up to 4 stages.
 SPLIT_SMALL_CHUNK_BELOW = 32
+SMEM_PER_SM = 232448  # bytes of shared memory an SM gives its blocks (227 KB on sm_90)
+
+
+def split_slot_bytes(bn: int, chunk: int, chunks: int) -> int:
+    """Bytes of one 3xTF32 stage (igemm.cuh's Slot): the A boxes and B tiles of its chunks, big and small parts."""
+    return 2 * chunks * (IGEMM_BM + bn) * chunk * 4
 
 
 def choose_split_igemm(c: int, k_out: int, out: tuple[int, int, int], tap_counts: tuple[int, ...]) -> IgemmTiling:
@@ -194,6 +203,8 @@ def choose_split_igemm(c: int, k_out: int, out: tuple[int, int, int], tap_counts
     if chunk == 8:
         blocks = [taps * cq // chunk for taps in tap_counts]
         chunks = max(d for d in (1, 2, 3, 4) if all(b % d == 0 for b in blocks))
-    stages = 3 if bn == 128 else 4
-    return IgemmTiling(False, bn, stages, 1, box, -(-c // 8) * 8 if chunk == 8 else -(-c // 4) * 4, cq,
+    min_blocks = 2 if bn == 64 else 1
+    per_block = SMEM_PER_SM // min_blocks - 2048  # less the ring's alignment, barriers and the block's reserve
+    stages = min(4, per_block // split_slot_bytes(bn, chunk, chunks))
+    return IgemmTiling(False, bn, stages, min_blocks, box, -(-c // 8) * 8 if chunk == 8 else -(-c // 4) * 4, cq,
                        split=True, chunk=chunk, chunks=chunks)

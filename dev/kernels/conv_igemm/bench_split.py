@@ -1,0 +1,207 @@
+"""Lab bench of the conv family's 3xTF32 tensor-core kernel (igemm.cuh with kSplit: fp32-class products) on the
+fp32-class convolutions of the problem models, against cuDNN in exact fp32 (eager's call where eager is fp32-class:
+NCHW, TF32 off) and cuDNN's default flags, with instance variants (stages, blocks an SM).
+
+    .venv/bin/python dev/kernels/conv_igemm/bench_split.py MODEL.py ... [--variants 3x2,4x1,2x2] [--out split.json]
+
+Each distinct convolution of the models (their own shapes, `conv_precision.model_convolutions`) becomes a one-op model
+whose conv group the product plans as the 3xTF32 kernel (the cost gate set aside), once per variant of the instance
+(`STAGESxBLOCKS`; "rule" is the product's choice). The variants build in parallel (one process each), then each runs on
+the GPU: median ms after an L2 flush (`labtools.timed`), and its error vs float64 on the first two images (max
+|error| / RMS of the output) beside eager's exact-fp32 error; eager's ops (cuDNN, then the bias pass) are timed in
+exact fp32 and at PyTorch's default flags. Prints a line per (convolution, variant).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import sys
+import types
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from unittest import mock
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[2]))
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parents[2] / "tests"))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+
+from fuseforge.evaluate.conv_precision import ConvCall, model_convolutions  # noqa: E402
+
+
+class OneConv(nn.Module):
+    """The convolution of a ConvCall with its own weight and bias, as nn.ConvNd / ConvTransposeNd call it."""
+
+    def __init__(self, call: ConvCall):
+        super().__init__()
+        self.call = call
+        self.weight = nn.Parameter(torch.randn(call.weight_shape) / (math.prod(call.weight_shape[1:]) ** 0.5))
+        self.bias = nn.Parameter(torch.randn(call.weight_shape[1 if call.transposed else 0])) if call.bias else None
+
+    def forward(self, x):
+        c = self.call
+        if c.transposed:
+            fn = F.conv_transpose2d if c.dims == 2 else F.conv_transpose3d
+            return fn(x, self.weight, self.bias, list(c.stride), list(c.padding), list(c.output_padding), c.groups)
+        fn = F.conv2d if c.dims == 2 else F.conv3d
+        return fn(x, self.weight, self.bias, list(c.stride), list(c.padding), list(c.dilation), c.groups)
+
+
+def plan_variant(call: ConvCall, variant: str, name: str):
+    """(captured, conv group, extension) of the one-op model with the 3xTF32 kernel at `variant`."""
+    from fuseforge.capture import capture
+    from fuseforge.codegen import generate
+    from fuseforge.families import named
+    from fuseforge.families.conv import group as conv_group
+    from fuseforge.families.conv import tiling
+    from fuseforge.load import LoadedModel
+    from fuseforge.partition import partition
+    from fuseforge.rewrite import rewrite
+
+    torch.manual_seed(0)
+    module = OneConv(call).eval()
+    x = torch.randn(call.input_shape)
+    loaded = LoadedModel(path=types.SimpleNamespace(name=f"{name}.py", stem=name), source="", module=None,
+                         model=module, init_args=[], inputs=[x], outputs=[], output_is_tuple=False)
+    captured = capture(loaded)
+    rewrite(captured.graph, captured)
+    for node in captured.graph.nodes:
+        if conv_group.is_conv_op(node):
+            node.meta[conv_group.EAGER_CLASS] = "fp32"
+    rule = tiling.choose_split_igemm
+
+    def chosen(*args):
+        t = rule(*args)
+        if variant == "rule":
+            return t
+        stages, blocks = (int(v) for v in variant.split("x"))
+        return dataclasses.replace(t, stages=stages, min_blocks=blocks)
+
+    with mock.patch.object(tiling, "choose_split_igemm", chosen), \
+            mock.patch.object(conv_group, "_slower_than_cudnn", return_value=None), \
+            mock.patch.object(conv_group, "igemm_seconds", return_value=0.0):
+        plan = partition(captured.graph, named("conv"))
+    groups = [g for g in plan.groups if g.kind == "conv"]
+    if len(groups) != 1 or not getattr(groups[0].spec.conv.tiling, "split", False):
+        return captured, None, None
+    return captured, groups[0], generate(plan, captured.graph, f"{name}.py")
+
+
+def _load(ext):
+    from torch.utils.cpp_extension import load_inline
+
+    return load_inline(name=ext.name, cpp_sources=[ext.binding], cuda_sources=[ext.cuda],
+                       functions=list(ext.functions), extra_cflags=["-O3"],
+                       extra_cuda_cflags=["-O3", *ext.cuda_flags], no_implicit_headers=True)
+
+
+def _build(job):
+    """In a worker: plan and compile one (convolution, variant); returns the error text or None."""
+    call, variant, name = job
+    try:
+        _, group, ext = plan_variant(call, variant, name)
+        if ext is None:
+            return "no 3xTF32 conv group"
+        _load(ext)
+        return None
+    except Exception as exc:  # noqa: BLE001 - a lab: report and go on
+        return f"{type(exc).__name__}: {str(exc)[-400:]}"
+
+
+def measure(call: ConvCall, variant: str, name: str, reps: int, flush, cudnn_times: dict) -> dict:
+    """One built (convolution, variant) on the GPU: its instance, times and errors (see the module's text)."""
+    from conv_group_checks import _graph_values, run_cuda
+    from labtools import timed
+
+    from fuseforge.evaluate.cpu_check import run_kernel_reference
+
+    row = {"conv": dataclasses.asdict(call), "variant": variant}
+    captured, group, ext = plan_variant(call, variant, name)
+    conv = group.spec.conv
+    row["tiling"] = dataclasses.asdict(conv.tiling)
+    fn = getattr(_load(ext), group.name)
+    stream = torch.cuda.current_stream().cuda_stream
+    by_name = {n.name: n for n in captured.graph.nodes}
+    values = _graph_values(captured, {conv.x: torch.randn(call.input_shape)})
+    inputs = [values[i] for i in group.inputs]
+    ours = fn(*inputs, stream)
+    ours = ours[0] if isinstance(ours, (list, tuple)) else ours
+    out = group.outputs[0]
+
+    def eager_ops():  # the group's ops as eager runs them (the convolution in cuDNN, then its bias pass)
+        v = {i: values[i] for i in group.inputs}
+        for node in group.nodes:
+            v[node] = run_cuda(by_name[node], v)
+        return v[out]
+
+    # float64 of the first two images (on the GPU), the group's ops as the CPU check runs them
+    first = {i: (values[i][:2] if i == conv.x else values[i]).double() for i in group.inputs}
+    truth = run_kernel_reference(group, by_name, first)[out]
+    with torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=False, allow_tf32=False):
+        exact = eager_ops()
+    rms = truth.pow(2).mean().sqrt().item()
+    row["error_ours"] = (ours[:2].double() - truth).abs().max().item() / rms
+    row["error_cudnn_fp32"] = (exact[:2].double() - truth).abs().max().item() / rms
+    row["ms_ours"] = timed(lambda: fn(*inputs, stream), reps, flush)
+    key = repr(call)
+    if key not in cudnn_times:  # eager's ops: cuDNN in exact fp32 (eager's class here), and at PyTorch's default flags
+        with torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=False, allow_tf32=False):
+            fp32 = timed(eager_ops, reps, flush)
+        cudnn_times[key] = (fp32, timed(eager_ops, reps, flush))
+    row["ms_cudnn_fp32"], row["ms_cudnn_default"] = cudnn_times[key]
+    # 2 x (input pixels of a transposed one, else output pixels) x every weight
+    pixels = math.prod(call.input_shape[2:]) if call.transposed else math.prod(exact.shape[2:])
+    row["tflops_ours"] = 2 * call.input_shape[0] * pixels * math.prod(call.weight_shape) / row["ms_ours"] / 1e9
+    t = conv.tiling
+    print(f"{name} {t.name}, {t.stages} stages x {t.min_blocks} blocks: ours {row['ms_ours']:.3f} ms "
+          f"({row['tflops_ours']:.1f} TFLOP/s), cuDNN fp32 {row['ms_cudnn_fp32']:.3f}, default "
+          f"{row['ms_cudnn_default']:.3f}; error {row['error_ours']:.2e} vs cuDNN fp32 "
+          f"{row['error_cudnn_fp32']:.2e}", flush=True)
+    return row
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("models", nargs="+", type=Path)
+    p.add_argument("--variants", default="rule")
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--jobs", type=int, default=8)
+    p.add_argument("--out", type=Path)
+    args = p.parse_args()
+    os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0a")
+    calls: dict[str, ConvCall] = {}
+    for model in args.models:
+        for call in model_convolutions(model):
+            calls.setdefault(repr(call), call)
+            print(f"{model.stem}: {call}", flush=True)
+    jobs = [(call, v, f"split_{i}_{v.replace('x', '_')}") for i, call in enumerate(calls.values())
+            for v in args.variants.split(",")]
+    with ProcessPoolExecutor(args.jobs) as pool:
+        built = list(pool.map(_build, jobs))
+    flush = torch.empty(64 << 20, device="cuda")
+    rows, cudnn_times = [], {}
+    for (call, variant, name), error in zip(jobs, built):
+        if error:
+            print(f"{name}: {error}", flush=True)
+            rows.append({"conv": dataclasses.asdict(call), "variant": variant, "error": error})
+            continue
+        try:
+            rows.append(measure(call, variant, name, args.reps, flush, cudnn_times))
+        except Exception as exc:  # noqa: BLE001 - a lab: report and go on
+            print(f"{name}: {type(exc).__name__}: {str(exc)[-400:]}", flush=True)
+            rows.append({"conv": dataclasses.asdict(call), "variant": variant, "error": str(exc)[-400:]})
+        if args.out:
+            args.out.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
