@@ -6,7 +6,7 @@ NCHW, TF32 off) and cuDNN's default flags, with instance variants (stages, block
 
 Each distinct convolution of the models (their own shapes, `conv_precision.model_convolutions`) becomes a one-op model
 whose conv group the product plans as the 3xTF32 kernel (the cost gate set aside), once per variant of the instance
-(`STAGESxBLOCKS`; "rule" is the product's choice). The variants build in parallel (one process each), then each runs on
+(`STAGESxBLOCKS`, "rule" the product's choice; a trailing "s": the epilogue staged through shared memory). The variants build in parallel (one process each), then each runs on
 the GPU: median ms after an L2 flush (`labtools.timed`), and its error vs float64 on the first two images (max
 |error| / RMS of the output) beside eager's exact-fp32 error; eager's ops (cuDNN, then the bias pass) are timed in
 exact fp32 and at PyTorch's default flags. Prints a line per (convolution, variant).
@@ -79,10 +79,10 @@ def plan_variant(call: ConvCall, variant: str, name: str):
     rule = tiling.choose_split_igemm
 
     def chosen(*args):
-        t = rule(*args)
-        if variant == "rule":
+        t = dataclasses.replace(rule(*args), staged=variant.endswith("s"))
+        if variant.startswith("rule"):
             return t
-        stages, blocks = (int(v) for v in variant.split("x"))
+        stages, blocks = (int(v) for v in variant.rstrip("s").split("x"))
         return dataclasses.replace(t, stages=stages, min_blocks=blocks)
 
     with mock.patch.object(tiling, "choose_split_igemm", chosen), \
@@ -114,6 +114,22 @@ def _build(job):
         return None
     except Exception as exc:  # noqa: BLE001 - a lab: report and go on
         return f"{type(exc).__name__}: {str(exc)[-400:]}"
+
+
+def kernel_times(call, calls: int = 3) -> dict[str, float]:
+    """Mean microseconds a call of each CUDA kernel `call` launches (the profiler's device times)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            call()
+        torch.cuda.synchronize()
+    times = {}
+    for e in prof.key_averages():
+        total = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0.0)
+        if total:
+            times[e.key[:90]] = total / calls
+    return times
 
 
 def measure(call: ConvCall, variant: str, name: str, reps: int, flush, cudnn_times: dict) -> dict:
@@ -151,6 +167,7 @@ def measure(call: ConvCall, variant: str, name: str, reps: int, flush, cudnn_tim
     row["error_ours"] = (ours[:2].double() - truth).abs().max().item() / rms
     row["error_cudnn_fp32"] = (exact[:2].double() - truth).abs().max().item() / rms
     row["ms_ours"] = timed(lambda: fn(*inputs, stream), reps, flush)
+    row["kernels_us"] = kernel_times(lambda: fn(*inputs, stream))
     key = repr(call)
     if key not in cudnn_times:  # eager's ops: cuDNN in exact fp32 (eager's class here), and at PyTorch's default flags
         with torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=False, allow_tf32=False):
@@ -161,10 +178,12 @@ def measure(call: ConvCall, variant: str, name: str, reps: int, flush, cudnn_tim
     pixels = math.prod(call.input_shape[2:]) if call.transposed else math.prod(exact.shape[2:])
     row["tflops_ours"] = 2 * call.input_shape[0] * pixels * math.prod(call.weight_shape) / row["ms_ours"] / 1e9
     t = conv.tiling
-    print(f"{name} {t.name}, {t.stages} stages x {t.min_blocks} blocks: ours {row['ms_ours']:.3f} ms "
+    print(f"{name} {t.name}, {t.stages} stages x {t.min_blocks} blocks{', staged' if t.staged else ''}: ours {row['ms_ours']:.3f} ms "
           f"({row['tflops_ours']:.1f} TFLOP/s), cuDNN fp32 {row['ms_cudnn_fp32']:.3f}, default "
           f"{row['ms_cudnn_default']:.3f}; error {row['error_ours']:.2e} vs cuDNN fp32 "
-          f"{row['error_cudnn_fp32']:.2e}", flush=True)
+          f"{row['error_cudnn_fp32']:.2e}; kernels (us): "
+          + ", ".join(f"{k[:40]} {v:.0f}" for k, v in sorted(row["kernels_us"].items(), key=lambda kv: -kv[1])[:3]),
+          flush=True)
     return row
 
 

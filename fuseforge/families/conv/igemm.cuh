@@ -284,7 +284,8 @@ struct Mma<128> {
 // The epilogue of one tile (both kernels): the consumer thread `tid` (of kConsumers) holds the m64nBN accumulator
 // fragment of rows 64 w + 16 q + g (+ 8) of the tile, columns 8j + 2t + e; the tile's pixel r is (r / (bw bh),
 // (r / bw) % bh, r % bw) of the box at (od0, oh0, ow0) of image img, its channels k0 .. k0 + kBN - 1. Bounds-checked.
-// kStaged: through shared memory (`stage`, over the ring, free once both warpgroups are past their last wgmma):
+// kStaged: through shared memory (`stage`: over the ring, free once both warpgroups are past their last wgmma; the
+// persistent 3xTF32 kernel's own region after the ring, whose next tile's loads are in flight meanwhile):
 // the accumulators go to a [kBN][kBM + 4] tile, then each warp stores whole rows of one channel, 32 consecutive
 // pixels a store (128 bytes where bw = 32). A fragment write of lane (g, t) goes to word (8j + 2t + e) * 132 + 16q +
 // g: 2t * 132 = 8t (mod 32), so a warp's 32 writes land in 32 banks. Otherwise straight from the fragment.
@@ -388,7 +389,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     conv_igemm_kernel(float* __restrict__ y, const Geometry whole, const __grid_constant__ Parities par,
                       const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap, Epilogue epi) {
   using Layout = Slot<kNchw, kBN, kKc, kChunks, kSplit>;
-  constexpr bool kPersistent = kSplit && !kStaged;  // the launch's choice (see launch)
+  constexpr bool kPersistent = kSplit;  // the launch's choice (see launch)
   constexpr int kSlotBytes = Layout::kBytes;
   constexpr int kABytes = Layout::kABytes;
   constexpr int kAcc = kBN / 2;  // accumulators per consumer thread (64 rows x kBN / 128 threads)
@@ -623,8 +624,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   wgmma_wait<0>();
   fence_accumulators(acc);
 
+  // the staging tile: over the ring, or (persistent) after the ring's barriers, 16-byte aligned
+  const uint32_t stage = kPersistent ? (empty_bar + 8 * kStages + 15u) & ~15u : ring;
   store_tile<kBN, kStaged>(y, g, acc, u.k0, ow0, u.oh0, u.od0, u.img,
-                           reinterpret_cast<float*>(smem_raw + (ring - raw)), tid, epi);
+                           reinterpret_cast<float*>(smem_raw + (stage - raw)), tid, epi);
   }
 }
 
@@ -749,8 +752,9 @@ int launch(const float* x, const float* w_re, float* y, const Geometry& given, E
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
       return 1003;
   }
-  const int smem = kStages * Layout::kBytes + 1024 + 16 * kStages;
-  static_assert(!kStaged || kBN * (kBM + 4) * 4 <= kStages * Layout::kBytes, "staging tile fits the ring");
+  constexpr int kStageBytes = kBN * (kBM + 4) * 4;  // the staged epilogue's tile
+  const int smem = kStages * Layout::kBytes + 1024 + 16 * kStages + (kSplit && kStaged ? 16 + kStageBytes : 0);
+  static_assert(kSplit || !kStaged || kStageBytes <= kStages * Layout::kBytes, "staging tile fits the ring");
   auto kernel = conv_igemm_kernel<kNchw, kBN, kStages, kMinBlocks, kStaged, Epilogue, kKc, kChunks, kSplit>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return static_cast<int>(err);
@@ -759,7 +763,7 @@ int launch(const float* x, const float* w_re, float* y, const Geometry& given, E
                           ((big.oh + g.bh - 1) / g.bh) * ((big.od + g.bd - 1) / g.bd) * g.n;
   if (tiles <= 0 || tiles > 0x7fffffffLL) return 1004;
   long long grid = tiles;
-  if constexpr (kSplit && !kStaged) {  // persistent: as many blocks as fit on the GPU at once, each a run of tiles
+  if constexpr (kSplit) {  // persistent: as many blocks as fit on the GPU at once, each a run of tiles
     int device = 0, sms = 0, per_sm = 0;
     err = cudaGetDevice(&device);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);

@@ -126,7 +126,8 @@ def _igemm_launcher(group: KernelGroup) -> str:
             src = "ff_x_cl"
         w.line(f"// {t.name}; {t.stages} stages, {t.min_blocks} block(s) per SM")
         split = f", {t.chunk}, {t.chunks}, true" if t.split else ""
-        args = f"<{'true' if t.nchw else 'false'}, {t.bn}, {t.stages}, {t.min_blocks}, false{split}>"
+        staged = "true" if t.staged else "false"
+        args = f"<{'true' if t.nchw else 'false'}, {t.bn}, {t.stages}, {t.min_blocks}, {staged}{split}>"
         if c.transposed:
             w.line("// the weight re-laid with each output parity class's taps together, then one launch of every class (a "
                    "block: one class's tile, its outputs s apart)")
