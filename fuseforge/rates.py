@@ -92,9 +92,16 @@ SHORT_DOT_CHANNELS, SHORT_DOT_TERMS = 8, 192  # the range those measurements cov
 IGEMM_L2_BYTES_PER_S = {2: 5.1e12, 3: 7.3e12}
 # Its 3xTF32 form (fp32-class convolutions) does three tensor-core products for each one, a fresh accumulator a k-tile
 # waited for before it is added: priced, beside twice the L2 traffic, at this rate of its products (three per
-# multiply-add counted). An assumption until measured: half of TF32_FLOPS (the GEMM family's 3xTF32 kernel reached
-# 3 x 135.8 TFLOP/s of products, near all of it, without this kernel's wait a k-tile).
+# multiply-add counted). An assumption: half of TF32_FLOPS (the GEMM family's 3xTF32 kernel reached 3 x 135.8 TFLOP/s
+# of products, near all of it, without this kernel's wait a k-tile). On an H200 (bench/results/2026-11-28i_gpu, run 4,
+# the persistent kernel, one block of 4 stages or 3 at 128 channels) the traffic price with 32-channel chunks came out
+# at 0.76-1.5x of the kernels' measured times (78 1.18x, 43 0.80x, 52 0.76x, 100 1.50x); with 8-channel chunks (87's
+# 8 -> 64 channel 3x3 convolution) its loads ran at IGEMM_SPLIT_CHUNK8_L2_BYTES_PER_S (3.74 ms: each 32-byte box row a
+# TMA request of its own), and the input copy, whose 32 x 32 tiles then hold 8 channels, at IGEMM_NARROW_COPY_BYTES_PER_S
+# (0.73 ms for 268 MB read and 537 MB written).
 IGEMM_SPLIT_FLOPS = 0.5 * TF32_FLOPS
+IGEMM_SPLIT_CHUNK8_L2_BYTES_PER_S = 1.94e12
+IGEMM_NARROW_COPY_BYTES_PER_S = 1.1e12
 # Its transposed convolutions of stride > 1 (a block per output parity class's tile, each storing every s-th output of
 # a row: half-written sectors that only L2 merges) store their output at an effective rate that limits them: measured
 # on an H100 (bench/results/2026-11-28c_gpu, 78f20bb; the whole model's time, the tail fused, over the output's bytes):

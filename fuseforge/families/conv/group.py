@@ -302,7 +302,8 @@ def igemm_seconds(node: fx.Node, conv: ConvAnchor) -> float:
     """The implicit-GEMM kernel's time: every tile reads, per tap and chunk of channels, its input box and its
     weight tile from L2 (`rates.IGEMM_L2_BYTES_PER_S`, the rate fitted to its measured times; 3xTF32 reads both parts
     of both, and its tensor cores do three products for one: the slower of that traffic and
-    `rates.IGEMM_SPLIT_FLOPS`); the channels-last path first copies the input (a read and a write, 3xTF32 two)."""
+    `rates.IGEMM_SPLIT_FLOPS`; with 8-channel chunks at their own measured rate); the channels-last path first copies
+    the input (a read and a write, 3xTF32 two; under 32 channels at the copy kernel's measured rate)."""
     t = conv.tiling
     out = traced_shape(node)
     bd, bh, bw = t.box
@@ -315,14 +316,16 @@ def igemm_seconds(node: fx.Node, conv: ConvAnchor) -> float:
         tiles = (math.ceil(conv.k / t.bn) * math.ceil(extents[0] / bd) * math.ceil(extents[1] / bh)
                  * math.ceil(extents[2] / bw) * batch)
         chunks = taps * t.cq // t.chunk
-        traffic = tiles * chunks * (a_box + b_tile) * halves / rates.IGEMM_L2_BYTES_PER_S[conv.dims]
+        rate = rates.IGEMM_SPLIT_CHUNK8_L2_BYTES_PER_S if t.chunk == 8 else rates.IGEMM_L2_BYTES_PER_S[conv.dims]
+        traffic = tiles * chunks * (a_box + b_tile) * halves / rate
         products = tiles * tiling.IGEMM_BM * t.bn * taps * t.cq * 2 * 3 / rates.IGEMM_SPLIT_FLOPS if t.split else 0.0
         seconds += max(traffic, products)
     if conv.transposed and conv.stride != (1, 1, 1):  # strided stores of its parity classes (a measured rate)
         seconds = max(seconds, cost.nbytes(node) / rates.IGEMM_PARITY_STORE_BYTES_PER_S[32 if bw >= 32 else 16])
     if not t.nchw:
         x_bytes = 4 * batch * t.cp * math.prod(size_hint(s) for s in tensor_meta(node.all_input_nodes[0]).shape[2:])
-        seconds += (1 + halves) * x_bytes / rates.BANDWIDTH + rates.LAUNCH_S
+        copy_rate = rates.IGEMM_NARROW_COPY_BYTES_PER_S if t.cp < tiling.IGEMM_BK else rates.BANDWIDTH
+        seconds += (1 + halves) * x_bytes / copy_rate + rates.LAUNCH_S
     return seconds
 
 

@@ -181,9 +181,9 @@ def igemm_useful_fraction(t: IgemmTiling, k_out: int, out: tuple[int, int, int])
 # slot holding both halves of both operands. Chunks of 8 channels below 32 input channels (a k-tile of 32 channels
 # would be mostly zeros), as many taps a k-tile as divide every class's chunks, at most 4 (32 channels of k a k-tile,
 # as the 32-channel chunks). The launch is persistent (a block computes a run of tiles, the next tile's loads
-# overlapping this one's products and stores); with 64 output channels a tile, two blocks an SM (their registers fit:
-# 64 accumulators and 32 of a k-tile's products a thread), each with as many stages as fit half the shared memory (at
-# most 4); with 128, one block of up to 4 stages.
+# overlapping this one's products and stores), one block an SM with as many stages as fit (at most 4): on an H200
+# (bench/results/2026-11-28i_gpu, run 4) that was the fastest instance on 87, 78 and 43's convolutions, before two
+# blocks of 2-3 stages each (3-7 % slower) and epilogues staged through shared memory (0-16 % slower).
 SPLIT_SMALL_CHUNK_BELOW = 32
 SMEM_PER_SM = 232448  # bytes of shared memory an SM gives its blocks (227 KB on sm_90)
 
@@ -204,8 +204,7 @@ def choose_split_igemm(c: int, k_out: int, out: tuple[int, int, int], tap_counts
     if chunk == 8:
         blocks = [taps * cq // chunk for taps in tap_counts]
         chunks = max(d for d in (1, 2, 3, 4) if all(b % d == 0 for b in blocks))
-    min_blocks = 2 if bn == 64 else 1
-    per_block = SMEM_PER_SM // min_blocks - 2048  # less the ring's alignment, barriers and the block's reserve
+    per_block = SMEM_PER_SM - 2048  # less the ring's alignment, barriers and the block's reserve
     stages = min(4, per_block // split_slot_bytes(bn, chunk, chunks))
-    return IgemmTiling(False, bn, stages, min_blocks, box, -(-c // 8) * 8 if chunk == 8 else -(-c // 4) * 4, cq,
+    return IgemmTiling(False, bn, stages, 1, box, -(-c // 8) * 8 if chunk == 8 else -(-c // 4) * 4, cq,
                        split=True, chunk=chunk, chunks=chunks)
