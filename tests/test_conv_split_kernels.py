@@ -97,6 +97,16 @@ def test_every_fp32_class_form_is_a_3xtf32_conv_kernel_with_the_chunk_rule():
     assert ext.cuda.count("ff_d * ff_h * ff_w_in, s, true);") == 5  # every input copy holds both parts
 
 
+def test_the_report_names_the_3xtf32_precision_and_its_price_only_where_a_kernel_runs_it():
+    from fuseforge.families.conv import FAMILY
+
+    _, plan, _ = _forms()
+    groups = [g for g in plan.groups if g.kind == "conv"]
+    assert all("3xTF32" in FAMILY.replaced(g)[1] and "exact fp32" in FAMILY.replaced(g)[1] for g in groups)
+    assert any("3xTF32" in line for line in FAMILY.expected_for(groups))
+    assert not any("3xTF32" in line for line in FAMILY.expected_for([]))
+
+
 def test_the_small_chunk_rule_takes_the_most_taps_a_k_tile_that_divide_every_class():
     assert tiling.choose_split_igemm(8, 64, (1, 254, 254), (9,)).chunks == 3
     assert tiling.choose_split_igemm(8, 64, (1, 254, 254), (8, 4, 4, 2)).chunks == 2

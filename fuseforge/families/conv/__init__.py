@@ -27,6 +27,8 @@ from ...rates import (
     CONV_DIRECT_FLOPS,
     CUDNN_SHORT_DOT_FLOPS,
     IGEMM_L2_BYTES_PER_S,
+    IGEMM_SPLIT_CHUNK8_L2_BYTES_PER_S,
+    IGEMM_SPLIT_FLOPS,
     LAUNCH_S,
 )
 from ...words import counted, with_article
@@ -91,6 +93,10 @@ _EXPECTED = {
     "igemm": ("implicit-GEMM conv kernels take the time of their tiles' reads from L2 at "
               f"{IGEMM_L2_BYTES_PER_S[2] / 1e12:.1f} TB/s in 2-D and {IGEMM_L2_BYTES_PER_S[3] / 1e12:.1f} in 3-D "
               "(each tile reads its input box and weight tile per tap; fitted to its times on an H100)"),
+    "split": ("3xTF32 implicit-GEMM conv kernels read twice the TF32 form's bytes at those rates, or with 8-channel "
+              f"chunks at {IGEMM_SPLIT_CHUNK8_L2_BYTES_PER_S / 1e12:.2f} TB/s, and do three products for one at "
+              f"{IGEMM_SPLIT_FLOPS / 1e12:.0f} TFLOP/s, the slower of the two (measured on an H200: 0.8-1.5x of "
+              "this price with 32-channel chunks)"),
 }
 
 
@@ -314,11 +320,12 @@ class Conv(FamilyBase):
                    if _operands(group) else ""))
 
     def expected(self) -> list[str]:
-        return [_EXPECTED["direct"], _EXPECTED["igemm"]]
+        return [_EXPECTED["direct"], _EXPECTED["igemm"], _EXPECTED["split"]]
 
     def expected_for(self, groups: list[KernelGroup]) -> list[str]:
         kinds = _kinds(groups)
-        return [_EXPECTED[k] for k in ("direct", "igemm") if k in kinds]
+        split = any(g.spec.conv.kernel == "igemm" and g.spec.conv.tiling.split for g in groups)
+        return [_EXPECTED[k] for k in ("direct", "igemm") if k in kinds] + [_EXPECTED["split"]] * split
 
     def seconds(self, group: KernelGroup, by_name) -> float | None:
         """The kernel's measured rate with its tiles' tails, or its traffic where that takes longer; with a channel
