@@ -194,6 +194,9 @@ def main() -> int:
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--jobs", type=int, default=8)
     p.add_argument("--out", type=Path)
+    p.add_argument("--once", action="store_true",
+                   help="call each built variant once, nothing timed or compared (for Nsight Compute: ncu -k "
+                        "regex:conv_igemm_kernel ... python bench_split.py --once ...)")
     args = p.parse_args()
     os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0a")
     calls: dict[str, ConvCall] = {}
@@ -205,6 +208,23 @@ def main() -> int:
             for v in args.variants.split(",")]
     with ProcessPoolExecutor(args.jobs) as pool:
         built = list(pool.map(_build, jobs))
+    if args.once:
+        from conv_group_checks import _graph_values
+
+        for (call, variant, name), error in zip(jobs, built):
+            if error:
+                print(f"{name}: {error}", flush=True)
+                continue
+            captured, group, ext = plan_variant(call, variant, name)
+            values = _graph_values(captured, {group.spec.conv.x: torch.randn(call.input_shape)})
+            try:
+                getattr(_load(ext), group.name)(*[values[i] for i in group.inputs],
+                                                torch.cuda.current_stream().cuda_stream)
+                torch.cuda.synchronize()
+                print(f"{name}: called once ({group.spec.conv.tiling.name})", flush=True)
+            except Exception as exc:  # noqa: BLE001 - a lab: report and go on
+                print(f"{name}: {type(exc).__name__}: {str(exc)[-300:]}", flush=True)
+        return 0
     flush = torch.empty(64 << 20, device="cuda")
     rows, cudnn_times = [], {}
     for (call, variant, name), error in zip(jobs, built):
