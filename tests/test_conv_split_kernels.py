@@ -205,3 +205,36 @@ def test_the_generated_3xtf32_conv_kernels_are_fp32_class_against_float64_on_odd
         failures = conv_kernel_failures(captured, plan, ext,
                                         lambda batch: dict(zip(("x", "v", "u", "t"), _inputs(batch))))
     assert not failures, "\n".join(failures)
+
+
+def test_every_kernel_without_a_gpu_takes_a_12_channel_conv_as_fp32_class_and_plans_the_3xtf32_kernel(tmp_path):
+    """`--every-kernel` without a GPU takes each unmeasured candidate convolution in the class in which a tensor-core
+    kernel can take it: below 16 input channels (the TF32 form's least) fp32-class, so the 3xTF32 form is generated
+    and checked on the CPU (the float64 check of the plan passes), and the note says so; the default plan keeps cuDNN."""
+    from fuseforge import pipeline
+    from fuseforge.config import OptimizeConfig
+
+    model = tmp_path / "twelve.py"
+    model.write_text("""
+import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(12, 40, 3, padding=1)
+    def forward(self, x):
+        return torch.sigmoid(self.conv(x))
+def get_inputs():
+    return [torch.randn(2, 12, 9, 37)]
+def get_init_inputs():
+    return []
+""")
+    runs = {}
+    for every in (True, False):
+        out = tmp_path / f"every_{every}"
+        runs[every] = pipeline.optimize(OptimizeConfig(model_path=model, out_dir=out, gpu=False, every_kernel=every))
+    (group,) = [g for g in runs[True].plan.groups if g.kind == "conv"]
+    assert group.spec.conv.kernel == "igemm" and group.spec.conv.tiling.split and group.spec.conv.tiling.chunk == 8
+    assert runs[True].cpu_check.passed, runs[True].cpu_check.detail
+    assert any("1 of fewer than 16 input channels as fp32-class, for the 3xTF32 form" in n for n in runs[True].notes)
+    assert not [g for g in runs[False].plan.groups if g.kind == "conv"]

@@ -36,6 +36,8 @@ from ..base import FamilyBase
 from ..channel_norms import FAMILY as CHANNEL_NORMS
 from ..channel_norms import table as norm_table
 from .group import (
+    IGEMM_MIN_CHANNELS,
+    assumed_class,
     conv_op_reason,
     direct_seconds,
     form_conv_groups,
@@ -148,15 +150,18 @@ class Conv(FamilyBase):
         return []
 
     def assume_unmeasured(self, graph) -> list[str]:
-        """Every convolution the implicit-GEMM kernel could take is taken as TF32-class (as if measured so), so that
-        its kernel -- transposed ones too -- is planned and generated without a GPU."""
-        names = frozenset(n.name for n in graph.nodes if igemm_candidate(n))
-        if not names:
+        """Every convolution the implicit-GEMM kernel could take is taken as the precision class in which it can
+        (as if measured so): TF32-class, or fp32-class (its 3xTF32 form) below the TF32 form's input channels, so
+        that its kernel -- transposed ones too -- is planned and generated without a GPU."""
+        classes = {n.name: assumed_class(n) for n in graph.nodes if igemm_candidate(n)}
+        if not classes:
             return []
-        mark_eager_classes(graph, dict.fromkeys(names, "tf32"))
-        return [f"no GPU to measure eager's precision on {counted(len(names), 'convolution')}: --every-kernel takes "
-                "them as TF32-class (not measured), so their tensor-core conv kernels are generated and checked on "
-                "the CPU only"]
+        mark_eager_classes(graph, classes)
+        fp32 = sum(1 for c in classes.values() if c == "fp32")
+        return [f"no GPU to measure eager's precision on {counted(len(classes), 'convolution')}: --every-kernel takes "
+                "them as TF32-class" + (f" ({fp32} of fewer than {IGEMM_MIN_CHANNELS} input channels as fp32-class, "
+                                        "for the 3xTF32 form)" if fp32 else "")
+                + " (not measured), so their tensor-core conv kernels are generated and checked on the CPU only"]
 
     def describe(self, group: KernelGroup) -> list[str]:
         c = group.spec.conv
@@ -324,8 +329,8 @@ class Conv(FamilyBase):
 
     def expected_for(self, groups: list[KernelGroup]) -> list[str]:
         kinds = _kinds(groups)
-        split = any(g.spec.conv.kernel == "igemm" and g.spec.conv.tiling.split for g in groups)
-        return [_EXPECTED[k] for k in ("direct", "igemm") if k in kinds] + [_EXPECTED["split"]] * split
+        three = any(g.spec.conv.kernel == "igemm" and g.spec.conv.tiling.split for g in groups)
+        return [_EXPECTED[k] for k in ("direct", "igemm") if k in kinds] + [_EXPECTED["split"]] * three
 
     def seconds(self, group: KernelGroup, by_name) -> float | None:
         """The kernel's measured rate with its tiles' tails, or its traffic where that takes longer; with a channel

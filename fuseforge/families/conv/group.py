@@ -227,6 +227,13 @@ def igemm_candidate(node: fx.Node) -> bool:
 _UNMEASURED = "eager's precision on it was not measured (no GPU at plan time): cuDNN stays"
 
 
+def assumed_class(node: fx.Node) -> str:
+    """The precision class in which the implicit-GEMM kernel can take an unmeasured candidate convolution (for
+    `--every-kernel` without a GPU): "tf32", or "fp32" (the 3xTF32 form) below IGEMM_MIN_CHANNELS input channels."""
+    channels = tensor_meta(node.all_input_nodes[0]).shape[1]
+    return "tf32" if isinstance(channels, int) and channels >= IGEMM_MIN_CHANNELS else "fp32"
+
+
 def _igemm_tiling(node: fx.Node, dims: int, c: int, k: int, stride: tuple[int, int, int],
                   parities: tuple[int, int, int] = (1, 1, 1), taps: tuple[int, ...] = (1,)) -> tiling.IgemmTiling | str:
     """The implicit-GEMM kernel's tiling of the convolution (of a transposed one with strides `parities`: of its
