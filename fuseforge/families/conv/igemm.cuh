@@ -499,17 +499,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   const int gq = lane >> 2;
   const int tq = lane & 3;
   uint32_t s = 0, phase = 0;
-  // 3xTF32: a k-tile's products, added into acc once complete; with 64 channels a tile its k8 steps alternate between
-  // two accumulators, so that each chains half the steps (each step's accumulation truncates the chain's running
-  // sum); with 128 the registers hold one (two spilled)
-  constexpr int kSteps = kChunks * (kKc / 8);
-  constexpr int kParts = kSplit && kSteps > 1 && kBN == 64 ? 2 : 1;
-  float part[kParts][kSplit ? kAcc : 1];
+  float part[kSplit ? kAcc : 1];  // 3xTF32: a k-tile's products, added into acc once complete
 #pragma unroll
-  for (int p = 0; p < kParts; ++p) {
-#pragma unroll
-    for (int i = 0; i < (kSplit ? kAcc : 1); ++i) part[p][i] = 0.0f;
-  }
+  for (int i = 0; i < (kSplit ? kAcc : 1); ++i) part[i] = 0.0f;
 #pragma unroll 1
   for (int t = static_cast<int>(blockIdx.x); t < tiles; t = kPersistent ? t + static_cast<int>(gridDim.x) : tiles) {
   const Tile u = tile_at(t);
@@ -553,34 +545,30 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
       const uint32_t a = ring + s * kSlotBytes + cw * 64 * kKc * 4;  // the big A half; + kHalf: the small
       const uint32_t b = ring + s * kSlotBytes + kABytes;
       wgmma_fence();
-      // step = ch * (kKc / 8) + kk goes into part[step % kParts]; its first step there starts it (scale-d 0)
 #pragma unroll
       for (int ch = 0; ch < kChunks; ++ch) {
 #pragma unroll
         for (int kk = 0; kk < kKc / 8; ++kk) {
-          const int step = ch * (kKc / 8) + kk;
           const uint32_t ao = a + ch * Layout::kAChunk + 32 * kk, bo = b + ch * Layout::kBChunk + 32 * kk;
-          Mma<kBN>::run(part[step % kParts], desc_rows<kKc>(ao + Layout::kHalf), desc_rows<kKc>(bo),
-                        step >= kParts ? 1 : 0);
-          Mma<kBN>::run(part[step % kParts], desc_rows<kKc>(ao), desc_rows<kKc>(bo + Layout::kHalf));
+          Mma<kBN>::run(part, desc_rows<kKc>(ao + Layout::kHalf), desc_rows<kKc>(bo), ch + kk > 0 ? 1 : 0);
+          Mma<kBN>::run(part, desc_rows<kKc>(ao), desc_rows<kKc>(bo + Layout::kHalf));
         }
       }
 #pragma unroll
       for (int ch = 0; ch < kChunks; ++ch) {
 #pragma unroll
         for (int kk = 0; kk < kKc / 8; ++kk) {
-          Mma<kBN>::run(part[(ch * (kKc / 8) + kk) % kParts], desc_rows<kKc>(a + ch * Layout::kAChunk + 32 * kk),
+          Mma<kBN>::run(part, desc_rows<kKc>(a + ch * Layout::kAChunk + 32 * kk),
                         desc_rows<kKc>(b + ch * Layout::kBChunk + 32 * kk));
         }
       }
       wgmma_commit();
       wgmma_wait<0>();
-#pragma unroll
-      for (int p = 0; p < kParts; ++p) fence_accumulators(part[p]);
+      fence_accumulators(part);
       __syncwarp();
       if (lane == 0) mbar_arrive(empty_bar + 8 * s);  // the slot's wgmmas are done: it can be refilled
 #pragma unroll
-      for (int i = 0; i < kAcc; ++i) acc[i] += kParts == 2 ? part[0][i] + part[kParts - 1][i] : part[0][i];
+      for (int i = 0; i < kAcc; ++i) acc[i] += part[i];
       if (++s == kStages) {
         s = 0;
         phase ^= 1u;
