@@ -67,7 +67,7 @@ def sgemm_seconds(batch: int, m: int, n: int, k: int) -> float:
 CONV_DIRECT_FLOPS = {2: 23.0e12, 3: 15.0e12}
 # In 3-D its rate grows with the window (15.2 and 16.5 TFLOP/s at 3x3x3, 20.4 at 4x4x4): a time per output element
 # (the store, the tile's set-up) plus the products, fitted to the 24 and 27 shapes (their tiles' tails counted as
-# work, as `families/conv/group.direct_seconds` counts them) and within 7 % on 48's: 5.5 ps an output + FLOPs at 35
+# work, as `families/conv/price.direct_seconds` counts them) and within 7 % on 48's: 5.5 ps an output + FLOPs at 35
 # TFLOP/s. The 2-D shapes measured all have 144 products an output, so CONV_DIRECT_FLOPS[2] alone prices them.
 CONV_DIRECT_3D = (5.5e-12, 35e12)  # (seconds per output element, FLOP/s)
 # cuDNN (eager's F.conv2d/conv3d, NCHW, PyTorch's default flags) took 16.1-17.1 TFLOP/s in 2-D and 6.6-11.7 in 3-D

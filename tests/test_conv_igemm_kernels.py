@@ -24,12 +24,11 @@ from fuseforge.families.conv import FAMILY, tiling
 from fuseforge.families.conv.group import (
     CUDNN_MEASURED,
     EAGER_CLASS,
-    _cudnn_seconds,
-    _slower_than_cudnn,
     conv_op_reason,
     igemm_candidate,
     recognise,
 )
+from fuseforge.families.conv.price import cudnn_seconds, slower_than_cudnn
 from fuseforge.load import LoadedModel, load_model_file
 from fuseforge.partition import partition
 from fuseforge.rewrite import rewrite
@@ -66,7 +65,7 @@ def test_a_64_channel_conv_that_eager_runs_tf32_is_a_tensor_core_conv_kernel_whe
     captured = _model("52_Conv2d_Activation_BatchNorm")
     rewrite(captured.graph, captured)
     _mark(captured, "tf32")
-    with mock.patch("fuseforge.families.conv.group._slower_than_cudnn", return_value=None):
+    with mock.patch("fuseforge.families.conv.group.slower_than_cudnn", return_value=None):
         plan = partition(captured.graph, named("conv"))
     (group,) = [g for g in plan.groups if g.kind == "conv"]
     c = group.spec.conv
@@ -79,7 +78,7 @@ def test_measured_tf32_the_tensor_core_kernel_is_priced_against_cudnn_channels_l
     the input's conversion and the pass the epilogue saves, the tensor-core kernel is priced slower, and the
     reason names the layout it lost to (against cuDNN's NCHW price alone it would have won)."""
     from fuseforge import cost, rates
-    from fuseforge.families.conv.group import _slower_than_cudnn, direct_seconds, recognise
+    from fuseforge.families.conv.price import direct_seconds, slower_than_cudnn
 
     captured = _model("52_Conv2d_Activation_BatchNorm")
     rewrite(captured.graph, captured)
@@ -87,7 +86,7 @@ def test_measured_tf32_the_tensor_core_kernel_is_priced_against_cudnn_channels_l
     assert not any(g.kind == "conv" for g in partition(captured.graph, named("conv")).groups)
     (conv,) = _convs(captured)
     anchor = recognise(conv)
-    reason = _slower_than_cudnn(conv, anchor, "epilogue")
+    reason = slower_than_cudnn(conv, anchor, "epilogue")
     assert reason.startswith("the tensor-core kernel is expected to take") and "cuDNN channels-last" in reason
     saved = 2 * cost.nbytes(conv) / rates.BANDWIDTH
     assert cost.channels_last_conv_seconds(conv) + saved < direct_seconds(conv, anchor) < cost.conv_seconds(conv) + saved
@@ -106,7 +105,7 @@ def test_the_same_conv_unmeasured_stays_cudnn_and_measured_fp32_is_the_3xtf32_ke
     assert anchor.kernel == "igemm" and anchor.tiling.split and anchor.tiling.precision == "3xTF32"
     assert (anchor.tiling.nchw, anchor.tiling.chunk, anchor.tiling.cq) == (False, 32, 64)  # channels-last, 32 a chunk
     assert conv_op_reason(conv).startswith("the tensor-core kernel is expected to take")  # priced, not refused
-    with mock.patch("fuseforge.families.conv.group._slower_than_cudnn", return_value=None):
+    with mock.patch("fuseforge.families.conv.group.slower_than_cudnn", return_value=None):
         (group,) = [g for g in partition(captured.graph, named("conv")).groups if g.kind == "conv"]
     assert group.spec.conv.tiling.split
 
@@ -169,17 +168,17 @@ def test_cudnn_is_priced_at_its_measured_time_where_the_gpu_measured_it():
     (conv,) = _convs(captured)
     conv.meta[EAGER_CLASS] = "tf32"
     anchor = recognise(conv)
-    priced, layout = _cudnn_seconds(conv, anchor)
+    priced, layout = cudnn_seconds(conv, anchor)
     assert "measured" not in layout and priced > 0
     row = {"class": "tf32", "channels_last_in_class": True, "ms_nchw": 30.0, "ms_nchw_no_bias": 20.0,
            "ms_channels_last": 15.0, "ms_channels_last_no_bias": 5.0, "ms_to_channels_last": 1.0}
     conv.meta[CUDNN_MEASURED] = row
-    assert _cudnn_seconds(conv, anchor) == (pytest.approx(6e-3), " channels-last (measured)")
+    assert cudnn_seconds(conv, anchor) == (pytest.approx(6e-3), " channels-last (measured)")
     row["channels_last_in_class"] = False
-    assert _cudnn_seconds(conv, anchor) == (pytest.approx(20e-3), " (measured)")
+    assert cudnn_seconds(conv, anchor) == (pytest.approx(20e-3), " (measured)")
     fast = {**row, "ms_nchw": priced * 1e3 / 20, "ms_nchw_no_bias": priced * 1e3 / 20}
     conv.meta[CUDNN_MEASURED] = fast
-    assert "cuDNN" in _slower_than_cudnn(conv, anchor, "epilogue")
+    assert "cuDNN" in slower_than_cudnn(conv, anchor, "epilogue")
 
 
 # ---------------------------------------------------------------------------------------- small forms
@@ -218,7 +217,7 @@ def _forms():
     captured = _captured(TensorCoreForms(), *_forms_inputs())
     rewrite(captured.graph, captured)
     _mark(captured, "tf32")
-    with mock.patch("fuseforge.families.conv.group._slower_than_cudnn", return_value=False):
+    with mock.patch("fuseforge.families.conv.group.slower_than_cudnn", return_value=False):
         plan = partition(captured.graph, named("conv"))
     return captured, plan, generate(plan, captured.graph, "tensor_core_forms.py")
 
@@ -293,7 +292,7 @@ def test_optimize_with_a_measured_tf32_conv_emits_a_model_new_whose_tensor_core_
         return real_partition(graph, *args, **kwargs)
 
     monkeypatch.setattr(pipeline, "partition", partition_measured)
-    monkeypatch.setattr("fuseforge.families.conv.group._slower_than_cudnn", lambda *args, **kwargs: None)
+    monkeypatch.setattr("fuseforge.families.conv.group.slower_than_cudnn", lambda *args, **kwargs: None)
     path = next(PROBLEMS.glob("*/52_Conv2d_Activation_BatchNorm.py"))
     run = pipeline.optimize(OptimizeConfig(model_path=path, out_dir=tmp_path, gpu=False))
     assert not run.ladder, run.ladder

@@ -74,7 +74,7 @@ def _forms():
     captured = _captured(SplitForms(), *_inputs())
     rewrite(captured.graph, captured)
     _mark_fp32(captured)
-    with mock.patch("fuseforge.families.conv.group._slower_than_cudnn", return_value=None):
+    with mock.patch("fuseforge.families.conv.group.slower_than_cudnn", return_value=None):
         plan = partition(captured.graph, named("conv"))
     return captured, plan, generate(plan, captured.graph, "split_forms.py")
 

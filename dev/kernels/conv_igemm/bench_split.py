@@ -86,7 +86,7 @@ def plan_variant(call: ConvCall, variant: str, name: str):
         return dataclasses.replace(t, stages=stages, min_blocks=blocks)
 
     with mock.patch.object(tiling, "choose_split_igemm", chosen), \
-            mock.patch.object(conv_group, "_slower_than_cudnn", return_value=None), \
+            mock.patch.object(conv_group, "slower_than_cudnn", return_value=None), \
             mock.patch.object(conv_group, "igemm_seconds", return_value=0.0):
         plan = partition(captured.graph, named("conv"))
     groups = [g for g in plan.groups if g.kind == "conv"]

@@ -1,9 +1,11 @@
 """Conv kernels: a 2-D or 3-D convolution and the pointwise chain after it, as one convolution kernel whose
 epilogue computes the chain: the direct exact-fp32 kernel for short dot products (few input channels, a small
-window), the TF32 implicit-GEMM kernel on tensor cores where eager's cuDNN itself runs TF32 (measured on the GPU),
-transposed convolutions included (one stride-1 implicit GEMM per output parity class).
+window), the implicit-GEMM kernel on tensor cores in TF32 where eager's cuDNN itself runs TF32 and in 3xTF32 where it
+runs exact fp32 (measured on the GPU), transposed convolutions included (one stride-1 implicit GEMM per output parity
+class).
 
 - `group.py`: recognise such a convolution (which kernel), and how its group grows (the epilogue's operand classes);
+- `price.py`: what each kernel is expected to take, and whether that beats cuDNN plus the passes its tail saves;
 - `reduction.py`: the reductions a direct kernel's group may end in (over the spatial axes or the channels);
 - `norm.py`: the channel norm a direct kernel's output may go into (the kernel takes its statistics as it stores);
 - `parity.py`: a transposed convolution as the implicit-GEMM kernel computes it (one stride-1 convolution per output
@@ -12,7 +14,7 @@ transposed convolutions included (one stride-1 implicit GEMM per output parity c
 - `kernel.py`: the generated epilogue functor, launcher and binding of one group;
 - `reference.py`: the float64 reference of the convolution from the plan's geometry;
 - `direct.cuh`: the direct kernel (exact fp32 FFMA, weights and double-buffered input tiles in shared memory);
-- `igemm.cuh`: the implicit-GEMM kernel (TMA boxes per tap, wgmma TF32; sm_90a);
+- `igemm.cuh`: the implicit-GEMM kernel (TMA boxes per tap, wgmma TF32 or 3xTF32; sm_90a);
 - `binding.h`: the binding's checks and output sizes; `igemm_binding.h`: the implicit-GEMM kernel's weight re-layout.
 """
 
@@ -39,7 +41,6 @@ from .group import (
     IGEMM_MIN_CHANNELS,
     assumed_class,
     conv_op_reason,
-    direct_seconds,
     form_conv_groups,
     form_conv_reduction_groups,
     igemm_candidate,
@@ -49,6 +50,7 @@ from .group import (
 )
 from .kernel import conv_kernel_source
 from .norm import split
+from .price import direct_seconds
 from .reference import direct_conv
 
 DIRECT_KERNEL = cuda_source(__package__, "direct.cuh")  # the kernel and its launch template

@@ -48,13 +48,12 @@ the convolution is left to `form_conv_groups`.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 
 import torch
 from torch import fx
 
-from ... import cost, pointwise, rates
+from ... import pointwise, rates
 from ...partition_family import (
     GroupGrower,
     edge_notes,
@@ -63,18 +62,18 @@ from ...partition_family import (
     restate_anchor_notes,
 )
 from ...plan import Claim
-from ...traced import size_hint, tensor_meta, traced_shape
+from ...traced import tensor_meta, traced_shape
 from ..base import EpilogueOperands, broadcasts_to, operand_class
 from . import tiling
 from .norm import ConvNorm, grow_norm
-from .parity import class_tap_counts, parity_launches, transposed_reason
+from .parity import class_tap_counts, transposed_reason
+from .price import CUDNN_MEASURED, direct_seconds, igemm_seconds, slower_than_cudnn
 from .reduction import ConvReduction, recognise_reduction
 
 CONV_OPS = {"aten.conv2d.default": "conv2d", "aten.conv3d.default": "conv3d",
             "aten.convolution.default": "convolution", "aten.conv_transpose2d.input": "conv_transpose2d",
             "aten.conv_transpose3d.input": "conv_transpose3d"}
 EAGER_CLASS = "ff_eager_conv_class"  # node meta: "tf32" or "fp32", eager's cuDNN on this convolution, measured
-CUDNN_MEASURED = "ff_cudnn_measured"  # node meta: cuDNN's times on this convolution (a layout_precision.measured row)
 # The implicit-GEMM kernel's k-tile is 32 input channels: at 8 it ran 0.48x and at 4 0.27x of torch.compile, at 16
 # 0.95-0.98x, at 32 and more 1.0-1.8x (conv + bias + relu, H100, bench/results/2026-11-27b_h100/conv_igemm)
 IGEMM_MIN_CHANNELS = 16
@@ -276,7 +275,7 @@ def split_alternative(node: fx.Node, conv: ConvAnchor) -> ConvAnchor | None:
 
 def mark_measured(graph: fx.Graph, rows: dict[str, dict]) -> None:
     """Record each named convolution's measurement (`layout_precision.measured` rows) on its node: eager's precision
-    class and, where the row has them (a GPU's), cuDNN's times, at which `_slower_than_cudnn` then prices cuDNN."""
+    class and, where the row has them (a GPU's), cuDNN's times, at which `price.slower_than_cudnn` then prices cuDNN."""
     mark_eager_classes(graph, {name: row["class"] for name, row in rows.items() if "class" in row})
     for node in graph.nodes:
         row = rows.get(node.name)
@@ -289,104 +288,6 @@ def mark_eager_classes(graph: fx.Graph, classes: dict[str, str]) -> None:
     for node in graph.nodes:
         if node.name in classes:
             node.meta[EAGER_CLASS] = classes[node.name]
-
-
-def direct_seconds(node: fx.Node, conv: ConvAnchor) -> float:
-    """The conv kernel's time (launch not included): the direct kernel at its measured rate, its tiles' tails
-    counted as work; the implicit-GEMM kernel by the L2 traffic of its tiles (`igemm_seconds`)."""
-    if conv.kernel == "igemm":
-        return igemm_seconds(node, conv)
-    out = traced_shape(node)
-    fraction = tiling.useful_fraction(conv.tiling, conv.k, out[-2], out[-1])
-    flops = 2.0 * conv.terms * cost.numel(node)
-    if conv.dims == 3:  # a time per output and the products (rates.CONV_DIRECT_3D)
-        per_output, rate = rates.CONV_DIRECT_3D
-        return cost.numel(node) * per_output + flops / (rate * fraction)
-    return flops / (rates.CONV_DIRECT_FLOPS[conv.dims] * fraction)
-
-
-def igemm_seconds(node: fx.Node, conv: ConvAnchor) -> float:
-    """The implicit-GEMM kernel's time: every tile reads, per tap and chunk of channels, its input box and its
-    weight tile from L2 (`rates.IGEMM_L2_BYTES_PER_S`, the rate fitted to its measured times; 3xTF32 reads both parts
-    of both, and its tensor cores do three products for one: the slower of that traffic and
-    `rates.IGEMM_SPLIT_FLOPS`; with 8-channel chunks at their own measured rate); the channels-last path first copies
-    the input (a read and a write, 3xTF32 two; under 32 channels at the copy kernel's measured rate)."""
-    t = conv.tiling
-    out = traced_shape(node)
-    bd, bh, bw = t.box
-    batch = size_hint(tensor_meta(node).shape[0])
-    a_box = (t.box_width * tiling.IGEMM_BK * bh * bd if t.nchw else tiling.IGEMM_BM * t.chunk) * 4
-    b_tile = t.bn * t.chunk * 4
-    halves = 2 if t.split else 1
-    seconds = 0.0
-    for extents, taps in parity_launches(conv, (out[2] if conv.dims == 3 else 1, out[-2], out[-1])):
-        tiles = (math.ceil(conv.k / t.bn) * math.ceil(extents[0] / bd) * math.ceil(extents[1] / bh)
-                 * math.ceil(extents[2] / bw) * batch)
-        chunks = taps * t.cq // t.chunk
-        rate = rates.IGEMM_SPLIT_CHUNK8_L2_BYTES_PER_S if t.chunk == 8 else rates.IGEMM_L2_BYTES_PER_S[conv.dims]
-        traffic = tiles * chunks * (a_box + b_tile) * halves / rate
-        products = tiles * tiling.IGEMM_BM * t.bn * taps * t.cq * 2 * 3 / rates.IGEMM_SPLIT_FLOPS if t.split else 0.0
-        seconds += max(traffic, products)
-    if conv.transposed and conv.stride != (1, 1, 1):  # strided stores of its parity classes (a measured rate)
-        seconds = max(seconds, cost.nbytes(node) / rates.IGEMM_PARITY_STORE_BYTES_PER_S[32 if bw >= 32 else 16])
-    if not t.nchw:
-        x_bytes = 4 * batch * t.cp * math.prod(size_hint(s) for s in tensor_meta(node.all_input_nodes[0]).shape[2:])
-        copy_rate = rates.IGEMM_NARROW_COPY_BYTES_PER_S if t.cp < tiling.IGEMM_BK else rates.BANDWIDTH
-        seconds += (1 + halves) * x_bytes / copy_rate + rates.LAUNCH_S
-    return seconds
-
-
-def _cudnn_seconds(node: fx.Node, conv: ConvAnchor) -> tuple[float, str]:
-    """cuDNN's time on the convolution (without the bias the plan's graph does not give it) and how its layout is said:
-    NCHW or, for a TF32-class one the layout step may run channels-last, the faster of the two (the input's conversion
-    included); as measured on the GPU before planning where it was (`mark_measured`, "measured"), else the rates'
-    price."""
-    bias = cost.conv_has_bias(node)
-    tf32 = conv.kernel == "igemm" and not conv.tiling.split  # a TF32-class convolution (3xTF32: an fp32-class one)
-    row = node.meta.get(CUDNN_MEASURED)
-    if row is not None:
-        options = [(cost.measured_conv_seconds(row, bias), " (measured)")]
-        if tf32 and row.get("channels_last_in_class") and "ms_channels_last" in row:
-            options.append((cost.measured_conv_seconds(row, bias, channels_last=True)
-                            + row.get("ms_to_channels_last", 0.0) / 1e3, " channels-last (measured)"))
-        return min(options)
-    cudnn, layout = cost.conv_seconds(node), ""
-    if tf32:  # TF32-class: the layout step may run cuDNN channels-last instead, in class
-        channels_last = cost.channels_last_conv_seconds(node)
-        cudnn, layout = min(cudnn, channels_last), " channels-last" if channels_last < cudnn else ""
-    return cudnn, layout
-
-
-# What a group's tail saves beside cuDNN's convolution: passes over the convolution's output, and how it is said.
-_SAVED = {"": (0, ""), "epilogue": (2, " and the pass its epilogue saves"),
-          "reduction": (1, " and the read of its output that reducing it takes"),
-          "norm": (1, " and the statistics pass over its output that its norm's kernels would take")}
-
-
-def _slower_than_cudnn(node: fx.Node, conv: ConvAnchor, tail: str) -> str | None:
-    """Why the group is not expected faster than cuDNN's convolution (as the cost model prices it: NCHW, or for a
-    TF32-class one channels-last with its operands' conversion where that is faster) plus the passes over the
-    convolution's output that its `tail` saves (`_SAVED`): an epilogue, the pass of the kernel after cuDNN that would
-    read it back; a spatial sum or channel reduction, the read of the kernel that would reduce it; a channel norm, the
-    read of its statistics pass -- the kernel's own time is priced with its stores, as if it wrote the output."""
-    ours = direct_seconds(node, conv)
-    passes, said = _SAVED[tail]
-    saved = passes * cost.nbytes(node) / rates.BANDWIDTH
-    cudnn, layout = _cudnn_seconds(node, conv)
-    theirs = cudnn + saved
-    if ours < theirs:
-        return None
-    out = traced_shape(node)
-    if conv.kernel == "igemm":
-        extents = parity_launches(conv, (out[2] if conv.dims == 3 else 1, out[-2], out[-1]))[0][0]
-        useful = tiling.igemm_useful_fraction(conv.tiling, conv.k, extents)
-        kernel = "the tensor-core kernel"
-    else:
-        useful = tiling.useful_fraction(conv.tiling, conv.k, out[-2], out[-1])
-        kernel = "the direct kernel"
-    return (f"{kernel} is expected to take {ours * 1e3:.3f} ms, {useful:.0%} of its tiles' work real output, "
-            f"against {theirs * 1e3:.3f} ms for cuDNN{layout}"
-            f"{said}: cuDNN stays")
 
 
 def conv_spec(members: set[str], anchor: fx.Node, conv: ConvAnchor, by_name, reach,
@@ -468,7 +369,7 @@ def _with_norm(grower: GroupGrower, claim: Claim, node: fx.Node, conv: ConvAncho
     """The conv group `members` with the channel norm its output goes into (`norm.py`), where there is one and the
     kernel is expected to pay with it."""
     found = grow_norm(grower, members, claim.reach)
-    if found is None or (not claim.every_kernel and _slower_than_cudnn(node, conv, "norm")):
+    if found is None or (not claim.every_kernel and slower_than_cudnn(node, conv, "norm")):
         return None
     norm_members, norm = found
     return members | norm_members, dataclasses.replace(spec, norm=norm)
@@ -491,7 +392,7 @@ def form_conv_reduction_groups(claim: Claim, pointwise_groups: list[list[str]], 
         reduction = grown and _reduction_of(grown[0], grower.by_name)
         spec = reduction and conv_spec(grown[0] | reduction.members, node, conv, grower.by_name, claim.reach, reduction)
         if reduction and not isinstance(spec, str) and \
-                (claim.every_kernel or not _slower_than_cudnn(node, conv, "reduction")):
+                (claim.every_kernel or not slower_than_cudnn(node, conv, "reduction")):
             grower.formed.append((grown[0] | reduction.members, spec))
             continue
         with_norm = grown and not reduction and _with_norm(grower, claim, node, conv, *grown)
@@ -531,7 +432,7 @@ def form_conv_groups(claim: Claim, pointwise_groups: list[list[str]], not_fused:
         grown = grower.grow(node.name, {node.name}, lambda members, node=node, conv=conv:
                             conv_spec(members, node, conv, grower.by_name, claim.reach))
         tail = "epilogue" if grown and len(grown[0]) > 1 else ""
-        slower = grown and not claim.every_kernel and _slower_than_cudnn(node, conv, tail)
+        slower = grown and not claim.every_kernel and slower_than_cudnn(node, conv, tail)
         if slower:  # the group as grown is not worth it: its units go back to the pointwise kernels
             grower.anchor_reasons[node.name] = slower
             grower.taken = taken
@@ -553,10 +454,10 @@ def conv_op_reason(node: fx.Node) -> str | None:
     conv = recognise(node)
     if isinstance(conv, str):
         return conv
-    with_epilogue = _slower_than_cudnn(node, conv, "epilogue")
+    with_epilogue = slower_than_cudnn(node, conv, "epilogue")
     if with_epilogue:
         return with_epilogue
-    alone = _slower_than_cudnn(node, conv, "")
+    alone = slower_than_cudnn(node, conv, "")
     if alone:
         return f"the pointwise ops after it went into another kernel, and alone {alone}"
     return None
