@@ -4,6 +4,7 @@ window), the implicit-GEMM kernel on tensor cores in TF32 where eager's cuDNN it
 runs exact fp32 (measured on the GPU), transposed convolutions included (one stride-1 implicit GEMM per output parity
 class).
 
+- `anchor.py`: the convolution a conv kernel computes (`ConvAnchor`: channels, window, geometry, the kernel's tiling);
 - `group.py`: recognise such a convolution (which kernel), and how its group grows (the epilogue's operand classes);
 - `price.py`: what each kernel is expected to take, and whether that beats cuDNN plus the passes its tail saves;
 - `reduction.py`: the reductions a direct kernel's group may end in (over the spatial axes or the channels);

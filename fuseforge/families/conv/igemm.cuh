@@ -1,6 +1,7 @@
-// igemm.cuh -- TF32 implicit-GEMM convolution on Hopper tensor cores with a fused epilogue: the conv family's
-// kernel for TF32-class convolutions (its lab, with the bench and the variants still measured there:
-// dev/kernels/conv_igemm/). Only CUDA headers. sm_90a (wgmma, TMA).
+// igemm.cuh -- implicit-GEMM convolution on Hopper tensor cores with a fused epilogue: the conv family's kernel for
+// TF32-class convolutions (TF32 products) and, in its 3xTF32 form (kSplit, see "3xTF32" above the kernel), for
+// fp32-class ones (its labs, with the benches and the variants measured there: dev/kernels/conv_igemm/). Only CUDA
+// headers. sm_90a (wgmma, TMA).
 //
 // What it computes. y = epi(conv(x, w)) for a 2-D or 3-D convolution with stride 1, any padding and
 // dilation, one group: y[n, k, od, oh, ow] = sum_{c, kd, kh, kw} x[n, c, od + kd*dd - pd, oh + kh*dh - ph,

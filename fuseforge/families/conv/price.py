@@ -6,17 +6,14 @@ convolution's output that a group's tail saves. `group.py` keeps a group where `
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 from torch import fx
 
 from ... import cost, rates
 from ...traced import size_hint, tensor_meta, traced_shape
 from . import tiling
+from .anchor import ConvAnchor
 from .parity import parity_launches
-
-if TYPE_CHECKING:
-    from .group import ConvAnchor
 
 CUDNN_MEASURED = "ff_cudnn_measured"  # node meta: cuDNN's times on this convolution (a layout_precision.measured row)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from .group import ConvAnchor
+from .anchor import ConvAnchor
 
 
 def direct_conv(conv: ConvAnchor, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
