@@ -6,7 +6,7 @@ NCHW, TF32 off) and cuDNN's default flags, with instance variants (stages, block
 
 Each distinct convolution of the models (their own shapes, `conv_precision.model_convolutions`) becomes a one-op model
 whose conv group the product plans as the 3xTF32 kernel (the cost gate set aside), once per variant of the instance
-(`STAGESxBLOCKS`, "rule" the product's choice; a trailing "s": the epilogue staged through shared memory). The variants build in parallel (one process each), then each runs on
+(`STAGESxBLOCKS`; "rule" is the product's choice). The variants build in parallel (one process each), then each runs on
 the GPU: median ms after an L2 flush (`labtools.timed`), and its error vs float64 on the first two images (max
 |error| / RMS of the output) beside eager's exact-fp32 error; eager's ops (cuDNN, then the bias pass) are timed in
 exact fp32 and at PyTorch's default flags. Prints a line per (convolution, variant).
@@ -79,10 +79,10 @@ def plan_variant(call: ConvCall, variant: str, name: str):
     rule = tiling.choose_split_igemm
 
     def chosen(*args):
-        t = dataclasses.replace(rule(*args), staged=variant.endswith("s"))
-        if variant.startswith("rule"):
+        t = rule(*args)
+        if variant == "rule":
             return t
-        stages, blocks = (int(v) for v in variant.rstrip("s").split("x"))
+        stages, blocks = (int(v) for v in variant.split("x"))
         return dataclasses.replace(t, stages=stages, min_blocks=blocks)
 
     with mock.patch.object(tiling, "choose_split_igemm", chosen), \
@@ -178,7 +178,7 @@ def measure(call: ConvCall, variant: str, name: str, reps: int, flush, cudnn_tim
     pixels = math.prod(call.input_shape[2:]) if call.transposed else math.prod(exact.shape[2:])
     row["tflops_ours"] = 2 * call.input_shape[0] * pixels * math.prod(call.weight_shape) / row["ms_ours"] / 1e9
     t = conv.tiling
-    print(f"{name} {t.name}, {t.stages} stages x {t.min_blocks} blocks{', staged' if t.staged else ''}: ours {row['ms_ours']:.3f} ms "
+    print(f"{name} {t.name}, {t.stages} stages x {t.min_blocks} blocks: ours {row['ms_ours']:.3f} ms "
           f"({row['tflops_ours']:.1f} TFLOP/s), cuDNN fp32 {row['ms_cudnn_fp32']:.3f}, default "
           f"{row['ms_cudnn_default']:.3f}; error {row['error_ours']:.2e} vs cuDNN fp32 "
           f"{row['error_cudnn_fp32']:.2e}; kernels (us): "

@@ -102,6 +102,21 @@ __device__ __forceinline__ Geometry of_class(const Geometry& whole, const Parity
   return g;
 }
 
+// The producer's walk over a tile's K loop: channel block cb fastest, then the tap's column, row and depth (the order
+// of the re-laid weight's rows); the NCHW consumers walk its first two the same way.
+struct TapWalk {
+  int cb = 0, kw = 0, kh = 0, kd = 0;
+  __device__ __forceinline__ void advance(const Geometry& g, int cblocks) {
+    if (++cb < cblocks) return;
+    cb = 0;
+    if (++kw < g.kw) return;
+    kw = 0;
+    if (++kh < g.kh) return;
+    kh = 0;
+    ++kd;
+  }
+};
+
 // The flat index of this launch's output pixel (od, oh, ow) in its plane of fd x fh x fw pixels.
 __device__ __forceinline__ long long out_pixel(const Geometry& g, int od, int oh, int ow) {
   return (static_cast<long long>(od * g.sd + g.rd) * g.fh + (oh * g.sh + g.rh)) * g.fw + (ow * g.sw + g.rw);
@@ -285,8 +300,8 @@ struct Mma<128> {
 // The epilogue of one tile (both kernels): the consumer thread `tid` (of kConsumers) holds the m64nBN accumulator
 // fragment of rows 64 w + 16 q + g (+ 8) of the tile, columns 8j + 2t + e; the tile's pixel r is (r / (bw bh),
 // (r / bw) % bh, r % bw) of the box at (od0, oh0, ow0) of image img, its channels k0 .. k0 + kBN - 1. Bounds-checked.
-// kStaged: through shared memory (`stage`: over the ring, free once both warpgroups are past their last wgmma; the
-// persistent 3xTF32 kernel's own region after the ring, whose next tile's loads are in flight meanwhile):
+// kStaged: through shared memory (`stage`, over the ring, free once both warpgroups are past their last wgmma; the
+// lab's TF32 instances only: the persistent 3xTF32 kernel's ring holds the next tile's loads meanwhile):
 // the accumulators go to a [kBN][kBM + 4] tile, then each warp stores whole rows of one channel, 32 consecutive
 // pixels a store (128 bytes where bw = 32). A fragment write of lane (g, t) goes to word (8j + 2t + e) * 132 + 16q +
 // g: 2t * 132 = 8t (mod 32), so a warp's 32 writes land in 32 banks. Otherwise straight from the fragment.
@@ -373,6 +388,10 @@ __device__ __forceinline__ void store_tile(float* __restrict__ y, const Geometry
 // which shrinks a sum that is still small the least), wait for it, and add it into the running sum with an ordinary
 // fp32 add (round to nearest): the GEMM family's 3xTF32 scheme (families/gemm/gemm_3xtf32.cu, "Accumulation"). The
 // products then carry fp32's precision: fp32-class convolutions, where eager's cuDNN runs exact fp32.
+// The 3xTF32 kernel runs persistent (a block computes a run of tiles, see the kernel); the TF32 one a block a tile.
+__host__ __device__ constexpr bool persistent_launch(bool split) { return split; }
+constexpr int kMaxDevices = 16;  // the persistent launch remembers its grid for this many devices
+
 template <bool kNchw, int kBN, int kKc = kBK, int kChunks = 1, bool kSplit = false>
 struct Slot {
   static_assert(kKc * kChunks <= kBK && (kKc == kBK || !kNchw), "the NCHW path takes one 32-channel chunk a k-tile");
@@ -390,7 +409,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     conv_igemm_kernel(float* __restrict__ y, const Geometry whole, const __grid_constant__ Parities par,
                       const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap, Epilogue epi) {
   using Layout = Slot<kNchw, kBN, kKc, kChunks, kSplit>;
-  constexpr bool kPersistent = kSplit;  // the launch's choice (see launch)
+  constexpr bool kPersistent = persistent_launch(kSplit);
+  static_assert(!(kPersistent && kStaged), "a staged epilogue would overwrite the ring the next tile loads into");
   constexpr int kSlotBytes = Layout::kBytes;
   constexpr int kABytes = Layout::kABytes;
   constexpr int kAcc = kBN / 2;  // accumulators per consumer thread (64 rows x kBN / 128 threads)
@@ -430,6 +450,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     u.iters = u.g.kd * u.g.kh * u.g.kw * (u.g.cq / kKc) / kChunks;
     return u;
   };
+  auto next_tile = [&](int t) { return kPersistent ? t + static_cast<int>(gridDim.x) : tiles; };
 
   if (tid == 0) {
 #pragma unroll
@@ -445,48 +466,41 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     // ---------------------------------------------------------------- producer (warp 8, one thread)
     if (tid == kConsumers) {
       uint32_t s = 0, phase = 0;
-      for (int t = static_cast<int>(blockIdx.x); t < tiles; t = kPersistent ? t + static_cast<int>(gridDim.x) : tiles) {
+      for (int t = static_cast<int>(blockIdx.x); t < tiles; t = next_tile(t)) {
         const Tile u = tile_at(t);
         const Geometry& g = u.g;
         const int k0 = u.k0, ow0 = u.ow0, oh0 = u.oh0, od0 = u.od0, img = u.img, cblocks = g.cq / kKc;
         const uint32_t a_bytes =
             kNchw ? static_cast<uint32_t>(g.bwb * kBK * g.bh * g.bd * 4) : static_cast<uint32_t>(Layout::kAChunk);
         const uint32_t tile_bytes = (kSplit ? 2u : 1u) * kChunks * (a_bytes + Layout::kBChunk);
-        int cb = 0, kwi = 0, khi = 0, kdi = 0;
+        TapWalk at;
         for (int it = 0; it < u.iters; ++it) {
-        mbar_wait(empty_bar + 8 * s, phase ^ 1u);  // passes at once on each slot's first use
-        const uint32_t slot = ring + s * kSlotBytes;
-        mbar_arrive_expect_tx(full_bar + 8 * s, tile_bytes);
+          mbar_wait(empty_bar + 8 * s, phase ^ 1u);  // passes at once on each slot's first use
+          const uint32_t slot = ring + s * kSlotBytes, full = full_bar + 8 * s;
+          mbar_arrive_expect_tx(full, tile_bytes);
 #pragma unroll
-        for (int ch = 0; ch < kChunks; ++ch) {
-          const uint32_t a = slot + ch * Layout::kAChunk, b = slot + kABytes + ch * Layout::kBChunk;
-          const int iw = ow0 + kwi * g.dw - g.pw, ih = oh0 + khi * g.dh - g.ph, id = od0 + kdi * g.dd - g.pd;
-          if constexpr (kNchw) {
-            // the box starts at a multiple of 4 floats (TMA faults with an illegal instruction on an innermost
-            // coordinate that is not 16-byte aligned); the consumers skip the (iw & 3) columns before it
-            tma_load_5d(a, &xmap, iw & ~3, cb * kBK, ih, id, img, full_bar + 8 * s);
-          } else {
-            tma_load_5d(a, &xmap, cb * kKc, iw, ih, id, img, full_bar + 8 * s);
-            if constexpr (kSplit) tma_load_5d(a + Layout::kHalf, &xmap, cb * kKc, iw, ih, id, img + g.n, full_bar + 8 * s);
-          }
-          const int tap = g.tap0 + (kdi * g.kh + khi) * g.kw + kwi;
-          tma_load_2d(b, &wmap, tap * g.cq + cb * kKc, k0, full_bar + 8 * s);
-          if constexpr (kSplit) tma_load_2d(b + Layout::kHalf, &wmap, tap * g.cq + cb * kKc, g.k + k0, full_bar + 8 * s);
-          if (++cb == cblocks) {
-            cb = 0;
-            if (++kwi == g.kw) {
-              kwi = 0;
-              if (++khi == g.kh) {
-                khi = 0;
-                ++kdi;
-              }
+          for (int ch = 0; ch < kChunks; ++ch) {
+            const uint32_t a = slot + ch * Layout::kAChunk, b = slot + kABytes + ch * Layout::kBChunk;
+            const int iw = ow0 + at.kw * g.dw - g.pw, ih = oh0 + at.kh * g.dh - g.ph, id = od0 + at.kd * g.dd - g.pd;
+            const int k_col = (g.tap0 + (at.kd * g.kh + at.kh) * g.kw + at.kw) * g.cq + at.cb * kKc;
+            if constexpr (kNchw) {
+              // the box starts at a multiple of 4 floats (TMA faults with an illegal instruction on an innermost
+              // coordinate that is not 16-byte aligned); the consumers skip the (iw & 3) columns before it
+              tma_load_5d(a, &xmap, iw & ~3, at.cb * kBK, ih, id, img, full);
+            } else {
+              tma_load_5d(a, &xmap, at.cb * kKc, iw, ih, id, img, full);
             }
+            tma_load_2d(b, &wmap, k_col, k0, full);
+            if constexpr (kSplit) {  // the small parts: images n + N of the copy, rows K + k of the weight
+              tma_load_5d(a + Layout::kHalf, &xmap, at.cb * kKc, iw, ih, id, img + g.n, full);
+              tma_load_2d(b + Layout::kHalf, &wmap, k_col, g.k + k0, full);
+            }
+            at.advance(g, cblocks);
           }
-        }
-        if (++s == kStages) {
-          s = 0;
-          phase ^= 1u;
-        }
+          if (++s == kStages) {
+            s = 0;
+            phase ^= 1u;
+          }
         }
       }
     }
@@ -504,131 +518,126 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 #pragma unroll
   for (int i = 0; i < (kSplit ? kAcc : 1); ++i) part[i] = 0.0f;
 #pragma unroll 1
-  for (int t = static_cast<int>(blockIdx.x); t < tiles; t = kPersistent ? t + static_cast<int>(gridDim.x) : tiles) {
-  const Tile u = tile_at(t);
-  const Geometry& g = u.g;
-  const int iters = u.iters, ow0 = u.ow0;
-  float acc[kAcc];
+  for (int t = static_cast<int>(blockIdx.x); t < tiles; t = next_tile(t)) {
+    const Tile u = tile_at(t);
+    const Geometry& g = u.g;
+    const int iters = u.iters, ow0 = u.ow0;
+    float acc[kAcc];
 #pragma unroll
-  for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+    for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
 
-  if constexpr (!kNchw && !kSplit) {
-    uint32_t prev = 0;
+    if constexpr (!kNchw && !kSplit) {
+      uint32_t prev = 0;
 #pragma unroll 1
-    for (int it = 0; it < iters; ++it) {
-      mbar_wait(full_bar + 8 * s, phase);
-      const uint32_t a = ring + s * kSlotBytes + cw * 64 * kKc * 4;
-      const uint32_t b = ring + s * kSlotBytes + kABytes;
-      wgmma_fence();
+      for (int it = 0; it < iters; ++it) {
+        mbar_wait(full_bar + 8 * s, phase);
+        const uint32_t a = ring + s * kSlotBytes + cw * 64 * kKc * 4;
+        const uint32_t b = ring + s * kSlotBytes + kABytes;
+        wgmma_fence();
 #pragma unroll
-      for (int ch = 0; ch < kChunks; ++ch) {
+        for (int ch = 0; ch < kChunks; ++ch) {
 #pragma unroll
-        for (int kk = 0; kk < kKc / 8; ++kk) {
-          Mma<kBN>::run(acc, desc_rows<kKc>(a + ch * Layout::kAChunk + 32 * kk),
-                        desc_rows<kKc>(b + ch * Layout::kBChunk + 32 * kk));
+          for (int kk = 0; kk < kKc / 8; ++kk) {
+            Mma<kBN>::run(acc, desc_rows<kKc>(a + ch * Layout::kAChunk + 32 * kk),
+                          desc_rows<kKc>(b + ch * Layout::kBChunk + 32 * kk));
+          }
+        }
+        wgmma_commit();
+        wgmma_wait<1>();  // the previous k-tile's wgmmas are done: its slot can be refilled
+        if (it > 0 && lane == 0) mbar_arrive(empty_bar + 8 * prev);
+        prev = s;
+        if (++s == kStages) {
+          s = 0;
+          phase ^= 1u;
         }
       }
-      wgmma_commit();
-      wgmma_wait<1>();  // the previous k-tile's wgmmas are done: its slot can be refilled
-      if (it > 0 && lane == 0) mbar_arrive(empty_bar + 8 * prev);
-      prev = s;
-      if (++s == kStages) {
-        s = 0;
-        phase ^= 1u;
+      wgmma_wait<0>();
+      if (iters > 0 && lane == 0) mbar_arrive(empty_bar + 8 * prev);  // the tile's last slot, for the next tile's loads
+    } else if constexpr (kSplit) {
+#pragma unroll 1
+      for (int it = 0; it < iters; ++it) {
+        mbar_wait(full_bar + 8 * s, phase);
+        const uint32_t a = ring + s * kSlotBytes + cw * 64 * kKc * 4;  // the big A half; + kHalf: the small
+        const uint32_t b = ring + s * kSlotBytes + kABytes;
+        wgmma_fence();
+#pragma unroll
+        for (int ch = 0; ch < kChunks; ++ch) {
+#pragma unroll
+          for (int kk = 0; kk < kKc / 8; ++kk) {
+            const uint32_t ao = a + ch * Layout::kAChunk + 32 * kk, bo = b + ch * Layout::kBChunk + 32 * kk;
+            Mma<kBN>::run(part, desc_rows<kKc>(ao + Layout::kHalf), desc_rows<kKc>(bo), ch + kk > 0 ? 1 : 0);
+            Mma<kBN>::run(part, desc_rows<kKc>(ao), desc_rows<kKc>(bo + Layout::kHalf));
+          }
+        }
+#pragma unroll
+        for (int ch = 0; ch < kChunks; ++ch) {
+#pragma unroll
+          for (int kk = 0; kk < kKc / 8; ++kk) {
+            Mma<kBN>::run(part, desc_rows<kKc>(a + ch * Layout::kAChunk + 32 * kk),
+                          desc_rows<kKc>(b + ch * Layout::kBChunk + 32 * kk));
+          }
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_accumulators(part);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty_bar + 8 * s);  // the slot's wgmmas are done: it can be refilled
+#pragma unroll
+        for (int i = 0; i < kAcc; ++i) acc[i] += part[i];
+        if (++s == kStages) {
+          s = 0;
+          phase ^= 1u;
+        }
+      }
+    } else {
+      // Byte offsets of this lane's fragment words in the [d][h][c][w] box: rows r and r + 8, channel t.
+      auto row_offset = [&](int r) {
+        const int pw = r % g.bw, ph = (r / g.bw) % g.bh, pd = r / (g.bw * g.bh);
+        return static_cast<uint32_t>((((pd * g.bh + ph) * kBK + tq) * g.bwb + pw) * 4);
+      };
+      const int r0 = 64 * cw + 16 * q + gq;
+      const uint32_t off0 = row_offset(r0), off1 = row_offset(r0 + 8);
+      const uint32_t k8_step = static_cast<uint32_t>(8 * g.bwb * 4), k4 = static_cast<uint32_t>(4 * g.bwb * 4);
+      // One k-tile per wgmma group, waited for before the next tile's fragments are loaded: ptxas serialises
+      // (and on the H100 the kernel died with an illegal instruction) when a non-wgmma instruction defines a
+      // wgmma's A registers while earlier wgmmas are in flight. The other warpgroup's wgmmas fill the tensor
+      // core while this one loads.
+      uint32_t frag[kBK / 8][4];
+      const int cblocks = g.cq / kBK;
+      TapWalk at;  // the k-tile's channel block and tap column, as the producer walks them
+#pragma unroll 1
+      for (int it = 0; it < iters; ++it) {
+        mbar_wait(full_bar + 8 * s, phase);
+        const uint32_t b = ring + s * kSlotBytes + kABytes;
+        // the box starts (ow0 + kw * dw - pw) & 3 columns left of this tap's first input column
+        const uint32_t a = ring + s * kSlotBytes + static_cast<uint32_t>(((ow0 + at.kw * g.dw - g.pw) & 3) * 4);
+        at.advance(g, cblocks);
+#pragma unroll
+        for (int kk = 0; kk < kBK / 8; ++kk) {
+          const uint32_t at = a + kk * k8_step;
+          frag[kk][0] = ld_shared(at + off0) + 0x1000u;
+          frag[kk][1] = ld_shared(at + off1) + 0x1000u;
+          frag[kk][2] = ld_shared(at + off0 + k4) + 0x1000u;
+          frag[kk][3] = ld_shared(at + off1 + k4) + 0x1000u;
+        }
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < kBK / 8; ++kk) Mma<kBN>::run(acc, frag[kk], desc_sw128(b + 32 * kk));
+        wgmma_commit();
+        wgmma_wait<0>();
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty_bar + 8 * s);
+        if (++s == kStages) {
+          s = 0;
+          phase ^= 1u;
+        }
       }
     }
     wgmma_wait<0>();
-    if (iters > 0 && lane == 0) mbar_arrive(empty_bar + 8 * prev);  // the tile's last slot, for the next tile's loads
-  } else if constexpr (kSplit) {
-#pragma unroll 1
-    for (int it = 0; it < iters; ++it) {
-      mbar_wait(full_bar + 8 * s, phase);
-      const uint32_t a = ring + s * kSlotBytes + cw * 64 * kKc * 4;  // the big A half; + kHalf: the small
-      const uint32_t b = ring + s * kSlotBytes + kABytes;
-      wgmma_fence();
-#pragma unroll
-      for (int ch = 0; ch < kChunks; ++ch) {
-#pragma unroll
-        for (int kk = 0; kk < kKc / 8; ++kk) {
-          const uint32_t ao = a + ch * Layout::kAChunk + 32 * kk, bo = b + ch * Layout::kBChunk + 32 * kk;
-          Mma<kBN>::run(part, desc_rows<kKc>(ao + Layout::kHalf), desc_rows<kKc>(bo), ch + kk > 0 ? 1 : 0);
-          Mma<kBN>::run(part, desc_rows<kKc>(ao), desc_rows<kKc>(bo + Layout::kHalf));
-        }
-      }
-#pragma unroll
-      for (int ch = 0; ch < kChunks; ++ch) {
-#pragma unroll
-        for (int kk = 0; kk < kKc / 8; ++kk) {
-          Mma<kBN>::run(part, desc_rows<kKc>(a + ch * Layout::kAChunk + 32 * kk),
-                        desc_rows<kKc>(b + ch * Layout::kBChunk + 32 * kk));
-        }
-      }
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_accumulators(part);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(empty_bar + 8 * s);  // the slot's wgmmas are done: it can be refilled
-#pragma unroll
-      for (int i = 0; i < kAcc; ++i) acc[i] += part[i];
-      if (++s == kStages) {
-        s = 0;
-        phase ^= 1u;
-      }
-    }
-  } else {
-    // Byte offsets of this lane's fragment words in the [d][h][c][w] box: rows r and r + 8, channel t.
-    auto row_offset = [&](int r) {
-      const int pw = r % g.bw, ph = (r / g.bw) % g.bh, pd = r / (g.bw * g.bh);
-      return static_cast<uint32_t>((((pd * g.bh + ph) * kBK + tq) * g.bwb + pw) * 4);
-    };
-    const int r0 = 64 * cw + 16 * q + gq;
-    const uint32_t off0 = row_offset(r0), off1 = row_offset(r0 + 8);
-    const uint32_t k8_step = static_cast<uint32_t>(8 * g.bwb * 4), k4 = static_cast<uint32_t>(4 * g.bwb * 4);
-    // One k-tile per wgmma group, waited for before the next tile's fragments are loaded: ptxas serialises
-    // (and on the H100 the kernel died with an illegal instruction) when a non-wgmma instruction defines a
-    // wgmma's A registers while earlier wgmmas are in flight. The other warpgroup's wgmmas fill the tensor
-    // core while this one loads.
-    uint32_t frag[kBK / 8][4];
-    const int cblocks = g.cq / kBK;
-    int cb = 0, kwi = 0;  // the k-tile's channel block and tap column, as the producer walks them
-#pragma unroll 1
-    for (int it = 0; it < iters; ++it) {
-      mbar_wait(full_bar + 8 * s, phase);
-      const uint32_t b = ring + s * kSlotBytes + kABytes;
-      // the box starts (ow0 + kwi * dw - pw) & 3 columns left of this tap's first input column
-      const uint32_t a = ring + s * kSlotBytes + static_cast<uint32_t>(((ow0 + kwi * g.dw - g.pw) & 3) * 4);
-      if (++cb == cblocks) {
-        cb = 0;
-        if (++kwi == g.kw) kwi = 0;
-      }
-#pragma unroll
-      for (int kk = 0; kk < kBK / 8; ++kk) {
-        const uint32_t at = a + kk * k8_step;
-        frag[kk][0] = ld_shared(at + off0) + 0x1000u;
-        frag[kk][1] = ld_shared(at + off1) + 0x1000u;
-        frag[kk][2] = ld_shared(at + off0 + k4) + 0x1000u;
-        frag[kk][3] = ld_shared(at + off1 + k4) + 0x1000u;
-      }
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kBK / 8; ++kk) Mma<kBN>::run(acc, frag[kk], desc_sw128(b + 32 * kk));
-      wgmma_commit();
-      wgmma_wait<0>();
-      __syncwarp();
-      if (lane == 0) mbar_arrive(empty_bar + 8 * s);
-      if (++s == kStages) {
-        s = 0;
-        phase ^= 1u;
-      }
-    }
-  }
-  wgmma_wait<0>();
-  fence_accumulators(acc);
+    fence_accumulators(acc);
 
-  // the staging tile: over the ring, or (persistent) after the ring's barriers, 16-byte aligned
-  const uint32_t stage = kPersistent ? (empty_bar + 8 * kStages + 15u) & ~15u : ring;
-  store_tile<kBN, kStaged>(y, g, acc, u.k0, ow0, u.oh0, u.od0, u.img,
-                           reinterpret_cast<float*>(smem_raw + (stage - raw)), tid, epi);
+    store_tile<kBN, kStaged>(y, g, acc, u.k0, ow0, u.oh0, u.od0, u.img,
+                             reinterpret_cast<float*>(smem_raw + (ring - raw)), tid, epi);
   }
 }
 
@@ -652,7 +661,7 @@ __global__ void prepare_input_kernel(const float* __restrict__ x, float* __restr
     if (ch < c && sp < spatial) v = xn[static_cast<long long>(ch) * spatial + sp];
     const uint32_t bits = (__float_as_uint(v) + 0x1000u) & 0xffffe000u;
     tile[i][threadIdx.x] = __uint_as_float(bits);
-    rest[i][threadIdx.x] = v - __uint_as_float(bits);
+    if (small != nullptr) rest[i][threadIdx.x] = v - __uint_as_float(bits);
   }
   __syncthreads();
   for (int i = threadIdx.y; i < 32; i += 8) {
@@ -717,6 +726,7 @@ int launch(const float* x, const float* w_re, float* y, const Geometry& given, E
             : g.cp % 4 != 0)
     return 1004;
   CUtensorMap xmap, wmap;
+  constexpr CUtensorMapSwizzle kSwizzle = kKc == 32 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_32B;
   const cuuint32_t unit[5] = {1, 1, 1, 1, 1};
   if (kNchw) {
     const cuuint64_t dims[5] = {static_cast<cuuint64_t>(g.w), static_cast<cuuint64_t>(g.c),
@@ -739,7 +749,7 @@ int launch(const float* x, const float* w_re, float* y, const Geometry& given, E
     const cuuint32_t box[5] = {static_cast<cuuint32_t>(kKc), static_cast<cuuint32_t>(g.bw),
                                static_cast<cuuint32_t>(g.bh), static_cast<cuuint32_t>(g.bd), 1};
     if (encode(&xmap, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 5, const_cast<float*>(x), dims, strides, box, unit,
-               CU_TENSOR_MAP_INTERLEAVE_NONE, kKc == 32 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_32B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_INTERLEAVE_NONE, kSwizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
       return 1002;
   }
@@ -749,13 +759,12 @@ int launch(const float* x, const float* w_re, float* y, const Geometry& given, E
     const cuuint64_t strides[1] = {static_cast<cuuint64_t>(taps) * g.cq * 4};
     const cuuint32_t box[2] = {static_cast<cuuint32_t>(kKc), static_cast<cuuint32_t>(kBN)};
     if (encode(&wmap, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float*>(w_re), dims, strides, box, unit,
-               CU_TENSOR_MAP_INTERLEAVE_NONE, kKc == 32 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_32B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_INTERLEAVE_NONE, kSwizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
       return 1003;
   }
-  constexpr int kStageBytes = kBN * (kBM + 4) * 4;  // the staged epilogue's tile
-  const int smem = kStages * Layout::kBytes + 1024 + 16 * kStages + (kSplit && kStaged ? 16 + kStageBytes : 0);
-  static_assert(kSplit || !kStaged || kStageBytes <= kStages * Layout::kBytes, "staging tile fits the ring");
+  const int smem = kStages * Layout::kBytes + 1024 + 16 * kStages;
+  static_assert(!kStaged || kBN * (kBM + 4) * 4 <= kStages * Layout::kBytes, "staging tile fits the ring");
   auto kernel = conv_igemm_kernel<kNchw, kBN, kStages, kMinBlocks, kStaged, Epilogue, kKc, kChunks, kSplit>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return static_cast<int>(err);
@@ -764,13 +773,21 @@ int launch(const float* x, const float* w_re, float* y, const Geometry& given, E
                           ((big.oh + g.bh - 1) / g.bh) * ((big.od + g.bd - 1) / g.bd) * g.n;
   if (tiles <= 0 || tiles > 0x7fffffffLL) return 1004;
   long long grid = tiles;
-  if constexpr (kSplit) {  // persistent: as many blocks as fit on the GPU at once, each a run of tiles
-    int device = 0, sms = 0, per_sm = 0;
+  if constexpr (persistent_launch(kSplit)) {  // as many blocks as fit on the GPU at once, each a run of tiles
+    // the blocks resident per device, found on its first launch (this instance's shared memory is a constant)
+    static int resident_on[kMaxDevices] = {};
+    int device = 0;
     err = cudaGetDevice(&device);
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    if (err == cudaSuccess) err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem);
     if (err != cudaSuccess) return static_cast<int>(err);
-    const long long resident = sms * per_sm > 0 ? sms * per_sm : 1;
+    int resident = device < kMaxDevices ? resident_on[device] : 0;
+    if (resident == 0) {
+      int sms = 0, per_sm = 0;
+      err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+      if (err == cudaSuccess) err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem);
+      if (err != cudaSuccess) return static_cast<int>(err);
+      resident = sms * per_sm > 0 ? sms * per_sm : 1;
+      if (device < kMaxDevices) resident_on[device] = resident;
+    }
     grid = tiles < resident ? tiles : resident;
   }
   kernel<<<static_cast<unsigned>(grid), kThreads, smem, stream>>>(y, g, par, xmap, wmap, epi);

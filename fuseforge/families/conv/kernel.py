@@ -116,18 +116,15 @@ def _igemm_launcher(group: KernelGroup) -> str:
             w.line("(void)ff_x_cl;  // null: the NCHW path reads ff_x itself")
             src = "ff_x"
         else:
-            if t.split:
-                w.line(f"const int ff_copied = ff_conv_igemm::prepare_input(ff_x, ff_x_cl, (int)ff_n, {c.c}, {t.cp}, "
-                       "ff_d * ff_h * ff_w_in, s, true);  // channels-last, TF32 big parts then small parts")
-            else:
-                w.line(f"const int ff_copied = ff_conv_igemm::prepare_input(ff_x, ff_x_cl, (int)ff_n, {c.c}, {t.cp}, "
-                       "ff_d * ff_h * ff_w_in, s);  // channels-last, TF32-rounded")
+            parts = (", true);  // channels-last, TF32 big parts then small parts" if t.split
+                     else ");  // channels-last, TF32-rounded")
+            w.line(f"const int ff_copied = ff_conv_igemm::prepare_input(ff_x, ff_x_cl, (int)ff_n, {c.c}, {t.cp}, "
+                   f"ff_d * ff_h * ff_w_in, s{parts}")
             w.line("if (ff_copied != 0) return ff_copied;")
             src = "ff_x_cl"
         w.line(f"// {t.name}; {t.stages} stages, {t.min_blocks} block(s) per SM")
         split = f", {t.chunk}, {t.chunks}, true" if t.split else ""
-        staged = "true" if t.staged else "false"
-        args = f"<{'true' if t.nchw else 'false'}, {t.bn}, {t.stages}, {t.min_blocks}, {staged}{split}>"
+        args = f"<{'true' if t.nchw else 'false'}, {t.bn}, {t.stages}, {t.min_blocks}, false{split}>"
         if c.transposed:
             w.line("// the weight re-laid with each output parity class's taps together, then one launch of every class (a "
                    "block: one class's tile, its outputs s apart)")

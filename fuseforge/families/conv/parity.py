@@ -5,6 +5,7 @@ padding of its own (igemm.cuh's `axis_class` and `launch_transposed`, which this
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -29,32 +30,25 @@ def axis_class(k: int, s: int, p: int, out: int, r: int) -> AxisClass:
     return AxisClass(t0, taps, taps - 1 - (r + p - t0) // s, -(-(out - r) // s) if out > r else 0)
 
 
+def _classes(window, stride, padding, extents) -> list[list[AxisClass]]:
+    """Every output parity class (rd, rh, rw), in the kernel's class order, as its three axes."""
+    return [[axis_class(window[a], stride[a], padding[a], extents[a], r) for a, r in enumerate(rs)]
+            for rs in itertools.product(*(range(s) for s in stride))]
+
+
 def parity_launches(conv, extents: tuple[int, int, int]) -> list[tuple[tuple[int, int, int], int]]:
-    """The implicit-GEMM kernel's launches for a convolution `conv` (a group.ConvAnchor) of output extents (OD, OH,
-    OW): (its output extents, its taps) each; one for an ordinary convolution, one per non-empty output parity class
-    for a transposed one."""
+    """The implicit-GEMM kernel's launches for a convolution `conv` (a ConvAnchor) of output extents (OD, OH, OW):
+    (its output extents, its taps) each; one for an ordinary convolution, one per non-empty output parity class for
+    a transposed one."""
     if not conv.transposed:
         return [(extents, conv.window[0] * conv.window[1] * conv.window[2])]
-    launches = []
-    for rd in range(conv.stride[0]):
-        for rh in range(conv.stride[1]):
-            for rw in range(conv.stride[2]):
-                axes = [axis_class(conv.window[a], conv.stride[a], conv.padding[a], extents[a], r)
-                        for a, r in enumerate((rd, rh, rw))]
-                if all(a.extent > 0 for a in axes):
-                    launches.append((tuple(a.extent for a in axes), math.prod(a.taps for a in axes)))
-    return launches
+    return [(tuple(a.extent for a in axes), math.prod(a.taps for a in axes))
+            for axes in _classes(conv.window, conv.stride, conv.padding, extents) if all(a.extent > 0 for a in axes)]
 
 
 def class_tap_counts(window, stride, padding) -> tuple[int, ...]:
     """The taps of each output parity class of a transposed convolution (of an ordinary one: its window's taps)."""
-    counts = []
-    for rd in range(stride[0]):
-        for rh in range(stride[1]):
-            for rw in range(stride[2]):
-                counts.append(math.prod(axis_class(window[a], stride[a], padding[a], 1, r).taps
-                                        for a, r in enumerate((rd, rh, rw))))
-    return tuple(counts)
+    return tuple(math.prod(a.taps for a in axes) for axes in _classes(window, stride, padding, (1, 1, 1)))
 
 
 def transposed_reason(window, stride, padding, dilation) -> str | None:

@@ -123,7 +123,6 @@ class IgemmTiling:
     split: bool = False  # 3xTF32: each operand as a TF32 big part and a small part, fp32-class products
     chunk: int = IGEMM_BK  # channels a chunk: 32 (128-byte rows), or 8 (32-byte rows) for few input channels
     chunks: int = 1  # chunks (taps x channel blocks) a k-tile
-    staged: bool = False  # the epilogue through shared memory: whole rows of a channel a store (3xTF32 only)
 
     @property
     def precision(self) -> str:
