@@ -238,3 +238,17 @@ def get_init_inputs():
     assert runs[True].cpu_check.passed, runs[True].cpu_check.detail
     assert any("1 of fewer than 16 input channels as fp32-class, for the 3xTF32 form" in n for n in runs[True].notes)
     assert not [g for g in runs[False].plan.groups if g.kind == "conv"]
+
+
+def test_the_reason_a_convolution_stays_cudnn_names_the_3xtf32_kernel_where_that_is_the_one_priced():
+    """Why-not-fused reasons price the same kernel the plan would: on an fp32-class convolution whose 3xTF32 kernel is
+    priced below the direct kernel, the reason cuDNN stays names the tensor-core kernel, not the direct one."""
+    from fuseforge.families.conv.group import conv_op_reason, direct_seconds
+
+    captured, _ = _problem_plan("87_Conv2d_Subtract_Subtract_Mish", True, (0.5, 0.4))  # cuDNN measured fast
+    (node,) = [n for n in captured.graph.nodes if is_conv_op(n)]
+    assert conv_op_reason(node).startswith("the direct kernel is expected to take")
+    cheaper = 0.9 * direct_seconds(node, recognise(node))
+    with mock.patch("fuseforge.families.conv.group.igemm_seconds", return_value=cheaper), \
+            mock.patch("fuseforge.families.conv.price.igemm_seconds", return_value=cheaper):
+        assert conv_op_reason(node).startswith("the tensor-core kernel is expected to take")

@@ -216,6 +216,13 @@ def _igemm_tiling(node: fx.Node, dims: int, c: int, k: int, stride: tuple[int, i
     return tiling.choose_igemm(dims, c, k, w_in, extents)
 
 
+def epilogue_anchor(node: fx.Node) -> ConvAnchor | str:
+    """The convolution as a group with no reduction or norm would compute it (`recognise`, with the 3xTF32 kernel in
+    place of the direct one where that is priced faster), or why it is no conv kernel."""
+    conv = recognise(node)
+    return conv if isinstance(conv, str) else split_alternative(node, conv) or conv
+
+
 def split_alternative(node: fx.Node, conv: ConvAnchor) -> ConvAnchor | None:
     """The 3xTF32 tensor-core kernel in place of the direct kernel on an fp32-class convolution (eager's cuDNN
     measured exact fp32 on it), where it is priced faster; else None. Only for a group with no reduction or norm (the
@@ -379,11 +386,10 @@ def form_conv_groups(claim: Claim, pointwise_groups: list[list[str]], not_fused:
     for node in claim.graph.nodes:
         if not is_conv_op(node) or node.name in claim.claimed:  # claimed: a group ending in a spatial sum
             continue
-        conv = recognise(node)
+        conv = epilogue_anchor(node)
         if isinstance(conv, str):
             grower.anchor_reasons[node.name] = conv
             continue
-        conv = split_alternative(node, conv) or conv
         taken = set(grower.taken)
         grown = grower.grow(node.name, {node.name}, lambda members, node=node, conv=conv:
                             conv_spec(members, node, conv, grower.by_name, claim.reach))
@@ -407,7 +413,7 @@ def form_conv_groups(claim: Claim, pointwise_groups: list[list[str]], not_fused:
 def conv_op_reason(node: fx.Node) -> str | None:
     """Why a convolution is no direct conv kernel (None when it can be one by itself): why recognise refuses it,
     or why the kernel is not expected to pay, with or without an epilogue."""
-    conv = recognise(node)
+    conv = epilogue_anchor(node)
     if isinstance(conv, str):
         return conv
     with_epilogue = slower_than_cudnn(node, conv, "epilogue")
