@@ -1,12 +1,15 @@
-"""Lab bench of the conv family's 3xTF32 tensor-core kernel (igemm.cuh with kSplit: fp32-class products) on the
-fp32-class convolutions of the problem models, against cuDNN in exact fp32 (eager's call where eager is fp32-class:
-NCHW, TF32 off) and cuDNN's default flags, with instance variants (stages, blocks an SM).
+"""Lab bench of the conv family's tensor-core kernel (igemm.cuh) on the convolutions of the problem models: its 3xTF32
+form (kSplit: fp32-class products) against cuDNN in exact fp32 (eager's call where eager is fp32-class: NCHW, TF32 off)
+and cuDNN's default flags, or with `--tf32` its TF32 form against cuDNN's default flags in NCHW and channels-last, with
+instance variants (stages, blocks an SM, a persistent launch, the channels-last path).
 
     .venv/bin/python dev/kernels/conv_igemm/bench_split.py MODEL.py ... [--variants 3x2,4x1,2x2] [--out split.json]
+    .venv/bin/python dev/kernels/conv_igemm/bench_split.py --tf32 MODEL.py ... --variants rule,p,p3x2,cl-p3x2
 
 Each distinct convolution of the models (their own shapes, `conv_precision.model_convolutions`) becomes a one-op model
-whose conv group the product plans as the 3xTF32 kernel (the cost gate set aside), once per variant of the instance
-(`STAGESxBLOCKS`; "rule" is the product's choice). The variants build in parallel (one process each), then each runs on
+whose conv group the product plans as the 3xTF32 (or TF32) kernel (the cost gate set aside), once per variant of the
+instance: "rule" is the product's choice; `[cl-][p][STAGESxBLOCKS]` changes it: cl- the channels-last path, p a
+persistent launch, STAGESxBLOCKS the ring's stages and the blocks an SM. The variants build in parallel (one process each), then each runs on
 the GPU: median ms after an L2 flush (`labtools.timed`), and its error vs float64 on the first two images (max
 |error| / RMS of the output) beside eager's exact-fp32 error; eager's ops (cuDNN, then the bias pass) are timed in
 exact fp32 and at PyTorch's default flags. Prints a line per (convolution, variant).
@@ -55,8 +58,22 @@ class OneConv(nn.Module):
         return fn(x, self.weight, self.bias, list(c.stride), list(c.padding), list(c.dilation), c.groups)
 
 
-def plan_variant(call: ConvCall, variant: str, name: str):
-    """(captured, conv group, extension) of the one-op model with the 3xTF32 kernel at `variant`."""
+def vary(t, variant: str):
+    """The instance `t` changed as `variant` says (see the module's text)."""
+    if variant == "rule":
+        return t
+    if variant.startswith("cl-"):
+        t, variant = dataclasses.replace(t, nchw=False), variant[3:]
+    if variant.startswith("p"):
+        t, variant = dataclasses.replace(t, persistent=True), variant[1:]
+    if variant:
+        stages, blocks = (int(v) for v in variant.split("x"))
+        t = dataclasses.replace(t, stages=stages, min_blocks=blocks)
+    return t
+
+
+def plan_variant(call: ConvCall, variant: str, name: str, tf32: bool = False):
+    """(captured, conv group, extension) of the one-op model with the 3xTF32 (tf32: TF32) kernel at `variant`."""
     from fuseforge.capture import capture
     from fuseforge.codegen import generate
     from fuseforge.families import named
@@ -75,22 +92,19 @@ def plan_variant(call: ConvCall, variant: str, name: str):
     rewrite(captured.graph, captured)
     for node in captured.graph.nodes:
         if conv_group.is_conv_op(node):
-            node.meta[conv_group.EAGER_CLASS] = "fp32"
-    rule = tiling.choose_split_igemm
+            node.meta[conv_group.EAGER_CLASS] = "tf32" if tf32 else "fp32"
+    chooser = "choose_igemm" if tf32 else "choose_split_igemm"
+    rule = getattr(tiling, chooser)
 
     def chosen(*args):
-        t = rule(*args)
-        if variant == "rule":
-            return t
-        stages, blocks = (int(v) for v in variant.split("x"))
-        return dataclasses.replace(t, stages=stages, min_blocks=blocks)
+        return vary(rule(*args), variant)
 
-    with mock.patch.object(tiling, "choose_split_igemm", chosen), \
+    with mock.patch.object(tiling, chooser, chosen), \
             mock.patch.object(conv_group, "slower_than_cudnn", return_value=None), \
             mock.patch.object(conv_group, "igemm_seconds", return_value=0.0):
         plan = partition(captured.graph, named("conv"))
     groups = [g for g in plan.groups if g.kind == "conv"]
-    if len(groups) != 1 or not getattr(groups[0].spec.conv.tiling, "split", False):
+    if len(groups) != 1 or getattr(groups[0].spec.conv.tiling, "split", tf32) == tf32:
         return captured, None, None
     return captured, groups[0], generate(plan, captured.graph, f"{name}.py")
 
@@ -105,11 +119,11 @@ def _load(ext):
 
 def _build(job):
     """In a worker: plan and compile one (convolution, variant); returns the error text or None."""
-    call, variant, name = job
+    call, variant, name, tf32 = job
     try:
-        _, group, ext = plan_variant(call, variant, name)
+        _, group, ext = plan_variant(call, variant, name, tf32)
         if ext is None:
-            return "no 3xTF32 conv group"
+            return f"no {'TF32' if tf32 else '3xTF32'} conv group"
         _load(ext)
         return None
     except Exception as exc:  # noqa: BLE001 - a lab: report and go on
@@ -132,7 +146,23 @@ def kernel_times(call, calls: int = 3) -> dict[str, float]:
     return times
 
 
-def measure(call: ConvCall, variant: str, name: str, reps: int, flush, cudnn_times: dict) -> dict:
+def channels_last_ms(call: ConvCall, x, weight, reps: int, flush) -> tuple[float, float]:
+    """cuDNN's convolution (no bias) at PyTorch's default flags on channels-last operands, and the input's conversion
+    to channels-last: median ms of each."""
+    from labtools import timed
+
+    fmt = torch.channels_last if call.dims == 2 else torch.channels_last_3d
+    x_cl, w_cl = x.contiguous(memory_format=fmt), weight.contiguous(memory_format=fmt)
+    if call.transposed:
+        fn = F.conv_transpose2d if call.dims == 2 else F.conv_transpose3d
+        conv = lambda: fn(x_cl, w_cl, None, list(call.stride), list(call.padding), list(call.output_padding))  # noqa: E731
+    else:
+        fn = F.conv2d if call.dims == 2 else F.conv3d
+        conv = lambda: fn(x_cl, w_cl, None, list(call.stride), list(call.padding), list(call.dilation))  # noqa: E731
+    return timed(conv, reps, flush), timed(lambda: x.contiguous(memory_format=fmt), reps, flush)
+
+
+def measure(call: ConvCall, variant: str, name: str, reps: int, flush, cudnn_times: dict, tf32: bool = False) -> dict:
     """One built (convolution, variant) on the GPU: its instance, times and errors (see the module's text)."""
     from conv_group_checks import _graph_values, run_cuda
     from labtools import timed
@@ -140,7 +170,7 @@ def measure(call: ConvCall, variant: str, name: str, reps: int, flush, cudnn_tim
     from fuseforge.evaluate.cpu_check import run_kernel_reference
 
     row = {"conv": dataclasses.asdict(call), "variant": variant}
-    captured, group, ext = plan_variant(call, variant, name)
+    captured, group, ext = plan_variant(call, variant, name, tf32)
     conv = group.spec.conv
     row["tiling"] = dataclasses.asdict(conv.tiling)
     fn = getattr(_load(ext), group.name)
@@ -166,6 +196,7 @@ def measure(call: ConvCall, variant: str, name: str, reps: int, flush, cudnn_tim
     rms = truth.pow(2).mean().sqrt().item()
     row["error_ours"] = (ours[:2].double() - truth).abs().max().item() / rms
     row["error_cudnn_fp32"] = (exact[:2].double() - truth).abs().max().item() / rms
+    row["error_cudnn_default"] = (eager_ops()[:2].double() - truth).abs().max().item() / rms
     row["ms_ours"] = timed(lambda: fn(*inputs, stream), reps, flush)
     row["kernels_us"] = kernel_times(lambda: fn(*inputs, stream))
     key = repr(call)
@@ -174,14 +205,21 @@ def measure(call: ConvCall, variant: str, name: str, reps: int, flush, cudnn_tim
             fp32 = timed(eager_ops, reps, flush)
         cudnn_times[key] = (fp32, timed(eager_ops, reps, flush))
     row["ms_cudnn_fp32"], row["ms_cudnn_default"] = cudnn_times[key]
+    if tf32:  # TF32's competitor: cuDNN channels-last (the plan's other choice), its input's conversion apart
+        if key + "cl" not in cudnn_times:
+            cudnn_times[key + "cl"] = channels_last_ms(call, values[conv.x], values[conv.w], reps, flush)
+        row["ms_cudnn_channels_last"], row["ms_to_channels_last"] = cudnn_times[key + "cl"]
     # 2 x (input pixels of a transposed one, else output pixels) x every weight
     pixels = math.prod(call.input_shape[2:]) if call.transposed else math.prod(exact.shape[2:])
     row["tflops_ours"] = 2 * call.input_shape[0] * pixels * math.prod(call.weight_shape) / row["ms_ours"] / 1e9
     t = conv.tiling
-    print(f"{name} {t.name}, {t.stages} stages x {t.min_blocks} blocks: ours {row['ms_ours']:.3f} ms "
-          f"({row['tflops_ours']:.1f} TFLOP/s), cuDNN fp32 {row['ms_cudnn_fp32']:.3f}, default "
-          f"{row['ms_cudnn_default']:.3f}; error {row['error_ours']:.2e} vs cuDNN fp32 "
-          f"{row['error_cudnn_fp32']:.2e}; kernels (us): "
+    theirs = (f"cuDNN default {row['ms_cudnn_default']:.3f}, channels-last {row['ms_cudnn_channels_last']:.3f} + "
+              f"{row['ms_to_channels_last']:.3f} converting; error {row['error_ours']:.2e} vs cuDNN default "
+              f"{row['error_cudnn_default']:.2e}" if tf32 else
+              f"cuDNN fp32 {row['ms_cudnn_fp32']:.3f}, default {row['ms_cudnn_default']:.3f}; error "
+              f"{row['error_ours']:.2e} vs cuDNN fp32 {row['error_cudnn_fp32']:.2e}")
+    print(f"{name} {t.name}, {t.stages} stages x {t.min_blocks} blocks{', persistent' if t.persistent else ''}: ours "
+          f"{row['ms_ours']:.3f} ms ({row['tflops_ours']:.1f} TFLOP/s), {theirs}; kernels (us): "
           + ", ".join(f"{k[:40]} {v:.0f}" for k, v in sorted(row["kernels_us"].items(), key=lambda kv: -kv[1])[:3]),
           flush=True)
     return row
@@ -194,6 +232,7 @@ def main() -> int:
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--jobs", type=int, default=8)
     p.add_argument("--out", type=Path)
+    p.add_argument("--tf32", action="store_true", help="the TF32 form (for TF32-class convolutions), not 3xTF32")
     p.add_argument("--once", action="store_true",
                    help="call each built variant once, nothing timed or compared (for Nsight Compute: ncu -k "
                         "regex:conv_igemm_kernel ... python bench_split.py --once ...)")
@@ -204,18 +243,19 @@ def main() -> int:
         for call in model_convolutions(model):
             calls.setdefault(repr(call), call)
             print(f"{model.stem}: {call}", flush=True)
-    jobs = [(call, v, f"split_{i}_{v.replace('x', '_')}") for i, call in enumerate(calls.values())
-            for v in args.variants.split(",")]
+    tag = "tf32" if args.tf32 else "split"
+    jobs = [(call, v, f"{tag}_{i}_{v.replace('x', '_').replace('-', '_')}", args.tf32)
+            for i, call in enumerate(calls.values()) for v in args.variants.split(",")]
     with ProcessPoolExecutor(args.jobs) as pool:
         built = list(pool.map(_build, jobs))
     if args.once:
         from conv_group_checks import _graph_values
 
-        for (call, variant, name), error in zip(jobs, built):
+        for (call, variant, name, tf32), error in zip(jobs, built):
             if error:
                 print(f"{name}: {error}", flush=True)
                 continue
-            captured, group, ext = plan_variant(call, variant, name)
+            captured, group, ext = plan_variant(call, variant, name, tf32)
             values = _graph_values(captured, {group.spec.conv.x: torch.randn(call.input_shape)})
             try:
                 getattr(_load(ext), group.name)(*[values[i] for i in group.inputs],
@@ -227,13 +267,13 @@ def main() -> int:
         return 0
     flush = torch.empty(64 << 20, device="cuda")
     rows, cudnn_times = [], {}
-    for (call, variant, name), error in zip(jobs, built):
+    for (call, variant, name, tf32), error in zip(jobs, built):
         if error:
             print(f"{name}: {error}", flush=True)
             rows.append({"conv": dataclasses.asdict(call), "variant": variant, "error": error})
             continue
         try:
-            rows.append(measure(call, variant, name, args.reps, flush, cudnn_times))
+            rows.append(measure(call, variant, name, args.reps, flush, cudnn_times, tf32))
         except Exception as exc:  # noqa: BLE001 - a lab: report and go on
             print(f"{name}: {type(exc).__name__}: {str(exc)[-400:]}", flush=True)
             rows.append({"conv": dataclasses.asdict(call), "variant": variant, "error": str(exc)[-400:]})

@@ -388,8 +388,8 @@ __device__ __forceinline__ void store_tile(float* __restrict__ y, const Geometry
 // which shrinks a sum that is still small the least), wait for it, and add it into the running sum with an ordinary
 // fp32 add (round to nearest): the GEMM family's 3xTF32 scheme (families/gemm/gemm_3xtf32.cu, "Accumulation"). The
 // products then carry fp32's precision: fp32-class convolutions, where eager's cuDNN runs exact fp32.
-// The 3xTF32 kernel runs persistent (a block computes a run of tiles, see the kernel); the TF32 one a block a tile.
-__host__ __device__ constexpr bool persistent_launch(bool split) { return split; }
+// kPersistent: the launch is persistent (a block computes a run of tiles, see the kernel), else a block a tile. The
+// 3xTF32 kernel runs persistent; the TF32 one as its instance says.
 constexpr int kMaxDevices = 16;  // the persistent launch remembers its grid for this many devices
 
 template <bool kNchw, int kBN, int kKc = kBK, int kChunks = 1, bool kSplit = false>
@@ -404,12 +404,11 @@ struct Slot {
 };
 
 template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, class Epilogue, int kKc = kBK,
-          int kChunks = 1, bool kSplit = false>
+          int kChunks = 1, bool kSplit = false, bool kPersistent = kSplit>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     conv_igemm_kernel(float* __restrict__ y, const Geometry whole, const __grid_constant__ Parities par,
                       const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap, Epilogue epi) {
   using Layout = Slot<kNchw, kBN, kKc, kChunks, kSplit>;
-  constexpr bool kPersistent = persistent_launch(kSplit);
   static_assert(!(kPersistent && kStaged), "a staged epilogue would overwrite the ring the next tile loads into");
   constexpr int kSlotBytes = Layout::kBytes;
   constexpr int kABytes = Layout::kABytes;
@@ -428,7 +427,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   const int tiles = k_tiles * par.n * w_tiles * h_tiles * d_tiles * whole.n;  // the launch checks it fits an int
   // Tile t: output-channel tile fastest, then the class (the classes of one output box run side by side: their
   // stores fill each other's sectors while they are in L2), then w, h, d boxes, then the image. A block computes
-  // tiles blockIdx.x, + gridDim.x, ... (one, unless the launch is persistent: 3xTF32), its ring's slots and phases
+  // tiles blockIdx.x, + gridDim.x, ... (one, unless the launch is persistent), its ring's slots and phases
   // running on from one tile to the next, so the next tile's loads overlap this one's last products and stores.
   struct Tile {
     Geometry g;
@@ -698,7 +697,7 @@ inline Encode encoder() {
 // channels-last copy of prepare_input (3xTF32: both halves, 2N images) and w_re the re-laid weight (3xTF32: 2K rows).
 // kKc, kChunks: a k-tile's chunks of channels (see "Chunks" above the kernel).
 template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, int kKc = kBK, int kChunks = 1,
-          bool kSplit = false, class Epilogue>
+          bool kSplit = false, bool kPersistent = kSplit, class Epilogue>
 int launch(const float* x, const float* w_re, float* y, const Geometry& given, Epilogue epi, cudaStream_t stream,
            const Parities* parities = nullptr) {
   Geometry g = given;
@@ -765,7 +764,8 @@ int launch(const float* x, const float* w_re, float* y, const Geometry& given, E
   }
   const int smem = kStages * Layout::kBytes + 1024 + 16 * kStages;
   static_assert(!kStaged || kBN * (kBM + 4) * 4 <= kStages * Layout::kBytes, "staging tile fits the ring");
-  auto kernel = conv_igemm_kernel<kNchw, kBN, kStages, kMinBlocks, kStaged, Epilogue, kKc, kChunks, kSplit>;
+  auto kernel = conv_igemm_kernel<kNchw, kBN, kStages, kMinBlocks, kStaged, Epilogue, kKc, kChunks, kSplit,
+                                   kPersistent>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return static_cast<int>(err);
   const Parity& big = par.c[0];
@@ -773,7 +773,7 @@ int launch(const float* x, const float* w_re, float* y, const Geometry& given, E
                           ((big.oh + g.bh - 1) / g.bh) * ((big.od + g.bd - 1) / g.bd) * g.n;
   if (tiles <= 0 || tiles > 0x7fffffffLL) return 1004;
   long long grid = tiles;
-  if constexpr (persistent_launch(kSplit)) {  // as many blocks as fit on the GPU at once, each a run of tiles
+  if constexpr (kPersistent) {  // as many blocks as fit on the GPU at once, each a run of tiles
     // the blocks resident per device, found on its first launch (this instance's shared memory is a constant)
     static int resident_on[kMaxDevices] = {};
     int device = 0;
@@ -873,7 +873,7 @@ __global__ void transposed_weight_kernel(const float* __restrict__ w, float* __r
 // that). Re-lays the weight, then one launch computes every output parity class with a non-empty output (`Parities`).
 // 0 on success, else launch's codes.
 template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, int kKc = kBK, int kChunks = 1,
-          bool kSplit = false, class Epilogue>
+          bool kSplit = false, bool kPersistent = kSplit, class Epilogue>
 int launch_transposed(const float* x, const float* w, float* w_re, float* y, const Geometry& g, Epilogue epi,
                       cudaStream_t stream) {
   if (g.dd != 1 || g.dh != 1 || g.dw != 1 || g.kd < g.sd || g.kh < g.sh || g.kw < g.sw ||
@@ -896,7 +896,8 @@ int launch_transposed(const float* x, const float* w, float* w_re, float* y, con
   }
   Geometry whole = g;
   whole.fd = g.od, whole.fh = g.oh, whole.fw = g.ow;
-  return launch<kNchw, kBN, kStages, kMinBlocks, kStaged, kKc, kChunks, kSplit>(x, w_re, y, whole, epi, stream, &par);
+  return launch<kNchw, kBN, kStages, kMinBlocks, kStaged, kKc, kChunks, kSplit, kPersistent>(x, w_re, y, whole, epi,
+                                                                                          stream, &par);
 }
 
 }  // namespace ff_conv_igemm

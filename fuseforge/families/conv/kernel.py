@@ -122,8 +122,11 @@ def _igemm_launcher(group: KernelGroup) -> str:
                    f"ff_d * ff_h * ff_w_in, s{parts}")
             w.line("if (ff_copied != 0) return ff_copied;")
             src = "ff_x_cl"
-        w.line(f"// {t.name}; {t.stages} stages, {t.min_blocks} block(s) per SM")
+        launch = ", persistent" if t.persistent else ""
+        w.line(f"// {t.name}; {t.stages} stages, {t.min_blocks} block(s) per SM{launch}")
         split = f", {t.chunk}, {t.chunks}, true" if t.split else ""
+        if t.persistent != t.split:  # the launch's default: persistent where 3xTF32
+            split = f", {t.chunk}, {t.chunks}, {'true' if t.split else 'false'}, {'true' if t.persistent else 'false'}"
         args = f"<{'true' if t.nchw else 'false'}, {t.bn}, {t.stages}, {t.min_blocks}, false{split}>"
         if c.transposed:
             w.line("// the weight re-laid with each output parity class's taps together, then one launch of every class (a "

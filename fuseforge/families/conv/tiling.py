@@ -123,6 +123,7 @@ class IgemmTiling:
     split: bool = False  # 3xTF32: each operand as a TF32 big part and a small part, fp32-class products
     chunk: int = IGEMM_BK  # channels a chunk: 32 (128-byte rows), or 8 (32-byte rows) for few input channels
     chunks: int = 1  # chunks (taps x channel blocks) a k-tile
+    persistent: bool = False  # a block a run of tiles, its ring running on from one tile to the next (else one tile)
 
     @property
     def precision(self) -> str:
@@ -206,4 +207,4 @@ def choose_split_igemm(c: int, k_out: int, out: tuple[int, int, int], tap_counts
     per_block = SMEM_PER_SM - 2048  # less the ring's alignment, barriers and the block's reserve
     stages = min(4, per_block // split_slot_bytes(bn, chunk, chunks))
     return IgemmTiling(False, bn, stages, 1, box, -(-c // 8) * 8 if chunk == 8 else -(-c // 4) * 4, cq,
-                       split=True, chunk=chunk, chunks=chunks)
+                       split=True, chunk=chunk, chunks=chunks, persistent=True)
