@@ -269,7 +269,8 @@ def _module_text(ctx: EmitContext, forward: str | None = None) -> str:
         w.line(f"BINDING_SOURCE = r\"\"\"\n{ext.binding}\"\"\"")
         w.line("")
         w.line("")
-        w.lines(_LOADER.format(name=ext.name, functions=list(ext.functions), cuda_flags="[" + ", ".join(f'"{f}"' for f in ("-O3", *ext.cuda_flags)) + "]"))
+        w.lines(_LOADER.format(name=ext.name, functions=list(ext.functions), cflags=_list(ext.cflags),
+                               cuda_flags=_list(ext.nvcc_flags)))
     w.line("")
     w.line("")
     w.line(f"_COMPILED_FOR_INIT_ARGS = {ctx.init_args!r}")
@@ -286,6 +287,10 @@ def _module_text(ctx: EmitContext, forward: str | None = None) -> str:
     w.line("")
     w.lines(_MAIN)
     return w.text()
+
+
+def _list(flags: tuple[str, ...]) -> str:
+    return "[" + ", ".join(f'"{f}"' for f in flags) + "]"
 
 
 def emit_model_forward(model_file: str, source: str, init_args: list) -> str:
@@ -311,7 +316,7 @@ def _kernels():
         cpp_sources=[BINDING_SOURCE],
         cuda_sources=[CUDA_SOURCE],
         functions={functions!r},
-        extra_cflags=["-O3"],
+        extra_cflags={cflags},
         extra_cuda_cflags={cuda_flags},
         no_implicit_headers=True,
     )'''

@@ -89,8 +89,8 @@ def conv_kernel_failures(captured, plan, ext, inputs_of_batch, batches=(1, 3), t
     from torch.utils.cpp_extension import load_inline
 
     kernels = load_inline(name=ext.name, cpp_sources=[ext.binding], cuda_sources=[ext.cuda],
-                          functions=list(ext.functions), extra_cflags=["-O3"],
-                          extra_cuda_cflags=["-O3", *ext.cuda_flags], no_implicit_headers=True)
+                          functions=list(ext.functions), extra_cflags=list(ext.cflags),
+                          extra_cuda_cflags=list(ext.nvcc_flags), no_implicit_headers=True)
     by_name = {n.name: n for n in captured.graph.nodes}
     stream = torch.cuda.current_stream().cuda_stream
     failures = []

@@ -410,7 +410,7 @@ def test_the_generated_channel_kernels_match_float64_on_odd_sizes_like_eager_doe
 
     captured, plan, ext = _every_form()
     kernels = load_inline(name=ext.name, cpp_sources=[ext.binding], cuda_sources=[ext.cuda],
-                          functions=list(ext.functions), extra_cflags=["-O3"], extra_cuda_cflags=["-O3"],
+                          functions=list(ext.functions), extra_cflags=list(ext.cflags), extra_cuda_cflags=list(ext.nvcc_flags),
                           no_implicit_headers=True)
     by_name = {n.name: n for n in captured.graph.nodes}
     stream = torch.cuda.current_stream().cuda_stream

@@ -79,3 +79,38 @@ def test_a_plan_that_hands_a_kernel_a_bool_tensor_is_refused_by_codegen_on_the_c
     steps = [replace(s, group=bad.groups[0]) if getattr(s, "group", None) is group else s for s in plan.steps]
     with pytest.raises(KernelCodegenError, match="input mask is a torch.bool tensor; kernels read float32"):
         generate(replace(bad, steps=steps), captured.graph, "masked.py")
+
+
+# A launcher as the families write them: a template over the epilogue with a static "done once" state.
+_LAUNCHER_UNIT = r"""
+struct fused_linear_relu_epilogue { int value = VALUE; };
+template <class Epilogue> int launch() {
+    static int configured = 0;  // e.g. the kernel's raised shared-memory limit, set once
+    if (configured == 0) configured = Epilogue{}.value;
+    return configured;
+}
+extern "C" __attribute__((visibility("default"))) int call() { return launch<fused_linear_relu_epilogue>(); }
+"""
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_two_extensions_loaded_in_one_process_keep_their_own_launcher_state(extension, tmp_path):
+    """Two units with a launcher instantiated for an epilogue of the same name, built with the extensions' nvcc flags
+    and loaded side by side (RTLD_LOCAL, as Python loads extensions): each launcher keeps its own static state. With
+    nvcc's defaults GCC makes the static one process-wide symbol, and the second extension's kernel would launch
+    without its shared-memory limit raised."""
+    import ctypes
+    import os
+
+    host = [f for f in extension.nvcc_flags if f.startswith("-Xcompiler=")]
+    assert host == ["-Xcompiler=-fvisibility=hidden"] and "-fvisibility=hidden" in extension.cflags
+    results = []
+    for value in (1, 2):
+        source = tmp_path / f"unit{value}.cu"
+        source.write_text(_LAUNCHER_UNIT.replace("VALUE", str(value)))
+        lib = tmp_path / f"unit{value}.so"
+        built = subprocess.run(["nvcc", "-shared", "-Xcompiler=-fPIC", *extension.nvcc_flags, str(source), "-o",
+                                str(lib)], capture_output=True, text=True, timeout=300)
+        assert built.returncode == 0, built.stderr
+        results.append(ctypes.CDLL(str(lib), mode=os.RTLD_LOCAL))
+    assert [lib.call() for lib in results] == [1, 2]

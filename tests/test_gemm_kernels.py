@@ -312,8 +312,8 @@ def test_the_generated_gemm_kernels_match_float64_on_odd_shapes_like_eager_does(
     captured, plan, ext = _every_epilogue()
     cuda = ext.cuda.replace(f"constexpr int kFFGemmVariant = {GEMM_VARIANT};", f"constexpr int kFFGemmVariant = {variant};")
     kernels = load_inline(name=f"{ext.name}_v{variant}", cpp_sources=[ext.binding], cuda_sources=[cuda],
-                          functions=list(ext.functions), extra_cflags=["-O3"],
-                          extra_cuda_cflags=["-O3", *ext.cuda_flags], no_implicit_headers=True)
+                          functions=list(ext.functions), extra_cflags=list(ext.cflags),
+                          extra_cuda_cflags=list(ext.nvcc_flags), no_implicit_headers=True)
     by_name = {n.name: n for n in captured.graph.nodes}
     stream = torch.cuda.current_stream().cuda_stream
     torch.backends.cuda.matmul.allow_tf32 = False  # eager fp32 is SGEMM
@@ -348,3 +348,44 @@ def test_the_seed_model_with_gemm_kernels_is_verified_on_the_gpu(tmp_path):
                              "--trials", "10"], capture_output=True, text=True, timeout=1800)
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     assert (tmp_path / "model_new.py").exists()
+
+
+class _LinearRelu(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(96, 80)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x))
+
+
+def twin_gemm_extensions(which: int):
+    """One GEMM unit built under two names (`which` 0 or 1): two extensions that instantiate the same launcher with an
+    epilogue of the same name, as two ModelNew of one model do. Returns (group, kernels)."""
+    from torch.utils.cpp_extension import load_inline
+
+    captured = _captured(_LinearRelu(), torch.randn(200, 96))
+    plan = partition(captured.graph, named("gemm"), every_kernel=True)
+    ext = generate(plan, captured.graph, "linear_relu.py")
+    (group,) = [g for g in plan.groups if g.kind == "gemm"]
+    kernels = load_inline(name=f"{ext.name}_twin{which}", cpp_sources=[ext.binding], cuda_sources=[ext.cuda],
+                          functions=list(ext.functions), extra_cflags=list(ext.cflags),
+                          extra_cuda_cflags=list(ext.nvcc_flags), no_implicit_headers=True)
+    return group, kernels
+
+
+@pytest.mark.gpu
+def test_two_builds_of_one_gemm_unit_in_one_process_each_launch_their_kernel():
+    """The second extension's launcher raises its own kernel's shared-memory limit: with the launchers' static state
+    shared between the two (nvcc's default visibility), its first call failed with "CUDA error: invalid argument"."""
+    torch.manual_seed(0)
+    x = torch.randn(200, 96, device="cuda")
+    w, b = torch.randn(80, 96, device="cuda"), torch.randn(80, device="cuda")
+    want = torch.relu(x.double() @ w.double().t() + b.double())
+    stream = torch.cuda.current_stream().cuda_stream
+    for which in (0, 1):
+        group, kernels = twin_gemm_extensions(which)
+        assert group.inputs == ("x", "p_fc_weight", "p_fc_bias")
+        got = getattr(kernels, group.name)(x, w, b, stream)
+        got = got[0] if isinstance(got, (list, tuple)) else got
+        assert _rel(got, want.cpu()) < 1e-5, which

@@ -87,7 +87,7 @@ def test_on_a_gpu_the_channels_last_conversion_keeps_every_value_at_odd_sizes(tm
     ext = generate(run.plan, run.captured.graph, "layout_test.py")
     assert "ff_channels_last" in ext.functions
     kernels = load_inline(name=ext.name, cpp_sources=[ext.binding], cuda_sources=[ext.cuda],
-                          functions=list(ext.functions), extra_cflags=["-O3"], extra_cuda_cflags=["-O3"],
+                          functions=list(ext.functions), extra_cflags=list(ext.cflags), extra_cuda_cflags=list(ext.nvcc_flags),
                           no_implicit_headers=True)
     stream = torch.cuda.current_stream().cuda_stream
     for shape in [(1, 1, 5, 7), (2, 3, 9, 10), (2, 16, 33, 31), (3, 33, 17, 5), (1, 70, 64, 65), (2, 5, 3, 4, 7),

@@ -231,7 +231,7 @@ def load_kernels(ext):
     from torch.utils.cpp_extension import load_inline
 
     return load_inline(name=ext.name, cpp_sources=[ext.binding], cuda_sources=[ext.cuda],
-                       functions=list(ext.functions), extra_cflags=["-O3"], extra_cuda_cflags=["-O3"],
+                       functions=list(ext.functions), extra_cflags=list(ext.cflags), extra_cuda_cflags=list(ext.nvcc_flags),
                        no_implicit_headers=True)
 
 

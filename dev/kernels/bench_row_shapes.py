@@ -47,7 +47,7 @@ def _kernel():
     (group,) = plan.groups
     ext = generate(plan, captured.graph, "row_shapes.py")
     module = load_inline(name=ext.name, cpp_sources=[ext.binding], cuda_sources=[ext.cuda],
-                         functions=list(ext.functions), extra_cflags=["-O3"], extra_cuda_cflags=["-O3"],
+                         functions=list(ext.functions), extra_cflags=list(ext.cflags), extra_cuda_cflags=list(ext.nvcc_flags),
                          no_implicit_headers=True)
     return getattr(module, group.name)
 

@@ -38,6 +38,24 @@ class Extension:
     def empty(self) -> bool:
         return not self.functions
 
+    @property
+    def cflags(self) -> tuple[str, ...]:
+        """The C++ compiler's flags for the binding (`load_inline`'s extra_cflags)."""
+        return ("-O3", HOST_VISIBILITY)
+
+    @property
+    def nvcc_flags(self) -> tuple[str, ...]:
+        """nvcc's flags for the kernels (`load_inline`'s extra_cuda_cflags): the host code's visibility, the families'."""
+        return ("-O3", f"-Xcompiler={HOST_VISIBILITY}", *self.cuda_flags)
+
+
+# Every unit's host code is built with hidden visibility, so that its launchers' static state (a kernel's raised
+# shared-memory limit, a persistent grid's size) is its own. By default GCC makes a static inside a template
+# instance a process-wide unique symbol: two extensions loaded in one process that instantiate a launcher with an
+# epilogue of the same name (two ModelNew of one model, or of two models with a group of the same name) would share
+# it, and the second would launch its kernel without raising the limit ("CUDA error: invalid argument").
+HOST_VISIBILITY = "-fvisibility=hidden"
+
 
 def _banner(model_name: str, what: str) -> str:
     return (f"// fuseforge: {what} for {model_name}.\n"

@@ -113,8 +113,8 @@ def _load(ext):
     from torch.utils.cpp_extension import load_inline
 
     return load_inline(name=ext.name, cpp_sources=[ext.binding], cuda_sources=[ext.cuda],
-                       functions=list(ext.functions), extra_cflags=["-O3"],
-                       extra_cuda_cflags=["-O3", *ext.cuda_flags], no_implicit_headers=True)
+                       functions=list(ext.functions), extra_cflags=list(ext.cflags),
+                       extra_cuda_cflags=list(ext.nvcc_flags), no_implicit_headers=True)
 
 
 def _build(job):
