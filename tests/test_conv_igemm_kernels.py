@@ -7,6 +7,7 @@ the instance rule fitted on the H100 lab, the measurement hook, nvcc/g++ compile
 float64 check of the plan, and on a GPU the generated kernels against float64 on odd shapes.
 """
 
+import dataclasses
 import types
 from unittest import mock
 
@@ -212,14 +213,25 @@ def _forms_inputs(batch=2):
     return x, r, v, u
 
 
-def _forms():
+def _forms(tile_pixels: int = tiling.IGEMM_BM):
+    """The forms' plan, each tensor-core kernel at the instance rule's tiling or, at 256 `tile_pixels`, on the
+    channels-last path with tiles of 256 pixels (the lab's instance)."""
     torch.manual_seed(0)
     captured = _captured(TensorCoreForms(), *_forms_inputs())
     rewrite(captured.graph, captured)
     _mark(captured, "tf32")
-    with mock.patch("fuseforge.families.conv.group.slower_than_cudnn", return_value=False):
+    rule = tiling.choose_igemm
+
+    def chosen(dims, c, k, w_in, out):
+        t = rule(dims, c, k, w_in, out)
+        if tile_pixels == t.bm:
+            return t
+        return dataclasses.replace(t, nchw=False, bm=tile_pixels, box=tiling.pixel_box(*out, bm=tile_pixels))
+
+    with mock.patch("fuseforge.families.conv.group.slower_than_cudnn", return_value=False), \
+            mock.patch.object(tiling, "choose_igemm", chosen):
         plan = partition(captured.graph, named("conv"))
-    return captured, plan, generate(plan, captured.graph, "tensor_core_forms.py")
+    return captured, plan, generate(plan, captured.graph, f"tensor_core_forms_{tile_pixels}.py")
 
 
 def test_every_tensor_core_form_is_an_igemm_conv_kernel_on_its_path():
@@ -255,6 +267,24 @@ def test_the_generated_tensor_core_conv_kernels_compile_for_hopper_without_spill
     assert "serialized" not in report
 
 
+def test_tiles_of_256_pixels_cover_the_forms_on_the_channels_last_path_two_wgmmas_a_k8_step():
+    _, plan, ext = _forms(256)
+    groups = [g for g in plan.groups if g.kind == "conv"]
+    assert len(groups) == 3
+    for g in groups:
+        t = g.spec.conv.tiling
+        assert t.bm == 256 and not t.nchw and t.box[0] * t.box[1] * t.box[2] == 256
+    assert ext.cuda.count("false, 32, 1, false, false, 256>(") == 3
+
+
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc")
+def test_the_tensor_core_conv_kernels_with_tiles_of_256_pixels_compile_for_hopper_without_spills(tmp_path):
+    _, _, ext = _forms(256)
+    report = assert_compiles_for_hopper_without_spills(ext.cuda, tmp_path, max_registers=224)
+    assert report.count("conv_igemm_kernel") >= 3
+    assert "serialized" not in report
+
+
 @pytest.mark.skipif(GXX is None, reason="needs g++")
 def test_the_generated_tensor_core_conv_binding_compiles(tmp_path):
     _, _, ext = _forms()
@@ -267,6 +297,15 @@ def test_the_generated_tensor_core_conv_binding_compiles(tmp_path):
 @pytest.mark.gpu
 def test_the_generated_tensor_core_conv_kernels_match_float64_of_their_tf32_operands_on_odd_shapes():
     captured, plan, ext = _forms()
+    failures = conv_kernel_failures(captured, plan, ext,
+                                    lambda batch: dict(zip(("x", "r", "v", "u"), _forms_inputs(batch))),
+                                    tf32_operands=True)
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.gpu
+def test_the_tensor_core_conv_kernels_with_tiles_of_256_pixels_match_float64_of_their_tf32_operands_on_odd_shapes():
+    captured, plan, ext = _forms(256)
     failures = conv_kernel_failures(captured, plan, ext,
                                     lambda batch: dict(zip(("x", "r", "v", "u"), _forms_inputs(batch))),
                                     tf32_operands=True)

@@ -8,8 +8,9 @@ instance variants (stages, blocks an SM, a persistent launch, the channels-last 
 
 Each distinct convolution of the models (their own shapes, `conv_precision.model_convolutions`) becomes a one-op model
 whose conv group the product plans as the 3xTF32 (or TF32) kernel (the cost gate set aside), once per variant of the
-instance: "rule" is the product's choice; `[cl-][p][STAGESxBLOCKS]` changes it: cl- the channels-last path, p a
-persistent launch, STAGESxBLOCKS the ring's stages and the blocks an SM. The variants build in parallel (one process each), then each runs on
+instance: "rule" is the product's choice; `[m256-][cl-][p][STAGESxBLOCKS]` changes it: m256- tiles of 256 pixels (TF32,
+the channels-last path), cl- the channels-last path, p a persistent launch, STAGESxBLOCKS the ring's stages and the
+blocks an SM. The variants build in parallel (one process each), then each runs on
 the GPU: median ms after an L2 flush (`labtools.timed`), and its error vs float64 on the first two images (max
 |error| / RMS of the output) beside eager's exact-fp32 error; eager's ops (cuDNN, then the bias pass) are timed in
 exact fp32 and at PyTorch's default flags. Prints a line per (convolution, variant).
@@ -58,10 +59,16 @@ class OneConv(nn.Module):
         return fn(x, self.weight, self.bias, list(c.stride), list(c.padding), list(c.dilation), c.groups)
 
 
-def vary(t, variant: str):
-    """The instance `t` changed as `variant` says (see the module's text)."""
+def vary(t, variant: str, out: tuple[int, int, int]):
+    """The instance `t` (of a convolution whose output extents are `out`) changed as `variant` says (see the module's
+    text)."""
+    from fuseforge.families.conv import tiling
+
     if variant == "rule":
         return t
+    if variant.startswith("m256-"):
+        t = dataclasses.replace(t, nchw=False, bm=256, box=tiling.pixel_box(*out, bm=256))
+        variant = variant[5:]
     if variant.startswith("cl-"):
         t, variant = dataclasses.replace(t, nchw=False), variant[3:]
     if variant.startswith("p"):
@@ -96,8 +103,8 @@ def plan_variant(call: ConvCall, variant: str, name: str, tf32: bool = False):
     chooser = "choose_igemm" if tf32 else "choose_split_igemm"
     rule = getattr(tiling, chooser)
 
-    def chosen(*args):
-        return vary(rule(*args), variant)
+    def chosen(*args):  # choose_igemm(dims, c, k, w_in, out), choose_split_igemm(c, k, out, taps)
+        return vary(rule(*args), variant, args[4] if tf32 else args[2])
 
     with mock.patch.object(tiling, chooser, chosen), \
             mock.patch.object(conv_group, "slower_than_cudnn", return_value=None), \

@@ -305,11 +305,13 @@ struct Mma<128> {
 // the accumulators go to a [kBN][kBM + 4] tile, then each warp stores whole rows of one channel, 32 consecutive
 // pixels a store (128 bytes where bw = 32). A fragment write of lane (g, t) goes to word (8j + 2t + e) * 132 + 16q +
 // g: 2t * 132 = 8t (mod 32), so a warp's 32 writes land in 32 banks. Otherwise straight from the fragment.
-template <int kBN, bool kStaged, class Epilogue>
-__device__ __forceinline__ void store_tile(float* __restrict__ y, const Geometry& g, const float (&acc)[kBN / 2], int k0,
-                                           int ow0, int oh0, int od0, int img, float* stage, int tid, Epilogue& epi) {
+template <int kBN, bool kStaged, int kM, class Epilogue>
+__device__ __forceinline__ void store_tile(float* __restrict__ y, const Geometry& g,
+                                           const float (&acc)[kM / kBM][kBN / 2], int k0, int ow0, int oh0, int od0,
+                                           int img, float* stage, int tid, Epilogue& epi) {
   const int cw = tid >> 7, q = (tid & 127) >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
   const long long plane = static_cast<long long>(g.fd) * g.fh * g.fw;
+  static_assert(!kStaged || kM == kBM, "the staged epilogue takes tiles of 128 pixels");
   if constexpr (kStaged) {
     constexpr int kRowStride = kBM + 4;
     asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
@@ -319,7 +321,7 @@ __device__ __forceinline__ void store_tile(float* __restrict__ y, const Geometry
 #pragma unroll
       for (int j = 0; j < kBN / 8; ++j) {
 #pragma unroll
-        for (int e = 0; e < 2; ++e) stage[(8 * j + 2 * tq + e) * kRowStride + r] = acc[4 * j + 2 * half + e];
+        for (int e = 0; e < 2; ++e) stage[(8 * j + 2 * tq + e) * kRowStride + r] = acc[0][4 * j + 2 * half + e];
       }
     }
     asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
@@ -339,20 +341,23 @@ __device__ __forceinline__ void store_tile(float* __restrict__ y, const Geometry
     }
   } else {
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int r = 64 * cw + 16 * q + gq + 8 * half;
-      const int pw = r % g.bw, ph = (r / g.bw) % g.bh, pd = r / (g.bw * g.bh);
-      const int ow = ow0 + pw, oh = oh0 + ph, od = od0 + pd;
-      if (ow >= g.ow || oh >= g.oh || od >= g.od) continue;
-      const long long pix = out_pixel(g, od, oh, ow);
+    for (int m = 0; m < kM / kBM; ++m) {  // the warpgroup's rows: kM / 2 of them, 64 a wgmma
 #pragma unroll
-      for (int j = 0; j < kBN / 8; ++j) {
+      for (int half = 0; half < 2; ++half) {
+        const int r = kM / 2 * cw + 64 * m + 16 * q + gq + 8 * half;
+        const int pw = r % g.bw, ph = (r / g.bw) % g.bh, pd = r / (g.bw * g.bh);
+        const int ow = ow0 + pw, oh = oh0 + ph, od = od0 + pd;
+        if (ow >= g.ow || oh >= g.oh || od >= g.od) continue;
+        const long long pix = out_pixel(g, od, oh, ow);
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int k = k0 + 8 * j + 2 * tq + e;
-          if (k < g.k) {
-            const long long at = (static_cast<long long>(img) * g.k + k) * plane + pix;
-            y[at] = epi(acc[4 * j + 2 * half + e], k, at);
+        for (int j = 0; j < kBN / 8; ++j) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int k = k0 + 8 * j + 2 * tq + e;
+            if (k < g.k) {
+              const long long at = (static_cast<long long>(img) * g.k + k) * plane + pix;
+              y[at] = epi(acc[m][4 * j + 2 * half + e], k, at);
+            }
           }
         }
       }
@@ -392,11 +397,12 @@ __device__ __forceinline__ void store_tile(float* __restrict__ y, const Geometry
 // 3xTF32 kernel runs persistent; the TF32 one as its instance says.
 constexpr int kMaxDevices = 16;  // the persistent launch remembers its grid for this many devices
 
-template <bool kNchw, int kBN, int kKc = kBK, int kChunks = 1, bool kSplit = false>
+template <bool kNchw, int kBN, int kKc = kBK, int kChunks = 1, bool kSplit = false, int kM = kBM>
 struct Slot {
   static_assert(kKc * kChunks <= kBK && (kKc == kBK || !kNchw), "the NCHW path takes one 32-channel chunk a k-tile");
   static_assert(!kSplit || !kNchw, "3xTF32 reads the channels-last copy");
-  static constexpr int kAChunk = kBM * kKc * 4;   // one chunk's A box: 128 pixels x kKc channels
+  static_assert(kM == kBM || (kM == 2 * kBM && !kNchw && !kSplit), "tiles of 256 pixels: the TF32 channels-last path");
+  static constexpr int kAChunk = kM * kKc * 4;    // one chunk's A box: kM pixels x kKc channels
   static constexpr int kBChunk = kBN * kKc * 4;   // one chunk's B tile: kBN output channels x kKc
   static constexpr int kABytes = kNchw ? 24576 : kChunks * kAChunk;  // the largest NCHW box: 24 x 32 x 8 floats
   static constexpr int kHalf = kABytes + kChunks * kBChunk;          // the A boxes, then the B tiles
@@ -404,15 +410,16 @@ struct Slot {
 };
 
 template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, class Epilogue, int kKc = kBK,
-          int kChunks = 1, bool kSplit = false, bool kPersistent = kSplit>
+          int kChunks = 1, bool kSplit = false, bool kPersistent = kSplit, int kM = kBM>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     conv_igemm_kernel(float* __restrict__ y, const Geometry whole, const __grid_constant__ Parities par,
                       const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap, Epilogue epi) {
-  using Layout = Slot<kNchw, kBN, kKc, kChunks, kSplit>;
+  using Layout = Slot<kNchw, kBN, kKc, kChunks, kSplit, kM>;
   static_assert(!(kPersistent && kStaged), "a staged epilogue would overwrite the ring the next tile loads into");
   constexpr int kSlotBytes = Layout::kBytes;
   constexpr int kABytes = Layout::kABytes;
-  constexpr int kAcc = kBN / 2;  // accumulators per consumer thread (64 rows x kBN / 128 threads)
+  constexpr int kAcc = kBN / 2;  // accumulators per consumer thread and wgmma (64 rows x kBN / 128 threads)
+  constexpr int kRowMmas = kM / kBM;  // wgmmas a k8 step per warpgroup: its kM / 2 rows, 64 each
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t raw = smem_addr(smem_raw);
   const uint32_t ring = raw + ((1024u - (raw & 1023u)) & 1023u);
@@ -521,24 +528,30 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     const Tile u = tile_at(t);
     const Geometry& g = u.g;
     const int iters = u.iters, ow0 = u.ow0;
-    float acc[kAcc];
+    float acc[kRowMmas][kAcc];
 #pragma unroll
-    for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+    for (int m = 0; m < kRowMmas; ++m) {
+#pragma unroll
+      for (int i = 0; i < kAcc; ++i) acc[m][i] = 0.0f;
+    }
 
     if constexpr (!kNchw && !kSplit) {
       uint32_t prev = 0;
 #pragma unroll 1
       for (int it = 0; it < iters; ++it) {
         mbar_wait(full_bar + 8 * s, phase);
-        const uint32_t a = ring + s * kSlotBytes + cw * 64 * kKc * 4;
+        const uint32_t a = ring + s * kSlotBytes + cw * (kM / 2) * kKc * 4;  // the warpgroup's rows
         const uint32_t b = ring + s * kSlotBytes + kABytes;
         wgmma_fence();
 #pragma unroll
         for (int ch = 0; ch < kChunks; ++ch) {
 #pragma unroll
           for (int kk = 0; kk < kKc / 8; ++kk) {
-            Mma<kBN>::run(acc, desc_rows<kKc>(a + ch * Layout::kAChunk + 32 * kk),
-                          desc_rows<kKc>(b + ch * Layout::kBChunk + 32 * kk));
+#pragma unroll
+            for (int m = 0; m < kRowMmas; ++m) {
+              Mma<kBN>::run(acc[m], desc_rows<kKc>(a + m * 64 * kKc * 4 + ch * Layout::kAChunk + 32 * kk),
+                            desc_rows<kKc>(b + ch * Layout::kBChunk + 32 * kk));
+            }
           }
         }
         wgmma_commit();
@@ -582,7 +595,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
         __syncwarp();
         if (lane == 0) mbar_arrive(empty_bar + 8 * s);  // the slot's wgmmas are done: it can be refilled
 #pragma unroll
-        for (int i = 0; i < kAcc; ++i) acc[i] += part[i];
+        for (int i = 0; i < kAcc; ++i) acc[0][i] += part[i];
         if (++s == kStages) {
           s = 0;
           phase ^= 1u;
@@ -621,7 +634,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
         }
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < kBK / 8; ++kk) Mma<kBN>::run(acc, frag[kk], desc_sw128(b + 32 * kk));
+        for (int kk = 0; kk < kBK / 8; ++kk) Mma<kBN>::run(acc[0], frag[kk], desc_sw128(b + 32 * kk));
         wgmma_commit();
         wgmma_wait<0>();
         __syncwarp();
@@ -633,9 +646,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
       }
     }
     wgmma_wait<0>();
-    fence_accumulators(acc);
+#pragma unroll
+    for (int m = 0; m < kRowMmas; ++m) fence_accumulators(acc[m]);
 
-    store_tile<kBN, kStaged>(y, g, acc, u.k0, ow0, u.oh0, u.od0, u.img,
+    store_tile<kBN, kStaged, kM>(y, g, acc, u.k0, ow0, u.oh0, u.od0, u.img,
                              reinterpret_cast<float*>(smem_raw + (ring - raw)), tid, epi);
   }
 }
@@ -697,7 +711,7 @@ inline Encode encoder() {
 // channels-last copy of prepare_input (3xTF32: both halves, 2N images) and w_re the re-laid weight (3xTF32: 2K rows).
 // kKc, kChunks: a k-tile's chunks of channels (see "Chunks" above the kernel).
 template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, int kKc = kBK, int kChunks = 1,
-          bool kSplit = false, bool kPersistent = kSplit, class Epilogue>
+          bool kSplit = false, bool kPersistent = kSplit, int kM = kBM, class Epilogue>
 int launch(const float* x, const float* w_re, float* y, const Geometry& given, Epilogue epi, cudaStream_t stream,
            const Parities* parities = nullptr) {
   Geometry g = given;
@@ -716,8 +730,8 @@ int launch(const float* x, const float* w_re, float* y, const Geometry& given, E
   if (par.n < 1 || par.n > kMaxParities) return 1004;
   Encode encode = encoder();
   if (encode == nullptr) return 1001;
-  using Layout = Slot<kNchw, kBN, kKc, kChunks, kSplit>;
-  if (g.bd * g.bh * g.bw != kBM || g.cq % kKc != 0 || g.cq < g.c) return 1004;
+  using Layout = Slot<kNchw, kBN, kKc, kChunks, kSplit, kM>;
+  if (g.bd * g.bh * g.bw != kM || g.cq % kKc != 0 || g.cq < g.c) return 1004;
   for (int i = 0; i < par.n; ++i)  // every class's k loop is whole k-tiles
     if (par.c[i].kd * par.c[i].kh * par.c[i].kw * (g.cq / kKc) % kChunks != 0) return 1004;
   if (kNchw ? (g.w % 4 != 0 || g.bw % 4 != 0 || g.bwb < g.bw + 3 || g.bwb * 4 % 16 != 0 ||
@@ -765,7 +779,7 @@ int launch(const float* x, const float* w_re, float* y, const Geometry& given, E
   const int smem = kStages * Layout::kBytes + 1024 + 16 * kStages;
   static_assert(!kStaged || kBN * (kBM + 4) * 4 <= kStages * Layout::kBytes, "staging tile fits the ring");
   auto kernel = conv_igemm_kernel<kNchw, kBN, kStages, kMinBlocks, kStaged, Epilogue, kKc, kChunks, kSplit,
-                                   kPersistent>;
+                                   kPersistent, kM>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return static_cast<int>(err);
   const Parity& big = par.c[0];
@@ -873,7 +887,7 @@ __global__ void transposed_weight_kernel(const float* __restrict__ w, float* __r
 // that). Re-lays the weight, then one launch computes every output parity class with a non-empty output (`Parities`).
 // 0 on success, else launch's codes.
 template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, int kKc = kBK, int kChunks = 1,
-          bool kSplit = false, bool kPersistent = kSplit, class Epilogue>
+          bool kSplit = false, bool kPersistent = kSplit, int kM = kBM, class Epilogue>
 int launch_transposed(const float* x, const float* w, float* w_re, float* y, const Geometry& g, Epilogue epi,
                       cudaStream_t stream) {
   if (g.dd != 1 || g.dh != 1 || g.dw != 1 || g.kd < g.sd || g.kh < g.sh || g.kw < g.sw ||
@@ -896,8 +910,8 @@ int launch_transposed(const float* x, const float* w, float* w_re, float* y, con
   }
   Geometry whole = g;
   whole.fd = g.od, whole.fh = g.oh, whole.fw = g.ow;
-  return launch<kNchw, kBN, kStages, kMinBlocks, kStaged, kKc, kChunks, kSplit, kPersistent>(x, w_re, y, whole, epi,
-                                                                                          stream, &par);
+  return launch<kNchw, kBN, kStages, kMinBlocks, kStaged, kKc, kChunks, kSplit, kPersistent, kM>(x, w_re, y, whole,
+                                                                                              epi, stream, &par);
 }
 
 }  // namespace ff_conv_igemm

@@ -34,6 +34,7 @@ from ...codegen.writer import Writer
 from ...plan import KernelGroup
 from ..channel_norms.kernel import channel_apply_source
 from ..channel_reductions import table as channel_table
+from . import tiling
 from .norm import split
 
 _INDEX = {"full": "ff_at", "channel": "ff_k", "scalar": "0"}
@@ -125,8 +126,9 @@ def _igemm_launcher(group: KernelGroup) -> str:
         launch = ", persistent" if t.persistent else ""
         w.line(f"// {t.name}; {t.stages} stages, {t.min_blocks} block(s) per SM{launch}")
         split = f", {t.chunk}, {t.chunks}, true" if t.split else ""
-        if t.persistent != t.split:  # the launch's default: persistent where 3xTF32
+        if t.persistent != t.split or t.bm != tiling.IGEMM_BM:  # the launch's defaults: persistent where 3xTF32, 128
             split = f", {t.chunk}, {t.chunks}, {'true' if t.split else 'false'}, {'true' if t.persistent else 'false'}"
+            split += f", {t.bm}" if t.bm != tiling.IGEMM_BM else ""
         args = f"<{'true' if t.nchw else 'false'}, {t.bn}, {t.stages}, {t.min_blocks}, false{split}>"
         if c.transposed:
             w.line("// the weight re-laid with each output parity class's taps together, then one launch of every class (a "

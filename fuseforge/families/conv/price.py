@@ -42,7 +42,7 @@ def igemm_seconds(node: fx.Node, conv: ConvAnchor) -> float:
     out = traced_shape(node)
     bd, bh, bw = t.box
     batch = size_hint(tensor_meta(node).shape[0])
-    a_box = (t.box_width * tiling.IGEMM_BK * bh * bd if t.nchw else tiling.IGEMM_BM * t.chunk) * 4
+    a_box = (t.box_width * tiling.IGEMM_BK * bh * bd if t.nchw else t.bm * t.chunk) * 4
     b_tile = t.bn * t.chunk * 4
     halves = 2 if t.split else 1
     seconds = 0.0
@@ -52,7 +52,7 @@ def igemm_seconds(node: fx.Node, conv: ConvAnchor) -> float:
         chunks = taps * t.cq // t.chunk
         rate = rates.IGEMM_SPLIT_CHUNK8_L2_BYTES_PER_S if t.chunk == 8 else rates.IGEMM_L2_BYTES_PER_S[conv.dims]
         traffic = tiles * chunks * (a_box + b_tile) * halves / rate
-        products = tiles * tiling.IGEMM_BM * t.bn * taps * t.cq * 2 * 3 / rates.IGEMM_SPLIT_FLOPS if t.split else 0.0
+        products = tiles * t.bm * t.bn * taps * t.cq * 2 * 3 / rates.IGEMM_SPLIT_FLOPS if t.split else 0.0
         seconds += max(traffic, products)
     if conv.transposed and conv.stride != (1, 1, 1):  # strided stores of its parity classes (a measured rate)
         seconds = max(seconds, cost.nbytes(node) / rates.IGEMM_PARITY_STORE_BYTES_PER_S[32 if bw >= 32 else 16])

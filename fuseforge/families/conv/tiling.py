@@ -124,6 +124,7 @@ class IgemmTiling:
     chunk: int = IGEMM_BK  # channels a chunk: 32 (128-byte rows), or 8 (32-byte rows) for few input channels
     chunks: int = 1  # chunks (taps x channel blocks) a k-tile
     persistent: bool = False  # a block a run of tiles, its ring running on from one tile to the next (else one tile)
+    bm: int = IGEMM_BM  # output pixels a tile: 128, or 256 (TF32, channels-last path: two wgmmas a warpgroup and k8 step)
 
     @property
     def precision(self) -> str:
@@ -138,19 +139,19 @@ class IgemmTiling:
     @property
     def name(self) -> str:
         chunks = f", {self.chunks} x {self.chunk}-channel chunks a k-tile" if self.chunk != IGEMM_BK else ""
-        return (f"{self.precision}, {'nchw' if self.nchw else 'channels-last'}, {self.bn} channels x {IGEMM_BM} pixels "
+        return (f"{self.precision}, {'nchw' if self.nchw else 'channels-last'}, {self.bn} channels x {self.bm} pixels "
                 f"a tile{chunks}")
 
 
-def pixel_box(od: int, oh: int, ow: int) -> tuple[int, int, int]:
-    """The 128-pixel box (bd, bh, bw) that covers the output with the fewest pixels computed and thrown away
-    (ties: the widest rows, for longer stores)."""
+def pixel_box(od: int, oh: int, ow: int, bm: int = IGEMM_BM) -> tuple[int, int, int]:
+    """The box (bd, bh, bw) of `bm` pixels (128 or 256) that covers the output with the fewest pixels computed and
+    thrown away (ties: the widest rows, for longer stores)."""
     best = None
     for bw in (32, 16, 8):
-        for bh in (128 // bw, 64 // bw, 32 // bw, 16 // bw):
+        for bh in (bm // bw, bm // 2 // bw, bm // 4 // bw, bm // 8 // bw):
             if bh < 1:
                 continue
-            bd = IGEMM_BM // (bw * bh)
+            bd = bm // (bw * bh)
             if bd > 1 and od == 1:
                 continue
             covered = -(-ow // bw) * bw * -(-oh // bh) * bh * -(-od // bd) * bd
