@@ -213,9 +213,10 @@ def _forms_inputs(batch=2):
     return x, r, v, u
 
 
-def _forms(tile_pixels: int = tiling.IGEMM_BM):
-    """The forms' plan, each tensor-core kernel at the instance rule's tiling or, at 256 `tile_pixels`, on the
-    channels-last path with tiles of 256 pixels (the lab's instance)."""
+def _forms(tile_pixels: int = tiling.IGEMM_BM, cluster: int = 1):
+    """The forms' plan, each tensor-core kernel at the instance rule's tiling or, at 256 `tile_pixels` or a `cluster`
+    of 2, on the channels-last path with tiles of that many pixels in clusters of that many blocks (the lab's
+    instances)."""
     torch.manual_seed(0)
     captured = _captured(TensorCoreForms(), *_forms_inputs())
     rewrite(captured.graph, captured)
@@ -224,14 +225,15 @@ def _forms(tile_pixels: int = tiling.IGEMM_BM):
 
     def chosen(dims, c, k, w_in, out):
         t = rule(dims, c, k, w_in, out)
-        if tile_pixels == t.bm:
+        if tile_pixels == t.bm and cluster == t.cluster:
             return t
-        return dataclasses.replace(t, nchw=False, bm=tile_pixels, box=tiling.pixel_box(*out, bm=tile_pixels))
+        return dataclasses.replace(t, nchw=False, bm=tile_pixels, box=tiling.pixel_box(*out, bm=tile_pixels),
+                                   cluster=cluster)
 
     with mock.patch("fuseforge.families.conv.group.slower_than_cudnn", return_value=False), \
             mock.patch.object(tiling, "choose_igemm", chosen):
         plan = partition(captured.graph, named("conv"))
-    return captured, plan, generate(plan, captured.graph, f"tensor_core_forms_{tile_pixels}.py")
+    return captured, plan, generate(plan, captured.graph, f"tensor_core_forms_{tile_pixels}_{cluster}.py")
 
 
 def test_every_tensor_core_form_is_an_igemm_conv_kernel_on_its_path():
@@ -285,6 +287,22 @@ def test_the_tensor_core_conv_kernels_with_tiles_of_256_pixels_compile_for_hoppe
     assert "serialized" not in report
 
 
+def test_clusters_of_two_blocks_take_the_forms_on_the_channels_last_path_at_either_tile_size():
+    for pixels in (128, 256):
+        _, plan, ext = _forms(pixels, cluster=2)
+        tilings = [g.spec.conv.tiling for g in plan.groups if g.kind == "conv"]
+        assert len(tilings) == 3 and all(t.cluster == 2 and not t.nchw and t.bm == pixels for t in tilings)
+        assert ext.cuda.count(f"false, 32, 1, false, false, {pixels}, 2>(") == 3
+
+
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc")
+def test_the_tensor_core_conv_kernels_in_clusters_of_two_compile_for_hopper_without_spills(tmp_path):
+    _, _, ext = _forms(256, cluster=2)
+    report = assert_compiles_for_hopper_without_spills(ext.cuda, tmp_path, max_registers=224)
+    assert report.count("conv_igemm_kernel") >= 3
+    assert "serialized" not in report
+
+
 @pytest.mark.skipif(GXX is None, reason="needs g++")
 def test_the_generated_tensor_core_conv_binding_compiles(tmp_path):
     _, _, ext = _forms()
@@ -306,6 +324,18 @@ def test_the_generated_tensor_core_conv_kernels_match_float64_of_their_tf32_oper
 @pytest.mark.gpu
 def test_the_tensor_core_conv_kernels_with_tiles_of_256_pixels_match_float64_of_their_tf32_operands_on_odd_shapes():
     captured, plan, ext = _forms(256)
+    failures = conv_kernel_failures(captured, plan, ext,
+                                    lambda batch: dict(zip(("x", "r", "v", "u"), _forms_inputs(batch))),
+                                    tf32_operands=True)
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("pixels", [128, 256])
+def test_the_tensor_core_conv_kernels_in_clusters_of_two_match_float64_of_their_tf32_operands_on_odd_shapes(pixels):
+    """Batches 1 and 3 give odd numbers of boxes (the last cluster's second block computes no output), and the
+    130-channel form two channel tiles (pairs of blocks by channel tile)."""
+    captured, plan, ext = _forms(pixels, cluster=2)
     failures = conv_kernel_failures(captured, plan, ext,
                                     lambda batch: dict(zip(("x", "r", "v", "u"), _forms_inputs(batch))),
                                     tf32_operands=True)

@@ -155,6 +155,31 @@ __device__ __forceinline__ void tma_load_5d(uint32_t dst, const CUtensorMap* map
       "r"(c4), "r"(mbar)
       : "memory");
 }
+// The same box written at this offset into the shared memory of every CTA of the cluster in `mask`, each CTA's
+// barrier at `mbar`'s offset counting its bytes.
+__device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t mbar,
+                                                      uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, "
+      "{%2, %3}], [%4], %5;\n" ::"r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(mbar), "h"(mask)
+      : "memory");
+}
+// An arrival on the barrier at this offset in the shared memory of CTA `cta` of the cluster.
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t addr, uint32_t cta) {
+  asm volatile(
+      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(addr), "r"(cta)
+      : "memory");
+}
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  return rank;
+}
+// Every thread of every CTA of the cluster: arrive, then wait for all of them.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
 __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t mbar) {
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
@@ -412,12 +437,14 @@ struct Slot {
 };
 
 template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, class Epilogue, int kKc = kBK,
-          int kChunks = 1, bool kSplit = false, bool kPersistent = kSplit, int kM = kBM>
+          int kChunks = 1, bool kSplit = false, bool kPersistent = kSplit, int kM = kBM, int kCluster = 1>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     conv_igemm_kernel(float* __restrict__ y, const Geometry whole, const __grid_constant__ Parities par,
                       const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap, Epilogue epi) {
   using Layout = Slot<kNchw, kBN, kKc, kChunks, kSplit, kM>;
   static_assert(!(kPersistent && kStaged), "a staged epilogue would overwrite the ring the next tile loads into");
+  static_assert(kCluster == 1 || (kCluster == 2 && !kNchw && !kSplit && !kPersistent && !kStaged && kKc == kBK &&
+                                  kChunks == 1), "clusters: the TF32 channels-last path, a block a tile");
   constexpr int kSlotBytes = Layout::kBytes;
   constexpr int kABytes = Layout::kABytes;
   constexpr int kAcc = kBN / 2;  // accumulators per consumer thread and wgmma (64 rows x kBN / 128 threads)
@@ -459,22 +486,42 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     return u;
   };
   auto next_tile = [&](int t) { return kPersistent ? t + static_cast<int>(gridDim.x) : tiles; };
+  // Clusters of two (kCluster 2): the two blocks of a cluster compute two output boxes of one channel tile; each loads
+  // its own A boxes and half of each B tile, written into both blocks' slot (multicast), so that the weight is read
+  // from L2 once for two boxes. A slot is refilled once both blocks' consumers are done with it: each consumer warp
+  // arrives on its own block's empty barrier and on the other's. Block pair p, rank r: channel tile p % k_tiles, box
+  // 2 (p / k_tiles) + r; with an odd number of boxes the last pair's second block loads the last box again and stores
+  // nothing. One parity class (an ordinary convolution): both boxes walk the same taps.
+  const uint32_t rank = kCluster > 1 ? cluster_rank() : 0u;
+  int first = static_cast<int>(blockIdx.x);
+  bool stores = true;
+  if constexpr (kCluster > 1) {
+    const int pair = first / kCluster, boxes = tiles / k_tiles;
+    int box = kCluster * (pair / k_tiles) + static_cast<int>(rank);
+    stores = box < boxes;
+    box = stores ? box : boxes - 1;
+    first = pair % k_tiles + k_tiles * box;
+  }
 
   if (tid == 0) {
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
       mbar_init(full_bar + 8 * s, 1);
-      mbar_init(empty_bar + 8 * s, kConsumers / 32);
+      mbar_init(empty_bar + 8 * s, kCluster * kConsumers / 32);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  __syncthreads();
+  if constexpr (kCluster > 1) {
+    cluster_sync();  // the other block's barriers are initialised before anything is written into them
+  } else {
+    __syncthreads();
+  }
 
   if (tid >= kConsumers) {
     // ---------------------------------------------------------------- producer (warp 8, one thread)
     if (tid == kConsumers) {
       uint32_t s = 0, phase = 0;
-      for (int t = static_cast<int>(blockIdx.x); t < tiles; t = next_tile(t)) {
+      for (int t = first; t < tiles; t = next_tile(t)) {
         const Tile u = tile_at(t);
         const Geometry& g = u.g;
         const int k0 = u.k0, ow0 = u.ow0, oh0 = u.oh0, od0 = u.od0, img = u.img, cblocks = g.cq / kKc;
@@ -498,7 +545,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
             } else {
               tma_load_5d(a, &xmap, at.cb * kKc, iw, ih, id, img, full);
             }
-            tma_load_2d(b, &wmap, k_col, k0, full);
+            if constexpr (kCluster > 1) {  // this block's rows of the B tile, into every block of the cluster
+              constexpr uint32_t kPart = Layout::kBChunk / kCluster;
+              tma_load_2d_multicast(b + rank * kPart, &wmap, k_col, k0 + static_cast<int>(rank) * (kBN / kCluster),
+                                    full, static_cast<uint16_t>((1u << kCluster) - 1u));
+            } else {
+              tma_load_2d(b, &wmap, k_col, k0, full);
+            }
             if constexpr (kSplit) {  // the small parts: images n + N of the copy, rows K + k of the weight
               tma_load_5d(a + Layout::kHalf, &xmap, at.cb * kKc, iw, ih, id, img + g.n, full);
               tma_load_2d(b + Layout::kHalf, &wmap, k_col, g.k + k0, full);
@@ -511,6 +564,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
           }
         }
       }
+    }
+    if constexpr (kCluster > 1) {  // the producer warp's part in the cluster's last barrier (the warp converged first)
+      __syncwarp();
+      cluster_sync();
     }
     return;
   }
@@ -525,8 +582,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   float part[kSplit ? kAcc : 1];  // 3xTF32: a k-tile's products, added into acc once complete
 #pragma unroll
   for (int i = 0; i < (kSplit ? kAcc : 1); ++i) part[i] = 0.0f;
+  // a consumer warp's release of a slot: to its block's producer and, in a cluster, to the other block's
+  auto release = [&](uint32_t slot) {
+    mbar_arrive(empty_bar + 8 * slot);
+    if constexpr (kCluster > 1) mbar_arrive_cluster(empty_bar + 8 * slot, rank ^ 1u);
+  };
 #pragma unroll 1
-  for (int t = static_cast<int>(blockIdx.x); t < tiles; t = next_tile(t)) {
+  for (int t = first; t < tiles; t = next_tile(t)) {
     const Tile u = tile_at(t);
     const Geometry& g = u.g;
     const int iters = u.iters, ow0 = u.ow0;
@@ -558,7 +620,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
         }
         wgmma_commit();
         wgmma_wait<1>();  // the previous k-tile's wgmmas are done: its slot can be refilled
-        if (it > 0 && lane == 0) mbar_arrive(empty_bar + 8 * prev);
+        if (it > 0 && lane == 0) release(prev);
         prev = s;
         if (++s == kStages) {
           s = 0;
@@ -566,7 +628,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
         }
       }
       wgmma_wait<0>();
-      if (iters > 0 && lane == 0) mbar_arrive(empty_bar + 8 * prev);  // the tile's last slot, for the next tile's loads
+      if (iters > 0 && lane == 0) release(prev);  // the tile's last slot, for the next tile's loads
     } else if constexpr (kSplit) {
 #pragma unroll 1
       for (int it = 0; it < iters; ++it) {
@@ -651,8 +713,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 #pragma unroll
     for (int m = 0; m < kRowMmas; ++m) fence_accumulators(acc[m]);
 
-    store_tile<kBN, kStaged, kM>(y, g, acc, u.k0, ow0, u.oh0, u.od0, u.img,
-                             reinterpret_cast<float*>(smem_raw + (ring - raw)), tid, epi);
+    if (stores)
+      store_tile<kBN, kStaged, kM>(y, g, acc, u.k0, ow0, u.oh0, u.od0, u.img,
+                                   reinterpret_cast<float*>(smem_raw + (ring - raw)), tid, epi);
+  }
+  if constexpr (kCluster > 1) {  // no block leaves while the other may still write into it
+    __syncwarp();
+    cluster_sync();
   }
 }
 
@@ -713,7 +780,7 @@ inline Encode encoder() {
 // channels-last copy of prepare_input (3xTF32: both halves, 2N images) and w_re the re-laid weight (3xTF32: 2K rows).
 // kKc, kChunks: a k-tile's chunks of channels (see "Chunks" above the kernel).
 template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, int kKc = kBK, int kChunks = 1,
-          bool kSplit = false, bool kPersistent = kSplit, int kM = kBM, class Epilogue>
+          bool kSplit = false, bool kPersistent = kSplit, int kM = kBM, int kCluster = 1, class Epilogue>
 int launch(const float* x, const float* w_re, float* y, const Geometry& given, Epilogue epi, cudaStream_t stream,
            const Parities* parities = nullptr) {
   Geometry g = given;
@@ -772,7 +839,7 @@ int launch(const float* x, const float* w_re, float* y, const Geometry& given, E
     const int taps = g.kd * g.kh * g.kw;
     const cuuint64_t dims[2] = {static_cast<cuuint64_t>(taps) * g.cq, static_cast<cuuint64_t>(g.k) * (kSplit ? 2 : 1)};
     const cuuint64_t strides[1] = {static_cast<cuuint64_t>(taps) * g.cq * 4};
-    const cuuint32_t box[2] = {static_cast<cuuint32_t>(kKc), static_cast<cuuint32_t>(kBN)};
+    const cuuint32_t box[2] = {static_cast<cuuint32_t>(kKc), static_cast<cuuint32_t>(kBN / kCluster)};
     if (encode(&wmap, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float*>(w_re), dims, strides, box, unit,
                CU_TENSOR_MAP_INTERLEAVE_NONE, kSwizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
@@ -781,7 +848,7 @@ int launch(const float* x, const float* w_re, float* y, const Geometry& given, E
   const int smem = kStages * Layout::kBytes + 1024 + 16 * kStages;
   static_assert(!kStaged || kBN * (kBM + 4) * 4 <= kStages * Layout::kBytes, "staging tile fits the ring");
   auto kernel = conv_igemm_kernel<kNchw, kBN, kStages, kMinBlocks, kStaged, Epilogue, kKc, kChunks, kSplit,
-                                   kPersistent, kM>;
+                                   kPersistent, kM, kCluster>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return static_cast<int>(err);
   const Parity& big = par.c[0];
@@ -789,6 +856,25 @@ int launch(const float* x, const float* w_re, float* y, const Geometry& given, E
                           ((big.oh + g.bh - 1) / g.bh) * ((big.od + g.bd - 1) / g.bd) * g.n;
   if (tiles <= 0 || tiles > 0x7fffffffLL) return 1004;
   long long grid = tiles;
+  if constexpr (kCluster > 1) {  // clusters of kCluster blocks, each cluster kCluster boxes of one channel tile
+    if (par.n != 1) return 1004;  // the blocks of a cluster share their weight tiles: one class, the same taps
+    const long long k_tiles = (g.k + kBN - 1) / kBN, boxes = tiles / k_tiles;
+    grid = kCluster * k_tiles * ((boxes + kCluster - 1) / kCluster);
+    if (grid > 0x7fffffffLL) return 1004;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(static_cast<unsigned>(grid));
+    config.blockDim = dim3(kThreads);
+    config.dynamicSmemBytes = static_cast<size_t>(smem);
+    config.stream = stream;
+    cudaLaunchAttribute cluster[1];
+    cluster[0].id = cudaLaunchAttributeClusterDimension;
+    cluster[0].val.clusterDim.x = kCluster;
+    cluster[0].val.clusterDim.y = 1;
+    cluster[0].val.clusterDim.z = 1;
+    config.attrs = cluster;
+    config.numAttrs = 1;
+    return static_cast<int>(cudaLaunchKernelEx(&config, kernel, y, g, par, xmap, wmap, epi));
+  }
   if constexpr (kPersistent) {  // as many blocks as fit on the GPU at once, each a run of tiles
     // the blocks resident per device, found on its first launch (this instance's shared memory is a constant)
     static int resident_on[kMaxDevices] = {};
@@ -889,7 +975,7 @@ __global__ void transposed_weight_kernel(const float* __restrict__ w, float* __r
 // that). Re-lays the weight, then one launch computes every output parity class with a non-empty output (`Parities`).
 // 0 on success, else launch's codes.
 template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, int kKc = kBK, int kChunks = 1,
-          bool kSplit = false, bool kPersistent = kSplit, int kM = kBM, class Epilogue>
+          bool kSplit = false, bool kPersistent = kSplit, int kM = kBM, int kCluster = 1, class Epilogue>
 int launch_transposed(const float* x, const float* w, float* w_re, float* y, const Geometry& g, Epilogue epi,
                       cudaStream_t stream) {
   if (g.dd != 1 || g.dh != 1 || g.dw != 1 || g.kd < g.sd || g.kh < g.sh || g.kw < g.sw ||
@@ -912,8 +998,8 @@ int launch_transposed(const float* x, const float* w, float* w_re, float* y, con
   }
   Geometry whole = g;
   whole.fd = g.od, whole.fh = g.oh, whole.fw = g.ow;
-  return launch<kNchw, kBN, kStages, kMinBlocks, kStaged, kKc, kChunks, kSplit, kPersistent, kM>(x, w_re, y, whole,
-                                                                                              epi, stream, &par);
+  return launch<kNchw, kBN, kStages, kMinBlocks, kStaged, kKc, kChunks, kSplit, kPersistent, kM, kCluster>(
+      x, w_re, y, whole, epi, stream, &par);
 }
 
 }  // namespace ff_conv_igemm

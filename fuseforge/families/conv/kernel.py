@@ -126,9 +126,10 @@ def _igemm_launcher(group: KernelGroup) -> str:
         launch = ", persistent" if t.persistent else ""
         w.line(f"// {t.name}; {t.stages} stages, {t.min_blocks} block(s) per SM{launch}")
         split = f", {t.chunk}, {t.chunks}, true" if t.split else ""
-        if t.persistent != t.split or t.bm != tiling.IGEMM_BM:  # the launch's defaults: persistent where 3xTF32, 128
+        if t.persistent != t.split or t.bm != tiling.IGEMM_BM or t.cluster != 1:  # the launch's defaults
             split = f", {t.chunk}, {t.chunks}, {'true' if t.split else 'false'}, {'true' if t.persistent else 'false'}"
-            split += f", {t.bm}" if t.bm != tiling.IGEMM_BM else ""
+            split += f", {t.bm}" if t.bm != tiling.IGEMM_BM or t.cluster != 1 else ""
+            split += f", {t.cluster}" if t.cluster != 1 else ""
         args = f"<{'true' if t.nchw else 'false'}, {t.bn}, {t.stages}, {t.min_blocks}, false{split}>"
         if c.transposed:
             w.line("// the weight re-laid with each output parity class's taps together, then one launch of every class (a "

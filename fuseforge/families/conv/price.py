@@ -43,7 +43,7 @@ def igemm_seconds(node: fx.Node, conv: ConvAnchor) -> float:
     bd, bh, bw = t.box
     batch = size_hint(tensor_meta(node).shape[0])
     a_box = (t.box_width * tiling.IGEMM_BK * bh * bd if t.nchw else t.bm * t.chunk) * 4
-    b_tile = t.bn * t.chunk * 4
+    b_tile = t.bn * t.chunk * 4 / t.cluster  # a cluster's blocks read a weight tile from L2 once
     halves = 2 if t.split else 1
     seconds = 0.0
     for extents, taps in parity_launches(conv, (out[2] if conv.dims == 3 else 1, out[-2], out[-1])):

@@ -125,6 +125,7 @@ class IgemmTiling:
     chunks: int = 1  # chunks (taps x channel blocks) a k-tile
     persistent: bool = False  # a block a run of tiles, its ring running on from one tile to the next (else one tile)
     bm: int = IGEMM_BM  # output pixels a tile: 128, or 256 (TF32, channels-last path: two wgmmas a warpgroup and k8 step)
+    cluster: int = 1  # blocks a cluster (TF32, channels-last path, a block a tile): 2 share each weight tile's L2 read
 
     @property
     def precision(self) -> str:
