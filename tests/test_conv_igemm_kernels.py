@@ -223,8 +223,8 @@ def _forms(tile_pixels: int = tiling.IGEMM_BM, cluster: int = 1):
     _mark(captured, "tf32")
     rule = tiling.choose_igemm
 
-    def chosen(dims, c, k, w_in, out):
-        t = rule(dims, c, k, w_in, out)
+    def chosen(dims, c, k, w_in, out, bn=None):
+        t = rule(dims, c, k, w_in, out, bn=bn)
         if tile_pixels == t.bm and cluster == t.cluster:
             return t
         return dataclasses.replace(t, nchw=False, bm=tile_pixels, box=tiling.pixel_box(*out, bm=tile_pixels),
@@ -310,6 +310,64 @@ def test_the_generated_tensor_core_conv_binding_compiles(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
 
 
+class ChannelReductionForms(nn.Module):
+    """Tensor-core convolutions whose values are reduced over their channels: 40 -> 100 channels (one tile of 128),
+    scaled, then amin keepdim; a 3-D one of 24 -> 48 channels (one tile of 64) with a relu, then a mean; 40 -> 130
+    channels (two tiles) then the values of a max: no tile holds every channel."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(40, 100, 3, padding=1)
+        self.b = nn.Conv3d(24, 48, 3)
+        self.c = nn.Conv2d(40, 130, 3)
+
+    def forward(self, x, u):
+        y = torch.amin(self.a(x) * 0.5, dim=1, keepdim=True)
+        z = torch.relu(self.b(u)).mean(dim=1)
+        m = torch.max(self.c(x), dim=1)[0]
+        return y, z, m
+
+
+def _reduction_inputs(batch=2):
+    return torch.randn(batch, 40, 13, 37), torch.randn(batch, 24, 6, 9, 35)
+
+
+def _reduction_forms():
+    torch.manual_seed(0)
+    captured = _captured(ChannelReductionForms(), *_reduction_inputs())
+    rewrite(captured.graph, captured)
+    _mark(captured, "tf32")
+    with mock.patch("fuseforge.families.conv.group.slower_than_cudnn", return_value=None), \
+            mock.patch("fuseforge.families.conv.price.slower_than_cudnn", return_value=None):
+        plan = partition(captured.graph, named("conv"))
+    return captured, plan, generate(plan, captured.graph, "channel_reduction_forms.py")
+
+
+def test_a_tensor_core_conv_whose_tile_holds_every_channel_reduces_them_in_its_epilogue():
+    _, plan, ext = _reduction_forms()
+    groups = {g.spec.conv.k: g for g in plan.groups if g.kind == "conv"}
+    assert set(groups) == {100, 48, 130} and all(g.spec.conv.kernel == "igemm" for g in groups.values())
+    for k, op in ((100, "amin"), (48, "mean")):
+        red = groups[k].spec.reduction
+        assert red is not None and red.over == "channels" and red.op == op and groups[k].outputs == (red.output,)
+    assert groups[130].spec.reduction is None and "max_1" not in groups[130].nodes  # two tiles of channels
+    assert ext.cuda.count("false, false, 128, 1, true>(") == 2  # the two reducing launches
+    assert "reduce_tile" in ext.cuda
+
+
+def test_the_reducing_tensor_core_forms_plan_passes_the_float64_check_of_its_kernels_against_the_graphs_ops():
+    captured, plan, _ = _reduction_forms()
+    assert_conv_groups_match_the_graph_in_float64(captured, plan)
+
+
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc")
+def test_the_reducing_tensor_core_conv_kernels_compile_for_hopper_without_spills(tmp_path):
+    _, _, ext = _reduction_forms()
+    report = assert_compiles_for_hopper_without_spills(ext.cuda, tmp_path, max_registers=168)
+    assert report.count("conv_igemm_kernel") >= 3
+    assert "serialized" not in report
+
+
 # ---------------------------------------------------------------------------------------- on a GPU
 
 @pytest.mark.gpu
@@ -338,6 +396,14 @@ def test_the_tensor_core_conv_kernels_in_clusters_of_two_match_float64_of_their_
     captured, plan, ext = _forms(pixels, cluster=2)
     failures = conv_kernel_failures(captured, plan, ext,
                                     lambda batch: dict(zip(("x", "r", "v", "u"), _forms_inputs(batch))),
+                                    tf32_operands=True)
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.gpu
+def test_the_reducing_tensor_core_conv_kernels_match_float64_of_their_tf32_operands_on_odd_shapes():
+    captured, plan, ext = _reduction_forms()
+    failures = conv_kernel_failures(captured, plan, ext, lambda batch: dict(zip(("x", "u"), _reduction_inputs(batch))),
                                     tf32_operands=True)
     assert not failures, "\n".join(failures)
 

@@ -106,8 +106,8 @@ def plan_variant(call: ConvCall, variant: str, name: str, tf32: bool = False):
     chooser = "choose_igemm" if tf32 else "choose_split_igemm"
     rule = getattr(tiling, chooser)
 
-    def chosen(*args):  # choose_igemm(dims, c, k, w_in, out), choose_split_igemm(c, k, out, taps)
-        return vary(rule(*args), variant, args[4] if tf32 else args[2])
+    def chosen(*args, **kwargs):  # choose_igemm(dims, c, k, w_in, out), choose_split_igemm(c, k, out, taps)
+        return vary(rule(*args, **kwargs), variant, args[4] if tf32 else args[2])
 
     with mock.patch.object(tiling, chooser, chosen), \
             mock.patch.object(conv_group, "slower_than_cudnn", return_value=None), \

@@ -111,9 +111,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int cw = tid >> 7;
   const int lane = tid & 31;
   const int q = (tid & 127) >> 5;
-  float acc[kAcc];
+  float acc[1][kAcc];  // store_tile's layout: one wgmma row block a warpgroup (tiles of 128 pixels)
 #pragma unroll
-  for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+  for (int i = 0; i < kAcc; ++i) acc[0][i] = 0.0f;
   // ldmatrix rows of this lane: block i = lanes 8i .. 8i + 7 (rows 0-7 / 8-15 of the warp's 16, k 0-3 / 4-7)
   const int a_row = 64 * cw + 16 * q + (lane & 7) + ((lane >> 3) & 1) * 8;
   const int half = lane >> 4;
@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < kBK / 8; ++kk) Mma<kBN>::run(acc, frag[kk], desc_sw128(b + kwi * kBTile + 32 * kk));
+      for (int kk = 0; kk < kBK / 8; ++kk) Mma<kBN>::run(acc[0], frag[kk], desc_sw128(b + kwi * kBTile + 32 * kk));
       wgmma_commit();
       wgmma_wait<0>();
     }
@@ -150,8 +150,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   row.bd = 1;
   row.bh = 1;
   row.bw = kBM;
-  store_tile<kBN, kStaged>(y, row, acc, k0, ow0, oh, od, img, reinterpret_cast<float*>(smem_raw + (ring - raw)),
-                           tid, epi);
+  store_tile<kBN, kStaged, kBM>(y, row, acc, k0, ow0, oh, od, img,
+                                reinterpret_cast<float*>(smem_raw + (ring - raw)), tid, epi);
 }
 
 // The halo kernel (channels-last input; tiles of 128 pixels of one output row). 1004: a window too wide for one

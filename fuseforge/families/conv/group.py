@@ -27,13 +27,15 @@ epilogue, the pass over the convolution's output it saves. The conv family claim
 families, so an epilogue holds only the pointwise ops no reduction, norm or pool kernel took in as its prologue
 (a 2-D convolution of 8 channels runs as fast in cuDNN as in the direct kernel: it pays only through that pass).
 
-One exception: a group of the direct kernel may end in a *reduction* of the epilogue's last value
-(`reduction.py`), which is then the group's only output:
+One exception: a group may end in a *reduction* of the epilogue's last value (`reduction.py`), which is then the
+group's only output (the tensor-core kernel: a channel reduction only):
 - a *spatial sum*: a sum or mean over all the convolution's spatial axes (global average pooling is such a mean),
   one value per (n, k): sum_s f(conv(x, w))[n, k, s] is summed as the values are computed;
 - a *channel reduction*: amin, amax, sum or mean over the output channels (dim 1; `torch.min(x, 1)[0]` too), one
-  value per position, where one block holds every output channel (the tiling's channel group >= K).
-Either way the convolution's output is never written. Or it may go into a *channel norm* (`norm.py`): a train-mode
+  value per position, where one block holds every output channel (the direct kernel's channel group >= K, the
+  tensor-core kernel's tile of BN channels >= K).
+Either way the convolution's output is never written. Or (the direct kernel) it may go into a *channel norm*
+(`norm.py`): a train-mode
 batch norm, a group norm or an instance norm of the epilogue's last value, with the pointwise ops around the norm that
 a channel kernel pair takes; the kernel then stores its output and takes the norm's statistics as it does, and the
 channel kernels only normalise. Such groups are formed before any family claims
@@ -109,9 +111,10 @@ def _triple(value, dims: int, fill: int) -> tuple[int, int, int] | None:
     return tuple([fill] * (3 - dims) + values)
 
 
-def recognise(node: fx.Node) -> ConvAnchor | str:
-    """The anchor's convolution (with the direct kernel's or the implicit-GEMM kernel's tiling), or why it is no
-    conv kernel."""
+def recognise(node: fx.Node, one_channel_tile: bool = False) -> ConvAnchor | str:
+    """The anchor's convolution (with the direct kernel's or the implicit-GEMM kernel's tiling; `one_channel_tile`:
+    the latter's tile holding every output channel where there are at most 128, for a reduction over them), or why it
+    is no conv kernel."""
     op = CONV_OPS[str(node.target)]
     a = pointwise.bind_arguments(node, lambda n: n)
     x, w, bias = a["input"], a["weight"], a.get("bias")
@@ -153,12 +156,13 @@ def recognise(node: fx.Node) -> ConvAnchor | str:
         if output_padding is None:
             return "its output padding is not a list of ints"
         igemm = _igemm_tiling(node, dims, c, k, (1, 1, 1), tuple(geometry[0]),
-                              class_tap_counts(window, geometry[0], geometry[1]))
+                              class_tap_counts(window, geometry[0], geometry[1]), one_channel_tile)
         if isinstance(igemm, str):
             return f"a transposed convolution: the tensor-core kernel takes it as one convolution per output parity, but {igemm}"
         return ConvAnchor(op, x.name, w.name, bias_name, dims, c, k, window, *geometry, igemm, True, output_padding)
     if not rates.is_short_dot(c, terms):
-        igemm = _igemm_tiling(node, dims, c, k, tuple(geometry[0]), taps=(terms // c,))
+        igemm = _igemm_tiling(node, dims, c, k, tuple(geometry[0]), taps=(terms // c,),
+                              one_channel_tile=one_channel_tile)
         if isinstance(igemm, str):
             return (f"{c} input channels x a {'x'.join(map(str, window[3 - dims:]))} window = {terms} products per "
                     f"output: past the direct kernel's measured range ({rates.SHORT_DOT_CHANNELS} channels, "
@@ -190,10 +194,12 @@ def assumed_class(node: fx.Node) -> str:
 
 
 def _igemm_tiling(node: fx.Node, dims: int, c: int, k: int, stride: tuple[int, int, int],
-                  parities: tuple[int, int, int] = (1, 1, 1), taps: tuple[int, ...] = (1,)) -> tiling.IgemmTiling | str:
+                  parities: tuple[int, int, int] = (1, 1, 1), taps: tuple[int, ...] = (1,),
+                  one_channel_tile: bool = False) -> tiling.IgemmTiling | str:
     """The implicit-GEMM kernel's tiling of the convolution (of a transposed one with strides `parities`: of its
-    largest output parity class; `taps`: each class's taps), or why that kernel does not take it: TF32 where eager's
-    cuDNN runs TF32, 3xTF32 where it runs exact fp32 (both measured on the GPU)."""
+    largest output parity class; `taps`: each class's taps; `one_channel_tile`: a tile of every output channel where
+    there are at most 128), or why that kernel does not take it: TF32 where eager's cuDNN runs TF32, 3xTF32 where it
+    runs exact fp32 (both measured on the GPU)."""
     if stride != (1, 1, 1):
         return "the tensor-core kernel takes stride 1 only: cuDNN stays"
     if c < SPLIT_MIN_CHANNELS:
@@ -208,12 +214,13 @@ def _igemm_tiling(node: fx.Node, dims: int, c: int, k: int, stride: tuple[int, i
         return "its input's width is not static"
     out = traced_shape(node)
     extents = tuple(-(-e // s) for e, s in zip((out[2] if dims == 3 else 1, out[-2], out[-1]), parities))
+    bn = 128 if one_channel_tile and 64 < k <= 128 else None  # a tile of every output channel (else the rule's)
     if measured == "fp32":  # 3xTF32: fp32-class products
-        return tiling.choose_split_igemm(c, k, extents, taps)
+        return tiling.choose_split_igemm(c, k, extents, taps, bn=bn)
     if c < IGEMM_MIN_CHANNELS:
         return (f"the tensor-core kernel's 32-channel k-tiles would be mostly zeros at {c} input channels (TF32 "
                 f"measured slower than cuDNN below {IGEMM_MIN_CHANNELS}): cuDNN stays")
-    return tiling.choose_igemm(dims, c, k, w_in, extents)
+    return tiling.choose_igemm(dims, c, k, w_in, extents, bn=bn)
 
 
 def epilogue_anchor(node: fx.Node) -> ConvAnchor | str:
@@ -261,8 +268,8 @@ def conv_spec(members: set[str], anchor: fx.Node, conv: ConvAnchor, by_name, rea
         return "fusing would create a cycle through an op outside the kernel"
     full = traced_shape(anchor)
     if reduction is not None:
-        if conv.kernel != "direct":
-            return "only the direct kernel reduces its values"
+        if conv.kernel != "direct" and reduction.over != "channels":
+            return "the tensor-core kernel reduces over the channels only (a spatial sum is the direct kernel's)"
         if reduction.data not in members:
             return f"the reduction reads {reduction.data}, which the kernel does not compute"
         if reduction.over == "channels":
@@ -309,8 +316,14 @@ def conv_spec(members: set[str], anchor: fx.Node, conv: ConvAnchor, by_name, rea
 
 
 def _channel_reduction_reason(conv: ConvAnchor) -> str | None:
-    """Why the direct kernel cannot reduce this convolution's values over its channels (None: it can)."""
+    """Why the conv kernel cannot reduce this convolution's values over its channels (None: it can): a block must hold
+    every output channel."""
     t = conv.tiling
+    if conv.kernel == "igemm":
+        if t.bn < conv.k:
+            return (f"a tile of the tensor-core kernel holds {t.bn} of the {conv.k} output channels: it cannot reduce "
+                    "over them")
+        return None
     if t.kpt * t.wk < conv.k:
         return (f"a block of the direct kernel holds {t.kpt * t.wk} of the {conv.k} output channels: it cannot reduce "
                 "over them")
@@ -347,18 +360,22 @@ def form_conv_reduction_groups(claim: Claim, pointwise_groups: list[list[str]], 
         if not is_conv_op(node) or node.name in claim.claimed:
             continue
         conv = recognise(node)
-        if isinstance(conv, str) or conv.kernel != "direct":
+        if isinstance(conv, str):
             continue
         taken = set(grower.taken)
         grown = grower.grow(node.name, {node.name}, lambda members, node=node, conv=conv:
                             conv_spec(members, node, conv, grower.by_name, claim.reach))
         reduction = grown and _reduction_of(grown[0], grower.by_name)
+        if reduction and reduction.over == "channels" and conv.kernel == "igemm" and conv.tiling.bn < conv.k:
+            wide = recognise(node, one_channel_tile=True)  # one tile of every channel, where there are <= 128
+            conv = wide if not isinstance(wide, str) else conv
         spec = reduction and conv_spec(grown[0] | reduction.members, node, conv, grower.by_name, claim.reach, reduction)
         if reduction and not isinstance(spec, str) and \
                 (claim.every_kernel or not slower_than_cudnn(node, conv, "reduction")):
             grower.formed.append((grown[0] | reduction.members, spec))
             continue
-        with_norm = grown and not reduction and _with_norm(grower, claim, node, conv, *grown)
+        with_norm = (grown and not reduction and conv.kernel == "direct"  # the statistics: the direct kernel's
+                     and _with_norm(grower, claim, node, conv, *grown))
         if with_norm:
             grower.formed.append(with_norm)
             continue

@@ -392,6 +392,47 @@ __device__ __forceinline__ void store_tile(float* __restrict__ y, const Geometry
   }
 }
 
+// The epilogue of a tile that holds every output channel (kChannelReduce; K <= kBN): each pixel's values, the
+// functor's epi(acc, k, at) for k < K, reduced over the channels with its init / combine / finish, one value a pixel
+// into y = [N, (1,) OD, OH, OW]. A thread combines its kBN / 4 channels of a row (in channel order), then the row's
+// four lanes (t = 0..3) combine theirs through two shuffles, in a fixed order; lane t = 0 stores. Every lane takes
+// part in the shuffles; a pixel outside the output reads nothing and stores nothing.
+template <int kBN, int kM, class Epilogue>
+__device__ __forceinline__ void reduce_tile(float* __restrict__ y, const Geometry& g,
+                                            const float (&acc)[kM / kBM][kBN / 2], int ow0, int oh0, int od0, int img,
+                                            int tid, Epilogue& epi) {
+  const int cw = tid >> 7, q = (tid & 127) >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
+  const long long plane = static_cast<long long>(g.fd) * g.fh * g.fw;
+#pragma unroll
+  for (int m = 0; m < kM / kBM; ++m) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = kM / 2 * cw + 64 * m + 16 * q + gq + 8 * half;
+      const int pw = r % g.bw, ph = (r / g.bw) % g.bh, pd = r / (g.bw * g.bh);
+      const int ow = ow0 + pw, oh = oh0 + ph, od = od0 + pd;
+      const bool inside = ow < g.ow && oh < g.oh && od < g.od;
+      const long long pix = inside ? out_pixel(g, od, oh, ow) : 0;
+      float v = epi.init();
+      if (inside) {
+#pragma unroll
+        for (int j = 0; j < kBN / 8; ++j) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int k = 8 * j + 2 * tq + e;
+            if (k < g.k) {
+              const long long at = (static_cast<long long>(img) * g.k + k) * plane + pix;
+              v = epi.combine(v, epi(acc[m][4 * j + 2 * half + e], k, at));
+            }
+          }
+        }
+      }
+      v = epi.combine(v, __shfl_xor_sync(0xffffffffu, v, 1));
+      v = epi.combine(v, __shfl_xor_sync(0xffffffffu, v, 2));
+      if (inside && tq == 0) y[img * plane + pix] = epi.finish(v);
+    }
+  }
+}
+
 // ------------------------------------------------------------------------------------------- the kernel
 // kNchw false: x is the channels-last copy (prepare_input); A boxes land K-major in the 128-byte swizzle and
 // the wgmmas read both operands from shared memory.
@@ -437,7 +478,8 @@ struct Slot {
 };
 
 template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, class Epilogue, int kKc = kBK,
-          int kChunks = 1, bool kSplit = false, bool kPersistent = kSplit, int kM = kBM, int kCluster = 1>
+          int kChunks = 1, bool kSplit = false, bool kPersistent = kSplit, int kM = kBM, int kCluster = 1,
+          bool kChannelReduce = false>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     conv_igemm_kernel(float* __restrict__ y, const Geometry whole, const __grid_constant__ Parities par,
                       const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap, Epilogue epi) {
@@ -713,9 +755,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 #pragma unroll
     for (int m = 0; m < kRowMmas; ++m) fence_accumulators(acc[m]);
 
-    if (stores)
+    if constexpr (kChannelReduce) {  // one channel tile (k0 = 0): the launch checks K <= kBN
+      if (stores) reduce_tile<kBN, kM>(y, g, acc, ow0, u.oh0, u.od0, u.img, tid, epi);
+    } else if (stores) {
       store_tile<kBN, kStaged, kM>(y, g, acc, u.k0, ow0, u.oh0, u.od0, u.img,
                                    reinterpret_cast<float*>(smem_raw + (ring - raw)), tid, epi);
+    }
   }
   if constexpr (kCluster > 1) {  // no block leaves while the other may still write into it
     __syncwarp();
@@ -780,7 +825,8 @@ inline Encode encoder() {
 // channels-last copy of prepare_input (3xTF32: both halves, 2N images) and w_re the re-laid weight (3xTF32: 2K rows).
 // kKc, kChunks: a k-tile's chunks of channels (see "Chunks" above the kernel).
 template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, int kKc = kBK, int kChunks = 1,
-          bool kSplit = false, bool kPersistent = kSplit, int kM = kBM, int kCluster = 1, class Epilogue>
+          bool kSplit = false, bool kPersistent = kSplit, int kM = kBM, int kCluster = 1, bool kChannelReduce = false,
+          class Epilogue>
 int launch(const float* x, const float* w_re, float* y, const Geometry& given, Epilogue epi, cudaStream_t stream,
            const Parities* parities = nullptr) {
   Geometry g = given;
@@ -800,6 +846,7 @@ int launch(const float* x, const float* w_re, float* y, const Geometry& given, E
   Encode encode = encoder();
   if (encode == nullptr) return 1001;
   using Layout = Slot<kNchw, kBN, kKc, kChunks, kSplit, kM>;
+  if (kChannelReduce && g.k > kBN) return 1004;  // a reduction over the channels: one tile holds them all
   if (g.bd * g.bh * g.bw != kM || g.cq % kKc != 0 || g.cq < g.c) return 1004;
   for (int i = 0; i < par.n; ++i)  // every class's k loop is whole k-tiles
     if (par.c[i].kd * par.c[i].kh * par.c[i].kw * (g.cq / kKc) % kChunks != 0) return 1004;
@@ -848,7 +895,7 @@ int launch(const float* x, const float* w_re, float* y, const Geometry& given, E
   const int smem = kStages * Layout::kBytes + 1024 + 16 * kStages;
   static_assert(!kStaged || kBN * (kBM + 4) * 4 <= kStages * Layout::kBytes, "staging tile fits the ring");
   auto kernel = conv_igemm_kernel<kNchw, kBN, kStages, kMinBlocks, kStaged, Epilogue, kKc, kChunks, kSplit,
-                                   kPersistent, kM, kCluster>;
+                                   kPersistent, kM, kCluster, kChannelReduce>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return static_cast<int>(err);
   const Parity& big = par.c[0];
@@ -975,7 +1022,8 @@ __global__ void transposed_weight_kernel(const float* __restrict__ w, float* __r
 // that). Re-lays the weight, then one launch computes every output parity class with a non-empty output (`Parities`).
 // 0 on success, else launch's codes.
 template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, int kKc = kBK, int kChunks = 1,
-          bool kSplit = false, bool kPersistent = kSplit, int kM = kBM, int kCluster = 1, class Epilogue>
+          bool kSplit = false, bool kPersistent = kSplit, int kM = kBM, int kCluster = 1, bool kChannelReduce = false,
+          class Epilogue>
 int launch_transposed(const float* x, const float* w, float* w_re, float* y, const Geometry& g, Epilogue epi,
                       cudaStream_t stream) {
   if (g.dd != 1 || g.dh != 1 || g.dw != 1 || g.kd < g.sd || g.kh < g.sh || g.kw < g.sw ||
@@ -998,8 +1046,8 @@ int launch_transposed(const float* x, const float* w, float* w_re, float* y, con
   }
   Geometry whole = g;
   whole.fd = g.od, whole.fh = g.oh, whole.fw = g.ow;
-  return launch<kNchw, kBN, kStages, kMinBlocks, kStaged, kKc, kChunks, kSplit, kPersistent, kM, kCluster>(
-      x, w_re, y, whole, epi, stream, &par);
+  return launch<kNchw, kBN, kStages, kMinBlocks, kStaged, kKc, kChunks, kSplit, kPersistent, kM, kCluster,
+                kChannelReduce>(x, w_re, y, whole, epi, stream, &par);
 }
 
 }  // namespace ff_conv_igemm

@@ -20,7 +20,9 @@ output. For a spatial sum the launcher calls `ff_conv_direct::launch_spatial_sum
 (the binding's) and the scale (1, or 1 / the spatial size for a mean), and the binding allocates the [N, K] result
 (with unit spatial axes where it keeps them). For a channel reduction the functor also spells the reduction
 (`init`, `combine`, `finish`: the channel-reduction table's C++), the launcher calls
-`ff_conv_direct::launch_channel_reduce`, and the binding allocates [N, (1,) (OD,) OH, OW].
+`ff_conv_direct::launch_channel_reduce` (or `ff_conv_igemm::launch` with its channel-reduction argument: the
+tensor-core kernel's tile then holds every channel and `reduce_tile` combines them), and the binding allocates
+[N, (1,) (OD,) OH, OW].
 """
 
 from __future__ import annotations
@@ -125,12 +127,10 @@ def _igemm_launcher(group: KernelGroup) -> str:
             src = "ff_x_cl"
         launch = ", persistent" if t.persistent else ""
         w.line(f"// {t.name}; {t.stages} stages, {t.min_blocks} block(s) per SM{launch}")
-        split = f", {t.chunk}, {t.chunks}, true" if t.split else ""
-        if t.persistent != t.split or t.bm != tiling.IGEMM_BM or t.cluster != 1:  # the launch's defaults
-            split = f", {t.chunk}, {t.chunks}, {'true' if t.split else 'false'}, {'true' if t.persistent else 'false'}"
-            split += f", {t.bm}" if t.bm != tiling.IGEMM_BM or t.cluster != 1 else ""
-            split += f", {t.cluster}" if t.cluster != 1 else ""
-        args = f"<{'true' if t.nchw else 'false'}, {t.bn}, {t.stages}, {t.min_blocks}, false{split}>"
+        red = group.spec.reduction
+        if red:  # a channel reduction (the only one the tensor-core kernel takes; one tile holds every channel)
+            w.line(f"// each pixel's {c.k} channels reduced in the epilogue ({red.describe()}): one value a pixel")
+        args = f"<{'true' if t.nchw else 'false'}, {t.bn}, {t.stages}, {t.min_blocks}, false{_igemm_options(t, red)}>"
         if c.transposed:
             w.line("// the weight re-laid with each output parity class's taps together, then one launch of every class (a "
                    "block: one class's tile, its outputs s apart)")
@@ -139,6 +139,16 @@ def _igemm_launcher(group: KernelGroup) -> str:
             w.line(f"return ff_conv_igemm::launch{args}({src}, ff_w_re, {out}, g, epi, s);")
     w.line("}")
     return w.text()
+
+
+def _igemm_options(t: tiling.IgemmTiling, reduction) -> str:
+    """The launch's template arguments after the first five: chunk, chunks, 3xTF32, persistent, tile pixels, cluster,
+    channel reduction, as far as one differs from its default (persistent where 3xTF32, 128, 1, none)."""
+    values = [t.chunk, t.chunks, "true" if t.split else "false", "true" if t.persistent else "false", t.bm, t.cluster,
+              "true" if reduction else "false"]
+    defaults = [None, None, "false", "true" if t.split else "false", tiling.IGEMM_BM, 1, "false"]
+    last = max((i for i, (v, d) in enumerate(zip(values, defaults)) if v != d and d is not None), default=-1)
+    return "".join(f", {v}" for v in values[:last + 1])
 
 
 def _launcher(group: KernelGroup) -> str:

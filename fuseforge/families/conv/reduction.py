@@ -1,7 +1,7 @@
-"""The reductions a conv kernel of the direct kernel may end in (`group.py` forms such groups): the epilogue's last
-value reduced over all the convolution's spatial axes (a sum or mean: one value per (n, k); global average pooling
-after the rewrite is such a mean) or over its output channels (the channel-reduction table's amin, amax, sum, mean
-and min/max values over axis 1: one value per position)."""
+"""The reductions a conv kernel may end in (`group.py` forms such groups): the epilogue's last value reduced over all
+the convolution's spatial axes (the direct kernel; a sum or mean: one value per (n, k); global average pooling after
+the rewrite is such a mean) or over its output channels (either kernel; the channel-reduction table's amin, amax,
+sum, mean and min/max values over axis 1: one value per position)."""
 
 from __future__ import annotations
 

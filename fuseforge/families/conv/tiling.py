@@ -161,11 +161,13 @@ def pixel_box(od: int, oh: int, ow: int, bm: int = IGEMM_BM) -> tuple[int, int, 
     return best[1]
 
 
-def choose_igemm(dims: int, c: int, k_out: int, w_in: int, out: tuple[int, int, int]) -> IgemmTiling:
+def choose_igemm(dims: int, c: int, k_out: int, w_in: int, out: tuple[int, int, int],
+                 bn: int | None = None) -> IgemmTiling:
     """The implicit-GEMM kernel's TF32 instance for a stride-1 convolution of `c` -> `k_out` channels, input width
-    `w_in` and output extents `out` = (OD, OH, OW) (OD = 1 in 2-D)."""
+    `w_in` and output extents `out` = (OD, OH, OW) (OD = 1 in 2-D); `bn` output channels a tile where given (a
+    reduction over the channels needs one tile of them all), else the rule's."""
     box = pixel_box(*out)
-    bn = 128 if k_out >= 128 else 64
+    bn = bn or (128 if k_out >= 128 else 64)
     nchw = dims == 2 and box[2] == 32 and w_in % 4 == 0 and (bn == 128 or c <= 16)
     stages, min_blocks = (4, 1) if bn == 128 else ((6, 1) if nchw else (4, 2))
     return IgemmTiling(nchw, bn, stages, min_blocks, box, -(-c // 4) * 4, -(-c // IGEMM_BK) * IGEMM_BK)
@@ -195,11 +197,13 @@ def split_slot_bytes(bn: int, chunk: int, chunks: int) -> int:
     return 2 * chunks * (IGEMM_BM + bn) * chunk * 4
 
 
-def choose_split_igemm(c: int, k_out: int, out: tuple[int, int, int], tap_counts: tuple[int, ...]) -> IgemmTiling:
+def choose_split_igemm(c: int, k_out: int, out: tuple[int, int, int], tap_counts: tuple[int, ...],
+                       bn: int | None = None) -> IgemmTiling:
     """The 3xTF32 instance for a stride-1 convolution of `c` -> `k_out` channels whose launch computes classes of
-    `tap_counts` taps each (one class: the window's taps), output extents `out` (the largest class's)."""
+    `tap_counts` taps each (one class: the window's taps), output extents `out` (the largest class's); `bn` as
+    `choose_igemm`'s."""
     box = pixel_box(*out)
-    bn = 128 if k_out >= 128 else 64
+    bn = bn or (128 if k_out >= 128 else 64)
     chunk = 8 if c < SPLIT_SMALL_CHUNK_BELOW else IGEMM_BK
     cq = -(-c // chunk) * chunk
     chunks = 1
