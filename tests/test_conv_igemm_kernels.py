@@ -25,6 +25,7 @@ from fuseforge.families.conv import FAMILY, tiling
 from fuseforge.families.conv.group import (
     CUDNN_MEASURED,
     EAGER_CLASS,
+    IGEMM_TAILS_BY_DEFAULT,
     conv_op_reason,
     igemm_candidate,
     recognise,
@@ -54,9 +55,10 @@ def _model(name):
     return capture(load_model_file(next(PROBLEMS.glob(f"*/{name}.py"))))
 
 
-def _captured(module, *inputs):
+def _captured(module, *inputs, train=False):
     loaded = LoadedModel(path=types.SimpleNamespace(name="t.py", stem="t"), source="", module=None,
-                         model=module.eval(), init_args=[], inputs=list(inputs), outputs=[], output_is_tuple=False)
+                         model=module.train(train), init_args=[], inputs=list(inputs), outputs=[],
+                         output_is_tuple=False)
     return capture(loaded)
 
 
@@ -332,15 +334,25 @@ def _reduction_inputs(batch=2):
     return torch.randn(batch, 40, 13, 37), torch.randn(batch, 24, 6, 9, 35)
 
 
-def _reduction_forms():
+def _reduction_forms(every_kernel=True):
     torch.manual_seed(0)
     captured = _captured(ChannelReductionForms(), *_reduction_inputs())
     rewrite(captured.graph, captured)
     _mark(captured, "tf32")
-    with mock.patch("fuseforge.families.conv.group.slower_than_cudnn", return_value=None), \
-            mock.patch("fuseforge.families.conv.price.slower_than_cudnn", return_value=None):
-        plan = partition(captured.graph, named("conv"))
+    with mock.patch("fuseforge.families.conv.group.slower_than_cudnn", return_value=None):
+        plan = partition(captured.graph, named("conv"), every_kernel=every_kernel)
     return captured, plan, generate(plan, captured.graph, "channel_reduction_forms.py")
+
+
+def test_by_default_the_tensor_core_kernel_takes_no_reduction_or_norm_until_those_ran_on_a_gpu():
+    """group.IGEMM_TAILS_BY_DEFAULT: reduce_tile and store_tile_stats are planned with --every-kernel only (the tests
+    and the fuzz), even where the cost model prices them faster."""
+    assert not IGEMM_TAILS_BY_DEFAULT
+    _, plan, _ = _reduction_forms(every_kernel=False)
+    assert not any(g.kind == "conv" and g.spec.reduction for g in plan.groups)
+    with mock.patch("fuseforge.families.conv.group.IGEMM_TAILS_BY_DEFAULT", True):
+        _, plan, _ = _reduction_forms(every_kernel=False)
+    assert sorted(g.spec.conv.k for g in plan.groups if g.kind == "conv" and g.spec.reduction) == [48, 100]
 
 
 def test_a_tensor_core_conv_whose_tile_holds_every_channel_reduces_them_in_its_epilogue():
@@ -351,7 +363,7 @@ def test_a_tensor_core_conv_whose_tile_holds_every_channel_reduces_them_in_its_e
         red = groups[k].spec.reduction
         assert red is not None and red.over == "channels" and red.op == op and groups[k].outputs == (red.output,)
     assert groups[130].spec.reduction is None and "max_1" not in groups[130].nodes  # two tiles of channels
-    assert ext.cuda.count("false, false, 128, 1, true>(") == 2  # the two reducing launches
+    assert ext.cuda.count("false, false, 128, 1, ff_conv_igemm::kChannelReduce>(") == 2  # the two reducing launches
     assert "reduce_tile" in ext.cuda
 
 
@@ -366,6 +378,72 @@ def test_the_reducing_tensor_core_conv_kernels_compile_for_hopper_without_spills
     report = assert_compiles_for_hopper_without_spills(ext.cuda, tmp_path, max_registers=168)
     assert report.count("conv_igemm_kernel") >= 3
     assert "serialized" not in report
+
+
+class NormForms(nn.Module):
+    """Tensor-core convolutions (TF32) whose output goes into a channel norm, in train mode: 40 -> 64 channels, relu,
+    a batch norm with its running statistics; a transposed 3-D one of 24 -> 32 channels, a group norm of 4 groups
+    (61's form); 40 -> 48 channels without a bias, an affine instance norm, a division."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(40, 64, 3)
+        self.bn = nn.BatchNorm2d(64)
+        self.b = nn.ConvTranspose3d(24, 32, 3)
+        self.gn = nn.GroupNorm(4, 32)
+        self.c = nn.Conv2d(40, 48, 3, bias=False)
+        self.inorm = nn.InstanceNorm2d(48, affine=True)
+
+    def forward(self, x, u):
+        y = self.bn(torch.relu(self.a(x)))
+        z = self.gn(self.b(u))
+        w = self.inorm(self.c(x)) / 3.0
+        return y, z, w
+
+
+def _norm_inputs(batch=2):
+    return torch.randn(batch, 40, 13, 37), torch.randn(batch, 24, 5, 6, 7)
+
+
+def _norm_forms():
+    torch.manual_seed(0)
+    captured = _captured(NormForms(), *_norm_inputs(), train=True)
+    rewrite(captured.graph, captured)
+    _mark(captured, "tf32")
+    plan = partition(captured.graph, named("rows", "channel_reductions", "channel_norms", "conv"), every_kernel=True)
+    return captured, plan, generate(plan, captured.graph, "norm_forms.py")
+
+
+def test_a_tf32_tensor_core_conv_going_into_a_channel_norm_adds_its_statistics_as_it_stores():
+    _, plan, ext = _norm_forms()
+    normed = {g.spec.conv.k: g for g in plan.groups if g.kind == "conv" and g.spec.norm}
+    assert sorted(normed) == [32, 48, 64] and all(g.spec.conv.kernel == "igemm" for g in normed.values())
+    assert [normed[k].spec.norm.channel.norm.op for k in (64, 32, 48)] == ["batch_norm", "group_norm",
+                                                                          "instance_norm"]
+    assert [normed[k].spec.norm.stat_groups for k in (64, 32, 48)] == [0, 4, 48]
+    assert normed[32].spec.conv.transposed
+    assert ext.cuda.count("ff_conv_igemm::kStoreStats>(") == 3 and "store_tile_stats" in ext.cuda
+    assert "channel_norms" not in [g.kind for g in plan.groups]
+
+
+def test_the_tensor_core_norm_forms_plan_passes_the_float64_check_of_its_kernels_against_the_graphs_ops():
+    captured, plan, _ = _norm_forms()
+    assert_conv_groups_match_the_graph_in_float64(captured, plan)
+
+
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc")
+def test_the_tensor_core_conv_kernels_that_take_norm_statistics_compile_for_hopper_without_spills(tmp_path):
+    _, _, ext = _norm_forms()
+    report = assert_compiles_for_hopper_without_spills(ext.cuda, tmp_path, max_registers=168)
+    assert report.count("conv_igemm_kernel") >= 3
+    assert "serialized" not in report
+
+
+@pytest.mark.skipif(GXX is None, reason="needs g++")
+def test_the_tensor_core_norm_forms_binding_compiles(tmp_path):
+    _, _, ext = _norm_forms()
+    result = compile_binding(ext, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
 
 
 # ---------------------------------------------------------------------------------------- on a GPU
@@ -404,6 +482,14 @@ def test_the_tensor_core_conv_kernels_in_clusters_of_two_match_float64_of_their_
 def test_the_reducing_tensor_core_conv_kernels_match_float64_of_their_tf32_operands_on_odd_shapes():
     captured, plan, ext = _reduction_forms()
     failures = conv_kernel_failures(captured, plan, ext, lambda batch: dict(zip(("x", "u"), _reduction_inputs(batch))),
+                                    tf32_operands=True)
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.gpu
+def test_the_tensor_core_conv_kernels_that_take_norm_statistics_match_float64_of_their_tf32_operands():
+    captured, plan, ext = _norm_forms()
+    failures = conv_kernel_failures(captured, plan, ext, lambda batch: dict(zip(("x", "u"), _norm_inputs(batch))),
                                     tf32_operands=True)
     assert not failures, "\n".join(failures)
 

@@ -34,8 +34,8 @@ group's only output (the tensor-core kernel: a channel reduction only):
 - a *channel reduction*: amin, amax, sum or mean over the output channels (dim 1; `torch.min(x, 1)[0]` too), one
   value per position, where one block holds every output channel (the direct kernel's channel group >= K, the
   tensor-core kernel's tile of BN channels >= K).
-Either way the convolution's output is never written. Or (the direct kernel) it may go into a *channel norm*
-(`norm.py`): a train-mode
+Either way the convolution's output is never written. Or (the direct kernel, or the TF32 tensor-core kernel) it may go
+into a *channel norm* (`norm.py`): a train-mode
 batch norm, a group norm or an instance norm of the epilogue's last value, with the pointwise ops around the norm that
 a channel kernel pair takes; the kernel then stores its output and takes the norm's statistics as it does, and the
 channel kernels only normalise. Such groups are formed before any family claims
@@ -81,6 +81,10 @@ EAGER_CLASS = "ff_eager_conv_class"  # node meta: "tf32" or "fp32", eager's cuDN
 # 0.95-0.98x, at 32 and more 1.0-1.8x (conv + bias + relu, H100, bench/results/2026-11-27b_h100/conv_igemm)
 IGEMM_MIN_CHANNELS = 16
 SPLIT_MIN_CHANNELS = 8  # the 3xTF32 kernel's chunks are 8 channels of one tap
+# The tensor-core kernel's channel reductions and norm statistics (igemm.cuh's reduce_tile, store_tile_stats) are
+# CPU-tested (plans, the float64 check, compiled without spills) but have not yet run on a GPU: until their GPU tests
+# pass, only `--every-kernel` plans (the tests, the fuzz) give the tensor-core kernel a reduction or a norm.
+IGEMM_TAILS_BY_DEFAULT = False
 
 
 @dataclass(frozen=True)
@@ -340,6 +344,13 @@ def _reduction_of(members: set[str], by_name) -> ConvReduction | None:
     return recognise_reduction(next(iter(by_name[outputs[0]].users)))
 
 
+def _takes_statistics(conv: ConvAnchor) -> bool:
+    """Whether the conv kernel can add its output's statistics for a channel norm as it stores it: the direct kernel,
+    or the tensor-core kernel launched a block a tile (its TF32 form: the 3xTF32 one runs persistent)."""
+    t = conv.tiling
+    return conv.kernel == "direct" or not (t.split or t.persistent or t.cluster > 1)
+
+
 def _with_norm(grower: GroupGrower, claim: Claim, node: fx.Node, conv: ConvAnchor, members: set[str],
                spec: ConvSpec) -> tuple[set[str], ConvSpec] | None:
     """The conv group `members` with the channel norm its output goes into (`norm.py`), where there is one and the
@@ -360,7 +371,7 @@ def form_conv_reduction_groups(claim: Claim, pointwise_groups: list[list[str]], 
         if not is_conv_op(node) or node.name in claim.claimed:
             continue
         conv = recognise(node)
-        if isinstance(conv, str):
+        if isinstance(conv, str) or (conv.kernel == "igemm" and not (claim.every_kernel or IGEMM_TAILS_BY_DEFAULT)):
             continue
         taken = set(grower.taken)
         grown = grower.grow(node.name, {node.name}, lambda members, node=node, conv=conv:
@@ -374,8 +385,7 @@ def form_conv_reduction_groups(claim: Claim, pointwise_groups: list[list[str]], 
                 (claim.every_kernel or not slower_than_cudnn(node, conv, "reduction")):
             grower.formed.append((grown[0] | reduction.members, spec))
             continue
-        with_norm = (grown and not reduction and conv.kernel == "direct"  # the statistics: the direct kernel's
-                     and _with_norm(grower, claim, node, conv, *grown))
+        with_norm = grown and not reduction and _takes_statistics(conv) and _with_norm(grower, claim, node, conv, *grown)
         if with_norm:
             grower.formed.append(with_norm)
             continue

@@ -61,6 +61,9 @@ namespace ff_conv_igemm {
 constexpr int kBM = 128;             // output pixels per tile
 constexpr int kBK = 32;              // channels per k-tile (one 128-byte swizzle row)
 constexpr int kConsumers = 256;      // two warpgroups
+// What the kernel does with the epilogue's values: stores them; reduces them over the channels (one value a pixel,
+// `reduce_tile`); stores them and adds each unit's sum and sum of squares for a channel norm (`store_tile_stats`).
+enum Output { kStore = 0, kChannelReduce = 1, kStoreStats = 2 };
 constexpr int kThreads = kConsumers + 32;
 
 struct Geometry {
@@ -392,7 +395,7 @@ __device__ __forceinline__ void store_tile(float* __restrict__ y, const Geometry
   }
 }
 
-// The epilogue of a tile that holds every output channel (kChannelReduce; K <= kBN): each pixel's values, the
+// The epilogue of a tile that holds every output channel (kOut = kChannelReduce; K <= kBN): each pixel's values, the
 // functor's epi(acc, k, at) for k < K, reduced over the channels with its init / combine / finish, one value a pixel
 // into y = [N, (1,) OD, OH, OW]. A thread combines its kBN / 4 channels of a row (in channel order), then the row's
 // four lanes (t = 0..3) combine theirs through two shuffles, in a fixed order; lane t = 0 stores. Every lane takes
@@ -429,6 +432,63 @@ __device__ __forceinline__ void reduce_tile(float* __restrict__ y, const Geometr
       v = epi.combine(v, __shfl_xor_sync(0xffffffffu, v, 1));
       v = epi.combine(v, __shfl_xor_sync(0xffffffffu, v, 2));
       if (inside && tq == 0) y[img * plane + pix] = epi.finish(v);
+    }
+  }
+}
+
+// The tile stored as store_tile stores it (straight from the fragment), and per output channel of the tile the sum
+// and sum of squares of its stored values added into `stats` ([kBN][2] doubles in shared memory, zeroed before): a
+// thread adds its values of a channel in double, the 8 lanes that hold the channel (g = 0..7) add theirs through
+// three shuffles, and lane g = 0 adds the warp's into `stats`. Every lane takes part in the shuffles.
+template <int kBN, int kM, class Epilogue>
+__device__ __forceinline__ void store_tile_stats(float* __restrict__ y, const Geometry& g,
+                                                 const float (&acc)[kM / kBM][kBN / 2], int k0, int ow0, int oh0,
+                                                 int od0, int img, int tid, Epilogue& epi, double* stats) {
+  const int cw = tid >> 7, q = (tid & 127) >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
+  const long long plane = static_cast<long long>(g.fd) * g.fh * g.fw;
+  long long pix[kM / kBM][2];
+  bool inside[kM / kBM][2];
+#pragma unroll
+  for (int m = 0; m < kM / kBM; ++m) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = kM / 2 * cw + 64 * m + 16 * q + gq + 8 * half;
+      const int pw = r % g.bw, ph = (r / g.bw) % g.bh, pd = r / (g.bw * g.bh);
+      const int ow = ow0 + pw, oh = oh0 + ph, od = od0 + pd;
+      inside[m][half] = ow < g.ow && oh < g.oh && od < g.od;
+      pix[m][half] = inside[m][half] ? out_pixel(g, od, oh, ow) : 0;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kBN / 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int kc = 8 * j + 2 * tq + e, k = k0 + kc;
+      double sum = 0.0, squares = 0.0;
+      if (k < g.k) {
+        const long long chan = (static_cast<long long>(img) * g.k + k) * plane;
+#pragma unroll
+        for (int m = 0; m < kM / kBM; ++m) {
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            if (!inside[m][half]) continue;
+            const long long at = chan + pix[m][half];
+            const float v = epi(acc[m][4 * j + 2 * half + e], k, at);
+            y[at] = v;
+            sum += static_cast<double>(v);
+            squares = fma(static_cast<double>(v), static_cast<double>(v), squares);
+          }
+        }
+      }
+#pragma unroll
+      for (int lanes = 4; lanes < 32; lanes *= 2) {
+        sum += __shfl_xor_sync(0xffffffffu, sum, lanes);
+        squares += __shfl_xor_sync(0xffffffffu, squares, lanes);
+      }
+      if (gq == 0 && k < g.k) {
+        atomicAdd(stats + 2 * kc, sum);
+        atomicAdd(stats + 2 * kc + 1, squares);
+      }
     }
   }
 }
@@ -479,14 +539,18 @@ struct Slot {
 
 template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, class Epilogue, int kKc = kBK,
           int kChunks = 1, bool kSplit = false, bool kPersistent = kSplit, int kM = kBM, int kCluster = 1,
-          bool kChannelReduce = false>
+          int kOut = kStore>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     conv_igemm_kernel(float* __restrict__ y, const Geometry whole, const __grid_constant__ Parities par,
-                      const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap, Epilogue epi) {
+                      const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap, Epilogue epi,
+                      double* __restrict__ sums, int stat_groups) {
   using Layout = Slot<kNchw, kBN, kKc, kChunks, kSplit, kM>;
   static_assert(!(kPersistent && kStaged), "a staged epilogue would overwrite the ring the next tile loads into");
   static_assert(kCluster == 1 || (kCluster == 2 && !kNchw && !kSplit && !kPersistent && !kStaged && kKc == kBK &&
                                   kChunks == 1), "clusters: the TF32 channels-last path, a block a tile");
+  static_assert(kOut != kStoreStats || (!kPersistent && !kStaged && kCluster == 1), "statistics: a block a tile");
+  // kStoreStats: the tile's per-channel sums, added into `sums` per unit once the tile is stored
+  __shared__ double stats_s[kOut == kStoreStats ? 2 * kBN : 1];
   constexpr int kSlotBytes = Layout::kBytes;
   constexpr int kABytes = Layout::kABytes;
   constexpr int kAcc = kBN / 2;  // accumulators per consumer thread and wgmma (64 rows x kBN / 128 threads)
@@ -624,6 +688,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   float part[kSplit ? kAcc : 1];  // 3xTF32: a k-tile's products, added into acc once complete
 #pragma unroll
   for (int i = 0; i < (kSplit ? kAcc : 1); ++i) part[i] = 0.0f;
+  if constexpr (kOut == kStoreStats) {  // zeroed before the tile's epilogue adds into them (the consumers' barrier)
+    for (int i = tid; i < 2 * kBN; i += kConsumers) stats_s[i] = 0.0;
+    asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
+  }
   // a consumer warp's release of a slot: to its block's producer and, in a cluster, to the other block's
   auto release = [&](uint32_t slot) {
     mbar_arrive(empty_bar + 8 * slot);
@@ -755,8 +823,19 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 #pragma unroll
     for (int m = 0; m < kRowMmas; ++m) fence_accumulators(acc[m]);
 
-    if constexpr (kChannelReduce) {  // one channel tile (k0 = 0): the launch checks K <= kBN
+    if constexpr (kOut == kChannelReduce) {  // one channel tile (k0 = 0): the launch checks K <= kBN
       if (stores) reduce_tile<kBN, kM>(y, g, acc, ow0, u.oh0, u.od0, u.img, tid, epi);
+    } else if constexpr (kOut == kStoreStats) {  // then the tile's sums into each channel's unit
+      store_tile_stats<kBN, kM>(y, g, acc, u.k0, ow0, u.oh0, u.od0, u.img, tid, epi, stats_s);
+      asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
+      for (int i = tid; i < 2 * kBN; i += kConsumers) {
+        const int k = u.k0 + i / 2;
+        if (k >= g.k) continue;
+        // a unit: the channel (batch norm) or the image's group of K / stat_groups channels (group, instance norm)
+        const long long unit =
+            stat_groups == 0 ? k : static_cast<long long>(u.img) * stat_groups + k / (g.k / stat_groups);
+        atomicAdd(sums + 2 * unit + (i & 1), stats_s[i]);
+      }
     } else if (stores) {
       store_tile<kBN, kStaged, kM>(y, g, acc, u.k0, ow0, u.oh0, u.od0, u.img,
                                    reinterpret_cast<float*>(smem_raw + (ring - raw)), tid, epi);
@@ -825,10 +904,10 @@ inline Encode encoder() {
 // channels-last copy of prepare_input (3xTF32: both halves, 2N images) and w_re the re-laid weight (3xTF32: 2K rows).
 // kKc, kChunks: a k-tile's chunks of channels (see "Chunks" above the kernel).
 template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, int kKc = kBK, int kChunks = 1,
-          bool kSplit = false, bool kPersistent = kSplit, int kM = kBM, int kCluster = 1, bool kChannelReduce = false,
+          bool kSplit = false, bool kPersistent = kSplit, int kM = kBM, int kCluster = 1, int kOut = kStore,
           class Epilogue>
 int launch(const float* x, const float* w_re, float* y, const Geometry& given, Epilogue epi, cudaStream_t stream,
-           const Parities* parities = nullptr) {
+           const Parities* parities = nullptr, double* sums = nullptr, int stat_groups = 0) {
   Geometry g = given;
   if (g.fd == 0) {  // the launch writes its own output grid
     g.fd = g.od;
@@ -846,7 +925,13 @@ int launch(const float* x, const float* w_re, float* y, const Geometry& given, E
   Encode encode = encoder();
   if (encode == nullptr) return 1001;
   using Layout = Slot<kNchw, kBN, kKc, kChunks, kSplit, kM>;
-  if (kChannelReduce && g.k > kBN) return 1004;  // a reduction over the channels: one tile holds them all
+  if (kOut == kChannelReduce && g.k > kBN) return 1004;  // a reduction over the channels: one tile holds them all
+  if (kOut == kStoreStats) {  // the units' sums, zeroed: K units (batch norm) or N x stat_groups (group norm)
+    if (sums == nullptr || stat_groups < 0 || (stat_groups > 0 && g.k % stat_groups != 0)) return 1004;
+    const long long units = stat_groups == 0 ? g.k : static_cast<long long>(g.n) * stat_groups;
+    const cudaError_t zeroed = cudaMemsetAsync(sums, 0, sizeof(double) * 2 * static_cast<size_t>(units), stream);
+    if (zeroed != cudaSuccess) return static_cast<int>(zeroed);
+  }
   if (g.bd * g.bh * g.bw != kM || g.cq % kKc != 0 || g.cq < g.c) return 1004;
   for (int i = 0; i < par.n; ++i)  // every class's k loop is whole k-tiles
     if (par.c[i].kd * par.c[i].kh * par.c[i].kw * (g.cq / kKc) % kChunks != 0) return 1004;
@@ -895,7 +980,7 @@ int launch(const float* x, const float* w_re, float* y, const Geometry& given, E
   const int smem = kStages * Layout::kBytes + 1024 + 16 * kStages;
   static_assert(!kStaged || kBN * (kBM + 4) * 4 <= kStages * Layout::kBytes, "staging tile fits the ring");
   auto kernel = conv_igemm_kernel<kNchw, kBN, kStages, kMinBlocks, kStaged, Epilogue, kKc, kChunks, kSplit,
-                                   kPersistent, kM, kCluster, kChannelReduce>;
+                                   kPersistent, kM, kCluster, kOut>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return static_cast<int>(err);
   const Parity& big = par.c[0];
@@ -920,7 +1005,7 @@ int launch(const float* x, const float* w_re, float* y, const Geometry& given, E
     cluster[0].val.clusterDim.z = 1;
     config.attrs = cluster;
     config.numAttrs = 1;
-    return static_cast<int>(cudaLaunchKernelEx(&config, kernel, y, g, par, xmap, wmap, epi));
+    return static_cast<int>(cudaLaunchKernelEx(&config, kernel, y, g, par, xmap, wmap, epi, sums, stat_groups));
   }
   if constexpr (kPersistent) {  // as many blocks as fit on the GPU at once, each a run of tiles
     // the blocks resident per device, found on its first launch (this instance's shared memory is a constant)
@@ -939,7 +1024,7 @@ int launch(const float* x, const float* w_re, float* y, const Geometry& given, E
     }
     grid = tiles < resident ? tiles : resident;
   }
-  kernel<<<static_cast<unsigned>(grid), kThreads, smem, stream>>>(y, g, par, xmap, wmap, epi);
+  kernel<<<static_cast<unsigned>(grid), kThreads, smem, stream>>>(y, g, par, xmap, wmap, epi, sums, stat_groups);
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -1022,10 +1107,10 @@ __global__ void transposed_weight_kernel(const float* __restrict__ w, float* __r
 // that). Re-lays the weight, then one launch computes every output parity class with a non-empty output (`Parities`).
 // 0 on success, else launch's codes.
 template <bool kNchw, int kBN, int kStages, int kMinBlocks, bool kStaged, int kKc = kBK, int kChunks = 1,
-          bool kSplit = false, bool kPersistent = kSplit, int kM = kBM, int kCluster = 1, bool kChannelReduce = false,
+          bool kSplit = false, bool kPersistent = kSplit, int kM = kBM, int kCluster = 1, int kOut = kStore,
           class Epilogue>
 int launch_transposed(const float* x, const float* w, float* w_re, float* y, const Geometry& g, Epilogue epi,
-                      cudaStream_t stream) {
+                      cudaStream_t stream, double* sums = nullptr, int stat_groups = 0) {
   if (g.dd != 1 || g.dh != 1 || g.dw != 1 || g.kd < g.sd || g.kh < g.sh || g.kw < g.sw ||
       g.sd * g.sh * g.sw > kMaxParities)
     return 1004;
@@ -1046,8 +1131,8 @@ int launch_transposed(const float* x, const float* w, float* w_re, float* y, con
   }
   Geometry whole = g;
   whole.fd = g.od, whole.fh = g.oh, whole.fw = g.ow;
-  return launch<kNchw, kBN, kStages, kMinBlocks, kStaged, kKc, kChunks, kSplit, kPersistent, kM, kCluster,
-                kChannelReduce>(x, w_re, y, whole, epi, stream, &par);
+  return launch<kNchw, kBN, kStages, kMinBlocks, kStaged, kKc, kChunks, kSplit, kPersistent, kM, kCluster, kOut>(
+      x, w_re, y, whole, epi, stream, &par, sums, stat_groups);
 }
 
 }  // namespace ff_conv_igemm

@@ -72,10 +72,11 @@ def _functor(group: KernelGroup, by_name: dict[str, fx.Node]) -> str:
 
 
 def _main_pointers(group: KernelGroup) -> list[str]:
+    sums = ["double* ff_sums"] if group.spec.norm else []  # the statistics' sums per unit
     if group.spec.conv.transposed:  # the input, the model's weight, the scratch of its re-laying per class, ..
-        return ["const float* ff_x", "const float* ff_w", "float* ff_w_re", "float* ff_x_cl"]
+        return ["const float* ff_x", "const float* ff_w", "float* ff_w_re", "float* ff_x_cl", *sums]
     if group.spec.conv.kernel == "igemm":  # the NCHW input, the re-laid weight, the channels-last scratch
-        return ["const float* ff_x", "const float* ff_w_re", "float* ff_x_cl"]
+        return ["const float* ff_x", "const float* ff_w_re", "float* ff_x_cl", *sums]
     if (group.spec.reduction and group.spec.reduction.over == "spatial") or group.spec.norm:
         return ["const float* ff_x", "const float* ff_w", "double* ff_sums"]  # and the sums per (n, k) or per unit
     return ["const float* ff_x", "const float* ff_w"]
@@ -127,26 +128,35 @@ def _igemm_launcher(group: KernelGroup) -> str:
             src = "ff_x_cl"
         launch = ", persistent" if t.persistent else ""
         w.line(f"// {t.name}; {t.stages} stages, {t.min_blocks} block(s) per SM{launch}")
-        red = group.spec.reduction
+        red, norm = group.spec.reduction, group.spec.norm
+        output, stats = "kStore", ""
         if red:  # a channel reduction (the only one the tensor-core kernel takes; one tile holds every channel)
             w.line(f"// each pixel's {c.k} channels reduced in the epilogue ({red.describe()}): one value a pixel")
-        args = f"<{'true' if t.nchw else 'false'}, {t.bn}, {t.stages}, {t.min_blocks}, false{_igemm_options(t, red)}>"
+            output = "kChannelReduce"
+        elif norm:
+            unit = "one sample's group of channels" if norm.stat_groups else "one channel"
+            w.line(f"// stores {group.outputs[0]} and adds the sum and the sum of squares of each unit ({unit}) "
+                   f"for the {norm.channel.norm.describe}")
+            output, stats = "kStoreStats", f", ff_sums, {norm.stat_groups}"
+        args = f"<{'true' if t.nchw else 'false'}, {t.bn}, {t.stages}, {t.min_blocks}, false{_igemm_options(t, output)}>"
         if c.transposed:
             w.line("// the weight re-laid with each output parity class's taps together, then one launch of every class (a "
                    "block: one class's tile, its outputs s apart)")
-            w.line(f"return ff_conv_igemm::launch_transposed{args}({src}, ff_w, ff_w_re, {out}, g, epi, s);")
+            w.line(f"return ff_conv_igemm::launch_transposed{args}({src}, ff_w, ff_w_re, {out}, g, epi, s{stats});")
         else:
-            w.line(f"return ff_conv_igemm::launch{args}({src}, ff_w_re, {out}, g, epi, s);")
+            parities = ", nullptr" if stats else ""
+            w.line(f"return ff_conv_igemm::launch{args}({src}, ff_w_re, {out}, g, epi, s{parities}{stats});")
     w.line("}")
     return w.text()
 
 
-def _igemm_options(t: tiling.IgemmTiling, reduction) -> str:
+def _igemm_options(t: tiling.IgemmTiling, output: str) -> str:
     """The launch's template arguments after the first five: chunk, chunks, 3xTF32, persistent, tile pixels, cluster,
-    channel reduction, as far as one differs from its default (persistent where 3xTF32, 128, 1, none)."""
+    what it does with its values (`output`: "kStore", "kChannelReduce", "kStoreStats"), as far as one differs from its
+    default (persistent where 3xTF32, 128 pixels, 1 block, kStore)."""
     values = [t.chunk, t.chunks, "true" if t.split else "false", "true" if t.persistent else "false", t.bm, t.cluster,
-              "true" if reduction else "false"]
-    defaults = [None, None, "false", "true" if t.split else "false", tiling.IGEMM_BM, 1, "false"]
+              f"ff_conv_igemm::{output}"]
+    defaults = [None, None, "false", "true" if t.split else "false", tiling.IGEMM_BM, 1, "ff_conv_igemm::kStore"]
     last = max((i for i, (v, d) in enumerate(zip(values, defaults)) if v != d and d is not None), default=-1)
     return "".join(f", {v}" for v in values[:last + 1])
 
@@ -204,6 +214,30 @@ def _prepare(w: Writer, group: KernelGroup, conv_part: KernelGroup) -> None:
     epilogue.binding_operands(w, conv_part, "ff_conv_operand", "c", _CLASS_ENUM)
 
 
+def _igemm_operands(w: Writer, c) -> list[str]:
+    """The tensor-core kernel's operands, as the binding prepares them: the re-laid weight (TF32-rounded; 3xTF32: both
+    parts; a transposed convolution's is re-laid by the launcher into this scratch) and, on the channels-last path, the
+    scratch of the input's copy. Returns the launcher's first pointer arguments."""
+    t = c.tiling
+    halves = 2 if t.split else 1
+    rows = "[2K] (big parts, then small)" if t.split else "[K]"
+    if c.transposed:
+        taps = c.window[0] * c.window[1] * c.window[2]
+        w.line(f"torch::Tensor w_re = torch::empty({{{halves * c.k * taps * t.cq}}}, c.x.options());  "
+               f"// per output parity class {rows}[its taps][{t.cq}], TF32-rounded by the launcher")
+    elif t.split:
+        w.line(f"const torch::Tensor w_re = ff_conv_igemm_weight(c.w, {t.cq}, true);  // {rows}[taps][{t.cq}]")
+    else:
+        w.line(f"const torch::Tensor w_re = ff_conv_igemm_weight(c.w, {t.cq});  // [K][taps][{t.cq}], TF32-rounded")
+    weight = ["c.w.data_ptr<float>()"] if c.transposed else []
+    if t.nchw:  # the kernel reads the input itself: no channels-last copy
+        return ["ff_conv_igemm_aligned(c.x).data_ptr<float>()", *weight, "w_re.data_ptr<float>()", "nullptr"]
+    copies = "2 * " if t.split else ""
+    w.line(f"const torch::Tensor x_cl = torch::empty({{{copies}c.n * c.d * c.h * c.w_ * {t.cp}}}, "
+           "c.x.options());  // the input's channels-last copy" + (" (both parts)" if t.split else ""))
+    return ["c.x.data_ptr<float>()", *weight, "w_re.data_ptr<float>()", "x_cl.data_ptr<float>()"]
+
+
 def _binding(group: KernelGroup) -> str:
     c = group.spec.conv
     ins, outs = [cpp_name(i) for i in group.inputs], [cpp_name(o) for o in group.outputs]
@@ -223,26 +257,7 @@ def _binding(group: KernelGroup) -> str:
             else:
                 w.line(f"torch::Tensor {o} = torch::empty(c.out_sizes, c.x.options());")
         if c.kernel == "igemm":
-            t = c.tiling
-            halves = 2 if t.split else 1
-            rows = "[2K] (big parts, then small)" if t.split else "[K]"
-            if c.transposed:
-                taps = c.window[0] * c.window[1] * c.window[2]
-                w.line(f"torch::Tensor w_re = torch::empty({{{halves * c.k * taps * t.cq}}}, c.x.options());  "
-                       f"// per output parity class {rows}[its taps][{t.cq}], TF32-rounded by the launcher")
-            elif t.split:
-                w.line(f"const torch::Tensor w_re = ff_conv_igemm_weight(c.w, {t.cq}, true);  // {rows}[taps][{t.cq}]")
-            else:
-                w.line(f"const torch::Tensor w_re = ff_conv_igemm_weight(c.w, {t.cq});  // [K][taps][{t.cq}], "
-                       "TF32-rounded")
-            weight = ["c.w.data_ptr<float>()"] if c.transposed else []
-            if t.nchw:  # the kernel reads the input itself: no channels-last copy
-                main = ["ff_conv_igemm_aligned(c.x).data_ptr<float>()", *weight, "w_re.data_ptr<float>()", "nullptr"]
-            else:
-                copies = "2 * " if t.split else ""
-                w.line(f"const torch::Tensor x_cl = torch::empty({{{copies}c.n * c.d * c.h * c.w_ * {t.cp}}}, "
-                       "c.x.options());  // the input's channels-last copy" + (" (both parts)" if t.split else ""))
-                main = ["c.x.data_ptr<float>()", *weight, "w_re.data_ptr<float>()", "x_cl.data_ptr<float>()"]
+            main = _igemm_operands(w, c)
         elif red and red.over == "spatial":
             main = ["c.x.data_ptr<float>()", "c.w.data_ptr<float>()", "sums.data_ptr<double>()"]
         else:
@@ -272,10 +287,13 @@ def _norm_binding(group: KernelGroup, conv_part: KernelGroup, launch_norm) -> st
         units = "c.out_sizes[1]" if groups == 0 else f"c.n * {groups}"
         w.line(f"torch::Tensor sums = torch::empty({{2 * {units}}}, c.x.options().dtype(torch::kDouble));  "
                "// sum and sum of squares per unit")
-        args = ["c.x.data_ptr<float>()", "c.w.data_ptr<float>()", "sums.data_ptr<double>()",
-                *epilogue.pointer_arguments(conv_part),
+        c = group.spec.conv
+        main = ([*_igemm_operands(w, c), "sums.data_ptr<double>()"] if c.kernel == "igemm"
+                else ["c.x.data_ptr<float>()", "c.w.data_ptr<float>()", "sums.data_ptr<double>()"])
+        args = [*main, *epilogue.pointer_arguments(conv_part),
                 "c.n", "c.d", "c.h", "c.w_", "c.od", "c.oh", "c.ow", "reinterpret_cast<void*>(stream)"]
-        w.line(f"ff_check(kernel, launch_{conv_part.name}({', '.join(args)}));")
+        check = "ff_conv_igemm_check" if c.kernel == "igemm" else "ff_check"
+        w.line(f"{check}(kernel, launch_{conv_part.name}({', '.join(args)}));")
         launch_norm(w, data, "sums")
         w.line(binding_return(outs))
     w.line("}")
