@@ -618,6 +618,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   if constexpr (kCluster > 1) {
+    __syncwarp();    // thread 0's warp converged before the aligned cluster barrier
     cluster_sync();  // the other block's barriers are initialised before anything is written into them
   } else {
     __syncthreads();
