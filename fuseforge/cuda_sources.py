@@ -2,8 +2,8 @@
 with `importlib.resources`, so an installed package reads them where it is installed.
 
 A generated extension is one kernel file and one binding file, so a source that includes a shared header of
-`fuseforge/cuda/` (`#include "tiles.cuh"`, `#include "welford.cuh"`) gets the header's text pasted in place of
-that line (`paste_include`)."""
+`fuseforge/cuda/` (`#include "tiles.cuh"`, `#include "welford.cuh"`), or a header of its own family's folder
+(`#include "igemm_ptx.cuh"`), gets the header's text pasted in place of that line (`paste_include`)."""
 
 from __future__ import annotations
 
@@ -24,9 +24,10 @@ def cuda_source(package: str, name: str) -> str:
                                 f"(looked for {path}): reinstall it from a complete wheel or checkout") from None
 
 
-def paste_include(text: str, header: str) -> str:
-    """TEXT with its line `#include "HEADER"` replaced by the text of the shared header `fuseforge/cuda/HEADER`."""
+def paste_include(text: str, header: str, package: str = "fuseforge", folder: str = "cuda/") -> str:
+    """TEXT with its line `#include "HEADER"` replaced by the text of the header: by default the shared one,
+    `fuseforge/cuda/HEADER`; with `package` and `folder=""`, a family's own header next to its sources."""
     directive = f'#include "{header}"'
     if directive not in text:
-        raise ValueError(f"no line {directive} to paste fuseforge/cuda/{header} into")
-    return text.replace(directive, cuda_source("fuseforge", f"cuda/{header}"), 1)
+        raise ValueError(f"no line {directive} to paste {package.replace('.', '/')}/{folder}{header} into")
+    return text.replace(directive, cuda_source(package, f"{folder}{header}"), 1)

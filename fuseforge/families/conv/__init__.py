@@ -15,14 +15,15 @@ class).
 - `kernel.py`: the generated epilogue functor, launcher and binding of one group;
 - `reference.py`: the float64 reference of the convolution from the plan's geometry;
 - `direct.cuh`: the direct kernel (exact fp32 FFMA, weights and double-buffered input tiles in shared memory);
-- `igemm.cuh`: the implicit-GEMM kernel (TMA boxes per tap, wgmma TF32 or 3xTF32; sm_90a);
+- `igemm.cuh`: the implicit-GEMM kernel (TMA boxes per tap, wgmma TF32 or 3xTF32; sm_90a), written with the PTX of
+  `igemm_ptx.cuh`;
 - `binding.h`: the binding's checks and output sizes; `igemm_binding.h`: the implicit-GEMM kernel's weight re-layout.
 """
 
 from __future__ import annotations
 
 from ...cost import nbytes
-from ...cuda_sources import cuda_source
+from ...cuda_sources import cuda_source, paste_include
 from ...plan import KernelGroup, Runtime
 from ...rates import (
     BANDWIDTH,
@@ -55,7 +56,8 @@ from .price import direct_seconds
 from .reference import direct_conv
 
 DIRECT_KERNEL = cuda_source(__package__, "direct.cuh")  # the kernel and its launch template
-IGEMM_KERNEL = cuda_source(__package__, "igemm.cuh")  # the implicit-GEMM kernel and its launch template
+# the implicit-GEMM kernel and its launch template, with the PTX it is written in pasted in
+IGEMM_KERNEL = paste_include(cuda_source(__package__, "igemm.cuh"), "igemm_ptx.cuh", __package__, "")
 CONV_BINDING = cuda_source(__package__, "binding.h")  # the binding's checks and output sizes
 IGEMM_BINDING = cuda_source(__package__, "igemm_binding.h")  # the implicit-GEMM kernel's weight re-layout
 IGEMM_CUDA_FLAGS = ("-gencode=arch=compute_90a,code=sm_90a",)  # wgmma needs sm_90a: H100/H200

@@ -7,10 +7,11 @@ The identity it rests on: a unit's statistics are functions of its sum and its s
     mean = S / n,  M2 = Q - S * mean  (S = sum of v, Q = sum of v^2 over the unit's n values),
 
 and both sums can be taken while the values are computed. So the conv kernel stores its output and adds S and Q per
-unit into doubles as it goes (`direct.cuh`'s launch_store_stats, `igemm.cuh`'s store_tile_stats); the channel kernels then skip their statistics
-pass, which would read the whole output back, and only normalise (`channel.cu`'s ff_chan_launch_with_sums): one read
-of the convolution's output instead of two. The norm part is a channel group in its own right (`ChannelSpec`), whose
-normalised tensor is the conv kernel's output; the group's binding holds that output as a scratch tensor.
+unit into doubles as it goes (`direct.cuh`'s launch_store_stats, `igemm.cuh`'s store_tile_stats); the channel
+kernels then skip their statistics pass, which would read the whole output back, and only normalise (`channel.cu`'s
+ff_chan_launch_with_sums): one read of the convolution's output instead of two. The norm part is a channel group in
+its own right (`ChannelSpec`), whose normalised tensor is the conv kernel's output; the group's binding holds that
+output as a scratch tensor.
 """
 
 from __future__ import annotations
