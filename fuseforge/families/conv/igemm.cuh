@@ -129,6 +129,19 @@ __device__ __forceinline__ long long out_pixel(const Geometry& g, int od, int oh
   return (static_cast<long long>(od * g.sd + g.rd) * g.fh + (oh * g.sh + g.rh)) * g.fw + (ow * g.sw + g.rw);
 }
 
+// The output pixel of the consumer thread `tid`'s accumulator row (m, half) in a tile of kM pixels at (od0, oh0, ow0):
+// row r = kM/2 w + 64 m + 16 q + g + 8 half is pixel (r / (bw bh), (r / bw) % bh, r % bw) of the tile's box. Returns
+// whether it lies inside the output, and sets `pix` to its flat index in its plane (`out_pixel`; 0 outside).
+template <int kM>
+__device__ __forceinline__ bool row_pixel(const Geometry& g, int tid, int m, int half, int ow0, int oh0, int od0,
+                                          long long& pix) {
+  const int r = kM / 2 * (tid >> 7) + 64 * m + 16 * ((tid & 127) >> 5) + ((tid & 31) >> 2) + 8 * half;
+  const int ow = ow0 + r % g.bw, oh = oh0 + (r / g.bw) % g.bh, od = od0 + r / (g.bw * g.bh);
+  const bool inside = ow < g.ow && oh < g.oh && od < g.od;
+  pix = inside ? out_pixel(g, od, oh, ow) : 0;
+  return inside;
+}
+
 // The epilogue of one tile (both kernels): the consumer thread `tid` (of kConsumers) holds the m64nBN accumulator
 // fragment of rows 64 w + 16 q + g (+ 8) of the tile, columns 8j + 2t + e; the tile's pixel r is (r / (bw bh),
 // (r / bw) % bh, r % bw) of the box at (od0, oh0, ow0) of image img, its channels k0 .. k0 + kBN - 1. Bounds-checked.
@@ -176,11 +189,8 @@ __device__ __forceinline__ void store_tile(float* __restrict__ y, const Geometry
     for (int m = 0; m < kM / kBM; ++m) {  // the warpgroup's rows: kM / 2 of them, 64 a wgmma
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int r = kM / 2 * cw + 64 * m + 16 * q + gq + 8 * half;
-        const int pw = r % g.bw, ph = (r / g.bw) % g.bh, pd = r / (g.bw * g.bh);
-        const int ow = ow0 + pw, oh = oh0 + ph, od = od0 + pd;
-        if (ow >= g.ow || oh >= g.oh || od >= g.od) continue;
-        const long long pix = out_pixel(g, od, oh, ow);
+        long long pix;
+        if (!row_pixel<kM>(g, tid, m, half, ow0, oh0, od0, pix)) continue;
 #pragma unroll
         for (int j = 0; j < kBN / 8; ++j) {
 #pragma unroll
@@ -206,17 +216,14 @@ template <int kBN, int kM, class Epilogue>
 __device__ __forceinline__ void reduce_tile(float* __restrict__ y, const Geometry& g,
                                             const float (&acc)[kM / kBM][kBN / 2], int ow0, int oh0, int od0, int img,
                                             int tid, Epilogue& epi) {
-  const int cw = tid >> 7, q = (tid & 127) >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
+  const int tq = tid & 3;  // the lane's channels: 8 j + 2 tq + e
   const long long plane = static_cast<long long>(g.fd) * g.fh * g.fw;
 #pragma unroll
   for (int m = 0; m < kM / kBM; ++m) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int r = kM / 2 * cw + 64 * m + 16 * q + gq + 8 * half;
-      const int pw = r % g.bw, ph = (r / g.bw) % g.bh, pd = r / (g.bw * g.bh);
-      const int ow = ow0 + pw, oh = oh0 + ph, od = od0 + pd;
-      const bool inside = ow < g.ow && oh < g.oh && od < g.od;
-      const long long pix = inside ? out_pixel(g, od, oh, ow) : 0;
+      long long pix;
+      const bool inside = row_pixel<kM>(g, tid, m, half, ow0, oh0, od0, pix);
       float v = epi.init();
       if (inside) {
 #pragma unroll
@@ -246,20 +253,14 @@ template <int kBN, int kM, class Epilogue>
 __device__ __forceinline__ void store_tile_stats(float* __restrict__ y, const Geometry& g,
                                                  const float (&acc)[kM / kBM][kBN / 2], int k0, int ow0, int oh0,
                                                  int od0, int img, int tid, Epilogue& epi, double* stats) {
-  const int cw = tid >> 7, q = (tid & 127) >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
+  const int gq = (tid & 31) >> 2, tq = tid & 3;  // the lane's rows (by g) and channels (8 j + 2 tq + e)
   const long long plane = static_cast<long long>(g.fd) * g.fh * g.fw;
   long long pix[kM / kBM][2];
   bool inside[kM / kBM][2];
 #pragma unroll
   for (int m = 0; m < kM / kBM; ++m) {
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int r = kM / 2 * cw + 64 * m + 16 * q + gq + 8 * half;
-      const int pw = r % g.bw, ph = (r / g.bw) % g.bh, pd = r / (g.bw * g.bh);
-      const int ow = ow0 + pw, oh = oh0 + ph, od = od0 + pd;
-      inside[m][half] = ow < g.ow && oh < g.oh && od < g.od;
-      pix[m][half] = inside[m][half] ? out_pixel(g, od, oh, ow) : 0;
-    }
+    for (int half = 0; half < 2; ++half) inside[m][half] = row_pixel<kM>(g, tid, m, half, ow0, oh0, od0, pix[m][half]);
   }
 #pragma unroll
   for (int j = 0; j < kBN / 8; ++j) {
