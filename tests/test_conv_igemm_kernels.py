@@ -25,7 +25,6 @@ from fuseforge.families.conv import FAMILY, tiling
 from fuseforge.families.conv.group import (
     CUDNN_MEASURED,
     EAGER_CLASS,
-    IGEMM_TAILS_BY_DEFAULT,
     conv_op_reason,
     igemm_candidate,
     recognise,
@@ -229,8 +228,7 @@ def _forms(tile_pixels: int = tiling.IGEMM_BM, cluster: int = 1):
         t = rule(dims, c, k, w_in, out, bn=bn)
         if tile_pixels == t.bm and cluster == t.cluster:
             return t
-        return dataclasses.replace(t, nchw=False, bm=tile_pixels, box=tiling.pixel_box(*out, bm=tile_pixels),
-                                   cluster=cluster)
+        return tiling.at_pixels(t, tile_pixels, out, cluster)
 
     with mock.patch("fuseforge.families.conv.group.slower_than_cudnn", return_value=False), \
             mock.patch.object(tiling, "choose_igemm", chosen):
@@ -279,6 +277,30 @@ def test_tiles_of_256_pixels_cover_the_forms_on_the_channels_last_path_two_wgmma
         t = g.spec.conv.tiling
         assert t.bm == 256 and not t.nchw and t.box[0] * t.box[1] * t.box[2] == 256
     assert ext.cuda.count("false, 32, 1, false, false, 256>(") == 3
+
+
+def test_a_tensor_core_tiling_whose_ring_does_not_fit_an_sm_is_refused_where_it_is_made():
+    """A launch asking for more shared memory than an SM has fails with "invalid argument" on the GPU only: 256-pixel
+    tiles of 64 channels at the NCHW rule's 6 stages need 240 KB."""
+    t = tiling.choose_igemm(2, 16, 64, 128, (1, 128, 128))
+    assert t.nchw and t.stages == 6
+    with pytest.raises(ValueError, match="more than an SM's 232448"):
+        dataclasses.replace(t, nchw=False, bm=256, box=(1, 8, 32))
+    wide = tiling.at_pixels(t, 256, (1, 128, 128))
+    assert (wide.bm, wide.nchw, wide.stages, wide.min_blocks) == (256, False, 5, 1)
+
+
+def test_every_tiling_the_rules_choose_fits_an_sm_with_its_blocks():
+    for dims in (2, 3):
+        for c in (3, 8, 16, 40, 64, 130):
+            for k in (16, 64, 100, 128, 257):
+                for out in ((1, 30, 30), (1, 128, 128), (14, 30, 30)):
+                    for t in (tiling.choose_igemm(dims, c, k, out[2] + 2, out),
+                              tiling.choose_split_igemm(c, k, out, (9,))):
+                        lab = () if t.split else (tiling.at_pixels(t, 256, out), tiling.at_pixels(t, 128, out, 2))
+                        for u in (t, *lab):
+                            assert u.stages >= 2
+                            assert u.min_blocks * tiling.igemm_smem_bytes(u) <= tiling.SMEM_PER_SM, u
 
 
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc")
@@ -344,14 +366,8 @@ def _reduction_forms(every_kernel=True):
     return captured, plan, generate(plan, captured.graph, "channel_reduction_forms.py")
 
 
-def test_by_default_the_tensor_core_kernel_takes_no_reduction_or_norm_until_those_ran_on_a_gpu():
-    """group.IGEMM_TAILS_BY_DEFAULT: reduce_tile and store_tile_stats are planned with --every-kernel only (the tests
-    and the fuzz), even where the cost model prices them faster."""
-    assert not IGEMM_TAILS_BY_DEFAULT
+def test_by_default_the_tensor_core_kernel_takes_the_channel_reductions_it_is_priced_faster_with():
     _, plan, _ = _reduction_forms(every_kernel=False)
-    assert not any(g.kind == "conv" and g.spec.reduction for g in plan.groups)
-    with mock.patch("fuseforge.families.conv.group.IGEMM_TAILS_BY_DEFAULT", True):
-        _, plan, _ = _reduction_forms(every_kernel=False)
     assert sorted(g.spec.conv.k for g in plan.groups if g.kind == "conv" and g.spec.reduction) == [48, 100]
 
 

@@ -67,11 +67,13 @@ def vary(t, variant: str, out: tuple[int, int, int]):
 
     if variant == "rule":
         return t
+    bm, cluster = t.bm, t.cluster
     if variant.startswith("c2-"):
-        t, variant = dataclasses.replace(t, nchw=False, persistent=False, cluster=2), variant[3:]
+        t, cluster, variant = dataclasses.replace(t, persistent=False), 2, variant[3:]
     if variant.startswith("m256-"):
-        t = dataclasses.replace(t, nchw=False, bm=256, box=tiling.pixel_box(*out, bm=256))
-        variant = variant[5:]
+        bm, variant = 256, variant[5:]
+    if (bm, cluster) != (t.bm, t.cluster):  # the channels-last path, with the rule's stages where they fit
+        t = tiling.at_pixels(t, bm, out, cluster)
     if variant.startswith("cl-"):
         t, variant = dataclasses.replace(t, nchw=False), variant[3:]
     if variant.startswith("p"):

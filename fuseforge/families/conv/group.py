@@ -81,10 +81,6 @@ EAGER_CLASS = "ff_eager_conv_class"  # node meta: "tf32" or "fp32", eager's cuDN
 # 0.95-0.98x, at 32 and more 1.0-1.8x (conv + bias + relu, H100, bench/results/2026-11-27b_h100/conv_igemm)
 IGEMM_MIN_CHANNELS = 16
 SPLIT_MIN_CHANNELS = 8  # the 3xTF32 kernel's chunks are 8 channels of one tap
-# The tensor-core kernel's channel reductions and norm statistics (igemm.cuh's reduce_tile, store_tile_stats) are
-# CPU-tested (plans, the float64 check, compiled without spills) but have not yet run on a GPU: until their GPU tests
-# pass, only `--every-kernel` plans (the tests, the fuzz) give the tensor-core kernel a reduction or a norm.
-IGEMM_TAILS_BY_DEFAULT = False
 
 
 @dataclass(frozen=True)
@@ -371,7 +367,7 @@ def form_conv_reduction_groups(claim: Claim, pointwise_groups: list[list[str]], 
         if not is_conv_op(node) or node.name in claim.claimed:
             continue
         conv = recognise(node)
-        if isinstance(conv, str) or (conv.kernel == "igemm" and not (claim.every_kernel or IGEMM_TAILS_BY_DEFAULT)):
+        if isinstance(conv, str):
             continue
         taken = set(grower.taken)
         grown = grower.grow(node.name, {node.name}, lambda members, node=node, conv=conv:

@@ -782,6 +782,8 @@ int launch(const float* x, const float* w_re, float* y, const Geometry& given, E
       return 1003;
   }
   const int smem = kStages * Layout::kBytes + 1024 + 16 * kStages;
+  static_assert(kStages * (Layout::kBytes + 16) + 1024 + (kOut == kStoreStats ? 16 * kBN : 8) <= 232448,
+                "the ring, its barriers and the statistics' sums fit an SM's 227 KB of shared memory");
   static_assert(!kStaged || kBN * (kBM + 4) * 4 <= kStages * Layout::kBytes, "staging tile fits the ring");
   auto kernel = conv_igemm_kernel<kNchw, kBN, kStages, kMinBlocks, kStaged, Epilogue, kKc, kChunks, kSplit,
                                    kPersistent, kM, kCluster, kOut>;

@@ -12,6 +12,7 @@ warps, and where one row of warps still does not fit the convolution has no tili
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -127,6 +128,12 @@ class IgemmTiling:
     bm: int = IGEMM_BM  # output pixels a tile: 128, or 256 (TF32, channels-last path: two wgmmas a warpgroup and k8 step)
     cluster: int = 1  # blocks a cluster (TF32, channels-last path, a block a tile): 2 share each weight tile's L2 read
 
+    def __post_init__(self):
+        need = igemm_smem_bytes(self)
+        if need > SMEM_PER_SM:
+            raise ValueError(f"conv tiling {self.bn} x {self.bm}: {self.stages} stages of {igemm_slot_bytes(self)} "
+                             f"bytes need {need} bytes of shared memory, more than an SM's {SMEM_PER_SM}")
+
     @property
     def precision(self) -> str:
         """What the tensor cores run: "3xTF32" (fp32-class) or "TF32"."""
@@ -142,6 +149,35 @@ class IgemmTiling:
         chunks = f", {self.chunks} x {self.chunk}-channel chunks a k-tile" if self.chunk != IGEMM_BK else ""
         return (f"{self.precision}, {'nchw' if self.nchw else 'channels-last'}, {self.bn} channels x {self.bm} pixels "
                 f"a tile{chunks}")
+
+
+SMEM_PER_SM = 232448  # bytes of shared memory an SM gives its blocks (227 KB on sm_90)
+NCHW_A_BYTES = 24576  # the NCHW path's A box at its largest: 24 x 32 x 8 floats
+
+
+def igemm_slot_bytes(t: IgemmTiling) -> int:
+    """Bytes of one stage of the kernel's ring (igemm.cuh's Slot): the A boxes and B tiles of a k-tile's chunks, twice
+    for 3xTF32 (big and small parts)."""
+    a = NCHW_A_BYTES if t.nchw else t.chunks * t.bm * t.chunk * 4
+    return (a + t.chunks * t.bn * t.chunk * 4) * (2 if t.split else 1)
+
+
+def igemm_smem_bytes(t: IgemmTiling) -> int:
+    """Shared memory a block of the instance takes: its ring, a barrier pair a stage, the ring's 1024-byte alignment
+    and the norm statistics' per-channel sums (2 doubles a channel of the tile), as the launch asks for them."""
+    return t.stages * (igemm_slot_bytes(t) + 16) + 1024 + 16 * t.bn
+
+
+def at_pixels(t: IgemmTiling, bm: int, out: tuple[int, int, int], cluster: int = 1) -> IgemmTiling:
+    """The TF32 instance `t` on the channels-last path with tiles of `bm` pixels (128 or 256) over an output of extents
+    `out`, in clusters of `cluster` blocks: as many of t's stages as fit an SM, and two blocks an SM only where two
+    rings fit."""
+    one = dataclasses.replace(t, stages=2, min_blocks=1, nchw=False, bm=bm, box=pixel_box(*out, bm=bm),
+                              cluster=cluster)
+    per_stage = igemm_slot_bytes(one) + 16
+    stages = min(t.stages, (SMEM_PER_SM - 1024 - 16 * t.bn) // per_stage)
+    fits_two = 2 * (stages * per_stage + 1024 + 16 * t.bn) <= SMEM_PER_SM
+    return dataclasses.replace(one, stages=stages, min_blocks=t.min_blocks if fits_two else 1)
 
 
 def pixel_box(od: int, oh: int, ow: int, bm: int = IGEMM_BM) -> tuple[int, int, int]:
@@ -189,7 +225,6 @@ def igemm_useful_fraction(t: IgemmTiling, k_out: int, out: tuple[int, int, int])
 # (bench/results/2026-11-28i_gpu, run 4) that was the fastest instance on 87, 78 and 43's convolutions, before two
 # blocks of 2-3 stages each (3-7 % slower) and epilogues staged through shared memory (0-16 % slower).
 SPLIT_SMALL_CHUNK_BELOW = 32
-SMEM_PER_SM = 232448  # bytes of shared memory an SM gives its blocks (227 KB on sm_90)
 
 
 def split_slot_bytes(bn: int, chunk: int, chunks: int) -> int:
