@@ -421,13 +421,22 @@ def _norm_inputs(batch=2):
     return torch.randn(batch, 40, 13, 37), torch.randn(batch, 24, 5, 6, 7)
 
 
-def _norm_forms():
+def _norm_forms(every_kernel=True):
     torch.manual_seed(0)
     captured = _captured(NormForms(), *_norm_inputs(), train=True)
     rewrite(captured.graph, captured)
     _mark(captured, "tf32")
-    plan = partition(captured.graph, named("rows", "channel_reductions", "channel_norms", "conv"), every_kernel=True)
+    with mock.patch("fuseforge.families.conv.group.slower_than_cudnn", return_value=None):
+        plan = partition(captured.graph, named("rows", "channel_reductions", "channel_norms", "conv"),
+                         every_kernel=every_kernel)
     return captured, plan, generate(plan, captured.graph, "norm_forms.py")
+
+
+def test_by_default_a_tensor_core_conv_leaves_its_channel_norm_to_the_channel_kernels_which_measured_faster():
+    _, plan, _ = _norm_forms(every_kernel=False)
+    convs = [g for g in plan.groups if g.kind == "conv"]
+    assert len(convs) == 3 and all(g.spec.conv.kernel == "igemm" and g.spec.norm is None for g in convs)
+    assert sum(g.kind == "channel_norms" for g in plan.groups) == 3
 
 
 def test_a_tf32_tensor_core_conv_going_into_a_channel_norm_adds_its_statistics_as_it_stores():

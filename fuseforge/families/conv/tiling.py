@@ -125,6 +125,7 @@ class IgemmTiling:
     chunk: int = IGEMM_BK  # channels a chunk: 32 (128-byte rows), or 8 (32-byte rows) for few input channels
     chunks: int = 1  # chunks (taps x channel blocks) a k-tile
     persistent: bool = False  # a block a run of tiles, its ring running on from one tile to the next (else one tile)
+    # lab instances (bench_split.py), not the rule: on an H200 neither was faster (bench/results/2026-11-29b_gpu)
     bm: int = IGEMM_BM  # output pixels a tile: 128, or 256 (TF32, channels-last path: two wgmmas a warpgroup and k8 step)
     cluster: int = 1  # blocks a cluster (TF32, channels-last path, a block a tile): 2 share each weight tile's L2 read
 
