@@ -14,7 +14,7 @@ import pytest
 import torch
 from compile_check import NVCC, compiles_for_hopper
 
-from fuseforge.fuzz.campaign import OUTCOMES, CampaignConfig, run_campaign
+from fuseforge.fuzz.campaign import OUTCOMES, CampaignConfig, run_campaign, summary_lines
 from fuseforge.fuzz.generator import MAX_CHAIN, MIN_CHAIN, generate
 from fuseforge.fuzz.reasons import failure_reason, reason_key
 from fuseforge.fuzz.vocabulary import ANCHORS, OPS
@@ -276,6 +276,22 @@ def test_a_campaign_started_again_keeps_its_recorded_outcomes_and_runs_only_the_
     assert [(o.seed, o.outcome) for o in sorted(campaign.outcomes, key=lambda o: o.seed)] == [
         (0, "passed"), (1, "passed"), (2, "crashed"), (3, "crashed")]
     assert lines[0].startswith("2 model(s) already recorded") and len(lines) == 3
+
+
+def test_a_campaign_resumed_at_another_commit_counts_each_model_at_the_commit_it_ran_at(tmp_path, monkeypatch):
+    """Catches a record that cannot say how many of its models ran at one commit (a campaign resumed after a code
+    change mixes two)."""
+    import fuseforge.fuzz.campaign as campaign_module
+
+    monkeypatch.setattr(campaign_module, "commit", lambda: "aaa111")
+    run_campaign(CampaignConfig(out=tmp_path, count=2, seed=0, command=_fake_run("pass")), lambda line: None)
+    monkeypatch.setattr(campaign_module, "commit", lambda: "bbb222")
+    campaign = run_campaign(CampaignConfig(out=tmp_path, count=3, seed=0, command=_fake_run("pass")),
+                            lambda line: None)
+    assert [o.commit for o in sorted(campaign.outcomes, key=lambda o: o.seed)] == ["aaa111", "aaa111", "bbb222"]
+    summary = json.loads((tmp_path / "fuzz.json").read_text())["summary"]
+    assert summary["commits"] == {"aaa111": 2, "bbb222": 1}
+    assert "at commits aaa111 (2), bbb222 (1)" in summary_lines(summary)[0]
 
 
 def test_with_check_each_verified_model_new_is_graded_again_and_its_verdict_counted(tmp_path):

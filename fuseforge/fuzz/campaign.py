@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from fuseforge.evaluate import lease
-from fuseforge.suite.environment import lease_file
+from fuseforge.suite.environment import commit, lease_file
 
 from .generator import generate
 from .reasons import detours, failure_reason, last_stage, plan_left_key, plans_left, reason_key, signal_reason
@@ -116,6 +116,7 @@ class Outcome:
     out_dir: str
     check_verdict: str | None = None  # `fuseforge check` on the verified ModelNew (config.check)
     check_reason: str = ""
+    commit: str | None = None  # the fuseforge commit the model ran at (a resumed campaign may span several)
 
 
 @dataclass
@@ -135,6 +136,7 @@ class Campaign:
         first_left = [((o.plans_left or o.detours)[0], o) for o in self.outcomes if o.plans_left or o.detours]
         checked = Counter(o.check_verdict for o in self.outcomes if o.check_verdict is not None)
         return {"models": len(self.outcomes), "counts": {k: counts.get(k, 0) for k in OUTCOMES},
+                "commits": dict(sorted(Counter(o.commit or "unknown" for o in self.outcomes).items())),
                 "check_verdicts": dict(sorted(checked.items())),
                 "passed_on_a_simpler_plan": sum(1 for o in self.outcomes
                                                 if o.outcome == "passed" and (o.plans_left or o.detours)),
@@ -264,7 +266,7 @@ def run_model(config: CampaignConfig, seed: int, index: int = 0) -> Outcome:
     report = run_dir / "report.md"
     kept, left = plans_left(report.read_text(errors="replace")) if report.is_file() else (None, [])
     result = Outcome(str(path), seed, list(model.ops), outcome, code, reason, detours(text), kept, left,
-                     round(seconds, 2), str(log_path), str(run_dir))
+                     round(seconds, 2), str(log_path), str(run_dir), commit=commit())
     if config.check and config.gpu and outcome == "passed":
         result.check_verdict, result.check_reason = check_model_new(config, path, run_dir, index)
     return result
@@ -318,6 +320,10 @@ def _kill_group(proc: subprocess.Popen) -> None:
 def summary_lines(summary: dict) -> list[str]:
     counts = summary["counts"]
     head = f"fuzz: {summary['models']} models: " + ", ".join(f"{counts[k]} {k}" for k in OUTCOMES)
+    commits = summary.get("commits") or {}
+    if commits:
+        head += " at " + (next(iter(commits)) if len(commits) == 1 else
+                          "commits " + ", ".join(f"{c} ({n})" for c, n in commits.items()))
     if summary.get("check_verdicts"):
         head += "; check of each verified ModelNew: " + ", ".join(
             f"{n} {verdict}" for verdict, n in summary["check_verdicts"].items())
