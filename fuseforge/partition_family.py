@@ -157,4 +157,6 @@ def epilogue_edge_reason(grower: GroupGrower, group: int, other: fx.Node, anchor
             why = (f"{why.removesuffix(' (stays a torch call)')}, nor a {family} kernel: "
                    f"{grower.anchor_reasons[producer.name]}")
         return why
+    if pointwise.is_pointwise(producer):  # pointwise, but a family planned before this one took it
+        return f"{pointwise.op_key(producer)} is computed in another kernel, which took it first"
     return f"{pointwise.op_key(producer)} is not pointwise: {after_reason}"

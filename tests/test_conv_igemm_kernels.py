@@ -31,7 +31,7 @@ from fuseforge.families.conv.group import (
 )
 from fuseforge.families.conv.price import cudnn_seconds, slower_than_cudnn
 from fuseforge.load import LoadedModel, load_model_file
-from fuseforge.partition import partition
+from fuseforge.partition import format_plan, partition
 from fuseforge.rewrite import rewrite
 
 
@@ -437,6 +437,10 @@ def test_by_default_a_tensor_core_conv_leaves_its_channel_norm_to_the_channel_ke
     convs = [g for g in plan.groups if g.kind == "conv"]
     assert len(convs) == 3 and all(g.spec.conv.kernel == "igemm" and g.spec.norm is None for g in convs)
     assert sum(g.kind == "channel_norms" for g in plan.groups) == 3
+    # the bias adds after the first two convolutions went into their norms' kernels: the plan says so, truly
+    why = format_plan(plan).split("# why neighbours were not fused")[1]
+    assert why.count("aten.add.Tensor is computed in another kernel, which took it first") == 2
+    assert "add.Tensor is not pointwise" not in why
 
 
 def test_a_tf32_tensor_core_conv_going_into_a_channel_norm_adds_its_statistics_as_it_stores():
