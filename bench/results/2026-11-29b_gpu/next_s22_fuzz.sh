@@ -4,7 +4,8 @@
 # optimize and check: PYTHONPATH names it and the campaign runs from another folder (the checkout's root would come
 # first on sys.path), so later commits of the checkout do not change what is measured. The record resumes from
 # .shared/s22/fuzz.json: copy $OUT/fuzz.json back there after each command.
-# carry [".shared/s22", ".shared/s22_fuzz.sh"]; `FROZEN=<sha> SECONDS_LEFT=500 [FUZZ_FLAGS=--every-kernel] bash ...`
+# carry [".shared/s22"]; `FROZEN=<sha> SECONDS_LEFT=500 [FUZZ_FLAGS=--every-kernel] bash
+# bench/results/2026-11-29b_gpu/next_s22_fuzz.sh`
 set -u
 bash scripts/device_env.sh >/dev/null 2>&1; export PYTHONUNBUFFERED=1
 REPO=$PWD; PY=$REPO/.venv/bin/python; F=/tmp/ff_frozen; RUN=/tmp/fuzz_run

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Prepared at the end of the twenty-first session (one H200, ~200 s). carry [".shared/problems", ".shared/s22_run2.sh"].
+# Prepared at the end of the twenty-first session (one H200, ~200 s). carry [".shared/problems"];
+# `bash bench/results/2026-11-29b_gpu/next_s22_run2.sh`.
 # Nsight Compute --set full on the TF32 tensor-core conv kernel (17's convolution, channels-last, 4 stages x 1 block),
 # exported per SASS instruction: where the warps of a kernel at ~30 % of the tensor rate stall (cuDNN's kernel with the
 # same 128 x 128 x 32 tile runs at ~76 %; our 3xTF32 GEMM reaches ~67 %). Neither L2 traffic nor pipeline depth
