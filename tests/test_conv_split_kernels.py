@@ -116,8 +116,7 @@ def test_the_small_chunk_rule_takes_the_most_taps_a_k_tile_that_divide_every_cla
     assert (wide.chunk, wide.chunks, wide.cp, wide.cq, wide.bn, wide.stages) == (32, 1, 32, 32, 128, 3)
     for t in (wide, tiling.choose_split_igemm(8, 64, (1, 254, 254), (9,)), tiling.choose_split_igemm(32, 64, (8,) * 3, (1,))):
         # the blocks an SM fit its shared memory (igemm.cuh's launch asks for the ring plus 1 KB and the barriers)
-        ring = t.stages * tiling.split_slot_bytes(t.bn, t.chunk, t.chunks) + 1024 + 16 * t.stages
-        assert t.min_blocks * (ring + 1024) <= tiling.SMEM_PER_SM and t.stages >= 2
+        assert t.min_blocks * tiling.igemm_smem_bytes(t) <= tiling.SMEM_PER_SM and t.stages >= 2
     assert tiling.choose_split_igemm(12, 64, (1, 8, 8), (9,)).cp == 16  # 8-channel chunks: rows of 32 bytes
 
 

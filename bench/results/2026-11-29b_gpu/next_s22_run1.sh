@@ -11,6 +11,7 @@ bash scripts/device_env.sh >/dev/null 2>&1; export PYTHONUNBUFFERED=1 TORCH_CUDA
 REPO=$PWD; PY=$REPO/.venv/bin/python; KB=$REPO/.shared/problems/kernelbench; T0=$(date +%s)
 R=bench/results/2026-11-29b_gpu; mkdir -p out/suite .shared/s22/models
 for n in 20 42 61 77 100; do cp $KB/${n}_*.py .shared/s22/models/; done
+NEW0=/tmp/new0; mkdir -p $NEW0; tar xzf $R/model_new_52_72_f1237dc.tgz -C $NEW0  # 72's and 52's ModelNew of f1237dc
 FUSEFORGE_COMMIT=${FUSEFORGE_COMMIT:-unknown} timeout 300 $PY -m fuseforge suite .shared/s22/models \
     --db out/suite/results.sqlite > $OUT/suite.log 2>&1
 echo "suite exit $? at $(( $(date +%s) - T0 )) s"; grep -E ": (correct|incorrect|failed)" $OUT/suite.log | cut -c1-160
@@ -21,8 +22,8 @@ for n in 20 42 100; do
     f=$(ls out/suite/results_out/*/${n}_*/model_new.py 2>/dev/null | head -1)
     [ -n "$f" ] && { MODELS+=($KB/${n}_*.py); NEW+=("$f"); }
 done
-timeout 230 $PY dev/kernels/profile_kernels.py $KB/72_*.py $KB/52_*.py "${MODELS[@]}" --new $R/model_new_72_f1237dc.py \
-    $R/model_new_52_f1237dc.py "${NEW[@]}" --out $OUT/kernels.json > $OUT/kernels.log 2>&1
+timeout 230 $PY dev/kernels/profile_kernels.py $KB/72_*.py $KB/52_*.py "${MODELS[@]}" --new $NEW0/model_new_72_f1237dc.py \
+    $NEW0/model_new_52_f1237dc.py "${NEW[@]}" --out $OUT/kernels.json > $OUT/kernels.log 2>&1
 echo "profile exit $? at $(( $(date +%s) - T0 )) s"; tail -40 $OUT/kernels.log | cut -c1-200
 (cd out/suite && find results_out -path '*torch_extensions*' -prune -o -type f -size -2M \( -name '*.json' -o \
     -name '*.md' -o -name '*.txt' -o -name '*.log' -o -name 'model_new.py' \) -print | tar czf $OUT/jobs.tgz -T -)

@@ -340,25 +340,24 @@ def _reduction_of(members: set[str], by_name) -> ConvReduction | None:
     return recognise_reduction(next(iter(by_name[outputs[0]].users)))
 
 
-def _takes_statistics(conv: ConvAnchor) -> bool:
-    """Whether the conv kernel can add its output's statistics for a channel norm as it stores it: the direct kernel,
-    or the tensor-core kernel launched a block a tile (its TF32 form: the 3xTF32 one runs persistent)."""
-    t = conv.tiling
-    return conv.kernel == "direct" or not (t.split or t.persistent or t.cluster > 1)
-
-
 # The tensor-core kernel's statistics epilogue (store_tile_stats) matches float64 but was slower than the same kernel's
 # plain epilogue followed by the channel kernels' statistics pass, on both problem models the price gave it to
 # (H200, bench/results/2026-11-29b_gpu: 61, a transposed 3-D conv into a group norm, 2.063 ms against 1.785; 77, into
 # a batch norm, 3.839 against 3.561): the pass it saves is cheaper than what it adds to the conv kernel (its stores
 # unstaged, the doubles' shuffles and atomics). Until it is faster, only `--every-kernel` plans (the tests, the
 # fuzz) give the tensor-core kernel a channel norm; the direct kernel takes one where priced faster.
+def _takes_statistics(conv: ConvAnchor, every_kernel: bool) -> bool:
+    """Whether the conv kernel adds its output's statistics for a channel norm as it stores it: the direct kernel; the
+    tensor-core kernel launched a block a tile (its TF32 form: the 3xTF32 one runs persistent) with --every-kernel
+    only, as measured above."""
+    t = conv.tiling
+    return conv.kernel == "direct" or (every_kernel and not (t.split or t.persistent or t.cluster > 1))
+
+
 def _with_norm(grower: GroupGrower, claim: Claim, node: fx.Node, conv: ConvAnchor, members: set[str],
                spec: ConvSpec) -> tuple[set[str], ConvSpec] | None:
     """The conv group `members` with the channel norm its output goes into (`norm.py`), where there is one and the
     kernel is expected to pay with it."""
-    if conv.kernel == "igemm" and not claim.every_kernel:
-        return None  # slower than the plain epilogue and the channel kernels' statistics pass, as measured
     found = grow_norm(grower, members, claim.reach)
     if found is None or (not claim.every_kernel and slower_than_cudnn(node, conv, "norm")):
         return None
@@ -389,7 +388,8 @@ def form_conv_reduction_groups(claim: Claim, pointwise_groups: list[list[str]], 
                 (claim.every_kernel or not slower_than_cudnn(node, conv, "reduction")):
             grower.formed.append((grown[0] | reduction.members, spec))
             continue
-        with_norm = grown and not reduction and _takes_statistics(conv) and _with_norm(grower, claim, node, conv, *grown)
+        with_norm = (grown and not reduction and _takes_statistics(conv, claim.every_kernel)
+                     and _with_norm(grower, claim, node, conv, *grown))
         if with_norm:
             grower.formed.append(with_norm)
             continue

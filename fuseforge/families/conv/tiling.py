@@ -163,10 +163,16 @@ def igemm_slot_bytes(t: IgemmTiling) -> int:
     return (a + t.chunks * t.bn * t.chunk * 4) * (2 if t.split else 1)
 
 
-def igemm_smem_bytes(t: IgemmTiling) -> int:
-    """Shared memory a block of the instance takes: its ring, a barrier pair a stage, the ring's 1024-byte alignment
-    and the norm statistics' per-channel sums (2 doubles a channel of the tile), as the launch asks for them."""
-    return t.stages * (igemm_slot_bytes(t) + 16) + 1024 + 16 * t.bn
+def igemm_smem_bytes(t: IgemmTiling, stages: int | None = None) -> int:
+    """Shared memory a block of the instance takes (at `stages` stages where given): its ring, a barrier pair a stage,
+    the ring's 1024-byte alignment and the norm statistics' per-channel sums (2 doubles a channel of the tile), as the
+    launch asks for them."""
+    return (t.stages if stages is None else stages) * (igemm_slot_bytes(t) + 16) + 1024 + 16 * t.bn
+
+
+def stages_that_fit(t: IgemmTiling, most: int, blocks: int = 1) -> int:
+    """The most stages, at most `most`, with which `blocks` blocks of the instance fit an SM's shared memory."""
+    return min(most, (SMEM_PER_SM // blocks - igemm_smem_bytes(t, 0)) // (igemm_slot_bytes(t) + 16))
 
 
 def at_pixels(t: IgemmTiling, bm: int, out: tuple[int, int, int], cluster: int = 1) -> IgemmTiling:
@@ -175,9 +181,8 @@ def at_pixels(t: IgemmTiling, bm: int, out: tuple[int, int, int], cluster: int =
     rings fit."""
     one = dataclasses.replace(t, stages=2, min_blocks=1, nchw=False, bm=bm, box=pixel_box(*out, bm=bm),
                               cluster=cluster)
-    per_stage = igemm_slot_bytes(one) + 16
-    stages = min(t.stages, (SMEM_PER_SM - 1024 - 16 * t.bn) // per_stage)
-    fits_two = 2 * (stages * per_stage + 1024 + 16 * t.bn) <= SMEM_PER_SM
+    stages = stages_that_fit(one, t.stages)
+    fits_two = stages_that_fit(one, stages, blocks=2) == stages
     return dataclasses.replace(one, stages=stages, min_blocks=t.min_blocks if fits_two else 1)
 
 
@@ -228,11 +233,6 @@ def igemm_useful_fraction(t: IgemmTiling, k_out: int, out: tuple[int, int, int])
 SPLIT_SMALL_CHUNK_BELOW = 32
 
 
-def split_slot_bytes(bn: int, chunk: int, chunks: int) -> int:
-    """Bytes of one 3xTF32 stage (igemm.cuh's Slot): the A boxes and B tiles of its chunks, big and small parts."""
-    return 2 * chunks * (IGEMM_BM + bn) * chunk * 4
-
-
 def choose_split_igemm(c: int, k_out: int, out: tuple[int, int, int], tap_counts: tuple[int, ...],
                        bn: int | None = None) -> IgemmTiling:
     """The 3xTF32 instance for a stride-1 convolution of `c` -> `k_out` channels whose launch computes classes of
@@ -246,7 +246,6 @@ def choose_split_igemm(c: int, k_out: int, out: tuple[int, int, int], tap_counts
     if chunk == 8:
         blocks = [taps * cq // chunk for taps in tap_counts]
         chunks = max(d for d in (1, 2, 3, 4) if all(b % d == 0 for b in blocks))
-    per_block = SMEM_PER_SM - 2048  # less the ring's alignment, barriers and the block's reserve
-    stages = min(4, per_block // split_slot_bytes(bn, chunk, chunks))
-    return IgemmTiling(False, bn, stages, 1, box, -(-c // 8) * 8 if chunk == 8 else -(-c // 4) * 4, cq,
-                       split=True, chunk=chunk, chunks=chunks, persistent=True)
+    t = IgemmTiling(False, bn, 1, 1, box, -(-c // 8) * 8 if chunk == 8 else -(-c // 4) * 4, cq,
+                    split=True, chunk=chunk, chunks=chunks, persistent=True)
+    return dataclasses.replace(t, stages=stages_that_fit(t, 4))
