@@ -350,9 +350,11 @@ def verify_files(model_path, candidate_path, settings: VerifySettings) -> tuple[
         record["seconds"] = {"load": round(loaded - start, 3)}
         _conclude(record, run_cases(progs, settings))
         record["seconds"]["cases"] = round(time.perf_counter() - loaded, 3)
-        for case in record["cases"]:  # the steps summed over the cases: where verification spends its time
+        steps: dict[str, float] = {}  # the steps summed over the cases (rounded once): where verification spends
+        for case in record["cases"]:  # its time
             for step, seconds in (case.get("seconds") or {}).items():
-                record["seconds"][step] = round(record["seconds"].get(step, 0.0) + seconds, 3)
+                steps[step] = steps.get(step, 0.0) + seconds
+        record["seconds"].update({step: round(total, 3) for step, total in steps.items()})
     except InterfaceMismatch as exc:
         record.update(verdict="interface_mismatch", reason=str(exc), interface=exc.to_json())
     except (Exception, SystemExit) as exc:
