@@ -5,7 +5,7 @@ at a time. A C++ program enumerates every tile of many shapes and checks what th
 tiles cover every element exactly once; both orders (along channels, along positions) visit the same
 FF_TILE_ELEMENTS elements of a tile, eight per thread (two quads), in distinct shared-memory slots inside the buffer; with quads
 (16-byte accesses) only where C and S are multiples of 4 and the data aligned, and then 16-byte aligned
-slots; single elements read along positions hit 32 distinct banks per warp; and no lane idles when C is
+slots; on the channels-last side quads wherever C is a multiple of 4 and the data aligned (channel_quads); single elements read along positions hit 32 distinct banks per warp; and no lane idles when C is
 a power of two up to 32 (the reason for the geometry). It also runs FFTiles' memory phases, every thread of
 a block one after another and a phase only once all threads finished the one before (the kernels'
 __syncthreads()): load_nchw then store_channels_last transposes (ff_channels_last), and load_channels_last
@@ -42,7 +42,7 @@ static int failures = 0;
 static std::vector<std::pair<int, int>> items(const FFTiles& tiles, int k, bool along_channels) {
     std::vector<std::pair<int, int>> out;
     int p, c;
-    if (tiles.quads) {
+    if (tiles.quads || (along_channels && tiles.channel_quads)) {  // the channels-last side: quads with channel_quads
         for (int j = 0; j < FF_TILE_QUADS; ++j)
             for (int e = 0; e < 4; ++e) {
                 if (along_channels) { tiles.quad_along_channels(j * FF_TILE_THREADS + k, p, c); out.push_back({p, c + e}); }
@@ -67,6 +67,8 @@ static void check(int64_t N, int64_t C, int64_t S, bool aligned) {
     EXPECT(width * span == FF_TILE_ELEMENTS, "C=%lld: %d x %d elements", (long long)C, width, span);
     EXPECT(tiles.quads == (aligned && C % 4 == 0 && S % 4 == 0), "C=%lld S=%lld: quads %d", (long long)C,
            (long long)S, (int)tiles.quads);
+    EXPECT(tiles.channel_quads == (aligned && C % 4 == 0), "C=%lld S=%lld: channel quads %d", (long long)C,
+           (long long)S, (int)tiles.channel_quads);
     std::vector<int> seen(N * C * S, 0);
     for (int64_t t = 0; t < tiles.count; ++t) {
         int64_t n, c0, s0;

@@ -24,6 +24,8 @@ Every result is compared with PyTorch's values before it is timed. Prints a tabl
                                         none; the 16-byte accesses along positions stay conflict-free. Measured on an
                                         H200 (2026-11-28, bench/results/2026-11-28f_gpu): no faster (GELU epilogue
                                         over [128, 128, 130, 130] 0.682 -> 0.734 ms, tanh 0.620 -> 0.620): not adopted
+                          nochannelquads the tiles before 2026-11-29: single elements on both sides wherever S or C is no
+                                        multiple of 4 (FFTiles::channel_quads off)
                         joined with "+" to combine: previous+log12
 The flat path's magic divisors (cuda/types.cuh's ff_div32), a lab variant here first, are the product's since
 2026-11-28: flat GELU epilogue 0.735 -> 0.678 ms over [128, 128, 130, 130], 1.426 -> 1.239 over [128, 64, 256, 256]
@@ -49,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 PRODUCT_TILE = "FF_TILE_ELEMENTS = 1024, FF_TILE_LOG_ELEMENTS = 10"  # fuseforge/cuda/tiles.cuh's tile size
 PRODUCT_THREADS = "FF_TILE_THREADS = 128"
 PRODUCT_BOUNDS = "kQuads && sizeof(index_t) == 4 ? FF_TILE_MIN_BLOCKS : 8"  # the tiled pointwise kernel's minimum blocks
+CHANNEL_QUADS = "channel_quads = aligned && C % 4 == 0;"  # FFTiles' channels-last side quads (cuda/tiles.cuh)
 # swizzle: FFTiles::slot (cuda/tiles.cuh)
 SLOT = "    __device__ __forceinline__ int slot(int p, int c) const { return c * pitch() + p; }\n"
 SWIZZLED_SLOT = """    // (lab) quads of positions XOR-permuted by channel group within a row: the channels-last phases' four rows of one
@@ -93,6 +96,9 @@ def variant_text(cuda: str, variant: str) -> str:
         elif part == "swizzle":
             assert SLOT in cuda, "the product's text changed"
             cuda = cuda.replace(SLOT, SWIZZLED_SLOT)
+        elif part == "nochannelquads":
+            assert CHANNEL_QUADS in cuda, "the product's text changed"
+            cuda = cuda.replace(CHANNEL_QUADS, "channel_quads = false;")
         elif part == "previous":
             assert PRODUCT_THREADS in cuda and PRODUCT_BOUNDS in cuda and PRODUCT_TILE in cuda
             cuda = cuda.replace(PRODUCT_THREADS, "FF_TILE_THREADS = 256").replace(f", {PRODUCT_BOUNDS})", ")")

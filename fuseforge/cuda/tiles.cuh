@@ -7,7 +7,10 @@
 // channels of one position in channels-last memory, four consecutive positions of one channel in NCHW
 // memory; otherwise the eight are single elements. Shared memory holds the tile as `width` channel rows of
 // `span` + 4 positions: a row stays 16-byte aligned and the pad moves the rows' banks apart. The kernels
-// launch one block per tile. (Measured with dev/kernels/transpose_lab.cu on the H100: 16-byte accesses
+// launch one block per tile. Where only C is a multiple of 4 (and the channels-last data aligned), `channel_quads`:
+// the channels-last side still moves quads (four channels of one position, one 16-byte access), the NCHW side single
+// elements; a spatial size that is no multiple of 4 (odd outputs of a convolution: 95 x 95, 127 x 127) is common.
+// (Measured with dev/kernels/transpose_lab.cu on the H100: 16-byte accesses
 // 2.3-2.9 TB/s against 1.5-1.9 TB/s scalar; two quads per thread and one tile per block 2.86-2.91 TB/s on
 // [64, 32 or 64, 16384], one quad with 8 blocks per multiprocessor looping over tiles 2.69-2.74, a copy 2.88-2.96;
 // on the H200 a persistent grid that loads its next tile while it stores this one ran 10-25 % slower than one tile
@@ -31,6 +34,7 @@ struct FFTiles {
     int64_t channels, positions, c_tiles, s_tiles, count;
     int log_width, log_span;
     bool quads;
+    bool channel_quads;  // 16-byte accesses on the channels-last side (aligned, C % 4 == 0); implied by quads
     __host__ __device__ FFTiles(int64_t samples, int64_t C, int64_t S, bool aligned)
         : channels(C), positions(S) {
         log_width = 0;
@@ -39,7 +43,8 @@ struct FFTiles {
         c_tiles = (C + (1 << log_width) - 1) >> log_width;
         s_tiles = (S + (1 << log_span) - 1) >> log_span;
         count = samples * c_tiles * s_tiles;
-        quads = aligned && C % 4 == 0 && S % 4 == 0;
+        channel_quads = aligned && C % 4 == 0;
+        quads = channel_quads && S % 4 == 0;
     }
     // A [N, C, S] or [C, S] iteration space (constant indices: a runtime index into a kernel parameter
     // would copy it to local memory).
@@ -83,8 +88,8 @@ struct FFTiles {
     // shared buffer ([channel][position], rows of pitch()). Each moves this thread's (threadIdx.x) items
     // of the tile at (n, c0, s0) of a [N, C, S] space, skipping those outside it; the kernels put
     // __syncthreads() between a tile's phases. Index arithmetic is in index_t, as the kernels' is.
-    // Channels-last memory ([N, S, C]) -> tile, along channels: with quads four channels of one position as
-    // one 16-byte load, else single elements, all loads issued before any is stored.
+    // Channels-last memory ([N, S, C]) -> tile, along channels: with quads or channel_quads four channels of one
+    // position as one 16-byte load, else single elements, all loads issued before any is stored.
     template <typename index_t>
     __device__ __forceinline__ void load_channels_last(float* tile, const float* __restrict__ src, int64_t n,
                                                        int64_t c0, int64_t s0, index_t C, index_t S) const {
@@ -98,13 +103,13 @@ struct FFTiles {
                                               int64_t s0, index_t C, index_t S) const {
         load<false>(tile, src, n, c0, s0, C, S);
     }
-    // Tile -> channels-last memory ([N, S, C]), along channels: with quads four channels of one position as
-    // one 16-byte store, else single elements.
+    // Tile -> channels-last memory ([N, S, C]), along channels: with quads or channel_quads four channels of one
+    // position as one 16-byte store, else single elements.
     template <typename index_t>
     __device__ __forceinline__ void store_channels_last(const float* tile, float* __restrict__ dst, int64_t n,
                                                         int64_t c0, int64_t s0, index_t C, index_t S) const {
         int p, ch;
-        if (quads) {
+        if (quads || channel_quads) {
 #pragma unroll
             for (int j = 0; j < FF_TILE_QUADS; ++j) {
                 quad_along_channels(item(j), p, ch);
@@ -135,12 +140,12 @@ struct FFTiles {
         if (kChannelsLast) return base + ((index_t)n * S + s) * C + (index_t)(c0 + ch);
         return base + ((index_t)n * C + (index_t)c0 + ch) * S + s;
     }
-    // load_channels_last (kChannelsLast) and load_nchw.
+    // load_channels_last (kChannelsLast: quads also with channel_quads) and load_nchw.
     template <bool kChannelsLast, typename index_t>
     __device__ __forceinline__ void load(float* tile, const float* __restrict__ src, int64_t n, int64_t c0,
                                          int64_t s0, index_t C, index_t S) const {
         int p, ch;
-        if (quads) {
+        if (quads || (kChannelsLast && channel_quads)) {
             float4 q[FF_TILE_QUADS];
             int at[FF_TILE_QUADS];  // the quad's shared-memory slot, -1 outside the tensor
 #pragma unroll

@@ -142,6 +142,15 @@ __device__ __forceinline__ bool row_pixel(const Geometry& g, int tid, int m, int
   return inside;
 }
 
+// Whether an epilogue functor writes outputs of its own (`kWritesOutputs`; true where it does not say): then it runs
+// only for the pixels inside the output. One that writes nothing else runs for every row of the thread, a row outside
+// the output reading its operands at pixel 0 (inside) and storing nothing, so that the operand loads of one channel
+// are the same in every row and the compiler loads them once (plain loads: the generated functors').
+template <class E, class = void>
+struct WritesOutputs { static constexpr bool value = true; };
+template <class E>
+struct WritesOutputs<E, decltype(void(E::kWritesOutputs))> { static constexpr bool value = E::kWritesOutputs; };
+
 // The epilogue of one tile (both kernels): the consumer thread `tid` (of kConsumers) holds the m64nBN accumulator
 // fragment of rows 64 w + 16 q + g (+ 8) of the tile, columns 8j + 2t + e; the tile's pixel r is (r / (bw bh),
 // (r / bw) % bh, r % bw) of the box at (od0, oh0, ow0) of image img, its channels k0 .. k0 + kBN - 1. Bounds-checked.
@@ -185,20 +194,33 @@ __device__ __forceinline__ void store_tile(float* __restrict__ y, const Geometry
       }
     }
   } else {
+    // The rows' pixels first, then channel by channel (as store_tile_stats): one 64-bit product a channel, not an
+    // element, and a per-channel operand of the functor is loaded once for the thread's rows of that channel
+    // (H200, 17's TF32 convolution: the element-by-element form spent half the consumers' time in the epilogue).
+    long long pix[kM / kBM][2];
+    bool inside[kM / kBM][2];
 #pragma unroll
     for (int m = 0; m < kM / kBM; ++m) {  // the warpgroup's rows: kM / 2 of them, 64 a wgmma
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        long long pix;
-        if (!row_pixel<kM>(g, tid, m, half, ow0, oh0, od0, pix)) continue;
+      for (int half = 0; half < 2; ++half) inside[m][half] = row_pixel<kM>(g, tid, m, half, ow0, oh0, od0, pix[m][half]);
+    }
 #pragma unroll
-        for (int j = 0; j < kBN / 8; ++j) {
+    for (int j = 0; j < kBN / 8; ++j) {
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int k = k0 + 8 * j + 2 * tq + e;
-            if (k < g.k) {
-              const long long at = (static_cast<long long>(img) * g.k + k) * plane + pix;
-              y[at] = epi(acc[m][4 * j + 2 * half + e], k, at);
+      for (int e = 0; e < 2; ++e) {
+        const int k = k0 + 8 * j + 2 * tq + e;
+        if (k >= g.k) continue;
+        const long long chan = (static_cast<long long>(img) * g.k + k) * plane;
+#pragma unroll
+        for (int m = 0; m < kM / kBM; ++m) {
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const long long at = chan + pix[m][half];
+            if constexpr (WritesOutputs<Epilogue>::value) {
+              if (inside[m][half]) y[at] = epi(acc[m][4 * j + 2 * half + e], k, at);
+            } else {
+              const float v = epi(acc[m][4 * j + 2 * half + e], k, at);
+              if (inside[m][half]) y[at] = v;
             }
           }
         }

@@ -50,14 +50,19 @@ def _functor(group: KernelGroup, by_name: dict[str, fx.Node]) -> str:
     w.line(f"struct {group.name}_epilogue {{")
     with w.indent():
         epilogue.fields(w, group, _ROLE)
+        if conv.kernel == "igemm":  # igemm.cuh's store_tile calls it for rows outside the output where it does not
+            w.line("static constexpr bool kWritesOutputs = "  # write outputs of its own (WritesOutputs)
+                   f"{'true' if len(group.outputs) > 1 else 'false'};  // outputs of its own (igemm.cuh)")
         w.line("")
         w.line("__device__ __forceinline__ float operator()(float ff_acc, int ff_k, int64_t ff_at) const {")
         with w.indent():
             bias = f" + {cpp_name(conv.bias)}" if conv.bias else ""
             anchor = f"const float {cpp_name(group.spec.anchor)} = ff_acc{bias};  // {conv.op}: the convolution's value"
             red = group.spec.reduction
+            # plain loads, which the compiler merges: direct.cuh computes a channel's rows before storing them, and
+            # igemm.cuh's store_tile a channel's rows where the functor writes nothing else (WritesOutputs)
             epilogue.chain(w, group, by_name, _INDEX, anchor, (red.data, red.members) if red else None,
-                           plain_loads=conv.kernel == "direct")  # direct.cuh computes a channel's rows before storing
+                           plain_loads=True)
         w.line("}")
         if red and red.over == "channels":  # the reduction over the output channels, in the table's C++
             r = red.channel
