@@ -86,10 +86,12 @@ SHORT_DOT_CHANNELS, SHORT_DOT_TERMS = 8, 192  # the range those measurements cov
 # The TF32 implicit-GEMM conv kernel of families/conv (igemm.cuh) reads, per output tile, an input box and a weight
 # tile from L2 for every tap and 32-channel block; its time is that traffic at a rate fitted to the H100 (the
 # instance the plan picks, bench/results/2026-11-27c_h100/conv_igemm5.json and profile_kernels.json): in 2-D
-# 5.1e12 bytes/s (17, 32, 52, conv2d_batchnorm_relu, conv2d_channelmin_tanh within 0.95-1.1x), in 3-D 7.3e12 (43).
+# 5.1e12 bytes/s (17, 32, 52, conv2d_batchnorm_relu, conv2d_channelmin_tanh within 0.95-1.1x), in 3-D 7.3e12 (43);
+# scaled by the speed-up its channel-by-channel epilogue (6ce0d21) measured on an H200 (same SMs and clocks; the
+# kernel is not DRAM-bound): 1.19-1.29x on the four 2-D convolutions of bench/results/2026-11-29c_gpu, 1.03-1.17x in 3-D.
 # It is a fit, not the bound: cuDNN's channels-last kernel with the same 128x128x32 tile ran 17's convolution in
 # 0.875 ms where this one took 2.10 (profile_kernels.json), so L2 traffic alone does not limit it.
-IGEMM_L2_BYTES_PER_S = {2: 5.1e12, 3: 7.3e12}
+IGEMM_L2_BYTES_PER_S = {2: 6.2e12, 3: 8.0e12}
 # Its 3xTF32 form (fp32-class convolutions) does three tensor-core products for each one, a fresh accumulator a k-tile
 # waited for before it is added: priced, beside twice the L2 traffic, at this rate of its products (three per
 # multiply-add counted). An assumption: half of TF32_FLOPS (the GEMM family's 3xTF32 kernel reached 3 x 135.8 TFLOP/s

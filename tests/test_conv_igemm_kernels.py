@@ -75,23 +75,43 @@ def test_a_64_channel_conv_that_eager_runs_tf32_is_a_tensor_core_conv_kernel_whe
     assert (c.tiling.nchw, c.tiling.bn, c.tiling.box) == (True, 128, (1, 4, 32))
 
 
-def test_measured_tf32_the_tensor_core_kernel_is_priced_against_cudnn_channels_last_and_loses_to_it_on_52():
-    """On the H100 cuDNN's channels-last kernel ran 52's convolution in half the tensor-core kernel's time: with
-    the input's conversion and the pass the epilogue saves, the tensor-core kernel is priced slower, and the
-    reason names the layout it lost to (against cuDNN's NCHW price alone it would have won)."""
+def test_tf32_the_tensor_core_kernel_beats_cudnn_channels_last_on_52_only_by_the_pass_its_epilogue_saves():
+    """On an H200 (bench/results/2026-11-29c_gpu) the tensor-core kernel ran 52's convolution in 0.88 ms, cuDNN's
+    channels-last kernel in 0.45 ms after 0.29 ms of the input's conversion: the kernel is priced faster than that only
+    with the pass over the output its epilogue saves. With nothing fused after it the group is slower, and the reason
+    names the layout it lost to (against cuDNN's NCHW price alone it would have won)."""
     from fuseforge import cost, rates
     from fuseforge.families.conv.price import direct_seconds, slower_than_cudnn
 
     captured = _model("52_Conv2d_Activation_BatchNorm")
     rewrite(captured.graph, captured)
     _mark(captured, "tf32")
-    assert not any(g.kind == "conv" for g in partition(captured.graph, named("conv")).groups)
     (conv,) = _convs(captured)
     anchor = recognise(conv)
-    reason = slower_than_cudnn(conv, anchor, "epilogue")
+    reason = slower_than_cudnn(conv, anchor, "")
     assert reason.startswith("the tensor-core kernel is expected to take") and "cuDNN channels-last" in reason
+    assert slower_than_cudnn(conv, anchor, "epilogue") is None
     saved = 2 * cost.nbytes(conv) / rates.BANDWIDTH
-    assert cost.channels_last_conv_seconds(conv) + saved < direct_seconds(conv, anchor) < cost.conv_seconds(conv) + saved
+    ours = direct_seconds(conv, anchor)
+    assert cost.channels_last_conv_seconds(conv) < ours < cost.channels_last_conv_seconds(conv) + saved
+    assert ours < cost.conv_seconds(conv)
+
+
+def test_a_tensor_core_conv_priced_a_few_percent_under_cudnn_stays_cudnn_and_one_priced_well_under_is_the_kernel():
+    """The tensor-core kernel's price is an L2 rate fitted within about 0.95-1.1x of its measured times, so a close
+    call stays cuDNN's (price.IGEMM_MARGIN): priced 5 % under cuDNN it stays, 15 % under it is the kernel."""
+    from fuseforge.families.conv import price
+
+    captured = _model("52_Conv2d_Activation_BatchNorm")
+    rewrite(captured.graph, captured)
+    _mark(captured, "tf32")
+    (conv,) = _convs(captured)
+    anchor = recognise(conv)
+    cudnn, _ = price.cudnn_seconds(conv, anchor)
+    with mock.patch.object(price, "direct_seconds", return_value=0.95 * cudnn):
+        assert price.slower_than_cudnn(conv, anchor, "").startswith("the tensor-core kernel is expected to take")
+    with mock.patch.object(price, "direct_seconds", return_value=0.85 * cudnn):
+        assert price.slower_than_cudnn(conv, anchor, "") is None
 
 
 def test_the_same_conv_unmeasured_stays_cudnn_and_measured_fp32_is_the_3xtf32_kernel_priced_against_cudnn():

@@ -98,7 +98,7 @@ def variant_text(cuda: str, variant: str) -> str:
             cuda = cuda.replace(SLOT, SWIZZLED_SLOT)
         elif part == "nochannelquads":
             assert CHANNEL_QUADS in cuda, "the product's text changed"
-            cuda = cuda.replace(CHANNEL_QUADS, "channel_quads = false;")
+            cuda = cuda.replace(CHANNEL_QUADS, "channel_quads = aligned && C % 4 == 0 && S % 4 == 0;")  # == quads
         elif part == "previous":
             assert PRODUCT_THREADS in cuda and PRODUCT_BOUNDS in cuda and PRODUCT_TILE in cuda
             cuda = cuda.replace(PRODUCT_THREADS, "FF_TILE_THREADS = 256").replace(f", {PRODUCT_BOUNDS})", ")")

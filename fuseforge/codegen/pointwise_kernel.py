@@ -10,7 +10,8 @@ A second kernel, `<name>_tiled_kernel`, runs when the binding's `ff_prepare` fin
 operand (NHWC or NDHWC memory of an [N, C, S...] iteration; see runtime.py): reading it in the output's
 order would be strided by C. A block of 4 warps takes a tile of one sample (`cuda/tiles.cuh`'s `FFTiles`: up to
 32 channels x 1024 / width positions, so a 16-channel tensor gets 16 x 64 tiles and no idle lanes; each
-thread moves eight elements, as two 16-byte accesses on either side when C and S are multiples of 4), reads
+thread moves eight elements, as two 16-byte accesses on either side when C and S are multiples of 4, on the
+channels-last side when C is), reads
 the tiled operand along channels into shared memory with the fixed `FFTiles::load_channels_last` (shared
 with `ff_channels_last`, layout_kernel.py), and then computes and writes the tile along positions, so both
 the read and the contiguous (NCHW) output writes are coalesced. A quad of the write phase is four positions

@@ -16,6 +16,10 @@ from .anchor import ConvAnchor
 from .parity import parity_launches
 
 CUDNN_MEASURED = "ff_cudnn_measured"  # node meta: cuDNN's times on this convolution (a layout_precision.measured row)
+# The tensor-core kernel replaces cuDNN only where it is priced at most this fraction of cuDNN's time plus what its
+# tail saves: its price is an L2 rate fitted to its measured times within about 0.95-1.1x, so a closer call is a coin
+# toss (2026-11-29: a bare 32 -> 64 channel convolution priced 0.385 ms against cuDNN's measured 0.387).
+IGEMM_MARGIN = 0.9
 
 
 def direct_seconds(node: fx.Node, conv: ConvAnchor) -> float:
@@ -95,13 +99,14 @@ def slower_than_cudnn(node: fx.Node, conv: ConvAnchor, tail: str) -> str | None:
     TF32-class one channels-last with its operands' conversion where that is faster) plus the passes over the
     convolution's output that its `tail` saves (`SAVED`): an epilogue, the pass of the kernel after cuDNN that would
     read it back; a spatial sum or channel reduction, the read of the kernel that would reduce it; a channel norm, the
-    read of its statistics pass -- the kernel's own time is priced with its stores, as if it wrote the output."""
-    ours = direct_seconds(node, conv)
+    read of its statistics pass -- the kernel's own time is priced with its stores, as if it wrote the output, and no
+    less than its input and output's pass over memory (the floor the plan's estimate puts under a conv kernel)."""
+    ours = max(direct_seconds(node, conv), (cost.nbytes(node.all_input_nodes[0]) + cost.nbytes(node)) / rates.BANDWIDTH)
     passes, said = SAVED[tail]
     saved = passes * cost.nbytes(node) / rates.BANDWIDTH
     cudnn, layout = cudnn_seconds(node, conv)
     theirs = cudnn + saved
-    if ours < theirs:
+    if ours < (IGEMM_MARGIN if conv.kernel == "igemm" else 1.0) * theirs:
         return None
     out = traced_shape(node)
     if conv.kernel == "igemm":
