@@ -359,9 +359,13 @@ def _full_shape(rank, n, c, hw, groups):
 
 
 def _inputs_for(group, by_name, shape, misaligned, device, far=False):
-    """Random inputs of `group` at `shape`; `far`: the full-shape ones far from zero next to their spread (3 +- 1e-4,
-    as a convolution's outputs whose bias outweighs their spread), where statistics taken at the values' scale lose
-    the spread."""
+    """Random inputs of `group` at `shape`. `far` "far": the full-shape ones far from zero next to their spread (3 +-
+    1e-4, as a convolution's outputs whose bias outweighs their spread), where statistics taken at the values' scale
+    lose the spread. "near-zero": values normalised before (each channel's mean 1e-4 exactly in float64, spread 1),
+    the channel operands those of a fresh batch norm (weight 1, bias 0, running mean 0, running variance 1), so that
+    the new running mean is 1e-5 and its error is the error of a mean near zero next to the values' spread (the GPU
+    fuzz campaign's batch norm of a batch norm's output: a pivot of the spread's size cost it 20x eager's error)."""
+    near_zero = far == "near-zero"
     values, c, rank = {}, shape[1], len(shape)
     for name, cls in group.spec.operands:
         if cls == "full":
@@ -376,10 +380,19 @@ def _inputs_for(group, by_name, shape, misaligned, device, far=False):
         for d in size:
             n *= d
         flat = torch.randn(n + 1, device=device) * 2 + 0.5
-        if far and cls == "full":
+        if far == "far" and cls == "full":
             flat = 3.0 + (flat - 0.5) * 5e-5
         if "running_var" in name:
             flat = flat.abs() + 0.1
+        if near_zero and cls == "full":
+            x = torch.randn(shape, dtype=torch.float64, device=device)
+            axes = [0] + list(range(2, rank))  # a batch norm's unit: every axis but the channels
+            x = x - x.mean(dim=axes, keepdim=True) + 1e-4
+            x = x.flatten()  # the values as they are wherever the test reads them, one element in or not
+            flat = (torch.cat([x[:1], x]) if misaligned else torch.cat([x, x[:1]])).float()
+        elif near_zero and cls == "channel":
+            fresh = 1.0 if ("running_var" in name or "weight" in name) else 0.0
+            flat = torch.full((n + 1,), fresh, device=device)
         values[name] = (flat[1:] if misaligned and cls == "full" else flat[:n]).view(size)
     return values
 
@@ -404,7 +417,9 @@ def _rel(got, want):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("far", [False, True], ids=["spread-values", "values-far-from-zero-next-to-their-spread"])
+@pytest.mark.parametrize("far", [False, "far", "near-zero"],
+                         ids=["spread-values", "values-far-from-zero-next-to-their-spread",
+                              "values-normalised-before-their-mean-near-zero-next-to-their-spread"])
 def test_the_generated_channel_kernels_match_float64_on_odd_sizes_like_eager_does(far):
     from torch.utils.cpp_extension import load_inline
 

@@ -106,30 +106,51 @@ __device__ __forceinline__ FFChanAt ff_chan_at(const FFChanDims& d, const FFChan
     return {u.base + j, u.c0 + (int)(j / hw)};
 }
 
-// Unit u's pivot: its first value (the prologue's result there; 0 if that is not finite). The statistics are
-// those of v - pivot: where the values lie far from zero next to their spread (a convolution's bias larger than
-// the spread of its outputs), Welford's updates then round at the spread's scale, not at the values'.
+// Where value j of unit u lies (its flat index in the full-shape inputs) and its channel, in either layout: the unit's
+// values in NCHW order (batch norm: j = n * HW + s of channel u; group norm: channel within the group, then s).
+__device__ __forceinline__ FFChanAt ff_chan_value_at(const FFChanDims& d, int64_t u, uint32_t j) {
+    if (!d.nhwc) return ff_chan_at(d, ff_chan_unit(d, u), j);
+    if (d.groups == 0) {  // channels-last batch norm: channel u of sample n at position s
+        const int64_t n = j / d.hw, s = j - n * d.hw;
+        return {(n * d.hw + s) * d.channels + u, (int)u};
+    }
+    const int64_t per = d.channels / d.groups, n = u / d.groups;  // channels-last group norm
+    const int64_t cg = j / d.hw, s = j - cg * d.hw;
+    const int c = (int)((u - n * d.groups) * per + cg);
+    return {(n * d.hw + s) * d.channels + c, c};
+}
+
+constexpr int kFFChanPivotSamples = 32;
+
+// Unit u's pivot: the statistics are those of v - pivot. Where the values lie far from zero next to their spread (a
+// convolution's bias larger than the spread of its outputs), a pivot near their mean makes Welford's updates round at
+// the spread's scale, not at the values'; where their mean is near zero next to their spread (a batch norm of values
+// that were normalised before), any pivot of the spread's size would make them round at that scale, and the mean
+// (a running mean's update) lose what eager keeps. So: the mean of kFFChanPivotSamples values spread over the unit
+// (the prologue's results there; those not finite left out), or 0 where that mean is within a quarter of the
+// samples' range of zero (the mean of 32 samples is within range / 4 of the true one). Every thread of every block
+// of the unit computes the same samples in the same order: the same pivot.
 template <class Op>
 __device__ __forceinline__ float ff_chan_pivot(const Op& op, const FFChanDims& d, int64_t u) {
-    int64_t at = 0;
-    int c = 0;
-    if (!d.nhwc) {
-        const FFChanAt p = ff_chan_at(d, ff_chan_unit(d, u), 0);
-        at = p.at;
-        c = p.c;
-    } else if (d.groups == 0) {  // channels-last: channel u of sample 0 at position 0
-        at = u;
-        c = (int)u;
-    } else {  // channels-last: the group's first channel of its sample at position 0
-        const int64_t per = d.channels / d.groups, n = u / d.groups;
-        c = (int)((u - n * d.groups) * per);
-        at = n * d.hw * d.channels + c;
-    }
-    float in[Op::kFull];
+    float sum = 0.0f, lo = INFINITY, hi = -INFINITY;
+    int finite = 0;
+#pragma unroll 4
+    for (int i = 0; i < kFFChanPivotSamples; ++i) {
+        const uint32_t j = (uint32_t)((uint64_t)d.per_unit * (uint64_t)i / kFFChanPivotSamples);
+        const FFChanAt p = ff_chan_value_at(d, u, j);
+        float in[Op::kFull];
 #pragma unroll
-    for (int f = 0; f < Op::kFull; ++f) in[f] = ff_chan_ldg(op.full[f] + at);
-    const float k = op.reduced(in, c);
-    return isfinite(k) ? k : 0.0f;
+        for (int f = 0; f < Op::kFull; ++f) in[f] = ff_chan_ldg(op.full[f] + p.at);
+        const float v = op.reduced(in, p.c);
+        if (!isfinite(v)) continue;
+        sum += v;
+        lo = fminf(lo, v);
+        hi = fmaxf(hi, v);
+        ++finite;
+    }
+    if (finite == 0) return 0.0f;
+    const float mean = sum / (float)finite;
+    return 4.0f * fabsf(mean) < hi - lo ? 0.0f : mean;
 }
 
 // Merge unit c's partials in part order; finalise; `write`: this thread writes the per-unit results.
@@ -280,9 +301,17 @@ __global__ void __launch_bounds__(kFFChanThreads) ff_chan_column_apply(Op op, FF
     }
 }
 
+// A warp's sum of its lanes' doubles, in a fixed order (xor steps), lane 0's taken by every lane.
+__device__ __forceinline__ double ff_chan_warp_sum(double v) {
+#pragma unroll
+    for (int mask = 16; mask > 0; mask >>= 1) v += __shfl_xor_sync(0xffffffffu, v, mask);
+    return __shfl_sync(0xffffffffu, v, 0);
+}
+
 // Small units (at most kFFChanWarpUnit values, e.g. group norm over [N, C] with a few channels per group): a warp per
 // unit, one launch; each lane keeps its kFFChanWarpPerLane values in registers from the statistics to the
-// normalised ops. (A block per unit would leave most of its threads idle, in twice as many launches.)
+// normalised ops, so the statistics take two passes over them in double: the mean, then the squared deviations.
+// (A block per unit would leave most of its threads idle, in twice as many launches.)
 constexpr int kFFChanWarpPerLane = 8;
 constexpr int64_t kFFChanWarpUnit = 32 * kFFChanWarpPerLane;
 // (Bounds of at least one block per SM: with the default ones ptxas spills 8 bytes for some Op structs.)
@@ -295,9 +324,7 @@ __global__ void __launch_bounds__(kFFChanThreads, 1) ff_chan_warp_units(Op op, F
     const FFChanUnit u = ff_chan_unit(d, unit);
     const uint32_t total = (uint32_t)d.per_unit;
     float in[V][F];
-    const float pivot = ff_chan_pivot(op, d, unit);
-    FFChanStats st;
-    st.init();
+    double sum = 0.0;
 #pragma unroll
     for (int k = 0; k < V; ++k) {
         const uint32_t j = (uint32_t)lane + 32u * k;
@@ -305,14 +332,28 @@ __global__ void __launch_bounds__(kFFChanThreads, 1) ff_chan_warp_units(Op op, F
             const FFChanAt p = ff_chan_at(d, u, j);
 #pragma unroll
             for (int f = 0; f < F; ++f) in[k][f] = __ldg(op.full[f] + p.at);
-            st.add(op.reduced(in[k], p.c) - pivot);
+            sum += (double)op.reduced(in[k], p.c);
         }
     }
-    st = ff_chan_warp_reduce(st);
-    st.n = __shfl_sync(0xffffffffu, st.n, 0);  // lane 0's merge order is the one used, by every lane
-    st.mean = __shfl_sync(0xffffffffu, st.mean, 0);
-    st.m2 = __shfl_sync(0xffffffffu, st.m2, 0);
-    const FFChanNorm norm = ff_chan_norm(op, st, pivot, d, unit, lane == 0);
+    const double mean = ff_chan_warp_sum(sum) / (double)total;
+    double m2 = 0.0;  // the values normalised computed again from the inputs kept (fewer registers than keeping them)
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+        const uint32_t j = (uint32_t)lane + 32u * k;
+        if (j < total) {
+            const double e = (double)op.reduced(in[k], ff_chan_at(d, u, j).c) - mean;
+            m2 += e * e;
+        }
+    }
+    m2 = ff_chan_warp_sum(m2);
+    // The unit's statistics from double sums (each value and square exact: the mean near zero keeps its precision),
+    // as ff_chan_norm takes them: the mean as its float hi, pivot of the rest, lo.
+    const float hi = (float)mean;
+    FFChanStats st;
+    st.n = (float)total;
+    st.mean = (float)(mean - (double)hi);
+    st.m2 = (float)m2;
+    const FFChanNorm norm = ff_chan_norm(op, st, hi, d, unit, lane == 0);
     if constexpr (Op::kOut > 0) {
 #pragma unroll
         for (int k = 0; k < V; ++k) {

@@ -14,9 +14,10 @@ Each channel group is a generated `Op` struct (`kernel.py`) that the templates b
 Statistics are taken per *unit*: a channel for batch norm (every axis but axis 1), one sample's group of
 C / G channels for group norm (contiguous in memory). Two launches per call, both on the caller's stream:
 1. statistics: each (unit, part) block computes Welford statistics (count, mean, M2) of its share of
-   the channel, of the values less the unit's pivot (its first value: where the values lie far from zero next
-   to their spread, a convolution's bias larger than its outputs' spread, the updates then round at the
-   spread's scale), and writes them to a workspace [units][parts][3]: per thread, Welford per value (scalar path)
+   the channel, of the values less the unit's pivot (the mean of 32 values spread over the unit: where the values
+   lie far from zero next to their spread, a convolution's bias larger than its outputs' spread, the updates then
+   round at the spread's scale; 0 where that mean is within a quarter of the samples' range of zero, so that a
+   mean near zero, a batch norm of normalised values, keeps its precision), and writes them to a workspace [units][parts][3]: per thread, Welford per value (scalar path)
    or per four values with Chan's merge (vectorised path); across threads, Chan's merge by warp shuffles
    and shared memory in a fixed order. No atomics: the result is the same on every run.
 2. apply: every thread merges its channel's partials in part order (the same order in every block, so
