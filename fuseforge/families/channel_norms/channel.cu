@@ -245,7 +245,11 @@ __global__ void __launch_bounds__(kFFChanThreads) ff_chan_plane_apply(Op op, FFC
     }
 }
 
-// Columns ([N, C]): block (32 channels from 32 * blockIdx.x, part blockIdx.y); lane = channel, warp = row lane.
+// Columns ([N, C]): block (32 channels from 32 * blockIdx.x, part blockIdx.y); lane = channel, warp = row lane. A
+// channel's rows are few per thread (N / 8 / parts), where Welford's first updates would round a mean near zero at the
+// values' scale (a batch norm of values normalised before): each thread sums its values less the pivot and their
+// squares in double (each exact), the row lanes' sums are added in row-lane order, and the part's mean and M2 are
+// rounded to float once.
 template <class Op>
 __global__ void __launch_bounds__(kFFChanThreads) ff_chan_column_stats(Op op, FFChanDims d, float* partial) {
     constexpr int F = Op::kFull;
@@ -254,24 +258,39 @@ __global__ void __launch_bounds__(kFFChanThreads) ff_chan_column_stats(Op op, FF
     const int64_t c = (int64_t)blockIdx.x * 32 + lane;
     const int part = blockIdx.y;
     const uint32_t rows = (uint32_t)d.batch;
-    FFChanStats st;
-    st.init();
+    double count = 0.0, sum = 0.0, squares = 0.0;
     if (c < d.channels) {
-        const float pivot = ff_chan_pivot(op, d, c);
+        const double pivot = (double)ff_chan_pivot(op, d, c);
         const uint32_t end = ff_chan_split(rows, part + 1, d.parts);
         for (uint32_t n = ff_chan_split(rows, part, d.parts) + row_lane; n < end; n += kRowLanes) {
             float in[F];
 #pragma unroll
             for (int f = 0; f < F; ++f) in[f] = __ldg(op.full[f] + (int64_t)n * d.channels + c);
-            st.add(op.reduced(in, (int)c) - pivot);
+            const double v = (double)op.reduced(in, (int)c) - pivot;
+            count += 1.0;
+            sum += v;
+            squares = fma(v, v, squares);
         }
     }
-    __shared__ FFChanStats lanes[kRowLanes][32];
-    lanes[row_lane][lane] = st;
+    __shared__ double lanes[kRowLanes][3][32];
+    lanes[row_lane][0][lane] = count;
+    lanes[row_lane][1][lane] = sum;
+    lanes[row_lane][2][lane] = squares;
     __syncthreads();
     if (row_lane == 0 && c < d.channels) {
-        FFChanStats total = lanes[0][lane];
-        for (int r = 1; r < kRowLanes; ++r) total.merge(lanes[r][lane]);
+        for (int r = 1; r < kRowLanes; ++r) {
+            count += lanes[r][0][lane];
+            sum += lanes[r][1][lane];
+            squares += lanes[r][2][lane];
+        }
+        FFChanStats total;
+        total.init();
+        if (count > 0.0) {
+            const double mean = sum / count;
+            total.n = (float)count;
+            total.mean = (float)mean;
+            total.m2 = (float)fmax(squares - sum * mean, 0.0);
+        }
         ff_chan_store_partial(partial, d, c, part, total);
     }
 }
