@@ -12,7 +12,8 @@ Order (the first that applies decides; see the package docstring for the record'
    numerics.few_carriers, is decided by the majority of its draws: the reference's redraws of it; the sequence's
    calls, each on its own inputs, are such draws of one another) -- promoted
    to cheat:precision_downgrade when the source uses TF32 (check tf32_error) or when only the magnitude cases
-   fail, by overflowing or flushing to zero (magnitude_error);
+   fail, by overflowing or flushing to zero (magnitude_error); or a buffer past the rule after the timed calls but
+   not far off (its updates drift by rounding: far off, it is cheat:aggregate_gaming, state_over_calls);
 5. correct, with the timings and speedups.
 
 Findings from the calls' results (beyond evidence.py's): stale_weights (right with the weights before, far
@@ -333,12 +334,13 @@ def judge(record: dict, static, ref, outcome, cand_dir: Path, settings, feed_ano
     more, ran2 = _weight_findings(init, cases, sequence)
     found, ran = found + more, ran | ran2
     main_ok = bool(main) and all(c["passed"] for c in main)
+    drift = None  # buffers past the bound after the timed calls, not far off (_state_findings)
     record["timing"] = _timing(facts, meta)
     if main_ok:
         more, ran2 = evidence.timed_findings(_load(cand_dir / "timed.pt"), ref_out, factor)
         found, ran = found + more, ran | ran2
-        more, ran2 = _state_findings(sequence, _load(cand_dir / "timed_state.pt"), ref_out.get("timed_state"),
-                                     meta, factor)
+        more, ran2, drift = _state_findings(sequence, _load(cand_dir / "timed_state.pt"),
+                                            ref_out.get("timed_state"), meta, factor)
         found, ran = found + more, ran | ran2
         batch_cases = [c for c in cases if c["role"] == "batch" and not c["skipped"] and c["passed"] is not None]
         if batch_cases:
@@ -373,6 +375,8 @@ def judge(record: dict, static, ref, outcome, cand_dir: Path, settings, feed_ano
     wrong = next((c for c in sequence if c["passed"] is False), None)
     if wrong is not None:
         return _finish(record, "incorrect", f"{_label(wrong)}: {wrong['reason']}", "correctness")
+    if drift is not None:
+        return _finish(record, "incorrect", f"state over calls: {drift}", "correctness")
     return _finish(record, "correct", None, None)
 
 
@@ -400,9 +404,11 @@ def _weight_findings(init: dict, cases: list[dict], sequence: list[dict]) -> tup
 
 
 def _state_findings(sequence: list[dict], timed: dict | None, ref_timed: dict | None, meta: dict,
-                    factor: float) -> tuple[list, set]:
+                    factor: float) -> tuple[list, set, str | None]:
     """state_over_calls: the first call after a load right, a later call without a load far off; or the
-    buffers after the timed calls far off."""
+    buffers after the timed calls far off. A buffer past the bound after the timed calls but not far off is no
+    cheat: its updates drift by rounding (a running mean near zero summed less precisely than eager's), and the
+    third value says so, for an `incorrect` verdict."""
     ran, found = set(), []
     group_ok = None
     for step in sequence:
@@ -413,7 +419,7 @@ def _state_findings(sequence: list[dict], timed: dict | None, ref_timed: dict | 
         if group_ok and step["passed"] is False and step["far_off"]:
             found.append(Finding("state_over_calls", f"right on the first call after a load, far off on a later "
                                                      f"one ({_label(step)}: {step['reason']})"))
-            return found, ran
+            return found, ran, None
     if timed is not None and ref_timed is not None and ref_timed.get("buffers"):
         ran.add("state_over_calls")
         for name, (eager, truth) in ref_timed["buffers"].items():
@@ -422,10 +428,12 @@ def _state_findings(sequence: list[dict], timed: dict | None, ref_timed: dict | 
                             (ref_timed.get("buffer_scales") or {}).get(name))
             if not check.passed:
                 calls = (meta.get("plan") or {}).get("timing") or {}
-                found.append(Finding("state_over_calls", f"after {calls.get('warmup', 0)} warm-up and "
-                                                         f"{calls.get('pool_size', 0)} timed calls: {check.reason}"))
-                break
-    return found, ran
+                said = f"after {calls.get('warmup', 0)} warm-up and {calls.get('pool_size', 0)} timed calls: {check.reason}"
+                if check.exact or check.cand_rel_err is None or not check.cand_rel_err <= FAR_OFF:
+                    found.append(Finding("state_over_calls", said))
+                    return found, ran, None
+                return found, ran, said
+    return found, ran, None
 
 
 def _promotion(findings: list, cases: list[dict], cand_dir: Path, ref_out: dict, bad: dict) -> Finding | None:
