@@ -114,6 +114,24 @@ def test_a_tensor_core_conv_priced_a_few_percent_under_cudnn_stays_cudnn_and_one
         assert price.slower_than_cudnn(conv, anchor, "") is None
 
 
+def test_the_gate_prices_a_conv_kernel_no_faster_than_its_input_and_output_pass_over_memory():
+    """The plan's estimate puts a memory floor under a conv kernel (its input and output at the copy rate); the gate
+    puts the same one under its price, so a kernel priced at nothing still loses to a cuDNN call under that floor."""
+    from fuseforge import cost, rates
+    from fuseforge.families.conv import price
+
+    captured = _model("52_Conv2d_Activation_BatchNorm")
+    rewrite(captured.graph, captured)
+    _mark(captured, "tf32")
+    (conv,) = _convs(captured)
+    anchor = recognise(conv)
+    floor = (cost.nbytes(conv.all_input_nodes[0]) + cost.nbytes(conv)) / rates.BANDWIDTH
+    with mock.patch.object(price, "direct_seconds", return_value=0.0), \
+            mock.patch.object(price, "cudnn_seconds", return_value=(0.95 * floor, "")):
+        reason = price.slower_than_cudnn(conv, anchor, "")
+    assert reason.startswith(f"the tensor-core kernel is expected to take {floor * 1e3:.3f} ms")
+
+
 def test_the_same_conv_unmeasured_stays_cudnn_and_measured_fp32_is_the_3xtf32_kernel_priced_against_cudnn():
     captured = _model("52_Conv2d_Activation_BatchNorm")
     rewrite(captured.graph, captured)
