@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared at the end of the twenty-second session (one H200, ~330 s). carry [".shared/problems"];
+# Prepared at the end of the twenty-second session (one H200, ~430 s). carry [".shared/problems"];
 # `bash bench/results/2026-11-29c_gpu/next_s23_run1.sh`.
 # 1. The channel kernels' GPU tests at HEAD: the columns path's double sums (5fa2986) have not run on a GPU; the
 #    near-zero mode must pass on [2, 3], [3, 1], [147, 5], [2, 3, 1, 1], [2, 3, 1, 1, 1] too. With the row kernels'.
@@ -16,4 +16,9 @@ CONVS="$KB/17_*.py $KB/52_*.py $DEV/conv2d_channelmin_tanh.py $KB/43_*.py"
 timeout 150 $PY dev/kernels/conv_igemm/bench_split.py --tf32 $CONVS --variants rule,cl-4x1,cl-3x2,cl-4x2,p,cl-p4x1 \
     --jobs 16 --reps 15 --out $OUT/tf32_blocks.json > $OUT/tf32_blocks.log 2>&1
 echo "tf32 lab exit $? at $(( $(date +%s) - T0 )) s"; grep "^tf32_" $OUT/tf32_blocks.log | cut -c1-200 | tail -24
+# 3. The tiles over odd spatial sizes: the single-element paths compiled for more blocks an SM (they run at 8, the quads
+#    path at 16), against the tiles before the channel quads. Compare with run3_tiles_6ce0d21.json.
+timeout 100 $PY dev/kernels/bench_tiles.py --shapes "16,128,47,95,95;128,64,127,127" \
+    --variants nochannelquads,minblocks12,minblocks16 --reps 20 --out $OUT/tiles_blocks.json > $OUT/tiles_blocks.log 2>&1
+echo "tiles lab exit $? at $(( $(date +%s) - T0 )) s"; tail -4 $OUT/tiles_blocks.log | cut -c1-200
 echo "total $(( $(date +%s) - T0 )) s"
