@@ -109,7 +109,9 @@ def test_a_tensor_core_conv_priced_a_few_percent_under_cudnn_stays_cudnn_and_one
     anchor = recognise(conv)
     cudnn, _ = price.cudnn_seconds(conv, anchor)
     with mock.patch.object(price, "direct_seconds", return_value=0.95 * cudnn):
-        assert price.slower_than_cudnn(conv, anchor, "").startswith("the tensor-core kernel is expected to take")
+        reason = price.slower_than_cudnn(conv, anchor, "")
+    assert reason.startswith("the tensor-core kernel is expected to take")
+    assert reason.endswith("less by under the 10% its price may err: cuDNN stays")
     with mock.patch.object(price, "direct_seconds", return_value=0.85 * cudnn):
         assert price.slower_than_cudnn(conv, anchor, "") is None
 

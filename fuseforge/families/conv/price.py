@@ -116,6 +116,7 @@ def slower_than_cudnn(node: fx.Node, conv: ConvAnchor, tail: str) -> str | None:
     else:
         useful = tiling.useful_fraction(conv.tiling, conv.k, out[-2], out[-1])
         kernel = "the direct kernel"
+    close = (f", less by under the {1 - IGEMM_MARGIN:.0%} its price may err" if ours < theirs else "")
     return (f"{kernel} is expected to take {ours * 1e3:.3f} ms, {useful:.0%} of its tiles' work real output, "
             f"against {theirs * 1e3:.3f} ms for cuDNN{layout}"
-            f"{said}: cuDNN stays")
+            f"{said}{close}: cuDNN stays")
