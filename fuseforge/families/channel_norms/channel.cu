@@ -28,6 +28,19 @@ struct FFChanStats {
              + (e - q.mean) * (e - q.mean);
         merge(q);
     }
+    // From a count, a sum and a sum of squares in double (each value and square exact), the mean less `shift`:
+    // M2 = squares - sum * mean in double, each rounded to float once (empty where count is 0).
+    FF_HD static FFChanStats of_sums(double count, double sum, double squares, double shift = 0.0) {
+        FFChanStats st;
+        st.init();
+        if (count > 0.0) {
+            const double mean = sum / count;
+            st.n = (float)count;
+            st.mean = (float)(mean - shift);
+            st.m2 = (float)fmax(squares - sum * mean, 0.0);
+        }
+        return st;
+    }
     __device__ FFChanStats shfl_xor(int lane_mask) const {
         FFChanStats o;
         ff_welford_shfl_xor(o, *this, lane_mask);
@@ -108,8 +121,9 @@ __device__ __forceinline__ FFChanAt ff_chan_at(const FFChanDims& d, const FFChan
 
 // Where value j of unit u lies (its flat index in the full-shape inputs) and its channel, in either layout: the unit's
 // values in NCHW order (batch norm: j = n * HW + s of channel u; group norm: channel within the group, then s).
-__device__ __forceinline__ FFChanAt ff_chan_value_at(const FFChanDims& d, int64_t u, uint32_t j) {
-    if (!d.nhwc) return ff_chan_at(d, ff_chan_unit(d, u), j);
+__device__ __forceinline__ FFChanAt ff_chan_value_at(const FFChanDims& d, const FFChanUnit& unit, int64_t u,
+                                                      uint32_t j) {
+    if (!d.nhwc) return ff_chan_at(d, unit, j);
     if (d.groups == 0) {  // channels-last batch norm: channel u of sample n at position s
         const int64_t n = j / d.hw, s = j - n * d.hw;
         return {(n * d.hw + s) * d.channels + u, (int)u};
@@ -132,12 +146,13 @@ constexpr int kFFChanPivotSamples = 32;
 // of the unit computes the same samples in the same order: the same pivot.
 template <class Op>
 __device__ __forceinline__ float ff_chan_pivot(const Op& op, const FFChanDims& d, int64_t u) {
+    const FFChanUnit unit = ff_chan_unit(d, u);
     float sum = 0.0f, lo = INFINITY, hi = -INFINITY;
     int finite = 0;
 #pragma unroll 4
     for (int i = 0; i < kFFChanPivotSamples; ++i) {
         const uint32_t j = (uint32_t)((uint64_t)d.per_unit * (uint64_t)i / kFFChanPivotSamples);
-        const FFChanAt p = ff_chan_value_at(d, u, j);
+        const FFChanAt p = ff_chan_value_at(d, unit, u, j);
         float in[Op::kFull];
 #pragma unroll
         for (int f = 0; f < Op::kFull; ++f) in[f] = ff_chan_ldg(op.full[f] + p.at);
@@ -283,15 +298,7 @@ __global__ void __launch_bounds__(kFFChanThreads) ff_chan_column_stats(Op op, FF
             sum += lanes[r][1][lane];
             squares += lanes[r][2][lane];
         }
-        FFChanStats total;
-        total.init();
-        if (count > 0.0) {
-            const double mean = sum / count;
-            total.n = (float)count;
-            total.mean = (float)mean;
-            total.m2 = (float)fmax(squares - sum * mean, 0.0);
-        }
-        ff_chan_store_partial(partial, d, c, part, total);
+        ff_chan_store_partial(partial, d, c, part, FFChanStats::of_sums(count, sum, squares));
     }
 }
 
@@ -454,13 +461,14 @@ __global__ void ff_chan_partials_of_sums(Op op, const double* __restrict__ sums,
                                          FFChanDims d) {
     const int64_t u = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (u >= d.units) return;
-    const double count = (double)d.per_unit, sum = sums[2 * u], mean = sum / count;
-    const double m2 = fmax(sums[2 * u + 1] - sum * mean, 0.0);
-    float* p = partial + u * d.parts * 3;
-    p[0] = (float)count;
-    p[1] = (float)(mean - (double)ff_chan_pivot(op, d, u));  // the partials hold the mean less the pivot
-    p[2] = (float)m2;
-    for (int part = 1; part < d.parts; ++part) p[3 * part] = p[3 * part + 1] = p[3 * part + 2] = 0.0f;
+    // the partials hold the mean less the pivot
+    const FFChanStats st = FFChanStats::of_sums((double)d.per_unit, sums[2 * u], sums[2 * u + 1],
+                                                (double)ff_chan_pivot(op, d, u));
+    for (int part = 0; part < d.parts; ++part) {
+        FFChanStats empty;
+        empty.init();
+        ff_chan_store_partial(partial, d, u, part, part == 0 ? st : empty);
+    }
 }
 
 // Normalise with the statistics in `sums` (above): one small launch, then the plane path's apply launch. Where the

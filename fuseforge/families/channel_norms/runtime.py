@@ -17,9 +17,11 @@ C / G channels for group norm (contiguous in memory). Two launches per call, bot
    the channel, of the values less the unit's pivot (the mean of 32 values spread over the unit: where the values
    lie far from zero next to their spread, a convolution's bias larger than its outputs' spread, the updates then
    round at the spread's scale; 0 where that mean is within a quarter of the samples' range of zero, so that a
-   mean near zero, a batch norm of normalised values, keeps its precision), and writes them to a workspace [units][parts][3]: per thread, Welford per value (scalar path)
-   or per four values with Chan's merge (vectorised path); across threads, Chan's merge by warp shuffles
-   and shared memory in a fixed order. No atomics: the result is the same on every run.
+   mean near zero, a batch norm of normalised values, keeps its precision), and writes them to a workspace
+   [units][parts][3]: per thread, Welford per value (scalar path) or per four values with Chan's merge
+   (vectorised path); across threads, Chan's merge by warp shuffles and shared memory in a fixed order.
+   Columns ([N, C]: few rows a thread) sum in double instead, and units of at most 256 values (a warp each) take
+   their statistics in double in one launch. No atomics: the result is the same on every run.
 2. apply: every thread merges its channel's partials in part order (the same order in every block, so
    every block sees bit-identical statistics), finalises mean (pivot + the partials' mean, as two floats
    hi + lo: the normalise's (v - hi) - lo rounds once) and 1/sqrt(biased var + eps), and one

@@ -50,9 +50,9 @@ def _functor(group: KernelGroup, by_name: dict[str, fx.Node]) -> str:
     w.line(f"struct {group.name}_epilogue {{")
     with w.indent():
         epilogue.fields(w, group, _ROLE)
-        if conv.kernel == "igemm":  # igemm.cuh's store_tile calls it for rows outside the output where it does not
-            w.line("static constexpr bool kWritesOutputs = "  # write outputs of its own (WritesOutputs)
-                   f"{'true' if len(group.outputs) > 1 else 'false'};  // outputs of its own (igemm.cuh)")
+        if conv.kernel == "igemm":  # igemm.cuh's WritesOutputs: a functor that writes nothing else runs for every row
+            writes = "true" if len(group.outputs) > 1 else "false"
+            w.line(f"static constexpr bool kWritesOutputs = {writes};  // outputs of its own (igemm.cuh)")
         w.line("")
         w.line("__device__ __forceinline__ float operator()(float ff_acc, int ff_k, int64_t ff_at) const {")
         with w.indent():
