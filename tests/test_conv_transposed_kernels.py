@@ -97,14 +97,14 @@ def test_every_tap_of_the_window_falls_in_exactly_one_parity_class():
 # ---------------------------------------------------------------------------------------- small forms
 
 class TransposedForms(nn.Module):
-    """Transposed convolutions of every parity layout: 2-D 16 -> 70, stride 2, padding 1, output padding 1, then
-    relu and a full residual (W a multiple of 4: the NCHW path); 2-D 40 -> 33, window 4, stride 2, no padding, odd
+    """Transposed convolutions of every parity layout: 2-D 16 -> 130, stride 2, padding 1, output padding 1, then
+    relu and a full residual (W a multiple of 4: the NCHW path, persistent, two channel tiles); 2-D 40 -> 33, window 4, stride 2, no padding, odd
     width (channels-last path); 3-D 32 -> 20, window 3, stride 2 (8 classes) with a channel scale; 2-D stride 1
     (one class) with padding past none; 2-D stride (1, 3) window (3, 5), padding (0, 2)."""
 
     def __init__(self):
         super().__init__()
-        self.a = nn.ConvTranspose2d(16, 70, 3, stride=2, padding=1, output_padding=1)
+        self.a = nn.ConvTranspose2d(16, 130, 3, stride=2, padding=1, output_padding=1)
         self.b = nn.ConvTranspose2d(40, 33, 4, stride=2)
         self.c = nn.ConvTranspose3d(32, 20, 3, stride=2, padding=1)
         self.d = nn.ConvTranspose2d(24, 17, 3, padding=1, bias=False)
@@ -119,7 +119,7 @@ class TransposedForms(nn.Module):
 
 
 def _forms_inputs(batch=2):
-    return (torch.randn(batch, 16, 6, 32), torch.randn(batch, 70, 12, 64), torch.randn(batch, 40, 7, 9),
+    return (torch.randn(batch, 16, 6, 32), torch.randn(batch, 130, 12, 64), torch.randn(batch, 40, 7, 9),
             torch.randn(batch, 32, 4, 6, 5), torch.randn(batch, 24, 9, 13), torch.randn(batch, 20, 6, 7))
 
 
@@ -137,9 +137,10 @@ def _forms():
 def test_every_transposed_form_is_a_tensor_core_conv_kernel_of_output_parity_classes():
     _, plan, ext = _forms()
     groups = {g.spec.conv.k: g for g in plan.groups if g.kind == "conv"}
-    assert set(groups) == {70, 33, 20, 17, 36}
+    assert set(groups) == {130, 33, 20, 17, 36}
     assert all(g.spec.conv.transposed and g.spec.conv.kernel == "igemm" for g in groups.values())
-    assert groups[70].spec.conv.output_padding == (0, 1, 1) and groups[70].spec.conv.tiling.nchw
+    assert groups[130].spec.conv.output_padding == (0, 1, 1) and groups[130].spec.conv.tiling.nchw
+    assert groups[130].spec.conv.tiling.persistent
     assert not groups[33].spec.conv.tiling.nchw and groups[20].spec.conv.dims == 3
     assert ext.cuda.count("ff_conv_igemm::launch_transposed<") == 5
     assert "transposed: its output padding" in ext.binding
@@ -278,5 +279,5 @@ def test_the_report_says_how_a_transposed_conv_kernel_computes_its_convolution()
     from fuseforge.families.conv import FAMILY
     _, plan, _ = _forms()
     said = {g.spec.conv.k: FAMILY.replaced(g)[1] for g in plan.groups if g.kind == "conv"}
-    assert "8 classes in one launch" in said[20] and "4 classes in one launch" in said[70]
+    assert "8 classes in one launch" in said[20] and "4 classes in one launch" in said[130]
     assert "the stride-1 convolution it is (its window's taps in reverse)" in said[17]

@@ -8,10 +8,10 @@ instance variants (stages, blocks an SM, a persistent launch, the channels-last 
 
 Each distinct convolution of the models (their own shapes, `conv_precision.model_convolutions`) becomes a one-op model
 whose conv group the product plans as the 3xTF32 (or TF32) kernel (the cost gate set aside), once per variant of the
-instance: "rule" is the product's choice; `[c2-][m256-][cl-][p][STAGESxBLOCKS]` changes it: c2- clusters of two
-blocks sharing each weight tile (TF32, the channels-last path, a block a tile), m256- tiles of 256 pixels (TF32, the
-channels-last path), cl- the channels-last path, p a persistent launch, STAGESxBLOCKS the ring's stages and the blocks
-an SM. The variants build in parallel (one process each), then each runs on
+instance: "rule" is the product's choice; `[bt-][c2-][m256-][cl-][p][STAGESxBLOCKS]` changes it: bt- a block a tile
+(not persistent), c2- clusters of two blocks sharing each weight tile (TF32, the channels-last path, a block a tile),
+m256- tiles of 256 pixels (TF32, the channels-last path), cl- the channels-last path, p a persistent launch,
+STAGESxBLOCKS the ring's stages and the blocks an SM. The variants build in parallel (one process each), then each runs on
 the GPU: median ms after an L2 flush (`labtools.timed`), and its error vs float64 on the first two images (max
 |error| / RMS of the output) beside eager's exact-fp32 error; eager's ops (cuDNN, then the bias pass) are timed in
 exact fp32 and at PyTorch's default flags. Prints a line per (convolution, variant).
@@ -68,6 +68,8 @@ def vary(t, variant: str, out: tuple[int, int, int]):
     if variant == "rule":
         return t
     bm, cluster = t.bm, t.cluster
+    if variant.startswith("bt-"):
+        t, variant = dataclasses.replace(t, persistent=False), variant[3:]
     if variant.startswith("c2-"):
         t, cluster, variant = dataclasses.replace(t, persistent=False), 2, variant[3:]
     if variant.startswith("m256-"):

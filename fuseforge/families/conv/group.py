@@ -346,12 +346,17 @@ def _reduction_of(members: set[str], by_name) -> ConvReduction | None:
 # a batch norm, 3.839 against 3.561): the pass it saves is cheaper than what it adds to the conv kernel (its stores
 # unstaged, the doubles' shuffles and atomics). Until it is faster, only `--every-kernel` plans (the tests, the
 # fuzz) give the tensor-core kernel a channel norm; the direct kernel takes one where priced faster.
-def _takes_statistics(conv: ConvAnchor, every_kernel: bool) -> bool:
-    """Whether the conv kernel adds its output's statistics for a channel norm as it stores it: the direct kernel; the
-    tensor-core kernel launched a block a tile (its TF32 form: the 3xTF32 one runs persistent) with --every-kernel
-    only, as measured above."""
+def _statistics_anchor(conv: ConvAnchor, every_kernel: bool) -> ConvAnchor | None:
+    """The convolution as a kernel that adds its output's statistics for a channel norm as it stores it, or None where
+    none does: the direct kernel; the tensor-core kernel's TF32 form with --every-kernel only, as measured above, and
+    launched a block a tile (statistics need one: a persistent instance is launched so instead; the 3xTF32 form runs
+    persistent only)."""
     t = conv.tiling
-    return conv.kernel == "direct" or (every_kernel and not (t.split or t.persistent or t.cluster > 1))
+    if conv.kernel == "direct":
+        return conv
+    if not every_kernel or t.split or t.cluster > 1:
+        return None
+    return dataclasses.replace(conv, tiling=dataclasses.replace(t, persistent=False)) if t.persistent else conv
 
 
 def _with_norm(grower: GroupGrower, claim: Claim, node: fx.Node, conv: ConvAnchor, members: set[str],
@@ -362,7 +367,7 @@ def _with_norm(grower: GroupGrower, claim: Claim, node: fx.Node, conv: ConvAncho
     if found is None or (not claim.every_kernel and slower_than_cudnn(node, conv, "norm")):
         return None
     norm_members, norm = found
-    return members | norm_members, dataclasses.replace(spec, norm=norm)
+    return members | norm_members, dataclasses.replace(spec, conv=conv, norm=norm)
 
 
 def form_conv_reduction_groups(claim: Claim, pointwise_groups: list[list[str]], not_fused: list):
@@ -388,8 +393,8 @@ def form_conv_reduction_groups(claim: Claim, pointwise_groups: list[list[str]], 
                 (claim.every_kernel or not slower_than_cudnn(node, conv, "reduction")):
             grower.formed.append((grown[0] | reduction.members, spec))
             continue
-        with_norm = (grown and not reduction and _takes_statistics(conv, claim.every_kernel)
-                     and _with_norm(grower, claim, node, conv, *grown))
+        with_stats = grown and not reduction and _statistics_anchor(conv, claim.every_kernel)
+        with_norm = with_stats and _with_norm(grower, claim, node, with_stats, *grown)
         if with_norm:
             grower.formed.append(with_norm)
             continue

@@ -98,15 +98,17 @@ def useful_fraction(t: Tiling, k_out: int, out_h: int, out_w: int) -> float:
 
 # ---------------------------------------------------------------------------------------------------------------
 # The TF32 implicit-GEMM kernel (`igemm.cuh`): a tile is 128 output pixels (a bd x bh x bw box of one image) by
-# BN output channels. Its instance per convolution, a rule of the convolution's extents and channels fitted on
-# the H100 lab (bench/results/2026-11-27b_h100/conv_igemm/run4.json, the best of six instances on 14 shapes):
+# BN output channels. Its instance per convolution, a rule of the convolution's extents and channels:
 # - BN 128 where the convolution has 128 or more output channels, else 64;
-# - the NCHW path (the model's input read directly, no channels-last copy) for 2-D convolutions whose tiles are
-#   rows of 32 pixels and whose input rows are whole 16-byte units (W a multiple of 4), where it was faster:
-#   with 128 output channels, or with 16 input channels (the copy is then a large share of the work); the
-#   channels-last path elsewhere (4-5x faster than NCHW on 3-D outputs 34-36 wide, 8-column tiles);
-# - stages and blocks per SM: NCHW BN 128: 4 stages, 1 block; NCHW BN 64: 6 stages, 1 block; channels-last
-#   BN 128: 4 stages, 1 block; channels-last BN 64: 4 stages, 2 blocks.
+# - BN 128: the NCHW path (the model's input read directly, no channels-last copy) for 2-D convolutions whose tiles
+#   are rows of 32 pixels and whose input rows are whole 16-byte units (W a multiple of 4), the channels-last path
+#   elsewhere (4-5x faster than NCHW on 3-D outputs 34-36 wide, 8-column tiles); 4 stages, one block an SM, a
+#   persistent launch (a block a run of tiles, the next tile's loads under this one's epilogue);
+# - BN 64: the channels-last path, 3 stages, two blocks an SM (one block's epilogue under the other's products).
+# Fitted on the H100 lab (bench/results/2026-11-27b_h100/conv_igemm/run4.json, six instances on 14 shapes), then
+# refitted after the epilogue went channel by channel (6ce0d21), on an H200 (bench/results/2026-11-29d_gpu, run 1):
+# persistent 3-8 % faster than a block a tile at BN 128 (17 and 52's convolutions); channels-last 3 x 2 4-21 % faster
+# than the former rule at BN 64 (43's 3-D convolution, and 16 -> 64 channels in 2-D, which the NCHW path had).
 IGEMM_BM = 128
 IGEMM_BK = 32  # input channels per k-tile
 NCHW_BOX_WIDTH = {32: 40, 16: 24, 8: 12}  # the NCHW A box's width per tile width (>= bw + 3, = 8 mod 16 where it fits)
@@ -177,10 +179,10 @@ def stages_that_fit(t: IgemmTiling, most: int, blocks: int = 1) -> int:
 
 def at_pixels(t: IgemmTiling, bm: int, out: tuple[int, int, int], cluster: int = 1) -> IgemmTiling:
     """The TF32 instance `t` on the channels-last path with tiles of `bm` pixels (128 or 256) over an output of extents
-    `out`, in clusters of `cluster` blocks: as many of t's stages as fit an SM, and two blocks an SM only where two
-    rings fit."""
+    `out`, in clusters of `cluster` blocks, launched a block a tile (as measured; a cluster needs it): as many of t's
+    stages as fit an SM, and two blocks an SM only where two rings fit."""
     one = dataclasses.replace(t, stages=2, min_blocks=1, nchw=False, bm=bm, box=pixel_box(*out, bm=bm),
-                              cluster=cluster)
+                              cluster=cluster, persistent=False)
     stages = stages_that_fit(one, t.stages)
     fits_two = stages_that_fit(one, stages, blocks=2) == stages
     return dataclasses.replace(one, stages=stages, min_blocks=t.min_blocks if fits_two else 1)
@@ -210,9 +212,11 @@ def choose_igemm(dims: int, c: int, k_out: int, w_in: int, out: tuple[int, int, 
     reduction over the channels needs one tile of them all), else the rule's."""
     box = pixel_box(*out)
     bn = bn or (128 if k_out >= 128 else 64)
-    nchw = dims == 2 and box[2] == 32 and w_in % 4 == 0 and (bn == 128 or c <= 16)
-    stages, min_blocks = (4, 1) if bn == 128 else ((6, 1) if nchw else (4, 2))
-    return IgemmTiling(nchw, bn, stages, min_blocks, box, -(-c // 4) * 4, -(-c // IGEMM_BK) * IGEMM_BK)
+    cp, cq = -(-c // 4) * 4, -(-c // IGEMM_BK) * IGEMM_BK
+    if bn == 64:
+        return IgemmTiling(False, bn, 3, 2, box, cp, cq)
+    nchw = dims == 2 and box[2] == 32 and w_in % 4 == 0
+    return IgemmTiling(nchw, bn, 4, 1, box, cp, cq, persistent=True)
 
 
 def igemm_useful_fraction(t: IgemmTiling, k_out: int, out: tuple[int, int, int]) -> float:

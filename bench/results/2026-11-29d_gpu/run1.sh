@@ -4,7 +4,8 @@
 # 1. The channel and row kernels' GPU tests (the columns path's double sums of 5fa2986 had not run on a GPU).
 # 2. The TF32 conv lab's two-block and persistent variants after the channel-by-channel epilogue.
 # 3. The fuzz campaign with the package of $FROZEN (.shared/s22/ff_frozen.tgz), for the time that is left.
-# carry [".shared/problems", ".shared/s22"]; `FROZEN=<sha> bash bench/results/2026-11-29c_gpu/next_s23_run1b.sh`
+# carry [".shared/problems", ".shared/s22"]; `FROZEN=6011715 bash bench/results/2026-11-29d_gpu/run1.sh` (as run; the
+# record of 2026-11-29d names it next_s23_run1b.sh from bench/results/2026-11-29c_gpu, where it was written)
 set -u
 bash scripts/device_env.sh >/dev/null 2>&1; export PYTHONUNBUFFERED=1 TORCH_CUDA_ARCH_LIST=9.0a
 PY=.venv/bin/python; KB=.shared/problems/kernelbench; DEV=.shared/problems/dev; T0=$(date +%s)
