@@ -1,0 +1,194 @@
+"""Lab bench of `conv_rs.cuh` (the few-channel direct convolution on tensor cores, 3xTF32, wgmma with A from
+registers) against the FFMA direct kernel (`families/conv/direct.cuh` at the product's tiling) and cuDNN (exact fp32:
+eager's class on these shapes; and PyTorch's default flags), each with a bias epilogue.
+
+    .venv/bin/python dev/kernels/conv_wgmma_rs/bench_conv_rs.py --out $OUT/conv_rs.json
+
+First odd cases against float64 (padding, channel tails past and below 64, 3 and 16 input channels, odd sizes), then
+the problem models' 8-channel 2-D convolutions: error vs float64 on the first images (max |error| / RMS of the truth)
+and the median of --reps CUDA-event times after an L2 flush. Exit status 1 when one of ours is wrong (error > 1e-5
+or a failed launch). `--compile-only DIR` writes the CUDA source there and stops (CI compiles it with nvcc).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT))
+from fuseforge.families.conv import tiling  # noqa: E402
+
+CONV = ROOT / "fuseforge" / "families" / "conv"
+HERE = Path(__file__).resolve().parent
+INSTANCES = [("c8_3x3", 8, 3, 3), ("c3_3x3", 3, 3, 3), ("c16_3x3", 16, 3, 3)]  # (name, C, KH, KW)
+ODD = [  # (instance, x shape, out channels, padding)
+    ("c8_3x3", [2, 8, 19, 37], 64, [0, 0]),
+    ("c8_3x3", [3, 8, 23, 41], 70, [1, 1]),
+    ("c8_3x3", [1, 8, 17, 33], 13, [2, 1]),
+    ("c8_3x3", [2, 8, 5, 7], 64, [1, 1]),
+    ("c3_3x3", [2, 3, 19, 37], 16, [1, 1]),
+    ("c16_3x3", [2, 16, 13, 35], 40, [0, 2]),
+]
+SHAPES = [("57, 73, 85", [128, 8, 128, 128], 64), ("67, 87", [128, 8, 256, 256], 64),
+          ("65", [128, 8, 384, 384], 64)]
+ODD_TOL = 1e-5
+
+
+def source() -> str:
+    parts = [(CONV / "igemm_ptx.cuh").read_text(), (CONV / "direct.cuh").read_text(), (HERE / "conv_rs.cuh").read_text(),
+             "struct EpiBias { const float* b; __device__ float operator()(float acc, int k, int64_t) const "
+             "{ return acc + b[k]; } };"]
+    for name, c, kh, kw in INSTANCES:
+        t = tiling.choose(c, 64, (1, kh, kw), (1, 1, 1), (1, 1, 1), 64)
+        parts.append(f"""
+extern "C" int rs_{name}(const float* x, const float* w, float* y, const int* q, const float* b, void* s) {{
+    ff_conv_rs::Geometry g{{q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7], q[8]}};
+    return ff_conv_rs::launch<{c}, {kh}, {kw}>(x, w, y, g, EpiBias{{b}}, (cudaStream_t)s);
+}}
+extern "C" int ffma_{name}(const float* x, const float* w, float* y, const int* q, const float* b, void* s) {{
+    ff_conv_direct::Geometry g{{q[0], q[1], 1, q[2], q[3], q[4], 1, q[5], q[6], 1, 1, 1, 0, q[7], q[8], 1, 1, 1}};
+    return (int)ff_conv_direct::launch<{c}, 1, {kh}, {kw}, {t.kpt}, {t.wk}, {t.wh}, {t.ph}, true>(
+        x, w, y, g, EpiBias{{b}}, (cudaStream_t)s);
+}}""")
+    return "\n".join(parts)
+
+
+BINDING = r"""
+#include <torch/extension.h>
+#include <string>
+%(decls)s
+torch::Tensor run(const std::string& which, torch::Tensor x, torch::Tensor w, torch::Tensor b, std::vector<int64_t> q,
+                  std::vector<int64_t> out_sizes, int64_t stream) {
+    std::vector<int> qi(q.begin(), q.end());
+    auto y = torch::empty(out_sizes, x.options());
+    int err = -1;
+    %(dispatch)s
+    TORCH_CHECK(err == 0, which, ": CUDA error ", err);
+    return y;
+}
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("run", &run); }
+"""
+
+
+def build():
+    from torch.utils.cpp_extension import load_inline
+    decls, dispatch = [], []
+    args = ("x.data_ptr<float>(), w.data_ptr<float>(), y.data_ptr<float>(), qi.data(), b.data_ptr<float>(), "
+            "reinterpret_cast<void*>(stream)")
+    for name, *_ in INSTANCES:
+        for kind in ("rs", "ffma"):
+            decls.append(f'extern "C" int {kind}_{name}(const float*, const float*, float*, const int*, const float*, '
+                         'void*);')
+            dispatch.append(f'if (which == "{kind}_{name}") err = {kind}_{name}({args});')
+    binding = BINDING % {"decls": "\n".join(decls), "dispatch": "\n    ".join(dispatch)}
+    return load_inline(name="bench_conv_rs", cpp_sources=[binding], cuda_sources=[source()], functions=None,
+                       extra_cuda_cflags=["-O3", "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas=-v"], verbose=True)
+
+
+def geometry(xs, k, padding):
+    oh, ow = xs[2] + 2 * padding[0] - 2, xs[3] + 2 * padding[1] - 2
+    return [xs[0], xs[1], xs[2], xs[3], k, oh, ow, padding[0], padding[1]], [xs[0], k, oh, ow]
+
+
+def measure(ext, stream, timed, err, models, xs, k) -> dict:
+    """One problem shape: each kernel's error vs float64 on the first two images and its median time."""
+    import torch
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    x = torch.randn(xs, device="cuda")
+    w = torch.randn([k, xs[1], 3, 3], device="cuda") * (1.0 / (xs[1] * 9) ** 0.5)
+    b = torch.randn(k, device="cuda")
+    q, out = geometry(xs, k, [0, 0])
+    truth = F.conv2d(x[:2].double(), w.double(), b.double())
+    row = {"models": models, "x": xs, "k": k}
+
+    def cudnn(tf32):
+        torch.backends.cudnn.allow_tf32 = tf32
+        return F.conv2d(x, w, b)
+
+    fns = {"rs": lambda: ext.run("rs_c8_3x3", x, w, b, q, out, stream),
+           "ffma": lambda: ext.run("ffma_c8_3x3", x, w, b, q, out, stream),
+           "cudnn_fp32": lambda: cudnn(False), "cudnn_default": lambda: cudnn(True)}
+    for kind, fn in fns.items():
+        y = fn()
+        torch.cuda.synchronize()
+        row[f"err_{kind}"] = err(y[:2], truth)
+        row[f"ms_{kind}"] = timed(fn)
+        del y
+    torch.backends.cudnn.allow_tf32 = True
+    row["tflops_rs"] = 2 * out[0] * k * out[2] * out[3] * xs[1] * 9 / row["ms_rs"] / 1e9
+    return row
+
+
+def main() -> int:
+    import torch
+    import torch.nn.functional as F
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--compile-only", default=None)
+    args = ap.parse_args()
+    if args.compile_only:
+        Path(args.compile_only, "conv_rs_lab.cu").write_text(source())
+        return 0
+    ext = build()
+    stream = torch.cuda.current_stream().cuda_stream
+    record, bad = {"environment": {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__},
+                   "odd": [], "shapes": []}, False
+
+    def err(got, truth):
+        return ((got.double() - truth).abs().max() / truth.pow(2).mean().sqrt()).item()
+
+    for name, xs, k, padding in ODD:
+        torch.manual_seed(len(record["odd"]))
+        x, w, b = (torch.randn(xs, device="cuda"), torch.randn([k, xs[1], 3, 3], device="cuda"),
+                   torch.randn(k, device="cuda"))
+        truth = F.conv2d(x.double(), w.double(), b.double(), padding=padding)
+        q, out = geometry(xs, k, padding)
+        row = {"instance": name, "x": xs, "k": k, "padding": padding}
+        for kind in ("rs", "ffma"):
+            try:
+                y = ext.run(f"{kind}_{name}", x, w, b, q, out, stream)
+                torch.cuda.synchronize()
+                row[f"err_{kind}"] = err(y, truth) if not torch.isnan(y).any() else float("nan")
+            except RuntimeError as exc:
+                row[f"err_{kind}"], row[f"error_{kind}"] = float("nan"), str(exc).splitlines()[0][:200]
+        ok = row["err_rs"] < ODD_TOL
+        bad |= not ok
+        record["odd"].append(row)
+        print(f"odd {name} x{xs} k={k} p{padding}: rs {row['err_rs']:.1e} ffma {row['err_ffma']:.1e} "
+              f"{'ok' if ok else 'WRONG'} {row.get('error_rs', '')}", flush=True)
+    flush = torch.empty(64 * 1024 * 1024 // 4, device="cuda")
+
+    def timed(fn):
+        times = []
+        for _ in range(args.reps):
+            flush.zero_()
+            a, z = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            z.record()
+            torch.cuda.synchronize()
+            times.append(a.elapsed_time(z))
+        return statistics.median(times)
+
+    for models, xs, k in SHAPES:
+        row = measure(ext, stream, timed, err, models, xs, k)
+        bad |= not row["err_rs"] < 1e-5
+        record["shapes"].append(row)
+        print(f"{models} x{xs} -> {k}: rs {row['ms_rs']:.3f} ms ({row['tflops_rs']:.1f} TF/s, err {row['err_rs']:.1e}) "
+              f"ffma {row['ms_ffma']:.3f} ({row['err_ffma']:.1e}) cudnn fp32 {row['ms_cudnn_fp32']:.3f} "
+              f"({row['err_cudnn_fp32']:.1e}) default {row['ms_cudnn_default']:.3f} ({row['err_cudnn_default']:.1e})",
+              flush=True)
+    if args.out:
+        Path(args.out).write_text(json.dumps(record, indent=1))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
