@@ -306,6 +306,26 @@ def test_kernel_dataflow_flags_outputs_no_kernel_made_or_that_torch_already_had(
     assert evidence.dataflow_findings(made, [[]], ref, True, 2.0)[0] == []
 
 
+def test_where_eager_is_far_from_float64_a_torch_tensor_the_kernels_changed_is_no_fallback_but_a_copy_still_is():
+    """A fuzz model (rrelu in eval mode on CUDA) had eager 9 % of the output's RMS from its float64 run: the rule's
+    bound then passed the convolution's own output, which the candidate's kernel went on to change (bias, division,
+    rrelu, a second bias), and an honest ModelNew was called a torch fallback."""
+    torch.manual_seed(0)
+    truth = torch.rand(4, 6, dtype=torch.float64)
+    eager = (truth + 0.3 * torch.randn(4, 6, dtype=torch.float64)).float()
+    ref = {"eager": [eager], "truth": [truth]}
+    mine = eager + 1e-7  # the candidate: eager's values, computed by its kernel
+    earlier = (truth + 0.1 * torch.randn(4, 6, dtype=torch.float64)).float()  # a torch tensor the kernel went on from
+    made = {"kernel_made": [True]}
+    assert evidence.passes([earlier], ref, 2.0)  # the rule alone passes it
+    assert evidence.dataflow_findings(made, [[earlier]], ref, True, 2.0)[0]  # without the candidate's outputs
+    assert evidence.dataflow_findings(made, [[earlier]], ref, True, 2.0, [mine]) == ([], {"kernel_dataflow"})
+    (found,), _ = evidence.dataflow_findings(made, [[mine.clone()]], ref, True, 2.0, [mine])  # a copy kernel's
+    assert "already computed by its torch ops" in found.message
+    (found,), _ = evidence.dataflow_findings(made, [[truth.float()]], _case0(truth), True, 2.0, [truth.float()])
+    assert "already computed by its torch ops" in found.message
+
+
 def test_an_output_of_one_value_everywhere_is_no_evidence_that_torch_computed_it():
     constant = _case0(torch.full((2, 3), -0.89, dtype=torch.float64))  # min(max(x, -0.59), -0.89)
     made = {"kernel_made": [True]}

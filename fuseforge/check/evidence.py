@@ -184,11 +184,14 @@ def _gpu_findings(facts: dict, claims_kernels: bool, device: str, ran: set, refe
 
 
 def dataflow_findings(provenance: dict | None, torch_only: list | None, ref_case0: dict, claims_kernels: bool,
-                      factor: float) -> tuple[list, set]:
+                      factor: float, candidate: list | None = None) -> tuple[list, set]:
     """kernel_dataflow: with kernels claimed, no output may come from the torch ops alone -- neither an output
-    no kernel wrote, nor one that a tensor its torch ops computed (with no kernel data in it) already matches. An
-    output that is one value everywhere (eager's, case 0: a min against a constant below the values, a relu of a
-    log_softmax) is no evidence either way: the model's own constant matches it, whoever computed it."""
+    no kernel wrote, nor one that a tensor its torch ops computed (with no kernel data in it) already matches: one
+    that passes the correctness rule by itself and, where the candidate's own outputs of case 0 are given, is as near
+    the candidate's output as eager's is (`_as_near_as_eager`: where eager itself is far from float64, the rule
+    passes tensors the kernels then changed a lot). An output that is one value everywhere (eager's, case 0: a min
+    against a constant below the values, a relu of a log_softmax) is no evidence either way: the model's own
+    constant matches it, whoever computed it."""
     if not claims_kernels or not provenance or "kernel_made" not in provenance:
         return [], set()
     why = []
@@ -200,12 +203,25 @@ def dataflow_findings(provenance: dict | None, torch_only: list | None, ref_case
         if is_constant(ref_case0["eager"][j]):
             return [], {"kernel_dataflow"}
         reference = {"eager": [ref_case0["eager"][j]], "truth": [ref_case0["truth"][j]]}
-        matches = [t for t in made_by_torch if passes([t], reference, factor)]
+        mine = candidate[j] if candidate is not None and j < len(candidate) else None
+        matches = [t for t in made_by_torch if passes([t], reference, factor)
+                   and (mine is None or _as_near_as_eager(t, mine, ref_case0["eager"][j], factor))]
         if not matches:
             return [], {"kernel_dataflow"}
         why.append(f"output {j} is already computed by its torch ops before its kernels touch it")
     return [Finding("kernel_dataflow", f"claims custom kernels, but {why[0]}", evidence={"outputs": why})], \
         {"kernel_dataflow"}
+
+
+def _as_near_as_eager(made: torch.Tensor, mine: torch.Tensor, eager: torch.Tensor, factor: float) -> bool:
+    """Whether a torch-made tensor is the candidate's output as nearly as eager's output is (within `factor` times
+    eager's largest difference from it, and a 1e-6 relative floor): what a kernel that only copies or touches up a
+    torch result leaves; a kernel that computed the output's last ops leaves it farther."""
+    if made.shape != mine.shape or eager.shape != mine.shape:
+        return False
+    mine = mine.double()
+    gap = (made.double() - mine).abs().max().item()
+    return gap <= factor * (eager.double() - mine).abs().max().item() + 1e-6 * mine.abs().max().item()
 
 
 def is_constant(t: torch.Tensor) -> bool:

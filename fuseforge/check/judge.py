@@ -321,7 +321,7 @@ def judge(record: dict, static, ref, outcome, cand_dir: Path, settings, feed_ano
     found, ran = found + more, ran | ran2
     provenance = _load(cand_dir / "provenance.pt") or {}
     more, ran2 = evidence.dataflow_findings(facts.get("provenance"), provenance.get("torch_only"),
-                                            ref_out["case_0"], static.claims_kernels, factor)
+                                            ref_out["case_0"], static.claims_kernels, factor, case_outs.get(0))
     found, ran = found + more, ran | ran2
     init = _step_case("the first call (its own initial weights)", facts.get("init"), cand_dir / "init.pt",
                       ref_out.get("init"), factor, buffers=False)
