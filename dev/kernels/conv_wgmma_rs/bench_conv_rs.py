@@ -24,6 +24,16 @@ from fuseforge.families.conv import tiling  # noqa: E402
 CONV = ROOT / "fuseforge" / "families" / "conv"
 HERE = Path(__file__).resolve().parent
 INSTANCES = [("c8_3x3", 8, 3, 3), ("c3_3x3", 3, 3, 3), ("c16_3x3", 16, 3, 3)]  # (name, C, KH, KW)
+# the kernel's variants: (pipelined, fresh partials). rs: each kernel row's wgmmas waited for before the next row's
+# fragments load, a fresh partial a row; rsp: the next row's fragments loaded while this row's wgmmas run (two
+# register sets), fresh partials; rspa: the same, the products accumulated straight into the sum (no partials)
+VARIANTS = {"rs": (False, True), "rsp": (True, True), "rspa": (True, False)}
+
+
+def variants_of(c: int) -> tuple[str, ...]:
+    """The variants built for C input channels: the pipelined ones at one k8 step a tap only (at 16 channels their two
+    register sets spill, or ptxas serialises the wgmmas)."""
+    return tuple(VARIANTS) if c <= 8 else ("rs",)
 ODD = [  # (instance, x shape, out channels, padding)
     ("c8_3x3", [2, 8, 19, 37], 64, [0, 0]),
     ("c8_3x3", [3, 8, 23, 41], 70, [1, 1]),
@@ -43,11 +53,16 @@ def source() -> str:
              "{ return acc + b[k]; } };"]
     for name, c, kh, kw in INSTANCES:
         t = tiling.choose(c, 64, (1, kh, kw), (1, 1, 1), (1, 1, 1), 64)
-        parts.append(f"""
-extern "C" int rs_{name}(const float* x, const float* w, float* y, const int* q, const float* b, void* s) {{
+        for variant in variants_of(c):
+            pipelined, fresh = VARIANTS[variant]
+            targs = f"{c}, {kh}, {kw}, EpiBias, {'true' if pipelined else 'false'}, {'true' if fresh else 'false'}"
+            parts.append(f"""
+extern "C" int {variant}_{name}(const float* x, const float* w, float* y, const int* q, const float* b, void* s) {{
     ff_conv_rs::Geometry g{{q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7], q[8]}};
-    return ff_conv_rs::launch<{c}, {kh}, {kw}>(x, w, y, g, EpiBias{{b}}, (cudaStream_t)s);
+    return ff_conv_rs::launch<{targs}>(x, w, y, g, EpiBias{{b}}, (cudaStream_t)s);
 }}
+extern "C" int occ_{variant}_{name}() {{ return ff_conv_rs::blocks_per_sm<{targs}>(); }}""")
+        parts.append(f"""
 extern "C" int ffma_{name}(const float* x, const float* w, float* y, const int* q, const float* b, void* s) {{
     ff_conv_direct::Geometry g{{q[0], q[1], 1, q[2], q[3], q[4], 1, q[5], q[6], 1, 1, 1, 0, q[7], q[8], 1, 1, 1}};
     return (int)ff_conv_direct::launch<{c}, 1, {kh}, {kw}, {t.kpt}, {t.wk}, {t.wh}, {t.ph}, true>(
@@ -69,21 +84,29 @@ torch::Tensor run(const std::string& which, torch::Tensor x, torch::Tensor w, to
     TORCH_CHECK(err == 0, which, ": CUDA error ", err);
     return y;
 }
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("run", &run); }
+int blocks_per_sm(const std::string& which) {
+    %(occupancy)s
+    return -1;
+}
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("run", &run); m.def("blocks_per_sm", &blocks_per_sm); }
 """
 
 
 def build():
     from torch.utils.cpp_extension import load_inline
-    decls, dispatch = [], []
+    decls, dispatch, occupancy = [], [], []
     args = ("x.data_ptr<float>(), w.data_ptr<float>(), y.data_ptr<float>(), qi.data(), b.data_ptr<float>(), "
             "reinterpret_cast<void*>(stream)")
-    for name, *_ in INSTANCES:
-        for kind in ("rs", "ffma"):
+    for name, c, *_ in INSTANCES:
+        for kind in (*variants_of(c), "ffma"):
             decls.append(f'extern "C" int {kind}_{name}(const float*, const float*, float*, const int*, const float*, '
                          'void*);')
             dispatch.append(f'if (which == "{kind}_{name}") err = {kind}_{name}({args});')
-    binding = BINDING % {"decls": "\n".join(decls), "dispatch": "\n    ".join(dispatch)}
+        for kind in variants_of(c):
+            decls.append(f'extern "C" int occ_{kind}_{name}();')
+            occupancy.append(f'if (which == "{kind}_{name}") return occ_{kind}_{name}();')
+    binding = BINDING % {"decls": "\n".join(decls), "dispatch": "\n    ".join(dispatch),
+                         "occupancy": "\n    ".join(occupancy)}
     return load_inline(name="bench_conv_rs", cpp_sources=[binding], cuda_sources=[source()], functions=None,
                        extra_cuda_cflags=["-O3", "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas=-v"], verbose=True)
 
@@ -110,9 +133,8 @@ def measure(ext, stream, timed, err, models, xs, k) -> dict:
         torch.backends.cudnn.allow_tf32 = tf32
         return F.conv2d(x, w, b)
 
-    fns = {"rs": lambda: ext.run("rs_c8_3x3", x, w, b, q, out, stream),
-           "ffma": lambda: ext.run("ffma_c8_3x3", x, w, b, q, out, stream),
-           "cudnn_fp32": lambda: cudnn(False), "cudnn_default": lambda: cudnn(True)}
+    fns = {kind: (lambda kind=kind: ext.run(f"{kind}_c8_3x3", x, w, b, q, out, stream)) for kind in (*VARIANTS, "ffma")}
+    fns |= {"cudnn_fp32": lambda: cudnn(False), "cudnn_default": lambda: cudnn(True)}
     for kind, fn in fns.items():
         y = fn()
         torch.cuda.synchronize()
@@ -120,7 +142,8 @@ def measure(ext, stream, timed, err, models, xs, k) -> dict:
         row[f"ms_{kind}"] = timed(fn)
         del y
     torch.backends.cudnn.allow_tf32 = True
-    row["tflops_rs"] = 2 * out[0] * k * out[2] * out[3] * xs[1] * 9 / row["ms_rs"] / 1e9
+    for kind in VARIANTS:
+        row[f"tflops_{kind}"] = 2 * out[0] * k * out[2] * out[3] * xs[1] * 9 / row[f"ms_{kind}"] / 1e9
     return row
 
 
@@ -151,18 +174,22 @@ def main() -> int:
         truth = F.conv2d(x.double(), w.double(), b.double(), padding=padding)
         q, out = geometry(xs, k, padding)
         row = {"instance": name, "x": xs, "k": k, "padding": padding}
-        for kind in ("rs", "ffma"):
+        kinds = variants_of(xs[1])
+        for kind in (*kinds, "ffma"):
             try:
                 y = ext.run(f"{kind}_{name}", x, w, b, q, out, stream)
                 torch.cuda.synchronize()
                 row[f"err_{kind}"] = err(y, truth) if not torch.isnan(y).any() else float("nan")
             except RuntimeError as exc:
                 row[f"err_{kind}"], row[f"error_{kind}"] = float("nan"), str(exc).splitlines()[0][:200]
-        ok = row["err_rs"] < ODD_TOL
+        ok = all(row[f"err_{v}"] < ODD_TOL for v in kinds)
         bad |= not ok
         record["odd"].append(row)
-        print(f"odd {name} x{xs} k={k} p{padding}: rs {row['err_rs']:.1e} ffma {row['err_ffma']:.1e} "
-              f"{'ok' if ok else 'WRONG'} {row.get('error_rs', '')}", flush=True)
+        errors = " ".join(f"{v} {row[f'err_{v}']:.1e}" for v in (*kinds, "ffma"))
+        print(f"odd {name} x{xs} k={k} p{padding}: {errors} {'ok' if ok else 'WRONG'} "
+              f"{' '.join(row.get(f'error_{v}', '') for v in kinds)}", flush=True)
+    record["blocks_per_sm"] = {v: ext.blocks_per_sm(f"{v}_c8_3x3") for v in VARIANTS}
+    print(f"blocks an SM (8 channels, 3x3): {record['blocks_per_sm']}", flush=True)
     flush = torch.empty(64 * 1024 * 1024 // 4, device="cuda")
 
     def timed(fn):
@@ -179,12 +206,13 @@ def main() -> int:
 
     for models, xs, k in SHAPES:
         row = measure(ext, stream, timed, err, models, xs, k)
-        bad |= not row["err_rs"] < 1e-5
+        bad |= not all(row[f"err_{v}"] < 1e-5 for v in VARIANTS)
         record["shapes"].append(row)
-        print(f"{models} x{xs} -> {k}: rs {row['ms_rs']:.3f} ms ({row['tflops_rs']:.1f} TF/s, err {row['err_rs']:.1e}) "
-              f"ffma {row['ms_ffma']:.3f} ({row['err_ffma']:.1e}) cudnn fp32 {row['ms_cudnn_fp32']:.3f} "
-              f"({row['err_cudnn_fp32']:.1e}) default {row['ms_cudnn_default']:.3f} ({row['err_cudnn_default']:.1e})",
-              flush=True)
+        ours = " ".join(f"{v} {row[f'ms_{v}']:.3f} ({row[f'tflops_{v}']:.1f} TF/s, {row[f'err_{v}']:.1e})"
+                        for v in VARIANTS)
+        print(f"{models} x{xs} -> {k}: {ours}; ffma {row['ms_ffma']:.3f} ({row['err_ffma']:.1e}) cudnn fp32 "
+              f"{row['ms_cudnn_fp32']:.3f} ({row['err_cudnn_fp32']:.1e}) default {row['ms_cudnn_default']:.3f} "
+              f"({row['err_cudnn_default']:.1e})", flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps(record, indent=1))
     return 1 if bad else 0

@@ -41,8 +41,8 @@ struct Cfg {
 
 __device__ __forceinline__ uint32_t tf32_big(float v) { return (__float_as_uint(v) + 0x1000u) & 0xFFFFE000u; }
 
-template <int C, int KH, int KW, class Epi>
-__global__ void __launch_bounds__(128, 3)
+template <int C, int KH, int KW, class Epi, bool kPipelined = false, bool kFresh = true>
+__global__ void __launch_bounds__(128, kPipelined && kFresh ? 2 : 3)
 conv_rs_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y, const Geometry g,
                const Epi epi) {
   using ff_conv_igemm::desc_sw32;
@@ -111,43 +111,110 @@ conv_rs_kernel(const float* __restrict__ x, const float* __restrict__ w, float* 
     for (int m = 0; m < 2; ++m)
 #pragma unroll
       for (int i = 0; i < 32; ++i) acc[m][i] = 0.0f;
-#pragma unroll
-    for (int m = 0; m < 2; ++m) {
-      const int p0 = 64 * m + 16 * q + gq;  // the lane's pixels p0 and p0 + 8 (one tile row)
-      const float* base = cur + tq * Q::kPlane + (p0 / Q::kTileW) * Q::kTwIn + p0 % Q::kTileW;
-#pragma unroll 1
-      for (int r = 0; r < KH; ++r) {
-        uint32_t big[KW][Q::kSteps][4], small[KW][Q::kSteps][4];
+    if constexpr (kPipelined) {
+      // Groups g = (half m, kernel row r) in turn, two sets of fragment registers: group g + 1's loads and splits run
+      // while group g's wgmmas do (wait<1> leaves one group in flight; the set a load redefines belongs to group
+      // g - 1, which that wait has finished). kFresh: group g's products go into partial g % 2, added into the half's
+      // sum once its group is done; else straight into the half's sum.
+      constexpr int kGroups = 2 * KH;
+      uint32_t big[2][KW][Q::kSteps][4], small[2][KW][Q::kSteps][4];
+      float part[2][32];
+      auto load = [&](int g, int set) {
+        const int m = g / KH, r = g % KH, p0 = 64 * m + 16 * q + gq;
+        const float* base = cur + tq * Q::kPlane + (p0 / Q::kTileW + r) * Q::kTwIn + p0 % Q::kTileW;
 #pragma unroll
         for (int s = 0; s < KW; ++s)
 #pragma unroll
           for (int j = 0; j < Q::kSteps; ++j) {
-            const float* at = base + (8 * j) * Q::kPlane + r * Q::kTwIn + s;
+            const float* at = base + (8 * j) * Q::kPlane + s;
             const float v[4] = {at[0], at[8], at[4 * Q::kPlane], at[4 * Q::kPlane + 8]};
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-              big[s][j][e] = tf32_big(v[e]);
-              small[s][j][e] = __float_as_uint(v[e] - __uint_as_float(big[s][j][e])) + 0x1000u;
+              big[set][s][j][e] = tf32_big(v[e]);
+              small[set][s][j][e] = __float_as_uint(v[e] - __uint_as_float(big[set][s][j][e])) + 0x1000u;
             }
           }
-        float part[32];
-#pragma unroll
-        for (int i = 0; i < 32; ++i) part[i] = 0.0f;
-        wgmma_fence();
+      };
+      auto issue = [&](int r, int set, float (&d)[32]) {
 #pragma unroll
         for (int s = 0; s < KW; ++s)
 #pragma unroll
           for (int j = 0; j < Q::kSteps; ++j) {
             const uint32_t tile = w_addr + ((r * KW + s) * Q::kSteps + j) * 2 * Q::kWTileBytes;
-            wgmma_rs_n64(part, small[s][j], desc_sw32(tile));
-            wgmma_rs_n64(part, big[s][j], desc_sw32(tile + Q::kWTileBytes));
-            wgmma_rs_n64(part, big[s][j], desc_sw32(tile));
+            wgmma_rs_n64(d, small[set][s][j], desc_sw32(tile));
+            wgmma_rs_n64(d, big[set][s][j], desc_sw32(tile + Q::kWTileBytes));
+            wgmma_rs_n64(d, big[set][s][j], desc_sw32(tile));
           }
-        wgmma_commit();
-        wgmma_wait<0>();
-        fence_accumulators(part);
+      };
+      load(0, 0);
 #pragma unroll
-        for (int i = 0; i < 32; ++i) acc[m][i] += part[i];
+      for (int g = 0; g < kGroups; ++g) {
+        const int set = g & 1;
+        if constexpr (kFresh) {
+#pragma unroll
+          for (int i = 0; i < 32; ++i) part[set][i] = 0.0f;
+        }
+        wgmma_fence();
+        if constexpr (kFresh) issue(g % KH, set, part[set]);
+        else issue(g % KH, set, acc[g / KH]);
+        wgmma_commit();
+        wgmma_wait<1>();
+        if constexpr (kFresh) {
+          if (g > 0) {
+            fence_accumulators(part[set ^ 1]);
+#pragma unroll
+            for (int i = 0; i < 32; ++i) acc[(g - 1) / KH][i] += part[set ^ 1][i];
+          }
+        }
+        if (g + 1 < kGroups) load(g + 1, set ^ 1);
+      }
+      wgmma_wait<0>();
+      if constexpr (kFresh) {
+        fence_accumulators(part[(kGroups - 1) & 1]);
+#pragma unroll
+        for (int i = 0; i < 32; ++i) acc[1][i] += part[(kGroups - 1) & 1][i];
+      }
+#pragma unroll
+      for (int m = 0; m < 2; ++m) fence_accumulators(acc[m]);
+    } else {
+#pragma unroll
+      for (int m = 0; m < 2; ++m) {
+        const int p0 = 64 * m + 16 * q + gq;  // the lane's pixels p0 and p0 + 8 (one tile row)
+        const float* base = cur + tq * Q::kPlane + (p0 / Q::kTileW) * Q::kTwIn + p0 % Q::kTileW;
+#pragma unroll 1
+        for (int r = 0; r < KH; ++r) {
+          uint32_t big[KW][Q::kSteps][4], small[KW][Q::kSteps][4];
+#pragma unroll
+          for (int s = 0; s < KW; ++s)
+#pragma unroll
+            for (int j = 0; j < Q::kSteps; ++j) {
+              const float* at = base + (8 * j) * Q::kPlane + r * Q::kTwIn + s;
+              const float v[4] = {at[0], at[8], at[4 * Q::kPlane], at[4 * Q::kPlane + 8]};
+#pragma unroll
+              for (int e = 0; e < 4; ++e) {
+                big[s][j][e] = tf32_big(v[e]);
+                small[s][j][e] = __float_as_uint(v[e] - __uint_as_float(big[s][j][e])) + 0x1000u;
+              }
+            }
+          float part[32];
+#pragma unroll
+          for (int i = 0; i < 32; ++i) part[i] = 0.0f;
+          wgmma_fence();
+#pragma unroll
+          for (int s = 0; s < KW; ++s)
+#pragma unroll
+            for (int j = 0; j < Q::kSteps; ++j) {
+              const uint32_t tile = w_addr + ((r * KW + s) * Q::kSteps + j) * 2 * Q::kWTileBytes;
+              wgmma_rs_n64(part, small[s][j], desc_sw32(tile));
+              wgmma_rs_n64(part, big[s][j], desc_sw32(tile + Q::kWTileBytes));
+              wgmma_rs_n64(part, big[s][j], desc_sw32(tile));
+            }
+          wgmma_commit();
+          wgmma_wait<0>();
+          fence_accumulators(part);
+#pragma unroll
+          for (int i = 0; i < 32; ++i) acc[m][i] += part[i];
+        }
       }
     }
 
@@ -176,11 +243,23 @@ conv_rs_kernel(const float* __restrict__ x, const float* __restrict__ w, float* 
   }
 }
 
-template <int C, int KH, int KW, class Epi>
+// Blocks an SM of the instance (the launch's grid is this many an SM, per channel group).
+template <int C, int KH, int KW, class Epi, bool kPipelined = false, bool kFresh = true>
+int blocks_per_sm() {
+  int per_sm = 0;
+  auto kernel = conv_rs_kernel<C, KH, KW, Epi, kPipelined, kFresh>;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(Cfg<C, KH, KW>::kSmem)) != cudaSuccess)
+    return -static_cast<int>(cudaGetLastError());
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Cfg<C, KH, KW>::kThreads, Cfg<C, KH, KW>::kSmem);
+  return per_sm;
+}
+
+template <int C, int KH, int KW, class Epi, bool kPipelined = false, bool kFresh = true>
 int launch(const float* x, const float* w, float* y, const Geometry& g, const Epi& epi, cudaStream_t stream) {
   using Q = Cfg<C, KH, KW>;
   if (g.c != C) return 1001;
-  auto kernel = conv_rs_kernel<C, KH, KW, Epi>;
+  auto kernel = conv_rs_kernel<C, KH, KW, Epi, kPipelined, kFresh>;
   static bool configured = false;
   if (!configured) {
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Q::kSmem)) !=
