@@ -107,8 +107,9 @@ def useful_fraction(t: Tiling, k_out: int, out_h: int, out_w: int) -> float:
 # - BN 64: the channels-last path, 3 stages, two blocks an SM (one block's epilogue under the other's products).
 # Fitted on the H100 lab (bench/results/2026-11-27b_h100/conv_igemm/run4.json, six instances on 14 shapes), then
 # refitted after the epilogue went channel by channel (6ce0d21), on an H200 (bench/results/2026-11-29d_gpu, run 1):
-# persistent 3-8 % faster than a block a tile at BN 128 (17 and 52's convolutions); channels-last 3 x 2 4-21 % faster
-# than the former rule at BN 64 (43's 3-D convolution, and 16 -> 64 channels in 2-D, which the NCHW path had).
+# persistent from 8 % faster to 1 % slower than a block a tile at BN 128 (17's, 52's, 61's and 77's convolutions, run 1
+# and run 2); channels-last 3 x 2 4-21 % faster than the former rule at BN 64 (43's 3-D convolution, and 16 -> 64
+# channels in 2-D, which the NCHW path had).
 IGEMM_BM = 128
 IGEMM_BK = 32  # input channels per k-tile
 NCHW_BOX_WIDTH = {32: 40, 16: 24, 8: 12}  # the NCHW A box's width per tile width (>= bw + 3, = 8 mod 16 where it fits)
