@@ -33,10 +33,10 @@ MODEL = textwrap.dedent('''
 ''')
 
 
-def _forward(model, x):
+def _forward(model, *x):
     torch.manual_seed(FORWARD_SEED)
     with torch.no_grad():
-        return model(x)
+        return model(*x)
 
 
 def test_the_float64_truth_of_a_model_with_random_ops_draws_what_the_float32_run_draws():
@@ -120,3 +120,76 @@ def test_the_verifiers_float64_truth_builds_tensors_without_a_dtype_and_casts_to
     record, _ = verify_files(model, model, VerifySettings(device=torch.device(device), seeds=1))
     assert record["verdict"] == "correct", record.get("reason")
     assert torch.get_default_dtype() == torch.float32
+
+
+RRELU_MODEL = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+
+    class Model(nn.Module):
+        """The fuzz campaign's fuzz_040042, reduced: an rrelu in eval mode after an in-place division."""
+
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv1d(6, 11, 5, stride=3, padding=3)
+            self.bias = nn.Parameter(torch.randn(11, 8))
+
+        def forward(self, x, z):
+            x = self.conv(x) / (z + 0.5)
+            x /= 2.47
+            return self.bias + F.rrelu(x, training=False)
+''')
+
+
+def test_the_float64_truth_of_an_rrelu_is_the_rrelu_not_its_input():
+    """rrelu_with_noise is a random op that writes its second argument (the slopes): the mode took it for an
+    in-place draw into its first and returned the input, so every truth with an rrelu lacked it (on an H200,
+    fuzz_040042's eager was 7-77 % of the RMS from that truth, and the verifier's bound that loose)."""
+    from fuseforge.evaluate import harness
+
+    torch.manual_seed(0)
+    x = torch.randn(1000, dtype=torch.float64)
+    with Float32Draws(), harness.float64_run():
+        eval_mode = torch.nn.functional.rrelu(x, training=False)
+    assert torch.equal(eval_mode, torch.nn.functional.leaky_relu(x, (1 / 8 + 1 / 3) / 2))
+    torch.manual_seed(FORWARD_SEED)
+    eager = torch.nn.functional.rrelu(x.float(), training=True)
+    torch.manual_seed(FORWARD_SEED)
+    with Float32Draws(), harness.float64_run():
+        truth = torch.nn.functional.rrelu(x, training=True)
+    assert truth.dtype == torch.float64 and not torch.equal(truth, x)
+    assert ((truth - eager.double()).abs().max() / eager.abs().max()).item() < 1e-6  # eager's slopes, in float64
+    inplace = x.clone()
+    torch.manual_seed(FORWARD_SEED)
+    with Float32Draws(), harness.float64_run():
+        same = torch.nn.functional.rrelu(inplace, training=True, inplace=True)
+    assert same is inplace and ((same - eager.double()).abs().max() / eager.abs().max()).item() < 1e-6
+
+
+def test_the_verifiers_truth_of_a_model_with_an_rrelu_matches_its_float32_run():
+    from fuseforge.evaluate.scales import tracked_truth
+
+    namespace = {}
+    exec(RRELU_MODEL, namespace)
+    torch.manual_seed(0)
+    model = namespace["Model"]()
+    inputs = [torch.rand(6, 6, 21), torch.rand(6, 11, 8)]
+    eager = _forward(model, *[t.clone() for t in inputs])
+    model64 = namespace["Model"]()
+    model64.load_state_dict(model.state_dict())
+    (truth,), _, _ = tracked_truth(model64.double(), inputs, torch.device("cpu"))
+    assert ((eager.double() - truth).norm() / truth.norm()).item() < 1e-6  # it was 1e-1
+
+
+def test_in_place_and_out_draws_put_the_float32_runs_values_into_the_callers_float64_tensors():
+    torch.manual_seed(1)
+    want_uniform, want_rand = torch.empty(7).uniform_(), torch.rand(7)
+    into, out = torch.empty(7, dtype=torch.float64), torch.empty(7, dtype=torch.float64)
+    torch.manual_seed(1)
+    with Float32Draws():
+        drawn = into.uniform_()
+        made = torch.rand(7, out=out)
+    assert drawn is into and torch.equal(into, want_uniform.double())
+    assert made is out and torch.equal(out, want_rand.double())

@@ -10,7 +10,11 @@ error could not fail. `Float32Draws` makes the truth run draw in float32:
 
     random op on float64 tensors  ->  the op on float32 copies, its result back in float64
     native_dropout(x, p, train)   ->  the float32 call's mask, applied to x in float64: x * mask / (1 - p)
-    in-place draws (uniform_, ...) ->  drawn into a float32 copy, copied back
+    rrelu_with_noise(x, noise, ..) ->  training: the float32 call's slopes drawn into noise, x * noise in float64
+                                      (noise is 1 where x > 0); eval: no draw, the op itself in float64
+    ops that write into arguments  ->  each written argument (an in-place draw's self: uniform_, ...; an out=; the
+                                      in-place rrelu's noise) drawn into a float32 copy, copied back, by name as
+                                      the op's schema marks it (not "the first argument": rrelu writes its second)
 
 The draws are values of the random stream, exact in both dtypes; everything else in the truth run stays
 float64.
@@ -60,11 +64,42 @@ class Float32Draws(TorchDispatchMode):
                 kept = mask.to(x.dtype)
                 return (x * kept * (1.0 / (1.0 - p)) if p < 1 else x * 0.0), mask
             return func(*args, **kwargs)
-        if func._schema.is_mutable:  # an in-place draw into its first argument
-            target = args[0]
-            scratch = target.float()
-            func(scratch, *tree_map(_to32, list(args[1:])), **tree_map(_to32, kwargs))
-            target.copy_(scratch)
-            return target
-        out = func(*tree_map(_to32, list(args)), **tree_map(_to32, kwargs))
-        return tree_map(_to64, out)
+        if func is torch.ops.aten.rrelu_with_noise.default:
+            return _rrelu_with_noise(func, args, kwargs)
+        return _drawn_in_float32(func, args, kwargs)
+
+
+def _drawn_in_float32(func, args, kwargs):
+    """The op on float32 copies of its float64 arguments; the arguments it writes into (an in-place draw's self, an
+    out=, rrelu's noise) get the copies' values back, and a result that is one of them is that argument itself."""
+    schema = func._schema
+    args32, kwargs32 = tree_map(_to32, list(args)), tree_map(_to32, kwargs)
+    out = func(*args32, **kwargs32)
+    given = dict(zip((a.name for a in schema.arguments), zip(args, args32))) | \
+        {k: (v, kwargs32[k]) for k, v in kwargs.items()}
+    returned = schema.returns[0].alias_info if len(schema.returns) == 1 else None
+    result = None
+    for a in schema.arguments:
+        if a.alias_info is None or not a.alias_info.is_write or a.name not in given:
+            continue
+        caller, copy = given[a.name]
+        if isinstance(caller, torch.Tensor) and caller is not copy:
+            caller.copy_(copy)
+        if returned is not None and set(returned.before_set) == set(a.alias_info.before_set):
+            result = caller
+    return result if result is not None else tree_map(_to64, out)
+
+
+def _rrelu_with_noise(func, args, kwargs):
+    """rrelu: in training, the slopes drawn as float32 draws them (into noise), applied to x in float64; in eval mode
+    no draw, the op itself (a leaky relu of slope (lower + upper) / 2) in float64."""
+    names = ("self", "noise", "lower", "upper", "training", "generator")
+    bound = dict(zip(names, args)) | kwargs
+    x, noise = bound["self"], bound["noise"]
+    if not bound.get("training", False):
+        return func(*args, **kwargs)
+    noise32 = noise.float()
+    rest = {k: v for k, v in bound.items() if k not in ("self", "noise")}
+    func(x.float(), noise32, **rest)
+    noise.copy_(noise32)
+    return x * noise
