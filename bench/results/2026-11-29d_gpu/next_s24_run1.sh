@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Prepared at the end of the twenty-third session (one H200, ~560 s). First, on this machine:
-#   mkdir -p .shared/s24 && tar xzf bench/results/2026-11-29d_gpu/fuzz_040042_6011715.tgz -C .shared/s24
+#   mkdir -p .shared/s24 && tar xzf bench/results/2026-11-29d_gpu/fuzz_rrelu_6011715.tgz -C .shared/s24
 #   [ -f .shared/s22/fuzz.json ] || cp bench/results/2026-11-29d_gpu/fuzz_6011715.json .shared/s22/fuzz.json
 #   [ -f .shared/s22/ff_frozen.tgz ] || git archive 6011715 fuseforge | gzip > .shared/s22/ff_frozen.tgz
 # then carry [".shared/s22", ".shared/s24"]; `FUSEFORGE_COMMIT=<sha> bash bench/results/2026-11-29d_gpu/next_s24_run1.sh`
-# 1. Why eager and the float64 run disagree on fuzz_040042 on the GPU (7-77 % of the RMS; 3e-8 on the CPU): the whole
-#    model and the captured graph node by node, on the CPU and on CUDA, rand and signed inputs.
-# 2. `fuseforge check` at this commit on its ModelNew of 6011715: `correct` expected (09d7aa4's kernel_dataflow).
+# 1. fuzz_040042 with the truth's rrelu fixed (c5bd23d): eager against the float64 run, the whole model and the captured
+#    graph node by node, on the CPU and on CUDA, rand and signed inputs: every difference fp32-class now.
+# 2. `fuseforge check` at this commit on the ModelNew of 6011715 of the two rrelu models (fuzz_040042, fuzz_040069):
+#    `correct` expected, each worst error at eager's (the truth with its rrelu; 09d7aa4's kernel_dataflow).
 # 3. The few-channel tensor-core lab's three variants (rs, rsp, rspa) against the FFMA kernel.
 # 4. The GPU fuzz campaign at 6011715 for the time left (copy $OUT/fuzz.json back to .shared/s22/fuzz.json).
 set -u
@@ -17,9 +18,11 @@ for s in "" "--signed"; do
       > $OUT/eager_vs_float64${s/--/_}.log 2>&1
   echo "eager_vs_float64 $s exit $?"; grep -v -i warn $OUT/eager_vs_float64${s/--/_}.log | tail -14 | cut -c1-200
 done
-timeout 90 $PY -m fuseforge check $M/models/fuzz_040042.py $M/runs/fuzz_040042/model_new.py --json $OUT/check_040042.json \
-    --no-compile --trials 10 --warmup 2 > $OUT/check_040042.log 2>&1
-echo "check exit $? at $(( $(date +%s) - T0 )) s"; tail -3 $OUT/check_040042.log | cut -c1-300
+for n in 040042 040069; do
+  timeout 90 $PY -m fuseforge check $M/models/fuzz_$n.py $M/runs/fuzz_$n/model_new.py --json $OUT/check_$n.json \
+      --no-compile --trials 10 --warmup 2 > $OUT/check_$n.log 2>&1
+  echo "check $n exit $? at $(( $(date +%s) - T0 )) s"; tail -3 $OUT/check_$n.log | cut -c1-300
+done
 timeout 120 $PY dev/kernels/conv_wgmma_rs/bench_conv_rs.py --reps 15 --out $OUT/conv_rs.json > $OUT/conv_rs.log 2>&1
 echo "conv_rs lab exit $? at $(( $(date +%s) - T0 )) s"; grep -E "^odd|^blocks|^[0-9]|rror" $OUT/conv_rs.log | cut -c1-260
 LEFT=$(( 520 - ($(date +%s) - T0) - 30 ))
