@@ -379,23 +379,26 @@ def test_the_generated_tensor_core_conv_binding_compiles(tmp_path):
 class ChannelReductionForms(nn.Module):
     """Tensor-core convolutions whose values are reduced over their channels: 40 -> 100 channels (one tile of 128),
     scaled, then amin keepdim; a 3-D one of 24 -> 48 channels (one tile of 64) with a relu, then a mean; 40 -> 130
-    channels (two tiles) then the values of a max: no tile holds every channel."""
+    channels (two tiles) then the values of a max: no tile holds every channel; 24 -> 128 channels with padding on the
+    NCHW path (rows of 32 pixels, W a multiple of 4), persistent, then amax."""
 
     def __init__(self):
         super().__init__()
         self.a = nn.Conv2d(40, 100, 3, padding=1)
         self.b = nn.Conv3d(24, 48, 3)
         self.c = nn.Conv2d(40, 130, 3)
+        self.d = nn.Conv2d(24, 128, 3, padding=1)
 
-    def forward(self, x, u):
+    def forward(self, x, u, v):
         y = torch.amin(self.a(x) * 0.5, dim=1, keepdim=True)
         z = torch.relu(self.b(u)).mean(dim=1)
         m = torch.max(self.c(x), dim=1)[0]
-        return y, z, m
+        n = torch.amax(self.d(v), dim=1)
+        return y, z, m, n
 
 
 def _reduction_inputs(batch=2):
-    return torch.randn(batch, 40, 13, 37), torch.randn(batch, 24, 6, 9, 35)
+    return torch.randn(batch, 40, 13, 37), torch.randn(batch, 24, 6, 9, 35), torch.randn(batch, 24, 11, 64)
 
 
 def _reduction_forms(every_kernel=True):
@@ -410,18 +413,19 @@ def _reduction_forms(every_kernel=True):
 
 def test_by_default_the_tensor_core_kernel_takes_the_channel_reductions_it_is_priced_faster_with():
     _, plan, _ = _reduction_forms(every_kernel=False)
-    assert sorted(g.spec.conv.k for g in plan.groups if g.kind == "conv" and g.spec.reduction) == [48, 100]
+    assert sorted(g.spec.conv.k for g in plan.groups if g.kind == "conv" and g.spec.reduction) == [48, 100, 128]
 
 
 def test_a_tensor_core_conv_whose_tile_holds_every_channel_reduces_them_in_its_epilogue():
     _, plan, ext = _reduction_forms()
     groups = {g.spec.conv.k: g for g in plan.groups if g.kind == "conv"}
-    assert set(groups) == {100, 48, 130} and all(g.spec.conv.kernel == "igemm" for g in groups.values())
-    for k, op in ((100, "amin"), (48, "mean")):
+    assert set(groups) == {100, 48, 130, 128} and all(g.spec.conv.kernel == "igemm" for g in groups.values())
+    for k, op in ((100, "amin"), (48, "mean"), (128, "amax")):
         red = groups[k].spec.reduction
         assert red is not None and red.over == "channels" and red.op == op and groups[k].outputs == (red.output,)
     assert groups[130].spec.reduction is None and "max_1" not in groups[130].nodes  # two tiles of channels
-    assert ext.cuda.count(", 128, 1, ff_conv_igemm::kChannelReduce>(") == 2  # the two reducing launches
+    assert ext.cuda.count(", 128, 1, ff_conv_igemm::kChannelReduce>(") == 3  # the three reducing launches
+    assert groups[128].spec.conv.tiling.nchw and groups[128].spec.conv.tiling.persistent
     assert "reduce_tile" in ext.cuda
 
 
@@ -584,7 +588,7 @@ def test_the_tensor_core_conv_kernels_in_clusters_of_two_match_float64_of_their_
 @pytest.mark.gpu
 def test_the_reducing_tensor_core_conv_kernels_match_float64_of_their_tf32_operands_on_odd_shapes():
     captured, plan, ext = _reduction_forms()
-    failures = conv_kernel_failures(captured, plan, ext, lambda batch: dict(zip(("x", "u"), _reduction_inputs(batch))),
+    failures = conv_kernel_failures(captured, plan, ext, lambda batch: dict(zip(("x", "u", "v"), _reduction_inputs(batch))),
                                     tf32_operands=True)
     assert not failures, "\n".join(failures)
 

@@ -8,8 +8,8 @@
 #    graph node by node, on the CPU and on CUDA, rand and signed inputs: every difference fp32-class now.
 # 2. `fuseforge check` at this commit on the ModelNew of 6011715 of the two rrelu models (fuzz_040042, fuzz_040069):
 #    `correct` expected, each worst error at eager's (the truth with its rrelu; 09d7aa4's kernel_dataflow).
-# 3. The random draws' GPU tests (c5bd23d changed Float32Draws), then the few-channel tensor-core lab's three
-#    variants (rs, rsp, rspa) against the FFMA kernel.
+# 3. GPU tests: the random draws' (c5bd23d changed Float32Draws) and the reducing tensor-core conv forms' (a persistent
+#    NCHW one added after 0a16e92's run); then the few-channel tensor-core lab's three variants (rs, rsp, rspa).
 # 4. The GPU fuzz campaign at 6011715 for the time left (copy $OUT/fuzz.json back to .shared/s22/fuzz.json).
 # $OUT: diag.tgz (the logs of 1-3), conv_rs.json, fuzz.json, fuzz.log, fuzz_runs.tgz, gpu_lease.jsonl: 6 of the 8 files
 # a command brings back.
@@ -26,8 +26,9 @@ for n in 040042 040069; do
       --no-compile --trials 10 --warmup 2 > $D/check_$n.log 2>&1
   echo "check $n exit $? at $(( $(date +%s) - T0 )) s"; tail -3 $D/check_$n.log | cut -c1-300
 done
-timeout 90 $PY -m pytest -q -p no:cacheprovider -m gpu tests/test_evaluate_random.py > $D/gpu_tests_random.log 2>&1
-echo "random draws' GPU tests exit $? at $(( $(date +%s) - T0 )) s"; tail -2 $D/gpu_tests_random.log
+timeout 150 $PY -m pytest -q -n 2 -p no:cacheprovider -m gpu tests/test_evaluate_random.py tests/test_conv_igemm_kernels.py \
+    -k "random or draws or reducing" > $D/gpu_tests.log 2>&1
+echo "GPU tests exit $? at $(( $(date +%s) - T0 )) s"; tail -2 $D/gpu_tests.log
 timeout 120 $PY dev/kernels/conv_wgmma_rs/bench_conv_rs.py --reps 15 --out $OUT/conv_rs.json > $D/conv_rs.log 2>&1
 echo "conv_rs lab exit $? at $(( $(date +%s) - T0 )) s"; grep -E "^odd|^blocks|^[0-9]|rror" $D/conv_rs.log | cut -c1-260
 tar czf $OUT/diag.tgz -C /tmp diag  # a command brings back 8 files at most: the small logs as one
