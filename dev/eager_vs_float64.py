@@ -1,12 +1,14 @@
-"""Where a model's eager fp32 run departs from its float64 run: the whole model (plainly, and under the verifier's
-`harness.float64_run`), then the captured graph node by node (each node's float64 output against its fp32 output,
-both computed from the fp32 and float64 values of its inputs, as the graph runs), on each device asked for. Prints
-the relative RMS difference of each output and every node where it jumps past --jump (1e-4 of its RMS).
+"""Where a model's eager fp32 run departs from its float64 run: the whole model (a plain float64 run, and the
+verifier's and grader's truth, `scales.tracked_truth`), then the captured graph node by node (each node's float64
+output against its fp32 one, both computed from the fp32 and float64 values of its inputs as the graph runs), on each
+device asked for. Prints the relative RMS difference of each output and every node where it jumps past --jump (1e-4
+of its RMS).
 
     .venv/bin/python dev/eager_vs_float64.py MODEL.py [--devices cpu,cuda] [--seed 0] [--signed]
 
-For a verifier whose float64 truth looks wrong on one device only (fuzz_040042: 7-77 % of the RMS on an H200, 3e-8 on
-the CPU): the first node that jumps there and not on the CPU is the op whose float64 run differs.
+Eager far from the verifier's truth but not from the plain float64 run means the truth is wrong (fuzz_040042: the
+truth's rrelu was its input, 7-77 % of the RMS, fixed in c5bd23d); far from both, eager's own error; a node that jumps
+on one device only, an op whose float64 run differs there. `truth_audit.py` runs the first check over many models.
 """
 from __future__ import annotations
 
@@ -18,14 +20,13 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from truth_audit import relative  # noqa: E402  (dev/, beside this file)
+
 from fuseforge.capture import capture  # noqa: E402
 from fuseforge.evaluate import harness  # noqa: E402
+from fuseforge.evaluate.random_draws import FORWARD_SEED  # noqa: E402
+from fuseforge.evaluate.scales import tracked_truth  # noqa: E402
 from fuseforge.load import load_model_file  # noqa: E402
-
-
-def rel(a, b) -> float:
-    a, b = a.double(), b.double()
-    return ((a - b).pow(2).mean().sqrt() / b.pow(2).mean().sqrt().clamp_min(1e-300)).item()
 
 
 def flat(out):
@@ -33,22 +34,22 @@ def flat(out):
 
 
 def whole_model(loaded, inputs, device: str) -> None:
+    """Eager's outputs against a plain float64 run and against the verifier's and grader's truth (`tracked_truth`:
+    float64, random ops drawing as float32 does), all from FORWARD_SEED."""
     model = copy.deepcopy(loaded.model).to(device)
     x32 = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
     x64 = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in x32]
+    clones = lambda xs: [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]  # noqa: E731
     with torch.no_grad():
-        torch.manual_seed(0)
-        e = flat(model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in x32]))
-        plain = copy.deepcopy(model).double()
-        torch.manual_seed(0)
-        p = flat(plain(*[x.clone() if isinstance(x, torch.Tensor) else x for x in x64]))
-        verifier = harness.as_float64(copy.deepcopy(model))
-        torch.manual_seed(0)
+        torch.manual_seed(FORWARD_SEED)
+        e = flat(model(*clones(x32)))
+        torch.manual_seed(FORWARD_SEED)
         with harness.float64_run():
-            v = flat(verifier(*[x.clone() if isinstance(x, torch.Tensor) else x for x in x64]))
+            p = flat(harness.as_float64(copy.deepcopy(model))(*clones(x64)))
+    v, _, _ = tracked_truth(harness.as_float64(copy.deepcopy(model)), x32, torch.device(device))
     for j, (a, b, c) in enumerate(zip(e, p, v)):
-        print(f"{device} output {j}: eager vs float64 {rel(a, b):.2e}, eager vs float64_run {rel(a, c):.2e}, "
-              f"float64 vs float64_run {rel(b, c):.2e}")
+        print(f"{device} output {j}: eager vs float64 {relative(a, b):.2e}, eager vs the verifier's truth "
+              f"{relative(a, c):.2e}, float64 vs that truth {relative(b, c):.2e}")
 
 
 def node_by_node(captured, loaded, inputs, device: str, jump: float) -> None:
@@ -72,7 +73,7 @@ def node_by_node(captured, loaded, inputs, device: str, jump: float) -> None:
                     print(f"{device} {n.name} ({n.target}): float64 failed: {str(exc).splitlines()[0][:120]}")
                     out64 = out.double()
                 seen[n.name] = (out, out64 if isinstance(out64, torch.Tensor) else out.double())
-                d = rel(out, seen[n.name][1])
+                d = relative(out, seen[n.name][1])
                 if d > jump:
                     print(f"{device} {n.name} ({n.target}): fp32 vs float64 {d:.2e}")
             elif isinstance(out, torch.Tensor):

@@ -1,5 +1,6 @@
 """What the lab's benches share: building a CUDA source into a shared library with nvcc (loaded with ctypes, no
-torch extension), and timing a call with CUDA events after an L2 flush (median of reps, three warm-up calls)."""
+torch extension), the torch binding of a conv bench's `extern "C"` launchers, and timing a call with CUDA events
+after an L2 flush (median of reps, three warm-up calls)."""
 
 from __future__ import annotations
 
@@ -48,3 +49,29 @@ def timed(fn, reps: int, flush: torch.Tensor) -> float:
         torch.cuda.synchronize()
         times.append(start.elapsed_time(end))
     return statistics.median(times)
+
+
+CONV_BINDING = r"""
+#include <torch/extension.h>
+#include <string>
+%(decls)s
+torch::Tensor run(const std::string& which, torch::Tensor x, torch::Tensor w, torch::Tensor b, std::vector<int64_t> q,
+                  std::vector<int64_t> out_sizes, int64_t stream) {
+    std::vector<int> qi(q.begin(), q.end());
+    auto y = torch::empty(out_sizes, x.options());
+    int err = -1;
+    %(dispatch)s
+    TORCH_CHECK(err == 0, which, ": CUDA error ", err);
+    return y;
+}
+%(extra)s
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("run", &run); %(defs)s }
+"""
+
+
+def conv_binding(decls: list[str], dispatch: list[str], extra: str = "", defs: str = "") -> str:
+    """The torch binding of a conv bench's launchers: `run(which, x, w, b, geometry, out_sizes, stream)` allocates
+    the output and calls the launcher `dispatch` picks by `which` (`if (which == ...) err = ...;` lines; `decls` their
+    `extern "C"` declarations); `extra` C++ and `defs` (more `m.def(...)`) for a bench's own functions."""
+    return CONV_BINDING % {"decls": "\n".join(decls), "dispatch": "\n    ".join(dispatch), "extra": extra,
+                           "defs": defs}

@@ -93,8 +93,7 @@ def _drawn_in_float32(func, args, kwargs):
 def _rrelu_with_noise(func, args, kwargs):
     """rrelu: in training, the slopes drawn as float32 draws them (into noise), applied to x in float64; in eval mode
     no draw, the op itself (a leaky relu of slope (lower + upper) / 2) in float64."""
-    names = ("self", "noise", "lower", "upper", "training", "generator")
-    bound = dict(zip(names, args)) | kwargs
+    bound = dict(zip((a.name for a in func._schema.arguments), args)) | kwargs
     x, noise = bound["self"], bound["noise"]
     if not bound.get("training", False):
         return func(*args, **kwargs)

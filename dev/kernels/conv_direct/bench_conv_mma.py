@@ -21,6 +21,9 @@ import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "dev" / "kernels"))
+import labtools  # noqa: E402
+
 from fuseforge.families.conv import tiling  # noqa: E402
 
 CONV = ROOT / "fuseforge" / "families" / "conv"
@@ -64,23 +67,6 @@ extern "C" int ffma_{name}(const float* x, const float* w, float* y, const int* 
     return "\n".join(parts), names
 
 
-BINDING = r"""
-#include <torch/extension.h>
-#include <string>
-%(decls)s
-torch::Tensor run(const std::string& which, torch::Tensor x, torch::Tensor w, torch::Tensor b, std::vector<int64_t> q,
-                  std::vector<int64_t> out_sizes, int64_t stream) {
-    std::vector<int> qi(q.begin(), q.end());
-    auto y = torch::empty(out_sizes, x.options());
-    int err = -1;
-    %(dispatch)s
-    TORCH_CHECK(err == 0, which, ": CUDA error ", err);
-    return y;
-}
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("run", &run); }
-"""
-
-
 def build():
     from torch.utils.cpp_extension import load_inline
     cuda, names = _source()
@@ -95,7 +81,7 @@ def build():
         dispatch.append(f'if (which == "mma1_{n}") err = mma1_{n}({args});')
         dispatch.append(f'if (which == "ffma_{n}") err = ffma_{n}({args}, 1);')
         dispatch.append(f'if (which == "ffma_rows_{n}") err = ffma_{n}({args}, 0);')
-    binding = BINDING % {"decls": "\n".join(decls), "dispatch": "\n    ".join(dispatch)}
+    binding = labtools.conv_binding(decls, dispatch)
     return load_inline(name="bench_conv_mma", cpp_sources=[binding], cuda_sources=[cuda], functions=None,
                        extra_cuda_cflags=["-O3", "-gencode=arch=compute_90a,code=sm_90a"], verbose=False)
 

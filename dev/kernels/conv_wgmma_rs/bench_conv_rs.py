@@ -6,19 +6,21 @@ eager's class on these shapes; and PyTorch's default flags), each with a bias ep
 
 First odd cases against float64 (padding, channel tails past and below 64, 3 and 16 input channels, odd sizes), then
 the problem models' 8-channel 2-D convolutions: error vs float64 on the first images (max |error| / RMS of the truth)
-and the median of --reps CUDA-event times after an L2 flush. Exit status 1 when one of ours is wrong (error > 1e-5
+and the median of --reps CUDA-event times after an L2 flush (`labtools.timed`, three warm-up calls). Exit status 1 when one of ours is wrong (error > 1e-5
 or a failed launch). `--compile-only DIR` writes the CUDA source there and stops (CI compiles it with nvcc).
 """
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "dev" / "kernels"))
+import labtools  # noqa: E402
+
 from fuseforge.families.conv import tiling  # noqa: E402
 
 CONV = ROOT / "fuseforge" / "families" / "conv"
@@ -71,27 +73,6 @@ extern "C" int ffma_{name}(const float* x, const float* w, float* y, const int* 
     return "\n".join(parts)
 
 
-BINDING = r"""
-#include <torch/extension.h>
-#include <string>
-%(decls)s
-torch::Tensor run(const std::string& which, torch::Tensor x, torch::Tensor w, torch::Tensor b, std::vector<int64_t> q,
-                  std::vector<int64_t> out_sizes, int64_t stream) {
-    std::vector<int> qi(q.begin(), q.end());
-    auto y = torch::empty(out_sizes, x.options());
-    int err = -1;
-    %(dispatch)s
-    TORCH_CHECK(err == 0, which, ": CUDA error ", err);
-    return y;
-}
-int blocks_per_sm(const std::string& which) {
-    %(occupancy)s
-    return -1;
-}
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("run", &run); m.def("blocks_per_sm", &blocks_per_sm); }
-"""
-
-
 def build():
     from torch.utils.cpp_extension import load_inline
     decls, dispatch, occupancy = [], [], []
@@ -105,8 +86,8 @@ def build():
         for kind in variants_of(c):
             decls.append(f'extern "C" int occ_{kind}_{name}();')
             occupancy.append(f'if (which == "{kind}_{name}") return occ_{kind}_{name}();')
-    binding = BINDING % {"decls": "\n".join(decls), "dispatch": "\n    ".join(dispatch),
-                         "occupancy": "\n    ".join(occupancy)}
+    occupancy_fn = "int blocks_per_sm(const std::string& which) {\n    " + "\n    ".join(occupancy) + "\n    return -1;\n}"
+    binding = labtools.conv_binding(decls, dispatch, occupancy_fn, 'm.def("blocks_per_sm", &blocks_per_sm);')
     return load_inline(name="bench_conv_rs", cpp_sources=[binding], cuda_sources=[source()], functions=None,
                        extra_cuda_cflags=["-O3", "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas=-v"], verbose=True)
 
@@ -193,16 +174,7 @@ def main() -> int:
     flush = torch.empty(64 * 1024 * 1024 // 4, device="cuda")
 
     def timed(fn):
-        times = []
-        for _ in range(args.reps):
-            flush.zero_()
-            a, z = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn()
-            z.record()
-            torch.cuda.synchronize()
-            times.append(a.elapsed_time(z))
-        return statistics.median(times)
+        return labtools.timed(fn, args.reps, flush)
 
     for models, xs, k in SHAPES:
         row = measure(ext, stream, timed, err, models, xs, k)
