@@ -1,0 +1,122 @@
+"""dev/kernels/conv_wgmma_shift lab: the few-channel stride-1 convolution on tensor cores (3xTF32, every tap the same
+shared-memory band read through a shifted wgmma descriptor) compiles for sm_90a without spills and without ptxas
+serialising its wgmmas; and the identity it rests on holds: reading the band's planes through a K-major descriptor
+without swizzle, moved by a tap's offset, gives that tap's operand, so the chunks' products summed over the taps are
+the convolution. CPU only: its speed and error on a GPU are measured by bench_conv_shift.py."""
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+LAB = Path(__file__).resolve().parents[1] / "dev" / "kernels" / "conv_wgmma_shift"
+sys.path.insert(0, str(LAB))
+import bench_conv_shift as lab  # noqa: E402
+
+SOURCE = (LAB / "conv_shift.cuh").read_text()
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+
+
+@needs_nvcc
+def test_every_instance_compiles_for_sm90a_with_no_spills_and_unserialised_wgmmas(tmp_path):
+    (tmp_path / "lab.cu").write_text(lab.source())
+    proc = subprocess.run(["nvcc", "-cubin", "-gencode=arch=compute_90a,code=sm_90a", "-std=c++17", "-O3", "-Xptxas",
+                           "-v,-warn-spills,-warn-lmem-usage", "-o", str(tmp_path / "lab.cubin"),
+                           str(tmp_path / "lab.cu")], capture_output=True, text=True, timeout=300)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-3000:]
+    kernels = re.findall(r"Compiling entry function '(\w*conv_shift_kernel\w*)'", log)
+    assert len(kernels) == len(lab.INSTANCES) * len(lab.VARIANTS), log[-3000:]
+    assert "spill" not in log.replace("0 bytes spill stores, 0 bytes spill loads", "")
+    assert "serialized" not in log and "Potential Performance Loss" not in log
+
+
+def _read_k_major(mem: np.ndarray, start: int, lbo: int, sbo: int, rows: int) -> np.ndarray:
+    """The [rows][8] tf32 operand a K-major descriptor without swizzle reads from `mem` (float32 words, byte
+    addresses): element (n, k) at start + (n // 8) sbo + (n % 8) 16 + (k // 4) lbo + (k % 4) 4 (PTX ISA, wgmma's
+    canonical K-major layout without swizzling: 8-row x 16-byte core matrices)."""
+    n, k = np.arange(rows)[:, None], np.arange(8)[None, :]
+    at = start + (n // 8) * sbo + (n % 8) * 16 + (k // 4) * lbo + (k % 4) * 4
+    assert (at % 4 == 0).all()
+    return mem[at // 4]
+
+
+def _emulate(x: np.ndarray, w: np.ndarray, padding, dilation, rows: int) -> np.ndarray:
+    """The kernel's data movement in float64, as conv_shift.cuh does it: per band the padded input rows copied into
+    4-channel planes of `band_pixels` pixels, per chunk of 128 positions and per tap the weights' [64][8] tile and
+    the planes read through their descriptors, the product summed; outputs at columns >= OW and rows past the
+    band dropped."""
+    n_img, c, h, wd = x.shape
+    k_out, _, kh, kw = w.shape
+    (ph, pw), (dh, dw) = padding, dilation
+    oh, ow = h + 2 * ph - dh * (kh - 1), wd + 2 * pw - dw * (kw - 1)
+    wp = wd + 2 * pw
+    quads = (c + 7) // 8 * 2
+    in_rows = rows + (kh - 1) * dh
+    positions = (rows * wp + 127) // 128 * 128
+    pixels = (positions + (kh - 1) * dh * wp + (kw - 1) * dw + 7) // 8 * 8  # band_pixels
+    plane_bytes = pixels * 16
+    wpad = np.zeros((64, quads * 4, kh, kw))
+    wpad[:k_out, :c] = w
+    y = np.zeros((n_img, k_out, oh, ow))
+    for n in range(n_img):
+        for r0 in range(0, oh, rows):
+            mem = np.zeros(quads * pixels * 4)
+            for ch in range(c):
+                for rr in range(in_rows):
+                    gh = r0 - ph + rr
+                    for cc in range(wp):
+                        gw = cc - pw
+                        if 0 <= gh < h and 0 <= gw < wd:
+                            mem[(ch // 4) * pixels * 4 + (rr * wp + cc) * 4 + ch % 4] = x[n, ch, gh, gw]
+            for p0 in range(0, rows * wp, 128):
+                acc = np.zeros((64, 128))
+                for r in range(kh):
+                    for s in range(kw):
+                        for j in range(quads // 2):
+                            tile = np.zeros(64 * 8)  # the weights' [64][8] tile, written as the kernel does
+                            for m in range(64):
+                                for kk in range(8):
+                                    tile[((kk // 4) * 1024 + m * 16 + (kk % 4) * 4) // 4] = wpad[m, 8 * j + kk, r, s]
+                            a = _read_k_major(tile, 0, 1024, 128, 64)
+                            b = _read_k_major(mem, 2 * j * plane_bytes + (p0 + r * dh * wp + s * dw) * 16,
+                                              plane_bytes, 128, 128)
+                            acc += a @ b.T
+                for col in range(128):
+                    pos = p0 + col
+                    rb, cc = divmod(pos, wp)
+                    if cc < ow and rb < rows and r0 + rb < oh:
+                        y[n, :, r0 + rb, cc] = acc[:k_out, col]
+    return y
+
+
+@pytest.mark.parametrize("shape, k_out, kernel, padding, dilation, rows", [
+    ((1, 8, 9, 13), 16, (3, 3), (0, 0), (1, 1), 2),
+    ((2, 3, 7, 11), 5, (3, 3), (1, 1), (1, 1), 3),
+    ((1, 8, 10, 12), 8, (3, 3), (2, 2), (2, 2), 1),
+    ((1, 16, 6, 9), 4, (5, 5), (2, 1), (1, 1), 4),
+])
+def test_shifted_descriptors_over_the_band_compute_the_convolution(shape, k_out, kernel, padding, dilation, rows):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape)
+    w = rng.standard_normal((k_out, shape[1], *kernel))
+    got = _emulate(x, w, padding, dilation, rows)
+    want = F.conv2d(torch.from_numpy(x), torch.from_numpy(w), padding=padding, dilation=dilation).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_the_kernel_text_uses_the_layout_the_emulation_reads():
+    """The emulation above mirrors these lines; if one changes, the other must."""
+    assert "static_cast<uint64_t>((addr & 0x3FFFFu) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |" in SOURCE
+    assert "(static_cast<uint64_t>(sbo >> 4) << 32);" in SOURCE and "<< 62" not in SOURCE.split("desc_plain")[1][:400]
+    assert "x_addr + 2 * j * plane_bytes + (p0 + r * g.dh * wp + s * g.dw) * 16" in SOURCE
+    assert "desc_plain(b, plane_bytes, 128)" in SOURCE and "desc_plain(a, 1024, 128)" in SOURCE
+    assert "(kk / 4) * 1024 + m * 16 + (kk % 4) * 4" in SOURCE
+    assert "x_s + (c / 4) * pixels * 4 + rr * wp * 4 + c % 4" in SOURCE
+    assert "return (positions + (kh - 1) * g.dh * wp + (kw - 1) * g.dw + 7) / 8 * 8;" in SOURCE
