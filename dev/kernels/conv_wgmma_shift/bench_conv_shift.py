@@ -29,20 +29,41 @@ from fuseforge.families.conv import tiling  # noqa: E402
 CONV = ROOT / "fuseforge" / "families" / "conv"
 HERE = Path(__file__).resolve().parent
 INSTANCES = [("c8_3x3", 8, 3, 3), ("c3_3x3", 3, 3, 3), ("c16_3x3", 16, 3, 3), ("c8_5x5", 8, 5, 5)]  # (name, C, KH, KW)
-VARIANTS = {"shift": False, "shiftp": True}  # name: fresh partial a kernel row
-ODD = [  # (instance, x shape, out channels, padding, dilation, band rows)
-    ("c8_3x3", [2, 8, 19, 37], 64, [0, 0], [1, 1], 2),
-    ("c8_3x3", [3, 8, 23, 41], 70, [1, 1], [1, 1], 3),
-    ("c8_3x3", [1, 8, 17, 33], 13, [2, 1], [1, 1], 1),
-    ("c8_3x3", [2, 8, 5, 7], 64, [1, 1], [1, 1], 4),
-    ("c8_3x3", [2, 8, 21, 30], 64, [2, 2], [2, 2], 2),
-    ("c3_3x3", [2, 3, 19, 37], 16, [1, 1], [1, 1], 2),
-    ("c16_3x3", [2, 16, 13, 35], 40, [0, 2], [1, 1], 2),
-    ("c8_5x5", [2, 8, 20, 29], 64, [2, 2], [1, 1], 2),
+# name: (fresh partial a kernel row, two accumulator sets, the next band's copy in flight, spatial sums only)
+VARIANTS = {"shift": (False, False, False, False), "shiftp": (True, False, False, False),
+            "shiftp_ahead": (True, False, True, False), "pipe": (False, True, False, False),
+            "pipe_ahead": (False, True, True, False), "pipe_ahead_sum": (False, True, True, True)}
+
+
+BANDS = {"c8_3x3": (2, 4, 8)}  # chunks of 128 positions a band (a template constant); 2 for the other instances
+
+
+def is_sum(variant: str) -> bool:
+    return VARIANTS[variant][3]
+
+
+def bands_of(instance: str) -> tuple[int, ...]:
+    return BANDS.get(instance, (2,))
+
+
+def variants_of(instance: str) -> tuple[str, ...]:
+    """The variants built for an instance: at 25 taps the two-accumulator ones and the partials' with two buffers
+    spill (ptxas, 255 registers), so a 5x5 window gets the plain two."""
+    return ("shift", "shiftp") if instance.endswith("5x5") else tuple(VARIANTS)
+
+
+ODD = [  # (instance, x shape, out channels, padding, dilation)
+    ("c8_3x3", [2, 8, 19, 37], 64, [0, 0], [1, 1]),
+    ("c8_3x3", [3, 8, 23, 41], 70, [1, 1], [1, 1]),
+    ("c8_3x3", [1, 8, 17, 33], 13, [2, 1], [1, 1]),
+    ("c8_3x3", [2, 8, 5, 7], 64, [1, 1], [1, 1]),
+    ("c8_3x3", [2, 8, 21, 30], 64, [2, 2], [2, 2]),
+    ("c3_3x3", [2, 3, 19, 37], 16, [1, 1], [1, 1]),
+    ("c16_3x3", [2, 16, 13, 35], 40, [0, 2], [1, 1]),
+    ("c8_5x5", [2, 8, 20, 29], 64, [2, 2], [1, 1]),
 ]
 SHAPES = [("57, 73, 85", [128, 8, 128, 128], 64), ("67, 87", [128, 8, 256, 256], 64),
           ("65", [128, 8, 384, 384], 64)]
-ROWS = (1, 2, 4)
 TOL = 1e-5
 
 
@@ -52,15 +73,17 @@ def source() -> str:
              "{ return acc + b[k]; } };"]
     for name, c, kh, kw in INSTANCES:
         t = tiling.choose(c, 64, (1, kh, kw), (1, 1, 1), (1, 1, 1), 64)
-        for variant, partials in VARIANTS.items():
-            targs = f"{c}, {kh}, {kw}, EpiBias, {'true' if partials else 'false'}"
-            parts.append(f"""
-extern "C" int {variant}_{name}(const float* x, const float* w, float* y, const int* q, const float* b, void* s) {{
-    ff_conv_shift::Geometry g{{q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7], q[8], q[9], q[10], q[11]}};
+        for variant in variants_of(name):
+            flags = VARIANTS[variant]
+            for chunks in bands_of(name):
+                targs = f"{c}, {kh}, {kw}, {chunks}, EpiBias, " + ", ".join("true" if f else "false" for f in flags)
+                parts.append(f"""
+extern "C" int {variant}_{name}_b{chunks}(const float* x, const float* w, float* y, const int* q, const float* b, void* s) {{
+    ff_conv_shift::Geometry g{{q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7], q[8], q[9], q[10]}};
     return ff_conv_shift::launch<{targs}>(x, w, y, g, EpiBias{{b}}, (cudaStream_t)s);
 }}
-extern "C" int occ_{variant}_{name}(const int* q) {{
-    ff_conv_shift::Geometry g{{q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7], q[8], q[9], q[10], q[11]}};
+extern "C" int occ_{variant}_{name}_b{chunks}(const int* q) {{
+    ff_conv_shift::Geometry g{{q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7], q[8], q[9], q[10]}};
     return ff_conv_shift::blocks_per_sm<{targs}>(g);
 }}""")
         parts.append(f"""
@@ -78,13 +101,14 @@ def build():
     args = ("x.data_ptr<float>(), w.data_ptr<float>(), y.data_ptr<float>(), qi.data(), b.data_ptr<float>(), "
             "reinterpret_cast<void*>(stream)")
     for name, *_ in INSTANCES:
-        for kind in (*VARIANTS, "ffma"):
-            decls.append(f'extern "C" int {kind}_{name}(const float*, const float*, float*, const int*, const float*, '
+        kinds = [f"{v}_{name}_b{chunks}" for v in variants_of(name) for chunks in bands_of(name)]
+        for kind in (*kinds, f"ffma_{name}"):
+            decls.append(f'extern "C" int {kind}(const float*, const float*, float*, const int*, const float*, '
                          'void*);')
-            dispatch.append(f'if (which == "{kind}_{name}") err = {kind}_{name}({args});')
-        for kind in VARIANTS:
-            decls.append(f'extern "C" int occ_{kind}_{name}(const int*);')
-            occupancy.append(f'if (which == "{kind}_{name}") return occ_{kind}_{name}(qi.data());')
+            dispatch.append(f'if (which == "{kind}") err = {kind}({args});')
+        for kind in kinds:
+            decls.append(f'extern "C" int occ_{kind}(const int*);')
+            occupancy.append(f'if (which == "{kind}") return occ_{kind}(qi.data());')
     occupancy_fn = ("int blocks_per_sm(const std::string& which, std::vector<int64_t> q) {\n"
                     "    std::vector<int> qi(q.begin(), q.end());\n    " + "\n    ".join(occupancy) +
                     "\n    return -1;\n}")
@@ -93,11 +117,23 @@ def build():
                        extra_cuda_cflags=["-O3", "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas=-v"], verbose=True)
 
 
-def geometry(xs, k, kernel, padding, dilation, rows):
-    """The launchers' int vector (n, c, h, w, k, oh, ow, ph, pw, dh, dw, rows) and the output's sizes."""
+def geometry(xs, k, kernel, padding, dilation):
+    """The launchers' int vector (n, c, h, w, k, oh, ow, ph, pw, dh, dw) and the output's sizes."""
     oh = xs[2] + 2 * padding[0] - dilation[0] * (kernel[0] - 1)
     ow = xs[3] + 2 * padding[1] - dilation[1] * (kernel[1] - 1)
-    return [*xs, k, oh, ow, *padding, *dilation, rows], [xs[0], k, oh, ow]
+    return [*xs, k, oh, ow, *padding, *dilation], [xs[0], k, oh, ow]
+
+
+def sums_of(y):
+    """A spatial-sum variant's result: the first N x K values of its output, per (image, channel)."""
+    return y.reshape(-1)[:y.shape[0] * y.shape[1]].view(y.shape[0], y.shape[1])
+
+
+def err_of(kind, y, truth) -> float:
+    """Error of `kind`'s output y against the float64 truth of as many images (its sums against the truth's)."""
+    if kind.split("_c")[0] in VARIANTS and is_sum(kind.split("_c")[0]):
+        return err(sums_of(y)[:truth.shape[0]], truth.sum((2, 3)))
+    return err(y[:truth.shape[0]], truth)
 
 
 def err(got, truth) -> float:
@@ -107,38 +143,43 @@ def err(got, truth) -> float:
 
 
 def odd_cases(ext, stream, record) -> bool:
-    """Each odd case against float64; False when one of ours is wrong."""
+    """Each odd case against float64, every variant and band size; False when one of ours is wrong."""
     import torch
     import torch.nn.functional as F
 
     good = True
-    for name, xs, k, padding, dilation, rows in ODD:
+    for name, xs, k, padding, dilation in ODD:
         kh, kw = int(name[-3]), int(name[-1])
         torch.manual_seed(len(record["odd"]))
         x, w, b = (torch.randn(xs, device="cuda"), torch.randn([k, xs[1], kh, kw], device="cuda"),
                    torch.randn(k, device="cuda"))
         truth = F.conv2d(x.double(), w.double(), b.double(), padding=padding, dilation=dilation)
-        q, out = geometry(xs, k, (kh, kw), padding, dilation, rows)
-        row = {"instance": name, "x": xs, "k": k, "padding": padding, "dilation": dilation, "rows": rows}
-        for kind in (*VARIANTS, "ffma"):
+        q, out = geometry(xs, k, (kh, kw), padding, dilation)
+        row = {"instance": name, "x": xs, "k": k, "padding": padding, "dilation": dilation}
+        ours = [f"{v}_{name}_b{chunks}" for v in variants_of(name) for chunks in bands_of(name)]
+        # the FFMA instance is built for unit dilation (its row-reuse path): compared only there
+        kinds = ours + ([f"ffma_{name}"] if dilation == [1, 1] else [])
+        for kind in kinds:
             try:
-                y = ext.run(f"{kind}_{name}", x, w, b, q, out, stream)
+                y = ext.run(kind, x, w, b, q, out, stream)
                 torch.cuda.synchronize()
-                row[f"err_{kind}"] = err(y, truth)
+                row[f"err_{kind}"] = err_of(kind, y, truth)
             except RuntimeError as exc:
                 row[f"err_{kind}"], row[f"error_{kind}"] = float("nan"), str(exc).splitlines()[0][:200]
-        ok = all(row[f"err_{v}"] < TOL for v in VARIANTS)
+        ok = all(row[f"err_{v}"] < TOL for v in ours)
         good &= ok
         record["odd"].append(row)
-        errors = " ".join(f"{v} {row[f'err_{v}']:.1e}" for v in (*VARIANTS, "ffma"))
-        print(f"odd {name} x{xs} k={k} p{padding} d{dilation} rows {rows}: {errors} {'ok' if ok else 'WRONG'} "
-              f"{' '.join(row.get(f'error_{v}', '') for v in VARIANTS)}", flush=True)
+        worst = max(ours, key=lambda v: row[f"err_{v}"] if row[f"err_{v}"] == row[f"err_{v}"] else float("inf"))
+        ffma = f", ffma {row[f'err_ffma_{name}']:.1e}" if f"err_ffma_{name}" in row else ""
+        print(f"odd {name} x{xs} k={k} p{padding} d{dilation}: worst of {len(ours)} {worst} {row[f'err_{worst}']:.1e}"
+              f"{ffma} {'ok' if ok else 'WRONG'} {' '.join(row.get(f'error_{v}', '') for v in ours)}".rstrip(),
+              flush=True)
     return good
 
 
 def measure(ext, stream, timed, models, xs, k) -> tuple[dict, bool]:
     """One problem shape: each kernel's error vs float64 on the first two images and its median time; ours at each
-    band height that fits shared memory."""
+    band size that fits shared memory."""
     import torch
     import torch.nn.functional as F
 
@@ -148,30 +189,29 @@ def measure(ext, stream, timed, models, xs, k) -> tuple[dict, bool]:
     b = torch.randn(k, device="cuda")
     truth = F.conv2d(x[:2].double(), w.double(), b.double())
     row, good = {"models": models, "x": xs, "k": k, "ours": []}, True
-    flops = None
-    for rows in ROWS:
-        q, out = geometry(xs, k, (3, 3), [0, 0], [1, 1], rows)
-        flops = 2 * out[0] * k * out[2] * out[3] * xs[1] * 9
-        for kind in VARIANTS:
-            occ = ext.blocks_per_sm(f"{kind}_c8_3x3", q)
-            entry = {"variant": kind, "rows": rows, "blocks_per_sm": occ}
+    q, out = geometry(xs, k, (3, 3), [0, 0], [1, 1])
+    flops = 2 * out[0] * k * out[2] * out[3] * xs[1] * 9
+    for variant in VARIANTS:
+        for chunks in bands_of("c8_3x3"):
+            kind = f"{variant}_c8_3x3_b{chunks}"
+            occ = ext.blocks_per_sm(kind, q)
+            entry = {"variant": variant, "chunks": chunks, "blocks_per_sm": occ}
+            row["ours"].append(entry)
             if occ <= 0:
-                row["ours"].append(entry)
                 continue
-            def fn(kind=kind, q=q, out=out):
-                return ext.run(f"{kind}_c8_3x3", x, w, b, q, out, stream)
+
+            def fn(kind=kind):
+                return ext.run(kind, x, w, b, q, out, stream)
 
             y = fn()
             torch.cuda.synchronize()
-            entry["err"] = err(y[:2], truth)
+            entry["err"] = err_of(kind, y, truth)
             del y
             entry["ms"] = timed(fn)
             entry["tflops"] = flops / entry["ms"] / 1e9
             good &= entry["err"] < TOL
-            row["ours"].append(entry)
-            print(f"  {models} {kind} rows {rows}: {entry['ms']:.3f} ms ({entry['tflops']:.1f} TF/s, "
+            print(f"  {models} {variant} band {chunks} x 128: {entry['ms']:.3f} ms ({entry['tflops']:.1f} TF/s, "
                   f"{entry['err']:.1e}), {occ} blocks an SM", flush=True)
-    q, out = geometry(xs, k, (3, 3), [0, 0], [1, 1], 1)
 
     def cudnn(tf32):
         torch.backends.cudnn.allow_tf32 = tf32
@@ -182,7 +222,7 @@ def measure(ext, stream, timed, models, xs, k) -> tuple[dict, bool]:
     for kind, fn in others.items():
         y = fn()
         torch.cuda.synchronize()
-        row[f"err_{kind}"] = err(y[:2], truth)
+        row[f"err_{kind}"] = err_of(kind, y, truth)
         del y
         row[f"ms_{kind}"] = timed(fn)
     torch.backends.cudnn.allow_tf32 = True
@@ -197,12 +237,23 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--out", default=None)
     ap.add_argument("--compile-only", default=None)
+    ap.add_argument("--once", default=None, metavar="VARIANT:CHUNKS:SHAPE",
+                    help="build, then call one variant once on one problem shape (index into SHAPES): for ncu")
     args = ap.parse_args()
     if args.compile_only:
         Path(args.compile_only, "conv_shift_lab.cu").write_text(source())
         return 0
     ext = build()
     stream = torch.cuda.current_stream().cuda_stream
+    if args.once:
+        variant, chunks, shape = args.once.split(":")
+        xs, k = SHAPES[int(shape)][1:]
+        x, w, b = (torch.randn(xs, device="cuda"), torch.randn([k, xs[1], 3, 3], device="cuda"),
+                   torch.randn(k, device="cuda"))
+        q, out = geometry(xs, k, (3, 3), [0, 0], [1, 1])
+        ext.run(f"{variant}_c8_3x3_b{chunks}", x, w, b, q, out, stream)
+        torch.cuda.synchronize()
+        return 0
     record = {"environment": {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__}, "odd": [],
               "shapes": []}
     good = odd_cases(ext, stream, record)
@@ -215,15 +266,15 @@ def main() -> int:
         row, ok = measure(ext, stream, timed, models, xs, k)
         good &= ok
         record["shapes"].append(row)
-        best = min((e for e in row["ours"] if "ms" in e), key=lambda e: e["ms"], default=None)
-        ours = f"{best['variant']} rows {best['rows']} {best['ms']:.3f} ({best['tflops']:.1f} TF/s)" if best else "none"
-        print(f"{models} x{xs} -> {k}: best {ours}; ffma {row['ms_ffma']:.3f} ({row['tflops_ffma']:.1f} TF/s, "
+        best = min((e for e in row["ours"] if "ms" in e and not is_sum(e["variant"])), key=lambda e: e["ms"],
+                   default=None)
+        ours = (f"{best['variant']} band {best['chunks']} {best['ms']:.3f} ({best['tflops']:.1f} TF/s)" if best
+                else "none")
+        print(f"{models} x{xs} -> {k}: best storing {ours}; ffma {row['ms_ffma']:.3f} ({row['tflops_ffma']:.1f} TF/s, "
               f"{row['err_ffma']:.1e}) cudnn fp32 {row['ms_cudnn_fp32']:.3f} ({row['err_cudnn_fp32']:.1e}) "
               f"default {row['ms_cudnn_default']:.3f} ({row['err_cudnn_default']:.1e})", flush=True)
         if args.out:
             Path(args.out).write_text(json.dumps(record, indent=1))
-    if args.out:
-        Path(args.out).write_text(json.dumps(record, indent=1))
     return 0 if good else 1
 
 

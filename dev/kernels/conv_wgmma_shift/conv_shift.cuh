@@ -16,13 +16,14 @@
 // The weights are the A operand: M = 64 output channels (a group: blockIdx.y), [64][8] tiles of the same layout.
 //
 // Layouts: x [N, C, H, W], w [K, C, KH, KW], y [N, K, OH, OW], fp32, contiguous; stride 1, any padding and
-// dilation. A block is one warpgroup and walks bands (n, R output rows, the whole padded width) persistently; per
-// band: copy the input rows (cp.async, zero-filled padding) into the big planes, split them in place, then per chunk
-// of 128 positions the 27 (x k8 steps) wgmmas, their wait, and the epilogue straight from the accumulators. One
-// buffer: the other blocks on the SM keep the tensor cores busy while a block copies (2-3 blocks an SM).
+// dilation. A band is kChunks x 128 consecutive output positions of one image (in the padded row order: position
+// i = r Wp + c, r < OH); its input is the padded image's pixels i0 .. i0 + 128 kChunks + the largest tap offset. A
+// block is one warpgroup and walks bands persistently; per band: copy the input pixels (cp.async, zero-filled
+// padding) into the big planes, split them in place, then per chunk of 128 positions the 27 (x k8 steps) wgmmas,
+// their wait, and the epilogue straight from the accumulators (outputs at c >= OW or r >= OH dropped). kChunks is a
+// template constant so that the chunk loop unrolls: ptxas must see which accumulators a wait has finished.
 // Summation order of an output (kPartials): per kernel row a fresh partial, added in fp32 to the running sum (the
-// tensor cores' own accumulation rounds toward zero; the bench's error column says whether that matters); without,
-// every product accumulates straight into the sum.
+// tensor cores' own accumulation rounds toward zero); without, every product accumulates straight into the sum.
 #include <algorithm>
 
 namespace ff_conv_shift {
@@ -32,7 +33,6 @@ struct Geometry {
   int k, oh, ow;    // output channels and extents
   int ph, pw;       // padding
   int dh, dw;       // dilation
-  int rows;         // output rows a band (R)
 };
 
 __device__ __forceinline__ uint32_t tf32_round(float v) { return (__float_as_uint(v) + 0x1000u) & 0xFFFFE000u; }
@@ -53,22 +53,33 @@ struct Cfg {
   static constexpr int kWBytes = KH * KW * kSteps * 2 * kATile;
 };
 
-// The band's pixels: the positions its chunks cover, plus the largest tap offset, a multiple of 8.
-inline int band_pixels(const Geometry& g, int kh, int kw) {
-  const int wp = g.w + 2 * g.pw, positions = (g.rows * wp + 127) / 128 * 128;
-  return (positions + (kh - 1) * g.dh * wp + (kw - 1) * g.dw + 7) / 8 * 8;
+// The input pixels a band reads: its positions plus the largest tap offset; a plane holds that many rounded up to 8.
+inline int band_inputs(const Geometry& g, int kh, int kw, int chunks) {
+  return chunks * 128 + (kh - 1) * g.dh * (g.w + 2 * g.pw) + (kw - 1) * g.dw;
 }
+inline int band_pixels(const Geometry& g, int kh, int kw, int chunks) {
+  return (band_inputs(g, kh, kw, chunks) + 7) / 8 * 8;
+}
+
+// The kernel's variants (template flags of the lab):
+//   kPartials  a fresh partial a kernel row (waited for, then added in fp32): the sum's error at the FFMA kernel's;
+//   kPipe      two accumulator sets: chunk c + 1's wgmmas run while chunk c's epilogue does (no partials);
+//   kAhead     two band buffers: band t + 1's copy is in flight while band t's chunks run;
+//   kSum       the epilogue's values summed per (image, channel) into y[n K + k] (zeroed by the launcher), none
+//              stored: the spatial-sum form (a global mean after the convolution).
 
 template <int C, int KH, int KW>
-size_t smem_bytes(const Geometry& g) {
+size_t smem_bytes(const Geometry& g, int chunks, bool ahead) {
   using Q = Cfg<C, KH, KW>;
-  return Q::kWBytes + 2 * static_cast<size_t>(Q::kQuads) * band_pixels(g, KH, KW) * 16 + 1024;
+  return Q::kWBytes + (ahead ? 2 : 1) * 2 * static_cast<size_t>(Q::kQuads) * band_pixels(g, KH, KW, chunks) * 16 + 1024;
 }
 
-template <int C, int KH, int KW, class Epi, bool kPartials>
+template <int C, int KH, int KW, int kChunks, class Epi, bool kPartials, bool kPipe, bool kAhead, bool kSum>
 __global__ void __launch_bounds__(128)
 conv_shift_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y, const Geometry g,
-                  const int pixels, const Epi epi) {
+                  const int pixels, const int inputs, const Epi epi) {
+  static_assert(!(kPartials && kPipe), "the pipelined variant has no registers left for partials");
+  static_assert(!kPipe || kChunks % 2 == 0, "the pipelined variant takes chunks in pairs");
   using ff_conv_igemm::fence_accumulators;
   using ff_conv_igemm::wgmma_commit;
   using ff_conv_igemm::wgmma_fence;
@@ -78,14 +89,16 @@ conv_shift_kernel(const float* __restrict__ x, const float* __restrict__ w, floa
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   unsigned char* w_s = smem;                                   // [tap][step][big, small][K half][64][4]
-  float* x_s = reinterpret_cast<float*>(smem + Q::kWBytes);    // [big, small][quad][pixels][4]
-  const uint32_t w_addr = ff_conv_igemm::smem_addr(w_s), x_addr = ff_conv_igemm::smem_addr(x_s);
+  float* x_s = reinterpret_cast<float*>(smem + Q::kWBytes);    // [buffer][big, small][quad][pixels][4]
+  const uint32_t w_addr = ff_conv_igemm::smem_addr(w_s);
   const uint32_t plane_bytes = static_cast<uint32_t>(pixels) * 16;
+  const int buffer_floats = 2 * Q::kQuads * pixels * 4;
   const int tid = threadIdx.x, lane = tid & 31, q = tid >> 5, gq = lane >> 2, tq = lane & 3;
   const int k0 = blockIdx.y * Q::kBM;
-  const int wp = g.w + 2 * g.pw, in_rows = g.rows + (KH - 1) * g.dh;
-  const int band_positions = g.rows * wp, chunks = (band_positions + Q::kN - 1) / Q::kN;
-  const int bands_per_image = (g.oh + g.rows - 1) / g.rows, bands = g.n * bands_per_image;
+  const int wp = g.w + 2 * g.pw;
+  const int band_positions = kChunks * Q::kN;
+  const int bands_per_image = (g.oh * wp + band_positions - 1) / band_positions, bands = g.n * bands_per_image;
+  const bool pairs = g.ow % 2 == 0 && wp % 2 == 0;  // a thread's two positions e = 0, 1 share a row: float2 stores
 
   // The weights of this channel group, big and small TF32 parts: value (row m, channel 8 step + kk) of a tile at
   // (kk / 4) * 1024 + m * 16 + (kk % 4) * 4 bytes.
@@ -99,37 +112,38 @@ conv_shift_kernel(const float* __restrict__ x, const float* __restrict__ w, floa
     *reinterpret_cast<uint32_t*>(tile + at) = big;
     *reinterpret_cast<uint32_t*>(tile + Q::kATile + at) = tf32_round(v - __uint_as_float(big));
   }
-  // The planes' pixels past the band's input rows (read only for dropped positions) and the padded channels' planes:
+  // The planes' pixels past the band's inputs (read only for dropped positions) and the padded channels' planes:
   // zero, for good (the copies below never write them).
-  for (int i = tid; i < 2 * Q::kQuads * pixels * 4; i += Q::kThreads) {
+  for (int i = tid; i < (kAhead ? 2 : 1) * buffer_floats; i += Q::kThreads) {
     const int ch = (i / (pixels * 4)) % Q::kQuads * 4 + i % 4, p = (i / 4) % pixels;
-    if (ch >= C || p >= in_rows * wp) x_s[i] = 0.0f;
+    if (ch >= C || p >= inputs) x_s[i] = 0.0f;
   }
 
-  for (int t = blockIdx.x; t < bands; t += gridDim.x) {
-    const int n = t / bands_per_image, r0 = (t % bands_per_image) * g.rows;
-    __syncthreads();  // every warp is done with the previous band's planes
-    // Copy: input row r0 - ph + rr (rr < in_rows), padded column cc (cc < wp) of channel c into big plane c / 4 at
-    // pixel rr * wp + cc, lane c % 4; zero outside the image.
-    for (int rc = q; rc < C * in_rows; rc += 4) {
-      const int c = rc / in_rows, rr = rc % in_rows, gh = r0 - g.ph + rr;
-      const bool row_ok = gh >= 0 && gh < g.h;
-      const float* src = x + (static_cast<size_t>(n) * C + c) * g.h * g.w + static_cast<size_t>(row_ok ? gh : 0) * g.w;
-      float* dst = x_s + (c / 4) * pixels * 4 + rr * wp * 4 + c % 4;
-      for (int cc = lane; cc < wp; cc += 32) {
-        const int gw = cc - g.pw;
-        const bool ok = row_ok && gw >= 0 && gw < g.w;
-        ff_conv_direct::cp_async_4(dst + cc * 4, ok ? src + gw : x, ok);
-      }
+  // Copy band t's input: padded pixel j = i0 + p (p < inputs; row j / wp, column j % wp of the padded image) of
+  // channel c into the big plane c / 4 of `buf` at pixel p, lane c % 4; zero outside the image. A thread takes
+  // pixels tid, tid + 128, ... (one division a band), all channels of each (lanes on consecutive pixels).
+  auto copy = [&](int t, float* buf) {
+    const int n = t / bands_per_image, i0 = (t % bands_per_image) * band_positions;
+    const float* image = x + static_cast<size_t>(n) * C * g.h * g.w;
+    int row = (i0 + tid) / wp, col = (i0 + tid) - row * wp;
+    for (int p = tid; p < inputs; p += Q::kThreads) {
+      const int gh = row - g.ph, gw = col - g.pw;
+      const bool ok = gh >= 0 && gh < g.h && gw >= 0 && gw < g.w;
+      const float* src = image + (ok ? static_cast<size_t>(gh) * g.w + gw : 0);
+#pragma unroll
+      for (int c = 0; c < C; ++c)
+        ff_conv_direct::cp_async_4(buf + (c / 4) * pixels * 4 + p * 4 + c % 4, ok ? src + static_cast<size_t>(c) * g.h * g.w : x, ok);
+      col += Q::kThreads;
+      while (col >= wp) { col -= wp; ++row; }
     }
     ff_conv_direct::cp_async_commit();
-    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-    __syncthreads();
-    // Split in place: big = TF32(x), small = TF32(x - big).
-    for (int i = tid; i < (C + 3) / 4 * in_rows * wp; i += Q::kThreads) {  // the real channels' quads
-      const int quad = i / (in_rows * wp), p = i % (in_rows * wp);
-      float4* big = reinterpret_cast<float4*>(x_s + quad * pixels * 4) + p;
-      float4* small = reinterpret_cast<float4*>(x_s + (Q::kQuads + quad) * pixels * 4) + p;
+  };
+  // Split in place: big = TF32(x), small = TF32(x - big), the real channels' quads.
+  auto split = [&](float* buf) {
+    for (int i = tid; i < (C + 3) / 4 * inputs; i += Q::kThreads) {
+      const int quad = i / inputs, p = i % inputs;
+      float4* big = reinterpret_cast<float4*>(buf + quad * pixels * 4) + p;
+      float4* small = reinterpret_cast<float4*>(buf + (Q::kQuads + quad) * pixels * 4) + p;
       const float4 v = *big;
       const float4 b = make_float4(__uint_as_float(tf32_round(v.x)), __uint_as_float(tf32_round(v.y)),
                                    __uint_as_float(tf32_round(v.z)), __uint_as_float(tf32_round(v.w)));
@@ -137,91 +151,161 @@ conv_shift_kernel(const float* __restrict__ x, const float* __restrict__ w, floa
       *small = make_float4(__uint_as_float(tf32_round(v.x - b.x)), __uint_as_float(tf32_round(v.y - b.y)),
                            __uint_as_float(tf32_round(v.z - b.z)), __uint_as_float(tf32_round(v.w - b.w)));
     }
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // written by threads, read by wgmma
-    __syncthreads();
-
-    for (int chunk = 0; chunk < chunks; ++chunk) {
-      const int p0 = chunk * Q::kN;
-      float acc[64];
-      float part[kPartials ? 64 : 1];
-      wgmma_fence();
+  };
+  // The three products of every tap and k8 step of chunk `chunk` (positions chunk * 128 ..) into d, in one group;
+  // with kPartials kernel row 0 into d and each later row into a fresh partial, waited for and added.
+  auto issue = [&](uint32_t x_addr, int chunk, float (&d)[64], float (&part)[kPartials ? 64 : 1]) {
+    const int p0 = chunk * Q::kN;
+    wgmma_fence();
 #pragma unroll
-      for (int r = 0; r < KH; ++r) {
+    for (int r = 0; r < KH; ++r) {
 #pragma unroll
-        for (int s = 0; s < KW; ++s)
+      for (int s = 0; s < KW; ++s)
 #pragma unroll
-          for (int j = 0; j < Q::kSteps; ++j) {
-            const int tap = r * KW + s;
-            const uint32_t a = w_addr + (tap * Q::kSteps + j) * 2 * Q::kATile;
-            const uint32_t b = x_addr + 2 * j * plane_bytes + (p0 + r * g.dh * wp + s * g.dw) * 16;
-            const uint64_t a_big = desc_plain(a, 1024, 128), a_small = desc_plain(a + Q::kATile, 1024, 128);
-            const uint64_t b_big = desc_plain(b, plane_bytes, 128);
-            const uint64_t b_small = desc_plain(b + Q::kQuads * plane_bytes, plane_bytes, 128);
-            const bool first = s == 0 && j == 0 && (kPartials || r == 0);
-            if constexpr (kPartials) {
-              if (r == 0) {
-                wgmma_n128(acc, a_small, b_big, first ? 0 : 1);
-                wgmma_n128(acc, a_big, b_small);
-                wgmma_n128(acc, a_big, b_big);
-              } else {
-                wgmma_n128(part, a_small, b_big, first ? 0 : 1);
-                wgmma_n128(part, a_big, b_small);
-                wgmma_n128(part, a_big, b_big);
-              }
-            } else {
-              wgmma_n128(acc, a_small, b_big, first ? 0 : 1);
-              wgmma_n128(acc, a_big, b_small);
-              wgmma_n128(acc, a_big, b_big);
+        for (int j = 0; j < Q::kSteps; ++j) {
+          const int tap = r * KW + s;
+          const uint32_t a = w_addr + (tap * Q::kSteps + j) * 2 * Q::kATile;
+          const uint32_t b = x_addr + 2 * j * plane_bytes + (p0 + r * g.dh * wp + s * g.dw) * 16;
+          const uint64_t a_big = desc_plain(a, 1024, 128), a_small = desc_plain(a + Q::kATile, 1024, 128);
+          const uint64_t b_big = desc_plain(b, plane_bytes, 128);
+          const uint64_t b_small = desc_plain(b + Q::kQuads * plane_bytes, plane_bytes, 128);
+          const bool first = s == 0 && j == 0 && (kPartials || r == 0);
+          if constexpr (kPartials) {
+            if (r > 0) {
+              wgmma_n128(part, a_small, b_big, first ? 0 : 1);
+              wgmma_n128(part, a_big, b_small);
+              wgmma_n128(part, a_big, b_big);
+              continue;
             }
           }
-        if constexpr (kPartials) {
-          if (r > 0) {
-            wgmma_commit();
-            wgmma_wait<0>();
-            fence_accumulators(part);
-            fence_accumulators(acc);
-#pragma unroll
-            for (int i = 0; i < 64; ++i) acc[i] += part[i];
-            wgmma_fence();
-          }
+          wgmma_n128(d, a_small, b_big, first ? 0 : 1);
+          wgmma_n128(d, a_big, b_small);
+          wgmma_n128(d, a_big, b_big);
         }
-      }
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_accumulators(acc);
-      // Epilogue: accumulator 4 jj + 2 h + e is output channel k0 + 16 q + gq + 8 h at position p0 + 8 jj + 2 tq + e.
-      const int pos0 = p0 + 2 * tq;
-      int rb = pos0 / wp, col = pos0 - rb * wp;
+      if constexpr (kPartials) {
+        if (r > 0) {
+          wgmma_commit();
+          wgmma_wait<0>();
+          fence_accumulators(part);
+          fence_accumulators(d);
 #pragma unroll
-      for (int jj = 0; jj < 16; ++jj) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          int rr = rb, cc = col + e;
-          if (cc >= wp) { cc -= wp; ++rr; }
-          const int oh = r0 + rr;
-          if (cc < g.ow && rr < g.rows && oh < g.oh) {
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int k = k0 + 16 * q + gq + 8 * h;
-              if (k < g.k) {
-                const int64_t at = ((static_cast<int64_t>(n) * g.k + k) * g.oh + oh) * g.ow + cc;
-                y[at] = epi(acc[4 * jj + 2 * h + e], k, at);
-              }
-            }
-          }
+          for (int i = 0; i < 64; ++i) d[i] += part[i];
+          wgmma_fence();
         }
-        col += 8;
-        if (col >= wp) { col -= wp; ++rb; }
       }
     }
+    wgmma_commit();
+  };
+  // Epilogue of chunk `chunk` of band t from its accumulators: accumulator 4 jj + 2 h + e is output channel
+  // k0 + 16 q + gq + 8 h at position i0 + chunk * 128 + 8 jj + 2 tq + e (row pos / wp, column pos % wp).
+  float sums[2] = {0.0f, 0.0f};
+  auto epilogue = [&](int t, int chunk, const float (&d)[64]) {
+    const int n = t / bands_per_image, pos0 = (t % bands_per_image) * band_positions + chunk * Q::kN + 2 * tq;
+    int oh = pos0 / wp, col = pos0 - oh * wp;
+#pragma unroll
+    for (int jj = 0; jj < 16; ++jj) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int k = k0 + 16 * q + gq + 8 * h;
+        if (k >= g.k) continue;
+        const int64_t at = ((static_cast<int64_t>(n) * g.k + k) * g.oh + oh) * g.ow + col;
+        if (pairs) {  // col even and col + 1 < wp: both positions in row oh
+          if (oh < g.oh && col < g.ow) {
+            const float v0 = epi(d[4 * jj + 2 * h], k, at), v1 = epi(d[4 * jj + 2 * h + 1], k, at + 1);
+            if constexpr (kSum) sums[h] += v0 + v1;
+            else *reinterpret_cast<float2*>(y + at) = make_float2(v0, v1);
+          }
+        } else {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            int rr = oh, cc = col + e;
+            if (cc >= wp) { cc -= wp; ++rr; }
+            if (cc < g.ow && rr < g.oh) {
+              const int64_t at_e = ((static_cast<int64_t>(n) * g.k + k) * g.oh + rr) * g.ow + cc;
+              const float v = epi(d[4 * jj + 2 * h + e], k, at_e);
+              if constexpr (kSum) sums[h] += v;
+              else y[at_e] = v;
+            }
+          }
+        }
+      }
+      col += 8;
+      if (col >= wp) { col -= wp; ++oh; }
+    }
+  };
+  // kSum: the thread's two channels' sums of band t, added over its quad's lanes, into y[n K + k].
+  auto flush_sums = [&](int t) {
+    if constexpr (kSum) {
+      const int n = t / bands_per_image;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float v = sums[h];
+        v += __shfl_xor_sync(0xffffffffu, v, 1);
+        v += __shfl_xor_sync(0xffffffffu, v, 2);
+        const int k = k0 + 16 * q + gq + 8 * h;
+        if (tq == 0 && k < g.k) atomicAdd(y + static_cast<int64_t>(n) * g.k + k, v);
+        sums[h] = 0.0f;
+      }
+    }
+  };
+
+  int it = 0;
+  if (kAhead && static_cast<int>(blockIdx.x) < bands) copy(blockIdx.x, x_s);
+  for (int t = blockIdx.x; t < bands; t += gridDim.x, ++it) {
+    float* cur = x_s + (kAhead ? (it & 1) * buffer_floats : 0);
+    if constexpr (!kAhead) {
+      __syncthreads();  // every warp is done with the previous band's planes
+      copy(t, cur);
+    }
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    __syncthreads();
+    split(cur);
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // written by threads, read by wgmma
+    __syncthreads();
+    if constexpr (kAhead) {  // the other buffer's last reader was band t - 1's wgmmas, all waited for before the sync
+      if (t + static_cast<int>(gridDim.x) < bands) copy(t + gridDim.x, x_s + ((it + 1) & 1) * buffer_floats);
+    }
+    const uint32_t x_addr = ff_conv_igemm::smem_addr(cur);
+    if constexpr (kPipe) {  // chunk c + 1's wgmmas run while chunk c's epilogue does
+      float acc0[64], acc1[64], none[1];
+      issue(x_addr, 0, acc0, none);
+#pragma unroll
+      for (int c = 0; c < kChunks; c += 2) {
+        issue(x_addr, c + 1, acc1, none);
+        wgmma_wait<1>();
+        fence_accumulators(acc0);
+        epilogue(t, c, acc0);
+        if (c + 2 < kChunks) {
+          issue(x_addr, c + 2, acc0, none);
+          wgmma_wait<1>();
+        } else {
+          wgmma_wait<0>();
+        }
+        fence_accumulators(acc1);
+        epilogue(t, c + 1, acc1);
+      }
+    } else {
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        float acc[64];
+        float part[kPartials ? 64 : 1];
+        issue(x_addr, c, acc, part);
+        wgmma_wait<0>();
+        fence_accumulators(acc);
+        epilogue(t, c, acc);
+      }
+    }
+    flush_sums(t);
+    // kAhead: `cur` is refilled two bands on, after the next band's split sync, which every warp reaches only when
+    // done with this band's chunks
   }
 }
 
-template <int C, int KH, int KW, class Epi, bool kPartials>
+template <int C, int KH, int KW, int kChunks, class Epi, bool kPartials, bool kPipe, bool kAhead, bool kSum>
 int blocks_per_sm(const Geometry& g) {
   int per_sm = 0;
-  auto kernel = conv_shift_kernel<C, KH, KW, Epi, kPartials>;
-  const size_t smem = smem_bytes<C, KH, KW>(g);
+  auto kernel = conv_shift_kernel<C, KH, KW, kChunks, Epi, kPartials, kPipe, kAhead, kSum>;
+  const size_t smem = smem_bytes<C, KH, KW>(g, kChunks, kAhead);
   if (smem > 227 * 1024) return 0;
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024) != cudaSuccess)
     return -static_cast<int>(cudaGetLastError());
@@ -229,20 +313,24 @@ int blocks_per_sm(const Geometry& g) {
   return per_sm;
 }
 
-template <int C, int KH, int KW, class Epi, bool kPartials>
+template <int C, int KH, int KW, int kChunks, class Epi, bool kPartials, bool kPipe, bool kAhead, bool kSum>
 int launch(const float* x, const float* w, float* y, const Geometry& g, const Epi& epi, cudaStream_t stream) {
   using Q = Cfg<C, KH, KW>;
   if (g.c != C) return 1001;
   if (g.ow != g.w + 2 * g.pw - (KW - 1) * g.dw || g.oh != g.h + 2 * g.ph - (KH - 1) * g.dh) return 1002;  // stride 1
-  const int per_sm = blocks_per_sm<C, KH, KW, Epi, kPartials>(g);
+  const int per_sm = blocks_per_sm<C, KH, KW, kChunks, Epi, kPartials, kPipe, kAhead, kSum>(g);
   if (per_sm <= 0) return 1003;  // the band does not fit in shared memory
   int device = 0, sms = 0;
   cudaGetDevice(&device);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  const int bands = g.n * ((g.oh + g.rows - 1) / g.rows), groups = (g.k + Q::kBM - 1) / Q::kBM;
-  const int grid_x = std::max(1, std::min(bands, sms * per_sm / groups));
-  conv_shift_kernel<C, KH, KW, Epi, kPartials><<<dim3(grid_x, groups), Q::kThreads, smem_bytes<C, KH, KW>(g), stream>>>(
-      x, w, y, g, band_pixels(g, KH, KW), epi);
+  if (kSum) cudaMemsetAsync(y, 0, sizeof(float) * static_cast<size_t>(g.n) * g.k, stream);
+  const int64_t positions = static_cast<int64_t>(g.oh) * (g.w + 2 * g.pw), band = kChunks * Q::kN;
+  const int64_t bands = g.n * ((positions + band - 1) / band);
+  const int groups = (g.k + Q::kBM - 1) / Q::kBM;
+  const int grid_x = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(bands, sms * per_sm / groups)));
+  conv_shift_kernel<C, KH, KW, kChunks, Epi, kPartials, kPipe, kAhead, kSum>
+      <<<dim3(grid_x, groups), Q::kThreads, smem_bytes<C, KH, KW>(g, kChunks, kAhead), stream>>>(
+          x, w, y, g, band_pixels(g, KH, KW, kChunks), band_inputs(g, KH, KW, kChunks), epi);
   return static_cast<int>(cudaGetLastError());
 }
 
