@@ -8,8 +8,11 @@ epilogue.
 First odd cases against float64 (padding, dilation, channel tails past and below 64, 3 and 16 input channels, a 5x5
 window, odd sizes, bands that run past the image), then the problem models' 8-channel 2-D convolutions at each band
 height that fits: error vs float64 on the first images (max |error| / RMS of the truth) and the median of --reps
-CUDA-event times after an L2 flush (`labtools.timed`). Variants: `shift` (every product into the sum) and `shiftp` (a
-fresh partial a kernel row). Exit status 1 when one of ours is wrong (error > 1e-5 or a failed launch).
+CUDA-event times after an L2 flush (`labtools.timed`). Variants (`VARIANTS`): `shift` (every tap's small products,
+then every tap's big one, into one sum), `shiftp` (a fresh partial a kernel row), `pipe` (two accumulator sets: a
+chunk's epilogue overlaps the next chunk's wgmmas), `_ahead` (the next band's copy in flight), `_sum` (the spatial-sum
+form), `_stage` (stores through a shared-memory stage, 256 contiguous bytes a warp's store); each at 2 and 4 chunks
+of 128 positions a band (8 was slower everywhere at 146bcb2). Exit status 1 when one of ours is wrong (error > 1e-5 or a failed launch).
 `--compile-only DIR` writes the CUDA source there and stops (CI compiles it with nvcc).
 """
 from __future__ import annotations
@@ -29,17 +32,18 @@ from fuseforge.families.conv import tiling  # noqa: E402
 CONV = ROOT / "fuseforge" / "families" / "conv"
 HERE = Path(__file__).resolve().parent
 INSTANCES = [("c8_3x3", 8, 3, 3), ("c3_3x3", 3, 3, 3), ("c16_3x3", 16, 3, 3), ("c8_5x5", 8, 5, 5)]  # (name, C, KH, KW)
-# name: (fresh partial a kernel row, two accumulator sets, the next band's copy in flight, spatial sums only)
-VARIANTS = {"shift": (False, False, False, False), "shiftp": (True, False, False, False),
-            "shiftp_ahead": (True, False, True, False), "pipe": (False, True, False, False),
-            "pipe_ahead": (False, True, True, False), "pipe_ahead_sum": (False, True, True, True)}
-
-
-BANDS = {"c8_3x3": (2, 4, 8)}  # chunks of 128 positions a band (a template constant); 2 for the other instances
+# name: (fresh partial a kernel row, two accumulator sets, the next band's copy in flight, what the epilogue does:
+# 0 stores from the fragment, 1 stores through the warp's shared-memory stage, 2 spatial sums only)
+VARIANTS = {"shift": (False, False, False, 0), "shiftp": (True, False, False, 0),
+            "shiftp_ahead": (True, False, True, 0), "pipe": (False, True, False, 0),
+            "pipe_ahead": (False, True, True, 0), "pipe_ahead_sum": (False, True, True, 2),
+            "shift_stage": (False, False, False, 1), "pipe_stage": (False, True, False, 1),
+            "pipe_ahead_stage": (False, True, True, 1)}
+BANDS = {"c8_3x3": (2, 4)}  # chunks of 128 positions a band (a template constant); 2 for the other instances
 
 
 def is_sum(variant: str) -> bool:
-    return VARIANTS[variant][3]
+    return VARIANTS[variant][3] == 2
 
 
 def bands_of(instance: str) -> tuple[int, ...]:
@@ -47,9 +51,8 @@ def bands_of(instance: str) -> tuple[int, ...]:
 
 
 def variants_of(instance: str) -> tuple[str, ...]:
-    """The variants built for an instance: at 25 taps the two-accumulator ones and the partials' with two buffers
-    spill (ptxas, 255 registers), so a 5x5 window gets the plain two."""
-    return ("shift", "shiftp") if instance.endswith("5x5") else tuple(VARIANTS)
+    """The variants built for an instance: at 25 taps all but the plain ones spill (ptxas, 255 registers)."""
+    return ("shift", "shift_stage") if instance.endswith("5x5") else tuple(VARIANTS)
 
 
 ODD = [  # (instance, x shape, out channels, padding, dilation)
@@ -76,7 +79,8 @@ def source() -> str:
         for variant in variants_of(name):
             flags = VARIANTS[variant]
             for chunks in bands_of(name):
-                targs = f"{c}, {kh}, {kw}, {chunks}, EpiBias, " + ", ".join("true" if f else "false" for f in flags)
+                targs = (f"{c}, {kh}, {kw}, {chunks}, EpiBias, " + ", ".join("true" if f else "false" for f in flags[:3])
+                         + f", {flags[3]}")
                 parts.append(f"""
 extern "C" int {variant}_{name}_b{chunks}(const float* x, const float* w, float* y, const int* q, const float* b, void* s) {{
     ff_conv_shift::Geometry g{{q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7], q[8], q[9], q[10]}};

@@ -65,16 +65,24 @@ inline int band_pixels(const Geometry& g, int kh, int kw, int chunks) {
 //   kPartials  a fresh partial a kernel row (waited for, then added in fp32): the sum's error at the FFMA kernel's;
 //   kPipe      two accumulator sets: chunk c + 1's wgmmas run while chunk c's epilogue does (no partials);
 //   kAhead     two band buffers: band t + 1's copy is in flight while band t's chunks run;
-//   kSum       the epilogue's values summed per (image, channel) into y[n K + k] (zeroed by the launcher), none
-//              stored: the spatial-sum form (a global mean after the convolution).
+//   kOut       what the epilogue does with its values:
+//     kScattered  stores them from the accumulator fragment (a warp's store: 8 channels x 32 bytes);
+//     kStaged     writes them, half a chunk at a time, into the warp's own shared-memory stage (its 16 channels x 64
+//                 positions), then stores each channel's 64 positions with the warp's 32 lanes (256 contiguous bytes
+//                 a store, the epilogue functor applied there);
+//     kSum        sums them per (image, channel) into y[n K + k] (zeroed by the launcher), none stored: the
+//                 spatial-sum form (a global mean after the convolution).
+enum Out { kScattered = 0, kStaged = 1, kSum = 2 };
+constexpr int kStageFloats = 4 * 16 * 72;  // 4 warps x 16 channels x (64 positions + 8: the fragment writes hit 2 wavefronts)
 
 template <int C, int KH, int KW>
-size_t smem_bytes(const Geometry& g, int chunks, bool ahead) {
+size_t smem_bytes(const Geometry& g, int chunks, bool ahead, int out) {
   using Q = Cfg<C, KH, KW>;
-  return Q::kWBytes + (ahead ? 2 : 1) * 2 * static_cast<size_t>(Q::kQuads) * band_pixels(g, KH, KW, chunks) * 16 + 1024;
+  return Q::kWBytes + (ahead ? 2 : 1) * 2 * static_cast<size_t>(Q::kQuads) * band_pixels(g, KH, KW, chunks) * 16 +
+         (out == kStaged ? kStageFloats * 4 : 0) + 1024;
 }
 
-template <int C, int KH, int KW, int kChunks, class Epi, bool kPartials, bool kPipe, bool kAhead, bool kSum>
+template <int C, int KH, int KW, int kChunks, class Epi, bool kPartials, bool kPipe, bool kAhead, int kOut>
 __global__ void __launch_bounds__(128)
 conv_shift_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y, const Geometry g,
                   const int pixels, const int inputs, const Epi epi) {
@@ -152,37 +160,58 @@ conv_shift_kernel(const float* __restrict__ x, const float* __restrict__ w, floa
                            __uint_as_float(tf32_round(v.z - b.z)), __uint_as_float(tf32_round(v.w - b.w)));
     }
   };
-  // The three products of every tap and k8 step of chunk `chunk` (positions chunk * 128 ..) into d, in one group;
-  // with kPartials kernel row 0 into d and each later row into a fresh partial, waited for and added.
+  // The operands of tap (r, s), k8 step j, chunk positions p0 ..: the weights' big and small tiles (A) and the
+  // band's big and small planes at the tap's offset (B).
+  struct Operands {
+    uint64_t a_big, a_small, b_big, b_small;
+  };
+  auto operands = [&](uint32_t x_addr, int p0, int r, int s, int j) {
+    const uint32_t a = w_addr + ((r * KW + s) * Q::kSteps + j) * 2 * Q::kATile;
+    const uint32_t b = x_addr + 2 * j * plane_bytes + (p0 + r * g.dh * wp + s * g.dw) * 16;
+    return Operands{desc_plain(a, 1024, 128), desc_plain(a + Q::kATile, 1024, 128), desc_plain(b, plane_bytes, 128),
+                    desc_plain(b + Q::kQuads * plane_bytes, plane_bytes, 128)};
+  };
+  // The three products of every tap and k8 step of chunk `chunk` (positions chunk * 128 ..) into d, in one group.
+  // Order: every tap's two small products first, then every tap's big product: the tensor cores' accumulation
+  // rounds toward zero, and this way 18 of an output's 27 accumulations happen while its sum is still ~2^-11 of its
+  // final size (as precise as a fresh partial a kernel row; tests/test_conv_wgmma_shift_lab.py models it). With
+  // kPartials instead: tap by tap, kernel row 0 into d and each later row into a fresh partial, waited for and added.
   auto issue = [&](uint32_t x_addr, int chunk, float (&d)[64], float (&part)[kPartials ? 64 : 1]) {
     const int p0 = chunk * Q::kN;
+    // opaque here: the descriptors are computed where they are used, not hoisted out of the chunk loop and held in
+    // registers (25 taps x 4 of them spill)
+    asm volatile("" : "+r"(x_addr));
     wgmma_fence();
+    if constexpr (!kPartials) {
 #pragma unroll
-    for (int r = 0; r < KH; ++r) {
+      for (int pass = 0; pass < 2; ++pass)
 #pragma unroll
-      for (int s = 0; s < KW; ++s)
+        for (int r = 0; r < KH; ++r)
 #pragma unroll
-        for (int j = 0; j < Q::kSteps; ++j) {
-          const int tap = r * KW + s;
-          const uint32_t a = w_addr + (tap * Q::kSteps + j) * 2 * Q::kATile;
-          const uint32_t b = x_addr + 2 * j * plane_bytes + (p0 + r * g.dh * wp + s * g.dw) * 16;
-          const uint64_t a_big = desc_plain(a, 1024, 128), a_small = desc_plain(a + Q::kATile, 1024, 128);
-          const uint64_t b_big = desc_plain(b, plane_bytes, 128);
-          const uint64_t b_small = desc_plain(b + Q::kQuads * plane_bytes, plane_bytes, 128);
-          const bool first = s == 0 && j == 0 && (kPartials || r == 0);
-          if constexpr (kPartials) {
-            if (r > 0) {
-              wgmma_n128(part, a_small, b_big, first ? 0 : 1);
-              wgmma_n128(part, a_big, b_small);
-              wgmma_n128(part, a_big, b_big);
-              continue;
+          for (int s = 0; s < KW; ++s)
+#pragma unroll
+            for (int j = 0; j < Q::kSteps; ++j) {
+              const Operands o = operands(x_addr, p0, r, s, j);
+              if (pass == 0) {
+                wgmma_n128(d, o.a_small, o.b_big, r == 0 && s == 0 && j == 0 ? 0 : 1);
+                wgmma_n128(d, o.a_big, o.b_small);
+              } else {
+                wgmma_n128(d, o.a_big, o.b_big);
+              }
             }
+    } else {
+#pragma unroll
+      for (int r = 0; r < KH; ++r) {
+        float (&sum)[64] = r == 0 ? d : part;
+#pragma unroll
+        for (int s = 0; s < KW; ++s)
+#pragma unroll
+          for (int j = 0; j < Q::kSteps; ++j) {
+            const Operands o = operands(x_addr, p0, r, s, j);
+            wgmma_n128(sum, o.a_small, o.b_big, s == 0 && j == 0 ? 0 : 1);
+            wgmma_n128(sum, o.a_big, o.b_small);
+            wgmma_n128(sum, o.a_big, o.b_big);
           }
-          wgmma_n128(d, a_small, b_big, first ? 0 : 1);
-          wgmma_n128(d, a_big, b_small);
-          wgmma_n128(d, a_big, b_big);
-        }
-      if constexpr (kPartials) {
         if (r > 0) {
           wgmma_commit();
           wgmma_wait<0>();
@@ -199,7 +228,48 @@ conv_shift_kernel(const float* __restrict__ x, const float* __restrict__ w, floa
   // Epilogue of chunk `chunk` of band t from its accumulators: accumulator 4 jj + 2 h + e is output channel
   // k0 + 16 q + gq + 8 h at position i0 + chunk * 128 + 8 jj + 2 tq + e (row pos / wp, column pos % wp).
   float sums[2] = {0.0f, 0.0f};
-  auto epilogue = [&](int t, int chunk, const float (&d)[64]) {
+  float* stage = reinterpret_cast<float*>(smem + Q::kWBytes) + (kAhead ? 2 : 1) * buffer_floats + q * 16 * 72;
+  auto staged = [&](int t, int chunk, const float (&d)[64]) {
+    const int n = t / bands_per_image, first = (t % bands_per_image) * band_positions + chunk * Q::kN;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+#pragma unroll
+      for (int jj = 0; jj < 8; ++jj)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          *reinterpret_cast<float2*>(stage + (gq + 8 * h) * 72 + 8 * jj + 2 * tq) =
+              make_float2(d[4 * (8 * half + jj) + 2 * h], d[4 * (8 * half + jj) + 2 * h + 1]);
+      __syncwarp();
+      // lane l: positions pos, pos + 1 of the half, the same for the warp's 16 channels
+      const int pos = first + 64 * half + 2 * lane;
+      const int oh = pos / wp, col = pos - oh * wp;
+      const bool both = pairs && oh < g.oh && col < g.ow;  // pairs: col even, col + 1 < OW, 8-byte aligned
+      const int64_t plane = static_cast<int64_t>(g.oh) * g.ow;
+#pragma unroll 4
+      for (int row = 0; row < 16; ++row) {
+        const int k = k0 + 16 * q + row;
+        if (k >= g.k) break;
+        const float2 v = *reinterpret_cast<const float2*>(stage + row * 72 + 2 * lane);
+        const int64_t base = (static_cast<int64_t>(n) * g.k + k) * plane;
+        if (both) {
+          const int64_t at = base + static_cast<int64_t>(oh) * g.ow + col;
+          *reinterpret_cast<float2*>(y + at) = make_float2(epi(v.x, k, at), epi(v.y, k, at + 1));
+        } else {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            int rr = oh, cc = col + e;
+            if (cc >= wp) { cc -= wp; ++rr; }
+            if (cc < g.ow && rr < g.oh) {
+              const int64_t at = base + static_cast<int64_t>(rr) * g.ow + cc;
+              y[at] = epi(e == 0 ? v.x : v.y, k, at);
+            }
+          }
+        }
+      }
+      __syncwarp();  // the stage is the warp's again before the next half overwrites it
+    }
+  };
+  auto scattered = [&](int t, int chunk, const float (&d)[64]) {
     const int n = t / bands_per_image, pos0 = (t % bands_per_image) * band_positions + chunk * Q::kN + 2 * tq;
     int oh = pos0 / wp, col = pos0 - oh * wp;
 #pragma unroll
@@ -212,7 +282,7 @@ conv_shift_kernel(const float* __restrict__ x, const float* __restrict__ w, floa
         if (pairs) {  // col even and col + 1 < wp: both positions in row oh
           if (oh < g.oh && col < g.ow) {
             const float v0 = epi(d[4 * jj + 2 * h], k, at), v1 = epi(d[4 * jj + 2 * h + 1], k, at + 1);
-            if constexpr (kSum) sums[h] += v0 + v1;
+            if constexpr (kOut == kSum) sums[h] += v0 + v1;
             else *reinterpret_cast<float2*>(y + at) = make_float2(v0, v1);
           }
         } else {
@@ -223,7 +293,7 @@ conv_shift_kernel(const float* __restrict__ x, const float* __restrict__ w, floa
             if (cc < g.ow && rr < g.oh) {
               const int64_t at_e = ((static_cast<int64_t>(n) * g.k + k) * g.oh + rr) * g.ow + cc;
               const float v = epi(d[4 * jj + 2 * h + e], k, at_e);
-              if constexpr (kSum) sums[h] += v;
+              if constexpr (kOut == kSum) sums[h] += v;
               else y[at_e] = v;
             }
           }
@@ -233,9 +303,13 @@ conv_shift_kernel(const float* __restrict__ x, const float* __restrict__ w, floa
       if (col >= wp) { col -= wp; ++oh; }
     }
   };
-  // kSum: the thread's two channels' sums of band t, added over its quad's lanes, into y[n K + k].
+  auto epilogue = [&](int t, int chunk, const float (&d)[64]) {
+    if constexpr (kOut == kStaged) staged(t, chunk, d);
+    else scattered(t, chunk, d);
+  };
+  // kOut == kSum: the thread's two channels' sums of band t, added over its quad's lanes, into y[n K + k].
   auto flush_sums = [&](int t) {
-    if constexpr (kSum) {
+    if constexpr (kOut == kSum) {
       const int n = t / bands_per_image;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -301,11 +375,11 @@ conv_shift_kernel(const float* __restrict__ x, const float* __restrict__ w, floa
   }
 }
 
-template <int C, int KH, int KW, int kChunks, class Epi, bool kPartials, bool kPipe, bool kAhead, bool kSum>
+template <int C, int KH, int KW, int kChunks, class Epi, bool kPartials, bool kPipe, bool kAhead, int kOut>
 int blocks_per_sm(const Geometry& g) {
   int per_sm = 0;
-  auto kernel = conv_shift_kernel<C, KH, KW, kChunks, Epi, kPartials, kPipe, kAhead, kSum>;
-  const size_t smem = smem_bytes<C, KH, KW>(g, kChunks, kAhead);
+  auto kernel = conv_shift_kernel<C, KH, KW, kChunks, Epi, kPartials, kPipe, kAhead, kOut>;
+  const size_t smem = smem_bytes<C, KH, KW>(g, kChunks, kAhead, kOut);
   if (smem > 227 * 1024) return 0;
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024) != cudaSuccess)
     return -static_cast<int>(cudaGetLastError());
@@ -313,23 +387,23 @@ int blocks_per_sm(const Geometry& g) {
   return per_sm;
 }
 
-template <int C, int KH, int KW, int kChunks, class Epi, bool kPartials, bool kPipe, bool kAhead, bool kSum>
+template <int C, int KH, int KW, int kChunks, class Epi, bool kPartials, bool kPipe, bool kAhead, int kOut>
 int launch(const float* x, const float* w, float* y, const Geometry& g, const Epi& epi, cudaStream_t stream) {
   using Q = Cfg<C, KH, KW>;
   if (g.c != C) return 1001;
   if (g.ow != g.w + 2 * g.pw - (KW - 1) * g.dw || g.oh != g.h + 2 * g.ph - (KH - 1) * g.dh) return 1002;  // stride 1
-  const int per_sm = blocks_per_sm<C, KH, KW, kChunks, Epi, kPartials, kPipe, kAhead, kSum>(g);
+  const int per_sm = blocks_per_sm<C, KH, KW, kChunks, Epi, kPartials, kPipe, kAhead, kOut>(g);
   if (per_sm <= 0) return 1003;  // the band does not fit in shared memory
   int device = 0, sms = 0;
   cudaGetDevice(&device);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  if (kSum) cudaMemsetAsync(y, 0, sizeof(float) * static_cast<size_t>(g.n) * g.k, stream);
+  if (kOut == kSum) cudaMemsetAsync(y, 0, sizeof(float) * static_cast<size_t>(g.n) * g.k, stream);
   const int64_t positions = static_cast<int64_t>(g.oh) * (g.w + 2 * g.pw), band = kChunks * Q::kN;
   const int64_t bands = g.n * ((positions + band - 1) / band);
   const int groups = (g.k + Q::kBM - 1) / Q::kBM;
   const int grid_x = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(bands, sms * per_sm / groups)));
-  conv_shift_kernel<C, KH, KW, kChunks, Epi, kPartials, kPipe, kAhead, kSum>
-      <<<dim3(grid_x, groups), Q::kThreads, smem_bytes<C, KH, KW>(g, kChunks, kAhead), stream>>>(
+  conv_shift_kernel<C, KH, KW, kChunks, Epi, kPartials, kPipe, kAhead, kOut>
+      <<<dim3(grid_x, groups), Q::kThreads, smem_bytes<C, KH, KW>(g, kChunks, kAhead, kOut), stream>>>(
           x, w, y, g, band_pixels(g, KH, KW, kChunks), band_inputs(g, KH, KW, kChunks), epi);
   return static_cast<int>(cudaGetLastError());
 }
