@@ -70,6 +70,11 @@ CONV_DIRECT_FLOPS = {2: 23.0e12, 3: 15.0e12}
 # work, as `families/conv/price.direct_seconds` counts them) and within 7 % on 48's: 5.5 ps an output + FLOPs at 35
 # TFLOP/s. The 2-D shapes measured all have 144 products an output, so CONV_DIRECT_FLOPS[2] alone prices them.
 CONV_DIRECT_3D = (5.5e-12, 35e12)  # (seconds per output element, FLOP/s)
+# The shifted-descriptor tensor-core kernel (families/conv/shift.cuh, 3xTF32) summing its values over the spatial axes
+# (nothing stored), measured in its lab on an H200 (bench/results/2026-11-29e_gpu, run 3: 8 -> 64 channels, 3x3, at
+# 128, 256 and 384 columns): 65.4, 58.1 and 55.6 TFLOP/s of convolution, its dropped positions not counted; with them
+# counted as work (as `families/conv/price.direct_seconds` does) 66-67.
+CONV_SHIFT_SUM_FLOPS = 60e12
 # cuDNN (eager's F.conv2d/conv3d, NCHW, PyTorch's default flags) took 16.1-17.1 TFLOP/s in 2-D and 6.6-11.7 in 3-D
 # with the bias, which PyTorch adds in a pass of its own (a read and a write of the output); without that pass,
 # 23.1-25.0 in 2-D and 6.9-14.5 in 3-D (each time less the output's round trip at BANDWIDTH).

@@ -7,9 +7,11 @@ the generated kernels against float64 on odd shapes (stride, padding, dilation, 
 """
 
 import dataclasses
+import re
 import subprocess
 import sys
 import types
+from pathlib import Path
 from unittest import mock
 
 import pytest
@@ -295,6 +297,36 @@ def test_convolutions_ending_in_a_spatial_sum_or_mean_are_conv_kernels_that_writ
     assert sum(1 for g in plan.groups if g.kind == "conv" and not g.spec.reduction) == 2
 
 
+def test_few_channel_stride_1_2d_convs_ending_in_a_spatial_sum_take_the_shifted_tap_kernel_in_every_kernel_plans():
+    """c (8 -> 24 channels, 2x2) and d (3 -> 8, 3x3, GELU, global average pool) are few-channel stride-1 2-D
+    convolutions: the shifted-tap tensor-core kernel; a (stride 2) and b (3-D) stay the direct kernel's. Without
+    --every-kernel no plan takes it yet (it has not run from a generated plan on a GPU)."""
+    captured, plan, ext = _spatial_sums()
+    kernels = {g.spec.conv.k: g.spec.conv.kernel for g in plan.groups if g.kind == "conv" and g.spec.reduction}
+    assert kernels == {13: "direct", 16: "direct", 24: "shift", 8: "shift"}
+    assert ext.cuda.count("ff_conv_shift::launch_spatial_sum<8, 2, 2, ") == 1
+    assert ext.cuda.count("ff_conv_shift::launch_spatial_sum<3, 3, 3, ") == 1
+    default = _plan(_captured(SpatialSums(), *_every_form_inputs()), *NAMES)
+    assert all(g.spec.conv.kernel != "shift" for g in default.groups if g.kind == "conv")
+
+
+def test_the_shifted_tap_band_keeps_the_most_blocks_an_sm_then_the_longest():
+    def band(c=8, window=(1, 3, 3), stride=(1, 1, 1), dilation=(1, 1, 1), padding=(0, 0, 0), dims=2, w_in=128):
+        return tiling.choose_shift(c, window, stride, dilation, padding, dims, w_in)
+
+    assert band() == tiling.ShiftTiling(2, 2)  # 57's shape: two blocks an SM at 2 chunks, one at 4
+    assert band(w_in=256) == tiling.ShiftTiling(4, 1) and band(w_in=384) == tiling.ShiftTiling(4, 1)  # 67's, 65's
+    assert "does not fit" in band(w_in=2000)
+    assert "stride 1" in band(stride=(1, 2, 2)) and "2-D" in band(dims=3, window=(3, 3, 3))
+    assert "16 input channels" in band(c=17) and "9 taps" in band(window=(1, 5, 5))
+    # the byte count mirrors shift.cuh's smem_bytes: weights, two buffers of both parts of each plane, 1 KB
+    assert tiling.shift_smem_bytes(8, (1, 3, 3), (1, 1, 1), 128, (0, 0, 0), 2) == \
+        9 * 2 * 2048 + 2 * 2 * 2 * ((256 + 2 * 128 + 2 + 7) // 8 * 8) * 16 + 1024
+    source = (Path(tiling.__file__).parent / "shift.cuh").read_text()
+    assert "return Q::kWBytes + 2 * 2 * static_cast<size_t>(Q::kQuads) * pixels * 16 + 1024;" in source
+    assert "return band + (kh - 1) * g.dh * (g.w + 2 * g.pw) + (kw - 1) * g.dw;" in source
+
+
 def test_the_spatial_sums_plan_passes_the_float64_check_of_its_kernels_against_the_graphs_ops():
     captured, plan, _ = _spatial_sums()
     assert_conv_groups_match_the_graph_in_float64(captured, plan)
@@ -459,8 +491,9 @@ def test_optimize_every_kernel_plans_the_conv_kernel_and_the_report_says_the_cos
 
 FORMS = {"every_form": _every_form, "spatial_sums": _spatial_sums,  # -> (captured, plan, extension)
          "channel_reductions": _channel_reductions, "channel_norms": _channel_norms}
-DIRECT_KERNELS = {"every_form": 3, "spatial_sums": 6, "channel_reductions": 4,  # conv_direct_kernel instances
+DIRECT_KERNELS = {"every_form": 3, "spatial_sums": 4, "channel_reductions": 4,  # conv_direct_kernel instances
                   "channel_norms": 5}
+SHIFT_KERNELS = {"every_form": 0, "spatial_sums": 2, "channel_reductions": 0, "channel_norms": 0}
 SPATIAL_SUMS = {"every_form": 0, "spatial_sums": 4, "channel_reductions": 0, "channel_norms": 0}
 CHANNEL_REDUCTIONS = {"every_form": 0, "spatial_sums": 0, "channel_reductions": 4, "channel_norms": 0}
 STORE_STATS = {"every_form": 0, "spatial_sums": 0, "channel_reductions": 0, "channel_norms": 5}
@@ -474,8 +507,11 @@ def test_the_generated_conv_kernels_compile_for_hopper_without_spills(form, tmp_
     assert ext.cuda.count("launch_channel_reduce<") == CHANNEL_REDUCTIONS[form]
     assert ext.cuda.count("launch_store_stats<") == STORE_STATS[form]
     assert ext.cuda.count("ff_chan_launch_with_sums(") == STORE_STATS[form] + (STORE_STATS[form] > 0)
-    report = assert_compiles_for_hopper_without_spills(ext.cuda, tmp_path, max_registers=170)
+    # the shifted-tap kernel's two 64-register accumulator sets: up to 255 registers (two 128-thread blocks an SM)
+    report = assert_compiles_for_hopper_without_spills(ext.cuda, tmp_path, max_registers=170,
+                                                       limits={"conv_shift_sum_kernel": 255})
     assert report.count("conv_direct_kernel") >= DIRECT_KERNELS[form]
+    assert len(re.findall(r"Compiling entry function '\w*conv_shift_sum_kernel", report)) == SHIFT_KERNELS[form]
 
 
 @pytest.mark.skipif(GXX is None, reason="needs g++")

@@ -17,6 +17,9 @@ class).
 - `direct.cuh`: the direct kernel (exact fp32 FFMA, weights and double-buffered input tiles in shared memory);
 - `igemm.cuh`: the implicit-GEMM kernel (TMA boxes per tap, wgmma TF32 or 3xTF32; sm_90a), written with the PTX of
   `igemm_ptx.cuh`;
+- `shift.cuh`: the shifted-tap kernel (3xTF32 wgmma, each tap a shifted descriptor over one shared-memory band;
+  sm_90a) of a few-channel stride-1 2-D convolution ending in a spatial sum (`--every-kernel` plans only, until its
+  GPU tests have run);
 - `binding.h`: the binding's checks and output sizes; `igemm_binding.h`: the implicit-GEMM kernel's weight re-layout.
 """
 
@@ -29,6 +32,7 @@ from ...rates import (
     BANDWIDTH,
     CONV_DIRECT_3D,
     CONV_DIRECT_FLOPS,
+    CONV_SHIFT_SUM_FLOPS,
     CUDNN_SHORT_DOT_FLOPS,
     IGEMM_L2_BYTES_PER_S,
     IGEMM_SPLIT_CHUNK8_L2_BYTES_PER_S,
@@ -58,6 +62,9 @@ from .reference import direct_conv
 DIRECT_KERNEL = cuda_source(__package__, "direct.cuh")  # the kernel and its launch template
 # the implicit-GEMM kernel and its launch template, with the PTX it is written in pasted in
 IGEMM_KERNEL = paste_include(cuda_source(__package__, "igemm.cuh"), "igemm_ptx.cuh", __package__, "")
+# the shifted-descriptor tensor-core kernel (a convolution ending in a spatial sum), with the same PTX pasted in (its
+# include guard keeps one copy where both kernels are in a unit); after the direct kernel, whose helpers it uses
+SHIFT_KERNEL = paste_include(cuda_source(__package__, "shift.cuh"), "igemm_ptx.cuh", __package__, "")
 CONV_BINDING = cuda_source(__package__, "binding.h")  # the binding's checks and output sizes
 IGEMM_BINDING = cuda_source(__package__, "igemm_binding.h")  # the implicit-GEMM kernel's weight re-layout
 IGEMM_CUDA_FLAGS = ("-gencode=arch=compute_90a,code=sm_90a",)  # wgmma needs sm_90a: H100/H200
@@ -77,14 +84,21 @@ _HOW = {
               "is a TF32 big part and a small part (the input copy and the weight hold both), each k-tile's three "
               "products (small x big, big x small, big x big) go into a fresh accumulator that is then added in fp32, "
               "and with fewer than 32 input channels a k-tile is up to 4 taps of 8 channels."),
+    "shift": ("Conv kernels, shifted taps (a few-channel, stride-1 2-D convolution ending in a spatial sum): a band of "
+              "the input sits in shared memory as pixels x 4-channel planes in the padded rows' order, so that every "
+              "tap's operand is the same band read from an address moved by the tap's offset (a wgmma descriptor "
+              "without swizzle); one warpgroup multiplies 64 output channels x 128 positions per wgmma on the tensor "
+              "cores in 3xTF32 (each operand a TF32 big part and a small part: fp32-class), every tap's small "
+              "products before the big ones, while the next band's copy is in flight (`families/conv/shift.cuh`)."),
 }
 _HOW_EPILOGUE = "A conv kernel's generated epilogue functor applies the fused ops before the one store."
 _HOW_CHANNELS = ("A conv kernel ending in a channel reduction holds every output channel in one block: each thread "
                  "combines its channels' values per position, the block's warps combine their partials through shared "
                  "memory in a fixed order, and one value per position is stored.")
-_HOW_SUM = ("A conv kernel ending in a spatial sum stores nothing: each thread adds its rows' values, the warp its "
-            "columns (shuffles), and one lane adds the partial into a double per sample and channel (atomicAdd); "
-            "a small kernel then scales the sums into the float32 result.")
+_HOW_SUM = ("A conv kernel ending in a spatial sum stores nothing: its threads add their values up in registers and "
+            "shuffles (the direct kernel: each thread its rows, the warp its columns; the shifted-tap kernel: each "
+            "thread its positions of a band, its quad's lanes), and one lane adds the partial into a double per "
+            "sample and channel (atomicAdd); a small kernel then scales the sums into the float32 result.")
 _HOW_NORM = ("A conv kernel whose output goes into a channel norm stores it and, as it does, adds each unit's sum and "
              "sum of squares (a unit: a channel, or one sample's group of channels) into doubles: each thread in double "
              "over its rows, the warp over its columns (shuffles), a block's channels in shared memory (batch norm) or, "
@@ -100,6 +114,9 @@ _EXPECTED = {
     "igemm": ("implicit-GEMM conv kernels take the time of their tiles' reads from L2 at "
               f"{IGEMM_L2_BYTES_PER_S[2] / 1e12:.1f} TB/s in 2-D and {IGEMM_L2_BYTES_PER_S[3] / 1e12:.1f} in 3-D "
               "(each tile reads its input box and weight tile per tap; fitted to its times on an H100)"),
+    "shift": (f"shifted-tap conv kernels ending in a spatial sum run at {CONV_SHIFT_SUM_FLOPS / 1e12:.0f} TFLOP/s of "
+              "convolution, the positions of a padded row's last columns and of the last band counted as work "
+              "(measured on an H200: 54-65 TFLOP/s on 8-channel 3x3 shapes, in the lab)"),
     "split": ("3xTF32 implicit-GEMM conv kernels read twice the TF32 form's bytes at those rates, or with 8-channel "
               f"chunks at {IGEMM_SPLIT_CHUNK8_L2_BYTES_PER_S / 1e12:.2f} TB/s, and do three products for one at "
               f"{IGEMM_SPLIT_FLOPS / 1e12:.0f} TFLOP/s, the slower of the two (measured on an H200: 0.8-1.5x of "
@@ -173,6 +190,7 @@ class Conv(FamilyBase):
         t = c.tiling
         bias = f" + {c.bias} (bias)" if c.bias else ""
         kernel = (f"implicit GEMM on tensor cores, {t.name}" if c.kernel == "igemm" else
+                  f"3xTF32 tensor cores, each tap a shifted descriptor, {t.name}" if c.kernel == "shift" else
                   f"direct fp32, {t.kpt} channels x {t.ph} rows a thread, {t.wk} x {t.wh} warps")
         red, norm = group.spec.reduction, group.spec.norm
         chain = len(group.nodes) - 1 - (len(red.members) if red else 0) - (len(norm.members) if norm else 0)
@@ -193,8 +211,10 @@ class Conv(FamilyBase):
     def runtime_for(self, groups: list[KernelGroup]) -> Runtime:
         """The implicit-GEMM kernel (sm_90a) only where a group uses it; the channel kernels' runtime where a group
         goes into a channel norm."""
-        base = (self.runtime() if any(g.spec.conv.kernel == "igemm" for g in groups)
-                else Runtime((DIRECT_KERNEL,), (CONV_BINDING,)))
+        kinds = _kinds(groups)
+        base = (self.runtime() if "igemm" in kinds else Runtime((DIRECT_KERNEL,), (CONV_BINDING,)))
+        if "shift" in kinds:  # sm_90a too; after the direct kernel, whose helpers it uses
+            base = Runtime((*base.cuda, SHIFT_KERNEL), base.binding, IGEMM_CUDA_FLAGS)
         if not any(g.spec.norm for g in groups):
             return base
         norms = CHANNEL_NORMS.runtime()
@@ -244,7 +264,8 @@ class Conv(FamilyBase):
 
     def call_comment(self, group: KernelGroup) -> str:
         conv = group.spec.conv
-        kind = f"{conv.tiling.precision} tensor cores" if conv.kernel == "igemm" else "direct fp32"
+        kind = (f"{conv.tiling.precision} tensor cores" if conv.kernel == "igemm" else
+                "3xTF32 tensor cores, shifted taps" if conv.kernel == "shift" else "direct fp32")
         return f"one conv kernel ({kind}, epilogue fused)"
 
     def why_torch(self, node, on: bool) -> str | None:
@@ -282,6 +303,10 @@ class Conv(FamilyBase):
             return "conv kernel", (f"{with_article(c.op)} ({c.terms} products an output) {how} on "
                                    f"tensor cores {precision} (measured on the GPU before planning), expected faster "
                                    f"than cuDNN{epilogue}")
+        if c.kernel == "shift":
+            return "conv kernel", (f"{with_article(c.op)} with short dot products ({c.terms} products an output) on "
+                                   "tensor cores in 3xTF32 (fp32-class, as eager's cuDNN runs it in exact fp32), each "
+                                   f"tap a shifted read of one shared-memory band{epilogue}")
         return "conv kernel", (f"{with_article(c.op)} with short dot products "
                                f"({c.terms} products an output) as exact-fp32 FFMAs, expected faster "
                                f"than cuDNN at this size{epilogue}")
@@ -310,14 +335,14 @@ class Conv(FamilyBase):
                 f"written; the kernel writes one value per sample and channel.")
 
     def how(self) -> list[str]:
-        return [_HOW["direct"], _HOW["igemm"], _HOW_EPILOGUE]
+        return [_HOW["direct"], _HOW["igemm"], _HOW["shift"], _HOW_EPILOGUE]
 
     def how_for(self, groups: list[KernelGroup]) -> list[str]:
         kinds = _kinds(groups)
         overs = {g.spec.reduction.over for g in groups if g.spec.reduction}
         sums = [_HOW_SUM] * ("spatial" in overs) + [_HOW_CHANNELS] * ("channels" in overs)
         sums += [_HOW_NORM] * any(g.spec.norm for g in groups)
-        return [_HOW[k] for k in ("direct", "igemm") if k in kinds] + [_HOW_EPILOGUE] + sums
+        return [_HOW[k] for k in ("direct", "igemm", "shift") if k in kinds] + [_HOW_EPILOGUE] + sums
 
     def call_shape(self, group: KernelGroup) -> str:
         c, red = group.spec.conv, group.spec.reduction
@@ -330,12 +355,13 @@ class Conv(FamilyBase):
                    if _operands(group) else ""))
 
     def expected(self) -> list[str]:
-        return [_EXPECTED["direct"], _EXPECTED["igemm"], _EXPECTED["split"]]
+        return [_EXPECTED["direct"], _EXPECTED["igemm"], _EXPECTED["split"], _EXPECTED["shift"]]
 
     def expected_for(self, groups: list[KernelGroup]) -> list[str]:
         kinds = _kinds(groups)
         three = any(g.spec.conv.kernel == "igemm" and g.spec.conv.tiling.split for g in groups)
-        return [_EXPECTED[k] for k in ("direct", "igemm") if k in kinds] + [_EXPECTED["split"]] * three
+        return ([_EXPECTED[k] for k in ("direct", "igemm") if k in kinds] + [_EXPECTED["split"]] * three
+                + [_EXPECTED["shift"]] * ("shift" in kinds))
 
     def seconds(self, group: KernelGroup, by_name) -> float | None:
         """The kernel's measured rate with its tiles' tails, or its traffic where that takes longer; with a channel

@@ -23,14 +23,17 @@ class ConvAnchor:
     stride: tuple[int, int, int]
     padding: tuple[int, int, int]
     dilation: tuple[int, int, int]
-    tiling: tiling.Tiling | tiling.IgemmTiling  # the direct kernel's, or the implicit-GEMM kernel's
+    tiling: tiling.Tiling | tiling.IgemmTiling | tiling.ShiftTiling  # the direct, implicit-GEMM or shifted kernel's
     transposed: bool = False  # a transposed convolution (weight [C, K, window]; the implicit-GEMM kernel's only)
     output_padding: tuple[int, int, int] = (0, 0, 0)  # a transposed convolution's extra output rows per axis
 
     @property
     def kernel(self) -> str:
-        """"direct" (exact fp32 FFMAs) or "igemm" (TF32 tensor cores)."""
-        return "igemm" if isinstance(self.tiling, tiling.IgemmTiling) else "direct"
+        """"direct" (exact fp32 FFMAs), "igemm" (TF32 tensor cores) or "shift" (3xTF32 tensor cores, each tap a
+        shifted descriptor: `shift.cuh`, a convolution ending in a spatial sum)."""
+        if isinstance(self.tiling, tiling.IgemmTiling):
+            return "igemm"
+        return "shift" if isinstance(self.tiling, tiling.ShiftTiling) else "direct"
 
     @property
     def terms(self) -> int:

@@ -268,8 +268,10 @@ def conv_spec(members: set[str], anchor: fx.Node, conv: ConvAnchor, by_name, rea
         return "fusing would create a cycle through an op outside the kernel"
     full = traced_shape(anchor)
     if reduction is not None:
-        if conv.kernel != "direct" and reduction.over != "channels":
+        if conv.kernel == "igemm" and reduction.over != "channels":
             return "the tensor-core kernel reduces over the channels only (a spatial sum is the direct kernel's)"
+        if conv.kernel == "shift" and reduction.over != "spatial":
+            return "the shifted-tap kernel reduces over the spatial axes only"
         if reduction.data not in members:
             return f"the reduction reads {reduction.data}, which the kernel does not compute"
         if reduction.over == "channels":
@@ -332,6 +334,21 @@ def _channel_reduction_reason(conv: ConvAnchor) -> str | None:
     return None
 
 
+# The shifted-descriptor tensor-core kernel (`shift.cuh`) sums a convolution's values over its spatial axes at 2.0-2.4x
+# the direct kernel's rate on the 8-channel problem shapes (bench/results/2026-11-29e_gpu, its lab), but it has not run
+# from a generated plan on a GPU yet: until its GPU tests pass, only `--every-kernel` plans (the tests, the fuzz) take
+# it, and the cost model does not weigh it against the direct kernel.
+def shift_anchor(node: fx.Node, conv: ConvAnchor) -> ConvAnchor:
+    """The direct kernel's convolution as the shifted-descriptor kernel's where that kernel takes it, else as it was."""
+    if conv.kernel != "direct":
+        return conv
+    w_in = traced_shape(node.all_input_nodes[0])[-1]
+    if not isinstance(w_in, int):
+        return conv
+    band = tiling.choose_shift(conv.c, conv.window, conv.stride, conv.dilation, conv.padding, conv.dims, w_in)
+    return conv if isinstance(band, str) else dataclasses.replace(conv, tiling=band)
+
+
 def _reduction_of(members: set[str], by_name) -> ConvReduction | None:
     """The reduction that is the only reader of the group's only output, if there is one."""
     outputs = [n for n in members if any(u.name not in members for u in by_name[n].users)]
@@ -388,6 +405,8 @@ def form_conv_reduction_groups(claim: Claim, pointwise_groups: list[list[str]], 
         if reduction and reduction.over == "channels" and conv.kernel == "igemm" and conv.tiling.bn < conv.k:
             wide = recognise(node, one_channel_tile=True)  # one tile of every channel, where there are <= 128
             conv = wide if not isinstance(wide, str) else conv
+        if reduction and reduction.over == "spatial" and claim.every_kernel:
+            conv = shift_anchor(node, conv)
         spec = reduction and conv_spec(grown[0] | reduction.members, node, conv, grower.by_name, claim.reach, reduction)
         if reduction and not isinstance(spec, str) and \
                 (claim.every_kernel or not slower_than_cudnn(node, conv, "reduction")):

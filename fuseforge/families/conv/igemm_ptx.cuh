@@ -3,6 +3,8 @@
 // ranks and barriers, wgmma descriptors of K-major operands in the 128- and 32-byte swizzles, and the TF32 wgmmas
 // (m64n64k8 and m64n128k8, A from shared memory or from registers) behind `Mma<kBN>`. Only CUDA headers. sm_90a.
 
+#ifndef FF_CONV_IGEMM_PTX_CUH  // pasted into more than one kernel of a generated unit: one copy
+#define FF_CONV_IGEMM_PTX_CUH
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -209,3 +211,4 @@ struct Mma<128> {
 };
 
 }  // namespace ff_conv_igemm
+#endif  // FF_CONV_IGEMM_PTX_CUH

@@ -179,7 +179,8 @@ def _launcher(group: KernelGroup) -> str:
         w.line(f"const ff_conv_direct::Geometry g{{(int)ff_n, {c.c}, (int)ff_d, (int)ff_h, (int)ff_w_in, {c.k}, (int)ff_od, "
                f"(int)ff_oh, (int)ff_ow, {', '.join(map(str, c.stride + c.padding + c.dilation))}}};")
         t = c.tiling
-        w.line(f"// C, KD, KH, KW; {t.kpt} channels x {t.ph} rows a thread, {t.wk} x {t.wh} warps; unit-row path")
+        if c.kernel == "direct":
+            w.line(f"// C, KD, KH, KW; {t.kpt} channels x {t.ph} rows a thread, {t.wk} x {t.wh} warps; unit-row path")
         red = group.spec.reduction
         if red and red.over == "channels":
             w.line(f"return (int)ff_conv_direct::launch_channel_reduce<{_template_args(group)}>(ff_x, ff_w, "
@@ -195,8 +196,13 @@ def _launcher(group: KernelGroup) -> str:
         elif red:
             scale = "1.0 / (static_cast<double>(ff_od) * ff_oh * ff_ow)" if red.op == "mean" else "1.0"
             w.line(f"const double scale = {scale};  // {red.describe()}")
-            w.line(f"return (int)ff_conv_direct::launch_spatial_sum<{_template_args(group)}>(ff_x, ff_w, ff_sums, "
-                   f"{cpp_name(group.outputs[0])}, g, epi, scale, static_cast<cudaStream_t>(stream));")
+            if c.kernel == "shift":
+                w.line(f"// 3xTF32 tensor cores, each tap a shifted descriptor; {t.name}")
+                call = f"ff_conv_shift::launch_spatial_sum<{c.c}, {c.window[1]}, {c.window[2]}, {t.chunks}>"
+            else:
+                call = f"ff_conv_direct::launch_spatial_sum<{_template_args(group)}>"
+            w.line(f"return (int){call}(ff_x, ff_w, ff_sums, {cpp_name(group.outputs[0])}, g, epi, scale, "
+                   "static_cast<cudaStream_t>(stream));")
         else:
             w.line(f"return (int)ff_conv_direct::launch<{_template_args(group)}>(ff_x, ff_w, "
                    f"{cpp_name(group.outputs[0])}, g, epi, static_cast<cudaStream_t>(stream));")
@@ -317,7 +323,8 @@ def conv_kernel_source(group: KernelGroup, by_name: dict[str, fx.Node]) -> Kerne
     c = group.spec.conv
     ops = " -> ".join(f"{n} ({pointwise.op_key(by_name[n]).removeprefix('aten.')})" for n in group.nodes)
     reads = ", ".join([f"{c.x} (input)", f"{c.w} (weight)"] + [f"{i} ({k})" for i, k in group.spec.operands])
-    how = "direct fp32" if c.kernel == "direct" else f"{c.tiling.precision} implicit GEMM, tensor cores"
+    how = (f"{c.tiling.precision} implicit GEMM, tensor cores" if c.kernel == "igemm" else
+           "3xTF32 tensor cores, each tap a shifted descriptor" if c.kernel == "shift" else "direct fp32")
     red = group.spec.reduction
     output = (f"output {list(group.shape)}, reduced ({red.describe()}) as it is computed" if red
               else f"output {list(group.shape)} and its statistics, then the {group.spec.norm.describe()}"

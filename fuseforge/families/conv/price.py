@@ -28,6 +28,10 @@ def direct_seconds(node: fx.Node, conv: ConvAnchor) -> float:
     if conv.kernel == "igemm":
         return igemm_seconds(node, conv)
     out = traced_shape(node)
+    if conv.kernel == "shift":  # its positions in whole bands of padded rows counted as work
+        w_in = traced_shape(node.all_input_nodes[0])[-1]
+        fraction = tiling.shift_useful_fraction(out[-2], out[-1], w_in, conv.padding, conv.tiling.chunks)
+        return 2.0 * conv.terms * cost.numel(node) / (rates.CONV_SHIFT_SUM_FLOPS * fraction)
     fraction = tiling.useful_fraction(conv.tiling, conv.k, out[-2], out[-1])
     flops = 2.0 * conv.terms * cost.numel(node)
     if conv.dims == 3:  # a time per output and the products (rates.CONV_DIRECT_3D)
@@ -113,6 +117,10 @@ def slower_than_cudnn(node: fx.Node, conv: ConvAnchor, tail: str) -> str | None:
         extents = parity_launches(conv, (out[2] if conv.dims == 3 else 1, out[-2], out[-1]))[0][0]
         useful = tiling.igemm_useful_fraction(conv.tiling, conv.k, extents)
         kernel = "the tensor-core kernel"
+    elif conv.kernel == "shift":
+        w_in = traced_shape(node.all_input_nodes[0])[-1]
+        useful = tiling.shift_useful_fraction(out[-2], out[-1], w_in, conv.padding, conv.tiling.chunks)
+        kernel = "the tensor-core spatial-sum kernel"
     else:
         useful = tiling.useful_fraction(conv.tiling, conv.k, out[-2], out[-1])
         kernel = "the direct kernel"

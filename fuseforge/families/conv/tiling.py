@@ -254,3 +254,68 @@ def choose_split_igemm(c: int, k_out: int, out: tuple[int, int, int], tap_counts
     t = IgemmTiling(False, bn, 1, 1, box, -(-c // 8) * 8 if chunk == 8 else -(-c // 4) * 4, cq,
                     split=True, chunk=chunk, chunks=chunks, persistent=True)
     return dataclasses.replace(t, stages=stages_that_fit(t, 4))
+
+
+# ---- the shifted-descriptor tensor-core kernel (`shift.cuh`): its spatial-sum form
+SHIFT_MAX_CHANNELS = 16  # two k8 steps a tap
+SHIFT_MAX_TAPS = 9  # a 3x3 window or smaller: at 25 taps ptxas spilled its variants (dev/kernels/conv_wgmma_shift)
+SHIFT_CHUNK = 128  # output positions a wgmma's N covers
+SHIFT_THREADS = 128
+SHIFT_BLOCKS_BY_REGISTERS = 2  # 192-222 registers a thread (ptxas, sm_90a): at most two 128-thread blocks an SM
+
+
+@dataclass(frozen=True)
+class ShiftTiling:
+    """The shifted-descriptor kernel's band: `chunks` x 128 consecutive output positions (in the padded rows' order)
+    of one sample, and how many blocks of its shared memory an SM holds."""
+
+    chunks: int
+    blocks: int
+
+    @property
+    def name(self) -> str:
+        return f"bands of {self.chunks} x {SHIFT_CHUNK} positions, {self.blocks} block(s) per SM"
+
+
+def shift_smem_bytes(c: int, window: tuple[int, int, int], dilation: tuple[int, int, int], w_in: int,
+                     padding: tuple[int, int, int], chunks: int) -> int:
+    """`shift.cuh`'s smem_bytes: the weights' big and small [64][8] tiles per tap and k8 step, two band buffers of both
+    parts of every 4-channel plane, 1 KB of alignment."""
+    steps = math.ceil(c / 8)
+    kh, kw = window[1], window[2]
+    inputs = chunks * SHIFT_CHUNK + (kh - 1) * dilation[1] * (w_in + 2 * padding[2]) + (kw - 1) * dilation[2]
+    pixels = math.ceil(inputs / 8) * 8
+    return kh * kw * steps * 2 * 64 * 8 * 4 + 2 * 2 * (2 * steps) * pixels * 16 + 1024
+
+
+def choose_shift(c: int, window: tuple[int, int, int], stride: tuple[int, int, int], dilation: tuple[int, int, int],
+                 padding: tuple[int, int, int], dims: int, w_in: int) -> ShiftTiling | str:
+    """The shifted-descriptor kernel's band for a convolution ending in a spatial sum, or why it takes none: 2-D,
+    stride 1, at most 16 input channels and 9 taps. Of bands of 2 and 4 chunks, the one that keeps the most blocks an
+    SM, then the longer (measured on an H200, bench/results/2026-11-29e_gpu run 3: 2 chunks at 128 padded columns,
+    two blocks an SM, 0.287 ms against 0.350; 4 chunks at 256 and 384 columns, one block either way, 1.309 and 3.098
+    against 1.662 and 4.002)."""
+    if dims != 2:
+        return "the tensor-core spatial-sum kernel takes 2-D convolutions"
+    if stride != (1, 1, 1):
+        return "the tensor-core spatial-sum kernel takes stride 1 (a tap is a shift of one band)"
+    if c > SHIFT_MAX_CHANNELS:
+        return f"the tensor-core spatial-sum kernel takes at most {SHIFT_MAX_CHANNELS} input channels"
+    if window[1] * window[2] > SHIFT_MAX_TAPS:
+        return f"the tensor-core spatial-sum kernel takes windows of at most {SHIFT_MAX_TAPS} taps"
+    fits = []
+    for chunks in (2, 4):
+        per_sm = min(SHIFT_BLOCKS_BY_REGISTERS,
+                     SMEM_PER_SM // (shift_smem_bytes(c, window, dilation, w_in, padding, chunks) + 1024))
+        if per_sm > 0:
+            fits.append(ShiftTiling(chunks, per_sm))
+    if not fits:
+        return "the tensor-core spatial-sum kernel's band of a padded row this wide does not fit in shared memory"
+    return max(fits, key=lambda t: (t.blocks, t.chunks))
+
+
+def shift_useful_fraction(out_h: int, out_w: int, w_in: int, padding: tuple[int, int, int], chunks: int) -> float:
+    """Of the positions the kernel computes per sample (whole bands of padded rows), the kept ones."""
+    positions = out_h * (w_in + 2 * padding[2])
+    band = chunks * SHIFT_CHUNK
+    return out_h * out_w / (math.ceil(positions / band) * band)
