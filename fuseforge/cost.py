@@ -194,7 +194,8 @@ class CostEstimate:
     plan_calls: int = 0
     eager_host_s: float = 0.0  # the same floor under eager_s: eager's own ops are issued from Python too
     eager_calls: int = 0
-    eager_gpu_s: float = 0.0  # eager's GPU work alone (eager_s is the larger of it and eager_host_s)
+    eager_gpu_s: float = 0.0  # eager's GPU work alone (eager_s is its timeline's end: at least this and eager_host_s)
+    plan_gpu_s: float = 0.0  # the plan's GPU work alone (plan_s is its timeline's end: at least this and plan_host_s)
 
     @property
     def speedup(self) -> float:
@@ -237,6 +238,7 @@ class EagerCost:
     peak_values: tuple[str, ...] = ()  # the values live at the peak
     convs: tuple[PricedConv, ...] = ()  # its convolutions as priced, for `estimate` to use measured times instead
     calls: int = 0  # ops eager issues from Python, views included (each takes host time, as the plan's calls do)
+    call_seconds: tuple[float, ...] = ()  # each call's GPU seconds, in order (views: 0), for eager's timeline
 
 
 @dataclass(frozen=True)
@@ -249,6 +251,7 @@ class PricedConv:
     bias: bool
     seconds: float
     exact_fp32_seconds: float
+    call: int = -1  # its place among eager's calls (`EagerCost.call_seconds`)
 
 
 def measurement_key(node: fx.Node) -> ConvCall:
@@ -301,32 +304,55 @@ def eager_cost(captured: Captured) -> EagerCost:
     by_name = {n.name: n for n in captured.graph.nodes}
     ops = [n for n in captured.graph.nodes if n.op == "call_function"]
     seconds, moved, launches, total_flops = 0.0, 0, 0, 0.0
-    convs = []
+    convs, call_seconds = [], []
     for n in ops:
+        t = 0.0
         if not _is_free(n):
             t, fl, m = _op_cost(n)
             seconds, moved, launches, total_flops = seconds + t, moved + m, launches + 1, total_flops + fl
             if is_conv(n):
                 exact = t - conv_seconds(n) + conv_seconds(n, exact_fp32=True)
-                convs.append(PricedConv(measurement_key(n), _conv_with_bias(n), t, exact))
+                convs.append(PricedConv(measurement_key(n), _conv_with_bias(n), t, exact, len(call_seconds)))
+        if n.target is not operator.getitem:  # a tuple's item is no call of eager's
+            call_seconds.append(t)
     units = [([a.name for a in n.all_input_nodes], [n.name]) for n in ops]
     keep = [([o for o in captured.user_outputs if o], [])]  # outputs stay alive to the end
     peak, held = _peak(units + keep, _sizes(by_name))
-    calls = sum(n.target is not operator.getitem for n in ops)  # a tuple's item is no call of eager's
-    return EagerCost(seconds, moved, launches, peak, total_flops, held, tuple(convs), calls)
+    return EagerCost(seconds, moved, launches, peak, total_flops, held, tuple(convs), len(call_seconds),
+                     tuple(call_seconds))
 
 
-def _eager_measured(eager: EagerCost, by_key: dict[ConvCall, dict]) -> float:
-    """Eager's seconds with each measured convolution at its measured NCHW time in place of its price, or where
-    only its precision class was measured and it is exact fp32, at that class's price."""
-    seconds = eager.seconds
+def _eager_measured(eager: EagerCost, by_key: dict[ConvCall, dict]) -> list[float]:
+    """Eager's calls' GPU seconds with each measured convolution at its measured NCHW time in place of its price, or
+    where only its precision class was measured and it is exact fp32, at that class's price."""
+    seconds = list(eager.call_seconds)
     for conv in eager.convs:
         row = by_key.get(conv.key, {})
         t = measured_conv_seconds(row, conv.bias)
         if t is None and row.get("class") == "fp32":
             t = conv.exact_fp32_seconds
-        seconds += 0.0 if t is None else t - conv.seconds
+        if t is not None:
+            seconds[conv.call] = t
     return seconds
+
+
+class Timeline:
+    """A forward's calls in order: the host issues each in HOST_OP_S, the GPU starts a call's work once it is issued
+    and the previous call's work is done. Its end is the forward's time: the GPU work's sum where the calls are long,
+    the host's issuing where they are short, and between the two where long work comes after many short calls (the
+    GPU idles until the long call is issued, and the host is still issuing after it)."""
+
+    def __init__(self) -> None:
+        self.host = 0.0
+        self.gpu = 0.0
+
+    def call(self, gpu_seconds: float) -> None:
+        self.host += HOST_OP_S
+        self.gpu = max(self.gpu, self.host) + gpu_seconds
+
+    @property
+    def end(self) -> float:
+        return max(self.gpu, self.host)
 
 
 def estimate(eager: EagerCost, captured: Captured, plan: Plan, measured: dict[str, dict] | None = None) -> CostEstimate:
@@ -338,8 +364,10 @@ def estimate(eager: EagerCost, captured: Captured, plan: Plan, measured: dict[st
     timed = {name: row for name, row in rows.items() if "ms_nchw" in row}
     by_key = {measurement_key(by_name[name]): row for name, row in rows.items()}  # times, or classes only
     plan_s, plan_moved, plan_launches, torch_s = 0.0, 0, 0, 0.0
+    timeline = Timeline()
     units = []
     for step in plan.steps:
+        before = plan_s
         if isinstance(step, KernelStep):
             g = step.group
             moved = sum(nbytes(by_name[i]) for i in g.inputs) + sum(nbytes(by_name[o]) for o in g.outputs)
@@ -361,16 +389,20 @@ def estimate(eager: EagerCost, captured: Captured, plan: Plan, measured: dict[st
                     t = measured_conv_seconds(timed[n.name], _conv_with_bias(n), cl) + (conversion_ms(n) / 1e3 if cl
                                                                                           else 0.0)
                 plan_s, plan_moved, plan_launches, torch_s = plan_s + t, plan_moved + m, plan_launches + 1, torch_s + t
+        timeline.call(plan_s - before)
     keep = [([o for o in captured.user_outputs if o], [])]
     peak, held = _peak(units + keep, _sizes(by_name))
-    # Each call of the emitted forward (a kernel's binding, a torch op, a view) takes host time to issue; where the
-    # GPU work is shorter, the forward takes that long
+    # Each call of the emitted forward (a kernel's binding, a torch op, a view) takes host time to issue, and the GPU
+    # runs a call's work once it is issued and the work before it is done: the forward takes its timeline's end
     host = len(plan.steps) * HOST_OP_S
     # eager's forward issues its ops from Python as well: 29-87 us per captured op on the H100 machine (its enqueue
     # time over 4-6 ops, bench/results/2026-11-27i_gpu/host_*.json; convolutions cost the most), so HOST_OP_S each
     # is a floor: a small, many-op model is host-bound in both
     eager_host = eager.calls * HOST_OP_S
-    eager_gpu = _eager_measured(eager, by_key) if by_key else eager.seconds
-    return CostEstimate(max(eager_gpu, eager_host), max(plan_s, host), eager.bytes_moved, plan_moved, eager.launches,
+    eager_calls = _eager_measured(eager, by_key)
+    eager_timeline = Timeline()
+    for t in eager_calls:
+        eager_timeline.call(t)
+    return CostEstimate(eager_timeline.end, timeline.end, eager.bytes_moved, plan_moved, eager.launches,
                         plan_launches, eager.peak_activation_bytes, peak, eager.flops, torch_s, eager.peak_values, held,
-                        host, len(plan.steps), eager_host, eager.calls, eager_gpu)
+                        host, len(plan.steps), eager_host, eager.calls, sum(eager_calls), plan_s)

@@ -30,7 +30,8 @@ THIN_PRODUCT_COLUMNS = range(2, 17)
 # Host time of one op of a generated forward (Python, dispatch, launch): its 22 ops (views, two mm, a linear,
 # five kernels, ...) took 445 us to enqueue on the H100 machine (dev/kernels/host_overhead.py on
 # conv2d_avgpool_bias_logsumexp, bench/results/2026-11-22_rows_trailing_channels_h100/run4_host/). Where a forward's
-# GPU work is short, the benchmark times this.
+# GPU work is short, the benchmark times this (`cost.Timeline`: a forward's calls issued at this rate, each one's
+# GPU work run once it is issued and the work before it done).
 HOST_OP_S = 20e-6
 
 # The measurement above in waves: 1024x8192x8192 is 8 x 64 = 512 tiles, 4 waves over the SMs, in
