@@ -19,7 +19,8 @@ LAB = Path(__file__).resolve().parents[1] / "dev" / "kernels" / "conv_wgmma_shif
 sys.path.insert(0, str(LAB))
 import bench_conv_shift as lab  # noqa: E402
 
-SOURCE = (LAB / "conv_shift.cuh").read_text()
+# the lab's variants and the product's kernel (families/conv/shift.cuh), whose band and weight helpers they share
+SOURCE = (LAB / "conv_shift.cuh").read_text() + (LAB.parents[2] / "fuseforge" / "families" / "conv" / "shift.cuh").read_text()
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 
 
@@ -171,3 +172,8 @@ def test_small_products_first_keeps_the_truncating_accumulation_fp32_class():
     body = SOURCE[SOURCE.index("if constexpr (!kPartials) {"):SOURCE.index("float (&sum)[64]")]
     assert body.index("for (int pass = 0; pass < 2; ++pass)") < body.index("if (pass == 0) {")
     assert body.index("o.a_small, o.b_big") < body.index("o.a_big, o.b_small") < body.index("o.a_big, o.b_big")
+    product = SOURCE[SOURCE.index("auto issue = [&](uint32_t x_addr, int chunk, float (&d)[64]) {"):]
+    product = product[:product.index("wgmma_commit();")]
+    assert product.index("for (int pass = 0; pass < 2; ++pass)") < product.index("if (pass == 0) {")
+    assert product.index("desc_plain(a + Q::kATile, 1024, 128), b_big") < product.index("a_big, desc_plain(b + Q::kQuads") \
+        < product.index("wgmma_n128(d, a_big, b_big)")

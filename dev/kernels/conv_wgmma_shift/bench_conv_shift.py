@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "dev" / "kernels"))
 import labtools  # noqa: E402
 
+from fuseforge.cuda_sources import paste_include  # noqa: E402
 from fuseforge.families.conv import tiling  # noqa: E402
 
 CONV = ROOT / "fuseforge" / "families" / "conv"
@@ -71,7 +72,8 @@ TOL = 1e-5
 
 
 def source() -> str:
-    parts = [(CONV / "igemm_ptx.cuh").read_text(), (CONV / "direct.cuh").read_text(), (HERE / "conv_shift.cuh").read_text(),
+    product = paste_include((CONV / "shift.cuh").read_text(), "igemm_ptx.cuh", "fuseforge.families.conv", "")
+    parts = [(CONV / "direct.cuh").read_text(), product, (HERE / "conv_shift.cuh").read_text(),
              "struct EpiBias { const float* b; __device__ float operator()(float acc, int k, int64_t) const "
              "{ return acc + b[k]; } };"]
     for name, c, kh, kw in INSTANCES:
@@ -83,12 +85,12 @@ def source() -> str:
                          + f", {flags[3]}")
                 parts.append(f"""
 extern "C" int {variant}_{name}_b{chunks}(const float* x, const float* w, float* y, const int* q, const float* b, void* s) {{
-    ff_conv_shift::Geometry g{{q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7], q[8], q[9], q[10]}};
-    return ff_conv_shift::launch<{targs}>(x, w, y, g, EpiBias{{b}}, (cudaStream_t)s);
+    ff_conv_shift_lab::Geometry g{{q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7], q[8], q[9], q[10]}};
+    return ff_conv_shift_lab::launch<{targs}>(x, w, y, g, EpiBias{{b}}, (cudaStream_t)s);
 }}
 extern "C" int occ_{variant}_{name}_b{chunks}(const int* q) {{
-    ff_conv_shift::Geometry g{{q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7], q[8], q[9], q[10]}};
-    return ff_conv_shift::blocks_per_sm<{targs}>(g);
+    ff_conv_shift_lab::Geometry g{{q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7], q[8], q[9], q[10]}};
+    return ff_conv_shift_lab::blocks_per_sm<{targs}>(g);
 }}""")
         parts.append(f"""
 extern "C" int ffma_{name}(const float* x, const float* w, float* y, const int* q, const float* b, void* s) {{

@@ -1,6 +1,7 @@
 // conv_shift.cuh -- lab: the stride-1 direct convolution of few input channels on Hopper tensor cores, 3xTF32,
 // both wgmma operands in shared memory, each tap's input operand the same tile read at a shifted start address.
-// Needs igemm_ptx.cuh (wgmma_n128, the fences, smem_addr) and direct.cuh (cp_async_4, its commit) before it. sm_90a.
+// Needs igemm_ptx.cuh (wgmma_n128, the fences, smem_addr), direct.cuh (cp_async_4) and the product's shift.cuh
+// (tf32_round, desc_plain, stage_weights, copy_band, split_band, zero_padding) before it. sm_90a.
 //
 // The idea. Lay a band of the input out as pixels x channels, 16 bytes (4 channels) a pixel in each of C/4 planes,
 // the pixels of a plane in the order of the padded image's rows (row pitch Wp = W + 2 pw). In that order the output
@@ -26,7 +27,14 @@
 // tensor cores' own accumulation rounds toward zero); without, every product accumulates straight into the sum.
 #include <algorithm>
 
-namespace ff_conv_shift {
+namespace ff_conv_shift_lab {
+
+using ff_conv_shift::copy_band;
+using ff_conv_shift::desc_plain;
+using ff_conv_shift::split_band;
+using ff_conv_shift::stage_weights;
+using ff_conv_shift::tf32_round;
+using ff_conv_shift::zero_padding;
 
 struct Geometry {
   int n, c, h, w;   // input
@@ -34,15 +42,6 @@ struct Geometry {
   int ph, pw;       // padding
   int dh, dw;       // dilation
 };
-
-__device__ __forceinline__ uint32_t tf32_round(float v) { return (__float_as_uint(v) + 0x1000u) & 0xFFFFE000u; }
-
-// K-major operand without swizzle: core matrices of 8 rows x 16 bytes, rows 16 bytes apart; `lbo` bytes from a
-// core matrix to the next along K (the second 4 channels of a k8 step), `sbo` bytes to the next 8 rows.
-__device__ __forceinline__ uint64_t desc_plain(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-  return static_cast<uint64_t>((addr & 0x3FFFFu) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
-         (static_cast<uint64_t>(sbo >> 4) << 32);
-}
 
 template <int C, int KH, int KW>
 struct Cfg {
@@ -108,57 +107,12 @@ conv_shift_kernel(const float* __restrict__ x, const float* __restrict__ w, floa
   const int bands_per_image = (g.oh * wp + band_positions - 1) / band_positions, bands = g.n * bands_per_image;
   const bool pairs = g.ow % 2 == 0 && wp % 2 == 0;  // a thread's two positions e = 0, 1 share a row: float2 stores
 
-  // The weights of this channel group, big and small TF32 parts: value (row m, channel 8 step + kk) of a tile at
-  // (kk / 4) * 1024 + m * 16 + (kk % 4) * 4 bytes.
-  for (int i = tid; i < KH * KW * Q::kSteps * Q::kBM * 8; i += Q::kThreads) {
-    const int kk = i % 8, m = (i / 8) % Q::kBM, step = (i / 8 / Q::kBM) % Q::kSteps, tap = i / 8 / Q::kBM / Q::kSteps;
-    const int c = 8 * step + kk, k = k0 + m, r = tap / KW, s = tap % KW;
-    const float v = (k < g.k && c < C) ? w[((static_cast<size_t>(k) * C + c) * KH + r) * KW + s] : 0.0f;
-    const uint32_t big = tf32_round(v);
-    unsigned char* tile = w_s + (tap * Q::kSteps + step) * 2 * Q::kATile;
-    const int at = (kk / 4) * 1024 + m * 16 + (kk % 4) * 4;
-    *reinterpret_cast<uint32_t*>(tile + at) = big;
-    *reinterpret_cast<uint32_t*>(tile + Q::kATile + at) = tf32_round(v - __uint_as_float(big));
-  }
-  // The planes' pixels past the band's inputs (read only for dropped positions) and the padded channels' planes:
-  // zero, for good (the copies below never write them).
-  for (int i = tid; i < (kAhead ? 2 : 1) * buffer_floats; i += Q::kThreads) {
-    const int ch = (i / (pixels * 4)) % Q::kQuads * 4 + i % 4, p = (i / 4) % pixels;
-    if (ch >= C || p >= inputs) x_s[i] = 0.0f;
-  }
-
-  // Copy band t's input: padded pixel j = i0 + p (p < inputs; row j / wp, column j % wp of the padded image) of
-  // channel c into the big plane c / 4 of `buf` at pixel p, lane c % 4; zero outside the image. A thread takes
-  // pixels tid, tid + 128, ... (one division a band), all channels of each (lanes on consecutive pixels).
+  stage_weights<C, KH, KW, Q::kThreads>(w_s, w, k0, g.k, tid);
+  zero_padding<C, Q::kThreads>(x_s, (kAhead ? 2 : 1) * buffer_floats, pixels, inputs, tid);
   auto copy = [&](int t, float* buf) {
-    const int n = t / bands_per_image, i0 = (t % bands_per_image) * band_positions;
-    const float* image = x + static_cast<size_t>(n) * C * g.h * g.w;
-    int row = (i0 + tid) / wp, col = (i0 + tid) - row * wp;
-    for (int p = tid; p < inputs; p += Q::kThreads) {
-      const int gh = row - g.ph, gw = col - g.pw;
-      const bool ok = gh >= 0 && gh < g.h && gw >= 0 && gw < g.w;
-      const float* src = image + (ok ? static_cast<size_t>(gh) * g.w + gw : 0);
-#pragma unroll
-      for (int c = 0; c < C; ++c)
-        ff_conv_direct::cp_async_4(buf + (c / 4) * pixels * 4 + p * 4 + c % 4, ok ? src + static_cast<size_t>(c) * g.h * g.w : x, ok);
-      col += Q::kThreads;
-      while (col >= wp) { col -= wp; ++row; }
-    }
-    ff_conv_direct::cp_async_commit();
-  };
-  // Split in place: big = TF32(x), small = TF32(x - big), the real channels' quads.
-  auto split = [&](float* buf) {
-    for (int i = tid; i < (C + 3) / 4 * inputs; i += Q::kThreads) {
-      const int quad = i / inputs, p = i % inputs;
-      float4* big = reinterpret_cast<float4*>(buf + quad * pixels * 4) + p;
-      float4* small = reinterpret_cast<float4*>(buf + (Q::kQuads + quad) * pixels * 4) + p;
-      const float4 v = *big;
-      const float4 b = make_float4(__uint_as_float(tf32_round(v.x)), __uint_as_float(tf32_round(v.y)),
-                                   __uint_as_float(tf32_round(v.z)), __uint_as_float(tf32_round(v.w)));
-      *big = b;
-      *small = make_float4(__uint_as_float(tf32_round(v.x - b.x)), __uint_as_float(tf32_round(v.y - b.y)),
-                           __uint_as_float(tf32_round(v.z - b.z)), __uint_as_float(tf32_round(v.w - b.w)));
-    }
+    const int n = t / bands_per_image;
+    copy_band<C, Q::kThreads>(buf, x + static_cast<size_t>(n) * C * g.h * g.w, x, g.h, g.w, g.ph, g.pw,
+                              (t % bands_per_image) * band_positions, pixels, inputs, tid);
   };
   // The operands of tap (r, s), k8 step j, chunk positions p0 ..: the weights' big and small tiles (A) and the
   // band's big and small planes at the tap's offset (B).
@@ -333,7 +287,7 @@ conv_shift_kernel(const float* __restrict__ x, const float* __restrict__ w, floa
     }
     asm volatile("cp.async.wait_group 0;\n" ::: "memory");
     __syncthreads();
-    split(cur);
+    split_band<C, Q::kThreads>(cur, pixels, inputs, tid);
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // written by threads, read by wgmma
     __syncthreads();
     if constexpr (kAhead) {  // the other buffer's last reader was band t - 1's wgmmas, all waited for before the sync
@@ -408,4 +362,4 @@ int launch(const float* x, const float* w, float* y, const Geometry& g, const Ep
   return static_cast<int>(cudaGetLastError());
 }
 
-}  // namespace ff_conv_shift
+}  // namespace ff_conv_shift_lab

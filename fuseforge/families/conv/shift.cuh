@@ -64,6 +64,77 @@ size_t smem_bytes(const ff_conv_direct::Geometry& g) {
   return Q::kWBytes + 2 * 2 * static_cast<size_t>(Q::kQuads) * pixels * 16 + 1024;  // two buffers of both parts
 }
 
+// The pieces of a block's work on its shared memory, shared with the lab's variants (dev/kernels/conv_wgmma_shift):
+
+// The weights of channel group k0 .. k0 + 63 as big and small TF32 parts, per tap and k8 step a [64][8] tile each:
+// value (row m, channel 8 step + kk) at (kk / 4) * 1024 + m * 16 + (kk % 4) * 4 bytes (desc_plain(tile, 1024, 128)).
+template <int C, int KH, int KW, int kThreads>
+__device__ __forceinline__ void stage_weights(unsigned char* w_s, const float* __restrict__ w, int k0, int k_out,
+                                              int tid) {
+  constexpr int kSteps = (C + 7) / 8, kTile = 64 * 8 * 4;
+  for (int i = tid; i < KH * KW * kSteps * 64 * 8; i += kThreads) {
+    const int kk = i % 8, m = (i / 8) % 64, step = (i / 8 / 64) % kSteps, tap = i / 8 / 64 / kSteps;
+    const int c = 8 * step + kk, k = k0 + m, r = tap / KW, s = tap % KW;
+    const float v = (k < k_out && c < C) ? w[((static_cast<size_t>(k) * C + c) * KH + r) * KW + s] : 0.0f;
+    const uint32_t big = tf32_round(v);
+    unsigned char* tile = w_s + (tap * kSteps + step) * 2 * kTile;
+    const int at = (kk / 4) * 1024 + m * 16 + (kk % 4) * 4;
+    *reinterpret_cast<uint32_t*>(tile + at) = big;
+    *reinterpret_cast<uint32_t*>(tile + kTile + at) = tf32_round(v - __uint_as_float(big));
+  }
+}
+
+// One band's input: padded pixel j = i0 + p (p < inputs; row j / wp, column j % wp of sample `image`, [C][h][w]) of
+// channel c into the big plane c / 4 of `buf` at pixel p, lane c % 4 (cp.async, one group); zero outside the image.
+// A thread takes pixels tid, tid + kThreads, ... (one division a band), every channel of each: a warp's lanes on
+// consecutive pixels.
+template <int C, int kThreads>
+__device__ __forceinline__ void copy_band(float* buf, const float* __restrict__ image, const float* __restrict__ any,
+                                          int h, int w, int ph, int pw, int i0, int pixels, int inputs, int tid) {
+  const int wp = w + 2 * pw;
+  int row = (i0 + tid) / wp, col = (i0 + tid) - row * wp;
+  for (int p = tid; p < inputs; p += kThreads) {
+    const int gh = row - ph, gw = col - pw;
+    const bool ok = gh >= 0 && gh < h && gw >= 0 && gw < w;
+    const float* src = image + (ok ? static_cast<size_t>(gh) * w + gw : 0);
+#pragma unroll
+    for (int c = 0; c < C; ++c)
+      ff_conv_direct::cp_async_4(buf + (c / 4) * pixels * 4 + p * 4 + c % 4,
+                                 ok ? src + static_cast<size_t>(c) * h * w : any, ok);
+    col += kThreads;
+    while (col >= wp) { col -= wp; ++row; }
+  }
+  ff_conv_direct::cp_async_commit();
+}
+
+// In place over the real channels' planes: big = TF32(x), small (kQuads planes on) = TF32(x - big).
+template <int C, int kThreads>
+__device__ __forceinline__ void split_band(float* buf, int pixels, int inputs, int tid) {
+  constexpr int kQuads = (C + 7) / 8 * 2;
+  for (int i = tid; i < (C + 3) / 4 * inputs; i += kThreads) {
+    const int quad = i / inputs, p = i % inputs;
+    float4* big = reinterpret_cast<float4*>(buf + quad * pixels * 4) + p;
+    float4* small = reinterpret_cast<float4*>(buf + (kQuads + quad) * pixels * 4) + p;
+    const float4 v = *big;
+    const float4 b = make_float4(__uint_as_float(tf32_round(v.x)), __uint_as_float(tf32_round(v.y)),
+                                 __uint_as_float(tf32_round(v.z)), __uint_as_float(tf32_round(v.w)));
+    *big = b;
+    *small = make_float4(__uint_as_float(tf32_round(v.x - b.x)), __uint_as_float(tf32_round(v.y - b.y)),
+                         __uint_as_float(tf32_round(v.z - b.z)), __uint_as_float(tf32_round(v.w - b.w)));
+  }
+}
+
+// The planes' pixels past a band's inputs (read only for dropped positions) and the padded channels' lanes of
+// `floats` floats of buffers: zero, for good (copy_band never writes them).
+template <int C, int kThreads>
+__device__ __forceinline__ void zero_padding(float* x_s, int floats, int pixels, int inputs, int tid) {
+  constexpr int kQuads = (C + 7) / 8 * 2;
+  for (int i = tid; i < floats; i += kThreads) {
+    const int ch = (i / (pixels * 4)) % kQuads * 4 + i % 4, p = (i / 4) % pixels;
+    if (ch >= C || p >= inputs) x_s[i] = 0.0f;
+  }
+}
+
 template <int C, int KH, int KW, int kChunks, class Epi>
 __global__ void __launch_bounds__(128)
 conv_shift_sum_kernel(const float* __restrict__ x, const float* __restrict__ w, double* __restrict__ sums,
@@ -87,58 +158,12 @@ conv_shift_sum_kernel(const float* __restrict__ x, const float* __restrict__ w, 
   const int bands_per_image = (g.oh * wp + Q::kBand - 1) / Q::kBand, bands = g.n * bands_per_image;
   const int64_t plane = static_cast<int64_t>(g.oh) * g.ow;
 
-  // The weights of this channel group, big and small TF32 parts: value (row m, channel 8 step + kk) of a tile at
-  // (kk / 4) * 1024 + m * 16 + (kk % 4) * 4 bytes (desc_plain(tile, 1024, 128)).
-  for (int i = tid; i < KH * KW * Q::kSteps * Q::kBM * 8; i += Q::kThreads) {
-    const int kk = i % 8, m = (i / 8) % Q::kBM, step = (i / 8 / Q::kBM) % Q::kSteps, tap = i / 8 / Q::kBM / Q::kSteps;
-    const int c = 8 * step + kk, k = k0 + m, r = tap / KW, s = tap % KW;
-    const float v = (k < g.k && c < C) ? w[((static_cast<size_t>(k) * C + c) * KH + r) * KW + s] : 0.0f;
-    const uint32_t big = tf32_round(v);
-    unsigned char* tile = w_s + (tap * Q::kSteps + step) * 2 * Q::kATile;
-    const int at = (kk / 4) * 1024 + m * 16 + (kk % 4) * 4;
-    *reinterpret_cast<uint32_t*>(tile + at) = big;
-    *reinterpret_cast<uint32_t*>(tile + Q::kATile + at) = tf32_round(v - __uint_as_float(big));
-  }
-  // The planes' pixels past the band's inputs (read only for dropped positions) and the padded channels' lanes:
-  // zero, for good (the copies never write them).
-  for (int i = tid; i < 2 * buffer_floats; i += Q::kThreads) {
-    const int ch = (i / (pixels * 4)) % Q::kQuads * 4 + i % 4, p = (i / 4) % pixels;
-    if (ch >= C || p >= inputs) x_s[i] = 0.0f;
-  }
-
-  // Band t's input: padded pixel j = i0 + p (p < inputs; row j / wp, column j % wp) of channel c into the big plane
-  // c / 4 of `buf` at pixel p, lane c % 4; zero outside the image. A thread takes pixels tid, tid + 128, ..., every
-  // channel of each (a warp's lanes on consecutive pixels).
+  stage_weights<C, KH, KW, Q::kThreads>(w_s, w, k0, g.k, tid);
+  zero_padding<C, Q::kThreads>(x_s, 2 * buffer_floats, pixels, inputs, tid);
   auto copy = [&](int t, float* buf) {
-    const int n = t / bands_per_image, i0 = (t % bands_per_image) * Q::kBand;
-    const float* image = x + static_cast<size_t>(n) * C * g.h * g.w;
-    int row = (i0 + tid) / wp, col = (i0 + tid) - row * wp;
-    for (int p = tid; p < inputs; p += Q::kThreads) {
-      const int gh = row - g.ph, gw = col - g.pw;
-      const bool ok = gh >= 0 && gh < g.h && gw >= 0 && gw < g.w;
-      const float* src = image + (ok ? static_cast<size_t>(gh) * g.w + gw : 0);
-#pragma unroll
-      for (int c = 0; c < C; ++c)
-        ff_conv_direct::cp_async_4(buf + (c / 4) * pixels * 4 + p * 4 + c % 4,
-                                   ok ? src + static_cast<size_t>(c) * g.h * g.w : x, ok);
-      col += Q::kThreads;
-      while (col >= wp) { col -= wp; ++row; }
-    }
-    ff_conv_direct::cp_async_commit();
-  };
-  // In place: big = TF32(x), small = TF32(x - big), over the real channels' quads.
-  auto split = [&](float* buf) {
-    for (int i = tid; i < (C + 3) / 4 * inputs; i += Q::kThreads) {
-      const int quad = i / inputs, p = i % inputs;
-      float4* big = reinterpret_cast<float4*>(buf + quad * pixels * 4) + p;
-      float4* small = reinterpret_cast<float4*>(buf + (Q::kQuads + quad) * pixels * 4) + p;
-      const float4 v = *big;
-      const float4 b = make_float4(__uint_as_float(tf32_round(v.x)), __uint_as_float(tf32_round(v.y)),
-                                   __uint_as_float(tf32_round(v.z)), __uint_as_float(tf32_round(v.w)));
-      *big = b;
-      *small = make_float4(__uint_as_float(tf32_round(v.x - b.x)), __uint_as_float(tf32_round(v.y - b.y)),
-                           __uint_as_float(tf32_round(v.z - b.z)), __uint_as_float(tf32_round(v.w - b.w)));
-    }
+    const int n = t / bands_per_image;
+    copy_band<C, Q::kThreads>(buf, x + static_cast<size_t>(n) * C * g.h * g.w, x, g.h, g.w, g.ph, g.pw,
+                              (t % bands_per_image) * Q::kBand, pixels, inputs, tid);
   };
   // Chunk `chunk`'s products into d as one group: every tap's small products (a_small.b_big, a_big.b_small) first,
   // then every tap's big one.
@@ -211,7 +236,7 @@ conv_shift_sum_kernel(const float* __restrict__ x, const float* __restrict__ w, 
     float* cur = x_s + (it & 1) * buffer_floats;
     asm volatile("cp.async.wait_group 0;\n" ::: "memory");
     __syncthreads();
-    split(cur);
+    split_band<C, Q::kThreads>(cur, pixels, inputs, tid);
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // written by threads, read by wgmma
     __syncthreads();
     // The other buffer's last reader was band t - 1's wgmmas, each waited for before this band's first sync.
