@@ -4,7 +4,7 @@
 #    (families/conv/shift.cuh, --every-kernel plans only until this passes), then `optimize --every-kernel` on 67
 #    (its convolution + GELU + global mean as one shifted-tap kernel: the end-to-end time against 3.275 ms at f1237dc);
 # 2. the shifted-descriptor lab with the changes made after run 3 (every tap's small products first; stores through a
-#    per-warp shared-memory stage: the `_stage` variants), ncu on `pipe_stage`;
+#    per-warp shared-memory stage: the `_stage` variants; two warpgroups a block: `*2*`), ncu on `pipe_stage`;
 # 3. the GPU fuzz campaign at 6011715 for the time left (copy $OUT/fuzz.json back to .shared/s22/fuzz.json).
 # First, on this machine (and `mkdir -p .shared && cp -r ../shared/problems .shared/` if .shared/problems is missing):
 #   mkdir -p .shared/s22
@@ -16,14 +16,14 @@
 set -u
 bash scripts/device_env.sh >/dev/null 2>&1; export PYTHONUNBUFFERED=1 TORCH_CUDA_ARCH_LIST=9.0a
 PY=.venv/bin/python; T0=$(date +%s); D=/tmp/diag; mkdir -p $D
-timeout 200 $PY -m pytest -q -p no:cacheprovider -m gpu tests/test_conv_kernels.py -k spatial_sums > $D/gpu_tests.log 2>&1
+timeout 150 $PY -m pytest -q -p no:cacheprovider -m gpu tests/test_conv_kernels.py -k spatial_sums > $D/gpu_tests.log 2>&1
 echo "spatial-sums GPU test exit $? at $(( $(date +%s) - T0 )) s"; tail -3 $D/gpu_tests.log
-timeout 200 $PY -m fuseforge optimize .shared/problems/kernelbench/67_Conv2d_GELU_GlobalAvgPool.py --every-kernel \
+timeout 160 $PY -m fuseforge optimize .shared/problems/kernelbench/67_Conv2d_GELU_GlobalAvgPool.py --every-kernel \
     -o /tmp/o67 > $D/optimize67.log 2>&1
 echo "optimize 67 --every-kernel exit $? at $(( $(date +%s) - T0 )) s"; cp /tmp/o67/report.md $D/report67.md 2>/dev/null
 grep -E "^\| (eager|compile|candidate) |correct|incorrect|Speedup" /tmp/o67/report.md 2>/dev/null | head -8
 LAB=dev/kernels/conv_wgmma_shift/bench_conv_shift.py
-timeout 220 $PY $LAB --reps 15 --out $OUT/conv_shift.json > $D/conv_shift.log 2>&1
+timeout 250 $PY $LAB --reps 15 --out $OUT/conv_shift.json > $D/conv_shift.log 2>&1
 echo "conv_shift lab exit $? at $(( $(date +%s) - T0 )) s"
 grep -E "^odd|^  |^[0-9]|rror" $D/conv_shift.log | cut -c1-240 | tail -80
 timeout 90 ncu --clock-control none -k regex:conv_shift_kernel -c 1 --section SpeedOfLight --section WarpStateStats \

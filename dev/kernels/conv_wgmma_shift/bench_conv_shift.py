@@ -11,8 +11,8 @@ height that fits: error vs float64 on the first images (max |error| / RMS of the
 CUDA-event times after an L2 flush (`labtools.timed`). Variants (`VARIANTS`): `shift` (every tap's small products,
 then every tap's big one, into one sum), `shiftp` (a fresh partial a kernel row), `pipe` (two accumulator sets: a
 chunk's epilogue overlaps the next chunk's wgmmas), `_ahead` (the next band's copy in flight), `_sum` (the spatial-sum
-form), `_stage` (stores through a shared-memory stage, 256 contiguous bytes a warp's store); each at 2 and 4 chunks
-of 128 positions a band (8 was slower everywhere at 146bcb2). Exit status 1 when one of ours is wrong (error > 1e-5 or a failed launch).
+form), `_stage` (stores through a shared-memory stage, 256 contiguous bytes a warp's store), `2` (two warpgroups a
+block sharing the band); each at 2 and 4 chunks of 128 positions a band (8 was slower everywhere at 146bcb2). Exit status 1 when one of ours is wrong (error > 1e-5 or a failed launch).
 `--compile-only DIR` writes the CUDA source there and stops (CI compiles it with nvcc).
 """
 from __future__ import annotations
@@ -34,12 +34,13 @@ CONV = ROOT / "fuseforge" / "families" / "conv"
 HERE = Path(__file__).resolve().parent
 INSTANCES = [("c8_3x3", 8, 3, 3), ("c3_3x3", 3, 3, 3), ("c16_3x3", 16, 3, 3), ("c8_5x5", 8, 5, 5)]  # (name, C, KH, KW)
 # name: (fresh partial a kernel row, two accumulator sets, the next band's copy in flight, what the epilogue does:
-# 0 stores from the fragment, 1 stores through the warp's shared-memory stage, 2 spatial sums only)
-VARIANTS = {"shift": (False, False, False, 0), "shiftp": (True, False, False, 0),
-            "shiftp_ahead": (True, False, True, 0), "pipe": (False, True, False, 0),
-            "pipe_ahead": (False, True, True, 0), "pipe_ahead_sum": (False, True, True, 2),
-            "shift_stage": (False, False, False, 1), "pipe_stage": (False, True, False, 1),
-            "pipe_ahead_stage": (False, True, True, 1)}
+# 0 stores from the fragment, 1 stores through the warp's shared-memory stage, 2 spatial sums only; warpgroups a block)
+VARIANTS = {"shift": (False, False, False, 0, 1), "shiftp": (True, False, False, 0, 1),
+            "shiftp_ahead": (True, False, True, 0, 1), "pipe": (False, True, False, 0, 1),
+            "pipe_ahead": (False, True, True, 0, 1), "pipe_ahead_sum": (False, True, True, 2, 1),
+            "shift_stage": (False, False, False, 1, 1), "pipe_stage": (False, True, False, 1, 1),
+            "pipe_ahead_stage": (False, True, True, 1, 1), "shift2_stage": (False, False, False, 1, 2),
+            "pipe2_stage": (False, True, False, 1, 2), "pipe2_ahead_sum": (False, True, True, 2, 2)}
 BANDS = {"c8_3x3": (2, 4)}  # chunks of 128 positions a band (a template constant); 2 for the other instances
 
 
@@ -47,13 +48,21 @@ def is_sum(variant: str) -> bool:
     return VARIANTS[variant][3] == 2
 
 
-def bands_of(instance: str) -> tuple[int, ...]:
-    return BANDS.get(instance, (2,))
+def bands_of(instance: str, variant: str = "shift") -> tuple[int, ...]:
+    """The band sizes built: a two-warpgroup pipelined variant needs two chunks a warpgroup."""
+    _, pipe, _, _, wgs = VARIANTS[variant]
+    return tuple(b for b in BANDS.get(instance, (2, 4) if wgs * (2 if pipe else 1) > 2 else (2,))
+                 if b % (wgs * (2 if pipe else 1)) == 0)
 
 
 def variants_of(instance: str) -> tuple[str, ...]:
-    """The variants built for an instance: at 25 taps all but the plain ones spill (ptxas, 255 registers)."""
-    return ("shift", "shift_stage") if instance.endswith("5x5") else tuple(VARIANTS)
+    """The variants built for an instance: at 25 taps all but the plain staged one spill (ptxas, 255 registers)."""
+    return ("shift_stage",) if instance.endswith("5x5") else tuple(VARIANTS)
+
+
+def kinds_of(instance: str) -> list[str]:
+    """Every launcher of an instance: variant and band size."""
+    return [f"{v}_{instance}_b{chunks}" for v in variants_of(instance) for chunks in bands_of(instance, v)]
 
 
 ODD = [  # (instance, x shape, out channels, padding, dilation)
@@ -80,9 +89,9 @@ def source() -> str:
         t = tiling.choose(c, 64, (1, kh, kw), (1, 1, 1), (1, 1, 1), 64)
         for variant in variants_of(name):
             flags = VARIANTS[variant]
-            for chunks in bands_of(name):
+            for chunks in bands_of(name, variant):
                 targs = (f"{c}, {kh}, {kw}, {chunks}, EpiBias, " + ", ".join("true" if f else "false" for f in flags[:3])
-                         + f", {flags[3]}")
+                         + f", {flags[3]}, {flags[4]}")
                 parts.append(f"""
 extern "C" int {variant}_{name}_b{chunks}(const float* x, const float* w, float* y, const int* q, const float* b, void* s) {{
     ff_conv_shift_lab::Geometry g{{q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7], q[8], q[9], q[10]}};
@@ -107,7 +116,7 @@ def build():
     args = ("x.data_ptr<float>(), w.data_ptr<float>(), y.data_ptr<float>(), qi.data(), b.data_ptr<float>(), "
             "reinterpret_cast<void*>(stream)")
     for name, *_ in INSTANCES:
-        kinds = [f"{v}_{name}_b{chunks}" for v in variants_of(name) for chunks in bands_of(name)]
+        kinds = kinds_of(name)
         for kind in (*kinds, f"ffma_{name}"):
             decls.append(f'extern "C" int {kind}(const float*, const float*, float*, const int*, const float*, '
                          'void*);')
@@ -162,7 +171,7 @@ def odd_cases(ext, stream, record) -> bool:
         truth = F.conv2d(x.double(), w.double(), b.double(), padding=padding, dilation=dilation)
         q, out = geometry(xs, k, (kh, kw), padding, dilation)
         row = {"instance": name, "x": xs, "k": k, "padding": padding, "dilation": dilation}
-        ours = [f"{v}_{name}_b{chunks}" for v in variants_of(name) for chunks in bands_of(name)]
+        ours = kinds_of(name)
         # the FFMA instance is built for unit dilation (its row-reuse path): compared only there
         kinds = ours + ([f"ffma_{name}"] if dilation == [1, 1] else [])
         for kind in kinds:
@@ -198,7 +207,7 @@ def measure(ext, stream, timed, models, xs, k) -> tuple[dict, bool]:
     q, out = geometry(xs, k, (3, 3), [0, 0], [1, 1])
     flops = 2 * out[0] * k * out[2] * out[3] * xs[1] * 9
     for variant in VARIANTS:
-        for chunks in bands_of("c8_3x3"):
+        for chunks in bands_of("c8_3x3", variant):
             kind = f"{variant}_c8_3x3_b{chunks}"
             occ = ext.blocks_per_sm(kind, q)
             entry = {"variant": variant, "chunks": chunks, "blocks_per_sm": occ}

@@ -47,7 +47,7 @@ template <int C, int KH, int KW>
 struct Cfg {
   static constexpr int kQuads = (C + 7) / 8 * 2;  // 4-channel planes (the padded channels' stay zero)
   static constexpr int kSteps = kQuads / 2;       // k8 steps a tap
-  static constexpr int kN = 128, kThreads = 128, kBM = 64;
+  static constexpr int kN = 128, kBM = 64;
   static constexpr int kATile = kBM * 8 * 4;  // one tap, k8 step and part: [2 halves of K][64 rows][4 floats]
   static constexpr int kWBytes = KH * KW * kSteps * 2 * kATile;
 };
@@ -71,22 +71,25 @@ inline int band_pixels(const Geometry& g, int kh, int kw, int chunks) {
 //                 a store, the epilogue functor applied there);
 //     kSum        sums them per (image, channel) into y[n K + k] (zeroed by the launcher), none stored: the
 //                 spatial-sum form (a global mean after the convolution).
+//   kWGs       warpgroups a block (1 or 2): they share the weights and the band, warpgroup w takes the band's chunks
+//              w kChunks / kWGs .. (w + 1) kChunks / kWGs - 1 (two: twice the warps an SM to hide latency).
 enum Out { kScattered = 0, kStaged = 1, kSum = 2 };
-constexpr int kStageFloats = 4 * 16 * 72;  // 4 warps x 16 channels x (64 positions + 8: the fragment writes hit 2 wavefronts)
+constexpr int kWarpStageFloats = 16 * 72;  // a warp's 16 channels x (64 positions + 8: its fragment writes hit 2 wavefronts)
 
 template <int C, int KH, int KW>
-size_t smem_bytes(const Geometry& g, int chunks, bool ahead, int out) {
+size_t smem_bytes(const Geometry& g, int chunks, bool ahead, int out, int wgs) {
   using Q = Cfg<C, KH, KW>;
   return Q::kWBytes + (ahead ? 2 : 1) * 2 * static_cast<size_t>(Q::kQuads) * band_pixels(g, KH, KW, chunks) * 16 +
-         (out == kStaged ? kStageFloats * 4 : 0) + 1024;
+         (out == kStaged ? 4 * wgs * kWarpStageFloats * 4 : 0) + 1024;
 }
 
-template <int C, int KH, int KW, int kChunks, class Epi, bool kPartials, bool kPipe, bool kAhead, int kOut>
-__global__ void __launch_bounds__(128)
+template <int C, int KH, int KW, int kChunks, class Epi, bool kPartials, bool kPipe, bool kAhead, int kOut, int kWGs>
+__global__ void __launch_bounds__(128 * kWGs)
 conv_shift_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y, const Geometry g,
                   const int pixels, const int inputs, const Epi epi) {
   static_assert(!(kPartials && kPipe), "the pipelined variant has no registers left for partials");
-  static_assert(!kPipe || kChunks % 2 == 0, "the pipelined variant takes chunks in pairs");
+  static_assert(kChunks % kWGs == 0 && (!kPipe || kChunks / kWGs % 2 == 0), "a warpgroup's chunks (in pairs: kPipe)");
+  constexpr int kThreads = 128 * kWGs, kOwn = kChunks / kWGs;  // block threads; a warpgroup's chunks
   using ff_conv_igemm::fence_accumulators;
   using ff_conv_igemm::wgmma_commit;
   using ff_conv_igemm::wgmma_fence;
@@ -100,18 +103,19 @@ conv_shift_kernel(const float* __restrict__ x, const float* __restrict__ w, floa
   const uint32_t w_addr = ff_conv_igemm::smem_addr(w_s);
   const uint32_t plane_bytes = static_cast<uint32_t>(pixels) * 16;
   const int buffer_floats = 2 * Q::kQuads * pixels * 4;
-  const int tid = threadIdx.x, lane = tid & 31, q = tid >> 5, gq = lane >> 2, tq = lane & 3;
+  // q: the warp within its warpgroup (its fragment rows 16 q ..); wg: the warpgroup
+  const int tid = threadIdx.x, lane = tid & 31, q = (tid >> 5) & 3, wg = tid >> 7, gq = lane >> 2, tq = lane & 3;
   const int k0 = blockIdx.y * Q::kBM;
   const int wp = g.w + 2 * g.pw;
   const int band_positions = kChunks * Q::kN;
   const int bands_per_image = (g.oh * wp + band_positions - 1) / band_positions, bands = g.n * bands_per_image;
   const bool pairs = g.ow % 2 == 0 && wp % 2 == 0;  // a thread's two positions e = 0, 1 share a row: float2 stores
 
-  stage_weights<C, KH, KW, Q::kThreads>(w_s, w, k0, g.k, tid);
-  zero_padding<C, Q::kThreads>(x_s, (kAhead ? 2 : 1) * buffer_floats, pixels, inputs, tid);
+  stage_weights<C, KH, KW, kThreads>(w_s, w, k0, g.k, tid);
+  zero_padding<C, kThreads>(x_s, (kAhead ? 2 : 1) * buffer_floats, pixels, inputs, tid);
   auto copy = [&](int t, float* buf) {
     const int n = t / bands_per_image;
-    copy_band<C, Q::kThreads>(buf, x + static_cast<size_t>(n) * C * g.h * g.w, x, g.h, g.w, g.ph, g.pw,
+    copy_band<C, kThreads>(buf, x + static_cast<size_t>(n) * C * g.h * g.w, x, g.h, g.w, g.ph, g.pw,
                               (t % bands_per_image) * band_positions, pixels, inputs, tid);
   };
   // The operands of tap (r, s), k8 step j, chunk positions p0 ..: the weights' big and small tiles (A) and the
@@ -182,7 +186,8 @@ conv_shift_kernel(const float* __restrict__ x, const float* __restrict__ w, floa
   // Epilogue of chunk `chunk` of band t from its accumulators: accumulator 4 jj + 2 h + e is output channel
   // k0 + 16 q + gq + 8 h at position i0 + chunk * 128 + 8 jj + 2 tq + e (row pos / wp, column pos % wp).
   float sums[2] = {0.0f, 0.0f};
-  float* stage = reinterpret_cast<float*>(smem + Q::kWBytes) + (kAhead ? 2 : 1) * buffer_floats + q * 16 * 72;
+  float* stage = reinterpret_cast<float*>(smem + Q::kWBytes) + (kAhead ? 2 : 1) * buffer_floats +
+                 (tid >> 5) * kWarpStageFloats;
   auto staged = [&](int t, int chunk, const float (&d)[64]) {
     const int n = t / bands_per_image, first = (t % bands_per_image) * band_positions + chunk * Q::kN;
 #pragma unroll
@@ -287,40 +292,41 @@ conv_shift_kernel(const float* __restrict__ x, const float* __restrict__ w, floa
     }
     asm volatile("cp.async.wait_group 0;\n" ::: "memory");
     __syncthreads();
-    split_band<C, Q::kThreads>(cur, pixels, inputs, tid);
+    split_band<C, kThreads>(cur, pixels, inputs, tid);
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // written by threads, read by wgmma
     __syncthreads();
     if constexpr (kAhead) {  // the other buffer's last reader was band t - 1's wgmmas, all waited for before the sync
       if (t + static_cast<int>(gridDim.x) < bands) copy(t + gridDim.x, x_s + ((it + 1) & 1) * buffer_floats);
     }
     const uint32_t x_addr = ff_conv_igemm::smem_addr(cur);
+    const int first = wg * kOwn;  // this warpgroup's chunks: first .. first + kOwn - 1
     if constexpr (kPipe) {  // chunk c + 1's wgmmas run while chunk c's epilogue does
       float acc0[64], acc1[64], none[1];
-      issue(x_addr, 0, acc0, none);
+      issue(x_addr, first, acc0, none);
 #pragma unroll
-      for (int c = 0; c < kChunks; c += 2) {
-        issue(x_addr, c + 1, acc1, none);
+      for (int c = 0; c < kOwn; c += 2) {
+        issue(x_addr, first + c + 1, acc1, none);
         wgmma_wait<1>();
         fence_accumulators(acc0);
-        epilogue(t, c, acc0);
-        if (c + 2 < kChunks) {
-          issue(x_addr, c + 2, acc0, none);
+        epilogue(t, first + c, acc0);
+        if (c + 2 < kOwn) {
+          issue(x_addr, first + c + 2, acc0, none);
           wgmma_wait<1>();
         } else {
           wgmma_wait<0>();
         }
         fence_accumulators(acc1);
-        epilogue(t, c + 1, acc1);
+        epilogue(t, first + c + 1, acc1);
       }
     } else {
 #pragma unroll
-      for (int c = 0; c < kChunks; ++c) {
+      for (int c = 0; c < kOwn; ++c) {
         float acc[64];
         float part[kPartials ? 64 : 1];
-        issue(x_addr, c, acc, part);
+        issue(x_addr, first + c, acc, part);
         wgmma_wait<0>();
         fence_accumulators(acc);
-        epilogue(t, c, acc);
+        epilogue(t, first + c, acc);
       }
     }
     flush_sums(t);
@@ -329,24 +335,24 @@ conv_shift_kernel(const float* __restrict__ x, const float* __restrict__ w, floa
   }
 }
 
-template <int C, int KH, int KW, int kChunks, class Epi, bool kPartials, bool kPipe, bool kAhead, int kOut>
+template <int C, int KH, int KW, int kChunks, class Epi, bool kPartials, bool kPipe, bool kAhead, int kOut, int kWGs>
 int blocks_per_sm(const Geometry& g) {
   int per_sm = 0;
-  auto kernel = conv_shift_kernel<C, KH, KW, kChunks, Epi, kPartials, kPipe, kAhead, kOut>;
-  const size_t smem = smem_bytes<C, KH, KW>(g, kChunks, kAhead, kOut);
+  auto kernel = conv_shift_kernel<C, KH, KW, kChunks, Epi, kPartials, kPipe, kAhead, kOut, kWGs>;
+  const size_t smem = smem_bytes<C, KH, KW>(g, kChunks, kAhead, kOut, kWGs);
   if (smem > 227 * 1024) return 0;
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024) != cudaSuccess)
     return -static_cast<int>(cudaGetLastError());
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Cfg<C, KH, KW>::kThreads, smem);
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 128 * kWGs, smem);
   return per_sm;
 }
 
-template <int C, int KH, int KW, int kChunks, class Epi, bool kPartials, bool kPipe, bool kAhead, int kOut>
+template <int C, int KH, int KW, int kChunks, class Epi, bool kPartials, bool kPipe, bool kAhead, int kOut, int kWGs>
 int launch(const float* x, const float* w, float* y, const Geometry& g, const Epi& epi, cudaStream_t stream) {
   using Q = Cfg<C, KH, KW>;
   if (g.c != C) return 1001;
   if (g.ow != g.w + 2 * g.pw - (KW - 1) * g.dw || g.oh != g.h + 2 * g.ph - (KH - 1) * g.dh) return 1002;  // stride 1
-  const int per_sm = blocks_per_sm<C, KH, KW, kChunks, Epi, kPartials, kPipe, kAhead, kOut>(g);
+  const int per_sm = blocks_per_sm<C, KH, KW, kChunks, Epi, kPartials, kPipe, kAhead, kOut, kWGs>(g);
   if (per_sm <= 0) return 1003;  // the band does not fit in shared memory
   int device = 0, sms = 0;
   cudaGetDevice(&device);
@@ -356,8 +362,8 @@ int launch(const float* x, const float* w, float* y, const Geometry& g, const Ep
   const int64_t bands = g.n * ((positions + band - 1) / band);
   const int groups = (g.k + Q::kBM - 1) / Q::kBM;
   const int grid_x = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(bands, sms * per_sm / groups)));
-  conv_shift_kernel<C, KH, KW, kChunks, Epi, kPartials, kPipe, kAhead, kOut>
-      <<<dim3(grid_x, groups), Q::kThreads, smem_bytes<C, KH, KW>(g, kChunks, kAhead, kOut), stream>>>(
+  conv_shift_kernel<C, KH, KW, kChunks, Epi, kPartials, kPipe, kAhead, kOut, kWGs>
+      <<<dim3(grid_x, groups), 128 * kWGs, smem_bytes<C, KH, KW>(g, kChunks, kAhead, kOut, kWGs), stream>>>(
           x, w, y, g, band_pixels(g, KH, KW, kChunks), band_inputs(g, KH, KW, kChunks), epi);
   return static_cast<int>(cudaGetLastError());
 }
