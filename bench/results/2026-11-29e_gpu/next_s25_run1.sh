@@ -16,17 +16,17 @@
 set -u
 bash scripts/device_env.sh >/dev/null 2>&1; export PYTHONUNBUFFERED=1 TORCH_CUDA_ARCH_LIST=9.0a
 PY=.venv/bin/python; T0=$(date +%s); D=/tmp/diag; mkdir -p $D
-timeout 150 $PY -m pytest -q -p no:cacheprovider -m gpu tests/test_conv_kernels.py -k spatial_sums > $D/gpu_tests.log 2>&1
+timeout 130 $PY -m pytest -q -p no:cacheprovider -m gpu tests/test_conv_kernels.py -k spatial_sums > $D/gpu_tests.log 2>&1
 echo "spatial-sums GPU test exit $? at $(( $(date +%s) - T0 )) s"; tail -3 $D/gpu_tests.log
-timeout 160 $PY -m fuseforge optimize .shared/problems/kernelbench/67_Conv2d_GELU_GlobalAvgPool.py --every-kernel \
+timeout 140 $PY -m fuseforge optimize .shared/problems/kernelbench/67_Conv2d_GELU_GlobalAvgPool.py --every-kernel \
     -o /tmp/o67 > $D/optimize67.log 2>&1
 echo "optimize 67 --every-kernel exit $? at $(( $(date +%s) - T0 )) s"; cp /tmp/o67/report.md $D/report67.md 2>/dev/null
 grep -E "^\| (eager|compile|candidate) |correct|incorrect|Speedup" /tmp/o67/report.md 2>/dev/null | head -8
 LAB=dev/kernels/conv_wgmma_shift/bench_conv_shift.py
-timeout 250 $PY $LAB --reps 15 --out $OUT/conv_shift.json > $D/conv_shift.log 2>&1
+timeout 230 $PY $LAB --reps 15 --out $OUT/conv_shift.json > $D/conv_shift.log 2>&1
 echo "conv_shift lab exit $? at $(( $(date +%s) - T0 )) s"
 grep -E "^odd|^  |^[0-9]|rror" $D/conv_shift.log | cut -c1-240 | tail -80
-timeout 90 ncu --clock-control none -k regex:conv_shift_kernel -c 1 --section SpeedOfLight --section WarpStateStats \
+timeout 60 ncu --clock-control none -k regex:conv_shift_kernel -c 1 --section SpeedOfLight --section WarpStateStats \
     --section SchedulerStats --section MemoryWorkloadAnalysis --section Occupancy \
     $PY $LAB --once pipe_stage:2:1 > $D/ncu_pipe_stage_2_1.txt 2>&1
 echo "ncu exit $? at $(( $(date +%s) - T0 )) s"
