@@ -2,7 +2,7 @@
 
 An anchor op with random sizes, then a chain of 2-6 ops, each drawn only among those valid for the shape
 the chain has reached (NNSmith's rule: generate only valid programs), sometimes keeping a value for a
-later residual or a second output. The same seed always gives the same file (one random.Random per model,
+later residual or a second output, and sometimes a global average pool as a head (a CNN's last op). The same seed always gives the same file (one random.Random per model,
 no other source of randomness).
 """
 
@@ -13,12 +13,14 @@ from dataclasses import dataclass
 
 from .anchors import start
 from .builder import Builder, Value, literal
+from .ops_norm_pool import global_avg_pool
 from .vocabulary import ANCHOR_WEIGHTS, ANCHORS, CATEGORY_WEIGHTS, OPS, Op
 
 MIN_CHAIN, MAX_CHAIN = 2, 6
 SAVE_P = 0.25  # before each chain op: keep the current value for a later residual or output
 TUPLE_P = 0.15  # return (x, an earlier value)
 UNUSED_P = 0.08  # a parameter that forward never reads
+HEAD_P = 0.2  # after a chain that ends on spatial axes: a global average pool (a CNN's head), from a stream of its own
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,10 @@ def _build(rng: random.Random, seed: int, include: str | None) -> FuzzModel:
         chosen = _draw(b, include if include is not None and include not in b.ops else None)
         chosen.write(b)
         b.ops.append(chosen.name)
+    head = random.Random(f"head/{seed}/{' '.join(b.ops)}")  # its own stream: every other draw stays the seed's
+    if b.x.rank in (4, 5) and head.random() < HEAD_P:
+        global_avg_pool(b, head)
+        b.ops.append("global_avg_pool")
     if rng.random() < UNUSED_P:
         b.module("unused", "nn.Parameter(torch.randn(3))")
         b.ops.append("unused_parameter")

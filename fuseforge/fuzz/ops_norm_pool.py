@@ -162,3 +162,19 @@ def adaptive_avg_pool(b: Builder) -> None:
 @op("adaptive_max_pool", "pool", _poolable)
 def adaptive_max_pool(b: Builder) -> None:
     _adaptive(b, "Max")
+
+
+def global_avg_pool(b: Builder, rng) -> None:
+    """A CNN's head after the chain: the mean over every spatial axis of a [N, C, *spatial] value, spelled as a mean
+    over those axes (positive or negative, keepdim or not) or an adaptive average pool to 1. Its draws come from
+    `rng`, a stream of its own, so the rest of the model is what the seed gives without it."""
+    dims = b.x.rank - 2
+    axes = [a - b.x.rank if rng.random() < 0.3 else a for a in range(2, b.x.rank)]
+    keepdim = rng.random() < 0.5
+    spelling = rng.randrange(3)
+    if spelling == 0:
+        b.emit(f"x = F.adaptive_avg_pool{dims}d(x, 1)", (*b.x.shape[:2], *([1] * dims)))
+        return
+    kd = ", keepdim=True" if keepdim else ""
+    call = f"x.mean({literal(tuple(axes))}{kd})" if spelling == 1 else f"torch.mean(x, dim={literal(axes)}{kd})"
+    b.emit(f"x = {call}", (*b.x.shape[:2], *([1] * dims)) if keepdim else tuple(b.x.shape[:2]))
