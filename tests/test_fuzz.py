@@ -100,6 +100,8 @@ def test_a_global_average_pool_head_leaves_the_rest_of_the_model_as_the_seed_giv
         if extra:
             assert "mean(" in extra[0] or "adaptive_avg_pool" in extra[0]
 
+
+@pytest.mark.parametrize("name", sorted(OPS) + sorted(ANCHORS))
 def test_each_op_on_its_own_makes_models_that_run_in_eager_with_the_tracked_shapes(name, tmp_path):
     """Each anchor and chain op, forced into three models: the file runs in eager PyTorch and its outputs
     have the shapes the generator tracked (a wrong shape rule would make later ops invalid)."""
