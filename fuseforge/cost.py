@@ -367,7 +367,7 @@ def estimate(eager: EagerCost, captured: Captured, plan: Plan, measured: dict[st
     timeline = Timeline()
     units = []
     for step in plan.steps:
-        before = plan_s
+        t = 0.0  # the step's GPU seconds (a view: none)
         if isinstance(step, KernelStep):
             g = step.group
             moved = sum(nbytes(by_name[i]) for i in g.inputs) + sum(nbytes(by_name[o]) for o in g.outputs)
@@ -389,20 +389,18 @@ def estimate(eager: EagerCost, captured: Captured, plan: Plan, measured: dict[st
                     t = measured_conv_seconds(timed[n.name], _conv_with_bias(n), cl) + (conversion_ms(n) / 1e3 if cl
                                                                                           else 0.0)
                 plan_s, plan_moved, plan_launches, torch_s = plan_s + t, plan_moved + m, plan_launches + 1, torch_s + t
-        timeline.call(plan_s - before)
+        timeline.call(t)
     keep = [([o for o in captured.user_outputs if o], [])]
     peak, held = _peak(units + keep, _sizes(by_name))
     # Each call of the emitted forward (a kernel's binding, a torch op, a view) takes host time to issue, and the GPU
     # runs a call's work once it is issued and the work before it is done: the forward takes its timeline's end
-    host = len(plan.steps) * HOST_OP_S
     # eager's forward issues its ops from Python as well: 29-87 us per captured op on the H100 machine (its enqueue
     # time over 4-6 ops, bench/results/2026-11-27i_gpu/host_*.json; convolutions cost the most), so HOST_OP_S each
     # is a floor: a small, many-op model is host-bound in both
-    eager_host = eager.calls * HOST_OP_S
     eager_calls = _eager_measured(eager, by_key)
     eager_timeline = Timeline()
     for t in eager_calls:
         eager_timeline.call(t)
     return CostEstimate(eager_timeline.end, timeline.end, eager.bytes_moved, plan_moved, eager.launches,
                         plan_launches, eager.peak_activation_bytes, peak, eager.flops, torch_s, eager.peak_values, held,
-                        host, len(plan.steps), eager_host, eager.calls, sum(eager_calls), plan_s)
+                        timeline.host, len(plan.steps), eager_timeline.host, eager.calls, sum(eager_calls), plan_s)

@@ -110,3 +110,17 @@ def row_program(cuda: str, body: str, folder, name: str):
         assert out.returncode == 0, out.stderr
         return [float(x) for x in out.stdout.split()]
     return run
+
+
+def lab_kernels_for_hopper(source: str, tmp_path, kernel: str) -> list[str]:
+    """nvcc -cubin for sm_90a of a lab's source with ptxas -v: asserts it builds without spills and without ptxas
+    serialising its wgmmas, and returns the entry functions whose name contains `kernel` (its instances)."""
+    (tmp_path / "lab.cu").write_text(source)
+    proc = subprocess.run([NVCC, "-cubin", "-gencode=arch=compute_90a,code=sm_90a", "-std=c++17", "-O3", "-Xptxas",
+                           "-v,-warn-spills,-warn-lmem-usage", "-o", str(tmp_path / "lab.cubin"),
+                           str(tmp_path / "lab.cu")], capture_output=True, text=True, timeout=600)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-3000:]
+    assert "spill" not in log.replace("0 bytes spill stores, 0 bytes spill loads", ""), log[-3000:]
+    assert "serialized" not in log and "Potential Performance Loss" not in log, log[-3000:]
+    return re.findall(rf"Compiling entry function '(\w*{kernel}\w*)'", log)

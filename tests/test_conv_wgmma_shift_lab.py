@@ -4,9 +4,6 @@ serialising its wgmmas; and the identity it rests on holds: reading the band's p
 without swizzle, moved by a tap's offset, gives that tap's operand, so the chunks' products summed over the taps are
 the convolution. CPU only: its speed and error on a GPU are measured by bench_conv_shift.py."""
 
-import re
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from compile_check import NVCC, lab_kernels_for_hopper
 
 LAB = Path(__file__).resolve().parents[1] / "dev" / "kernels" / "conv_wgmma_shift"
 sys.path.insert(0, str(LAB))
@@ -21,21 +19,12 @@ import bench_conv_shift as lab  # noqa: E402
 
 # the lab's variants and the product's kernel (families/conv/shift.cuh), whose band and weight helpers they share
 SOURCE = (LAB / "conv_shift.cuh").read_text() + (LAB.parents[2] / "fuseforge" / "families" / "conv" / "shift.cuh").read_text()
-needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+needs_nvcc = pytest.mark.skipif(NVCC is None, reason="needs nvcc")
 
 
 @needs_nvcc
 def test_every_instance_compiles_for_sm90a_with_no_spills_and_unserialised_wgmmas(tmp_path):
-    (tmp_path / "lab.cu").write_text(lab.source())
-    proc = subprocess.run(["nvcc", "-cubin", "-gencode=arch=compute_90a,code=sm_90a", "-std=c++17", "-O3", "-Xptxas",
-                           "-v,-warn-spills,-warn-lmem-usage", "-o", str(tmp_path / "lab.cubin"),
-                           str(tmp_path / "lab.cu")], capture_output=True, text=True, timeout=300)
-    log = proc.stdout + proc.stderr
-    assert proc.returncode == 0, log[-3000:]
-    kernels = re.findall(r"Compiling entry function '(\w*conv_shift_kernel\w*)'", log)
-    assert len(kernels) == sum(len(lab.kinds_of(n)) for n, *_ in lab.INSTANCES), log[-3000:]
-    assert "spill" not in log.replace("0 bytes spill stores, 0 bytes spill loads", "")
-    assert "serialized" not in log and "Potential Performance Loss" not in log
+    assert len(lab_kernels_for_hopper(lab.source(), tmp_path, "conv_shift_kernel")) == sum(len(lab.kinds_of(n)) for n, *_ in lab.INSTANCES)
 
 
 def _read_k_major(mem: np.ndarray, start: int, lbo: int, sbo: int, rows: int) -> np.ndarray:

@@ -2,8 +2,8 @@
 
 An anchor op with random sizes, then a chain of 2-6 ops, each drawn only among those valid for the shape
 the chain has reached (NNSmith's rule: generate only valid programs), sometimes keeping a value for a
-later residual or a second output, and sometimes a global average pool as a head (a CNN's last op). The same seed always gives the same file (one random.Random per model,
-no other source of randomness).
+later residual or a second output, and sometimes a global average pool as a head (a CNN's last op). The
+same seed always gives the same file (one random.Random per model, no other source of randomness).
 """
 
 from __future__ import annotations

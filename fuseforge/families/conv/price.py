@@ -29,15 +29,20 @@ def direct_seconds(node: fx.Node, conv: ConvAnchor) -> float:
         return igemm_seconds(node, conv)
     out = traced_shape(node)
     if conv.kernel == "shift":  # its positions in whole bands of padded rows counted as work
-        w_in = traced_shape(node.all_input_nodes[0])[-1]
-        fraction = tiling.shift_useful_fraction(out[-2], out[-1], w_in, conv.padding, conv.tiling.chunks)
-        return 2.0 * conv.terms * cost.numel(node) / (rates.CONV_SHIFT_SUM_FLOPS * fraction)
+        return 2.0 * conv.terms * cost.numel(node) / (rates.CONV_SHIFT_SUM_FLOPS * _shift_useful(node, conv))
     fraction = tiling.useful_fraction(conv.tiling, conv.k, out[-2], out[-1])
     flops = 2.0 * conv.terms * cost.numel(node)
     if conv.dims == 3:  # a time per output and the products (rates.CONV_DIRECT_3D)
         per_output, rate = rates.CONV_DIRECT_3D
         return cost.numel(node) * per_output + flops / (rate * fraction)
     return flops / (rates.CONV_DIRECT_FLOPS[conv.dims] * fraction)
+
+
+def _shift_useful(node: fx.Node, conv: ConvAnchor) -> float:
+    """The shifted-tap kernel's kept positions of those it computes (`tiling.shift_useful_fraction`)."""
+    out = traced_shape(node)
+    w_in = traced_shape(node.all_input_nodes[0])[-1]
+    return tiling.shift_useful_fraction(out[-2], out[-1], w_in, conv.padding, conv.tiling.chunks)
 
 
 def igemm_seconds(node: fx.Node, conv: ConvAnchor) -> float:
@@ -118,8 +123,7 @@ def slower_than_cudnn(node: fx.Node, conv: ConvAnchor, tail: str) -> str | None:
         useful = tiling.igemm_useful_fraction(conv.tiling, conv.k, extents)
         kernel = "the tensor-core kernel"
     elif conv.kernel == "shift":
-        w_in = traced_shape(node.all_input_nodes[0])[-1]
-        useful = tiling.shift_useful_fraction(out[-2], out[-1], w_in, conv.padding, conv.tiling.chunks)
+        useful = _shift_useful(node, conv)
         kernel = "the tensor-core spatial-sum kernel"
     else:
         useful = tiling.useful_fraction(conv.tiling, conv.k, out[-2], out[-1])

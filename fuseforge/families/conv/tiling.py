@@ -260,8 +260,7 @@ def choose_split_igemm(c: int, k_out: int, out: tuple[int, int, int], tap_counts
 SHIFT_MAX_CHANNELS = 16  # two k8 steps a tap
 SHIFT_MAX_TAPS = 9  # a 3x3 window or smaller: at 25 taps ptxas spilled its variants (dev/kernels/conv_wgmma_shift)
 SHIFT_CHUNK = 128  # output positions a wgmma's N covers
-SHIFT_THREADS = 128
-SHIFT_BLOCKS_BY_REGISTERS = 2  # 192-222 registers a thread (ptxas, sm_90a): at most two 128-thread blocks an SM
+SHIFT_BLOCKS_BY_REGISTERS = 2  # 172-181 registers a thread (ptxas, sm_90a): at most two 128-thread blocks an SM
 
 
 @dataclass(frozen=True)
